@@ -1,0 +1,34 @@
+# Two commands do all set-up on a fresh machine:
+#   make serve   - create .venv, install Rockafka, run `rockafka serve` with data in ./data
+#   make test    - create .venv with test extras, install every test dependency, run the suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: serve test test-deps bench clean
+
+$(BIN)/rockafka: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.test-extras: pyproject.toml $(BIN)/rockafka
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+serve: $(BIN)/rockafka
+	$(BIN)/rockafka serve --data-dir ./data
+
+test-deps: $(VENV)/.test-extras
+	bash deploy/dev/install-test-deps.sh
+
+test: test-deps
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: test-deps
+	$(BIN)/python compat/bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

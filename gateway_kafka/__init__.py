@@ -1,0 +1,1 @@
+"""Kafka wire-protocol gateway: stock Kafka clients talk to the engine unchanged."""

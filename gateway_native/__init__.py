@@ -1,0 +1,1 @@
+"""RocketMQ remoting-protocol gateway: NameServer, broker processors and the Python SDK."""

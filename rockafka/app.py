@@ -1,0 +1,86 @@
+"""One all-in-one node: the store, then each listener, torn down in reverse on shutdown.
+
+A component is anything with ``async start()`` / ``async stop()`` and a ``name``; after
+``start()`` a listener exposes the port it bound as ``port`` (config port 0 = ephemeral, which
+tests use). Shutdown order is the reverse of start order, and the store goes last so that
+flush, checkpoint and removal of ``abort`` happen after the last write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any, Protocol
+
+import structlog
+
+from engine.config import NodeConfig
+from engine.store import MessageStore
+
+log = structlog.get_logger("rockafka.node")
+
+
+class Component(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
+    """The listeners of a node, in start order. Each gateway adds itself here."""
+    components: list[Any] = []
+    # -- native gateway (NameServer first: the broker registers with it) --
+    # -- kafka gateway --
+    # -- admin http --
+    return components
+
+
+class Node:
+    def __init__(self, config: NodeConfig):
+        self.config = config
+        self.store = MessageStore(config.store, broker_config=config.broker)
+        self.components: list[Any] = []
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.store.start)
+        self.components = build_components(self.store, self.config)
+        started: list[Any] = []
+        try:
+            for comp in self.components:
+                await comp.start()
+                started.append(comp)
+        except BaseException:
+            for comp in reversed(started):
+                await comp.stop()
+            await loop.run_in_executor(None, self.store.shutdown)
+            raise
+        ports = {c.name: getattr(c, "port", None) for c in self.components}
+        log.info("node_ready", data_dir=self.config.data_dir, host=self.config.host, **{f"{k}_port": v for k, v in ports.items()})
+
+    async def stop(self) -> None:
+        loop = asyncio.get_running_loop()
+        for comp in reversed(self.components):
+            try:
+                await comp.stop()
+            except Exception:  # keep tearing down; the store must still close cleanly
+                log.exception("component_stop_failed", component=comp.name)
+        await loop.run_in_executor(None, self.store.shutdown)
+        log.info("node_stopped", data_dir=self.config.data_dir)
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def run_until_signal(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        await self.start()
+        try:
+            await self._stopped.wait()
+            log.info("shutdown_requested")
+        finally:
+            await self.stop()

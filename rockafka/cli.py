@@ -1,0 +1,98 @@
+"""``rockafka`` command line: ``serve`` (all-in-one node) and, later, ``namesrv`` and ``admin``.
+
+Every listener follows the same flags; precedence is defaults < ``--config`` broker.conf <
+``ROCKAFKA_*`` environment < flags. Errors a person can fix exit non-zero with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Sequence
+
+from engine.config import ConfigError, NodeConfig, load_node_config
+from engine.errors import StoreError
+
+from . import __version__
+from . import logging as rlog
+
+
+def _add_listener_flags(p: argparse.ArgumentParser) -> None:
+    d = NodeConfig()
+    p.add_argument("--config", metavar="FILE", help="RocketMQ-style broker.conf (key=value, RocketMQ key names)")
+    p.add_argument("--data-dir", metavar="DIR", help=f"store root directory (storePathRootDir; default {d.data_dir})")
+    p.add_argument("--host", metavar="ADDR", help=f"listen address for every listener (default {d.host})")
+    p.add_argument("--kafka-port", type=int, metavar="PORT", help=f"Kafka protocol port (default {d.kafka_port}; 0 = any free port)")
+    p.add_argument("--namesrv-port", type=int, metavar="PORT", help=f"NameServer port (default {d.namesrv_port})")
+    p.add_argument("--broker-port", type=int, metavar="PORT", help=f"RocketMQ broker port (listenPort; default {d.broker_port})")
+    p.add_argument("--ha-port", type=int, metavar="PORT", help=f"HA replication port (haListenPort; default {d.ha_port})")
+    p.add_argument("--admin-port", type=int, metavar="PORT", help=f"admin HTTP port (default {d.admin_port})")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="any other broker.conf key, e.g. --set flushDiskType=SYNC_FLUSH (repeatable)",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
+
+
+def config_from_args(args: argparse.Namespace) -> NodeConfig:
+    overrides: dict[str, object] = {}
+    for item in args.set:
+        if "=" not in item:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        overrides[k] = v
+    for flag in ("data_dir", "host", "kafka_port", "namesrv_port", "broker_port", "ha_port", "admin_port"):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides[flag] = value
+    return load_node_config(args.config, overrides)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rockafka", description="Rockafka: RocketMQ semantics, Kafka and RocketMQ wire protocols")
+    parser.add_argument("--version", action="version", version=f"rockafka {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = sub.add_parser("serve", help="run an all-in-one node (NameServer, broker, Kafka gateway, admin HTTP)",
+                           description="Run an all-in-one Rockafka node on embedded defaults.")
+    _add_listener_flags(serve)
+    return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .app import Node
+
+    config = config_from_args(args)
+    rlog.configure(args.log_level, args.log_json)
+    node = Node(config)
+    asyncio.run(node.run_until_signal())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        if args.command == "serve":
+            return cmd_serve(args)
+    except ConfigError as exc:
+        print(f"rockafka: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"rockafka: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # e.g. a port already in use
+        print(f"rockafka: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

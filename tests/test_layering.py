@@ -1,0 +1,62 @@
+"""The dependency arrows point one way: gateways -> engine, rockafka (app) -> everything.
+
+Walks every module's imports (absolute and relative) with ``ast`` and fails on a wrong arrow:
+``engine`` importing a gateway or the app, one gateway importing the other, or anything
+importing the app package.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("engine", "gateway_kafka", "gateway_native", "rockafka")
+FORBIDDEN = {
+    "engine": {"gateway_kafka", "gateway_native", "rockafka"},
+    "gateway_kafka": {"gateway_native", "rockafka"},
+    "gateway_native": {"gateway_kafka", "rockafka"},
+    "rockafka": set(),
+}
+
+
+def imported_top_levels(path: Path, package: str) -> set[tuple[str, int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[tuple[str, int]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found.add((alias.name.split(".")[0], node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import stays inside its own package
+                found.add((package, node.lineno))
+            elif node.module:
+                found.add((node.module.split(".")[0], node.lineno))
+    return found
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    bad = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            for top, lineno in imported_top_levels(path, package):
+                if top in FORBIDDEN[package]:
+                    bad.append(f"{path.relative_to(root)}:{lineno} imports {top}")
+    return bad
+
+
+def test_no_wrong_arrows():
+    assert violations() == []
+
+
+def test_checker_catches_a_wrong_arrow(tmp_path):
+    (tmp_path / "engine").mkdir()
+    for p in PACKAGES[1:]:
+        (tmp_path / p).mkdir()
+    (tmp_path / "engine" / "bad.py").write_text("from gateway_kafka import server\n")
+    (tmp_path / "gateway_kafka" / "bad.py").write_text("import gateway_native.remoting\n")
+    (tmp_path / "gateway_native" / "ok.py").write_text("from engine import store\nfrom . import x\n")
+    assert sorted(violations(tmp_path)) == [
+        "engine/bad.py:1 imports gateway_kafka",
+        "gateway_kafka/bad.py:1 imports gateway_native",
+    ]
