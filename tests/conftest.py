@@ -1,0 +1,32 @@
+"""Shared fixtures. ``node``: one real ``rockafka serve`` per test module, on free ports."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.node import RunningNode
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    """A running all-in-one node for the test module; stopped (gracefully) afterwards."""
+    with RunningNode(tmp_path_factory.mktemp("node") / "data") as n:
+        yield n
+
+
+@pytest.fixture
+def make_node(tmp_path):
+    """Factory for nodes with their own settings (``--set`` keys); all stopped at teardown."""
+    nodes: list[RunningNode] = []
+
+    def make(settings: dict[str, object] | None = None, start: bool = True, name: str = "data") -> RunningNode:
+        n = RunningNode(tmp_path / name, settings=settings)
+        nodes.append(n)
+        return n.start() if start else n
+
+    yield make
+    for n in nodes:
+        try:
+            n.stop()
+        except Exception:
+            n.kill()

@@ -1,0 +1,155 @@
+"""Run a real ``rockafka serve`` in a child process on loopback, on free ports.
+
+Tests talk to it with real clients. ``RunningNode`` starts the node, waits for its
+``node_ready`` log event (bounded), and can stop it (SIGTERM), kill it (SIGKILL) and start it
+again on the same ports and data directory, so restart and crash behaviour is tested through
+the real entry point.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rockafka_command() -> list[str]:
+    exe = Path(sys.executable).with_name("rockafka")
+    if exe.exists():
+        return [str(exe)]
+    return [sys.executable, "-m", "rockafka.cli"]
+
+
+class NodeStartError(RuntimeError):
+    pass
+
+
+class RunningNode:
+    def __init__(self, data_dir: str | os.PathLike[str], *, settings: dict[str, object] | None = None,
+                 ready_timeout: float = 60.0):
+        self.data_dir = Path(data_dir)
+        self.settings = dict(settings or {})
+        self.ready_timeout = ready_timeout
+        self.host = "127.0.0.1"
+        self.kafka_port = free_port()
+        self.namesrv_port = free_port()
+        self.broker_port = free_port()
+        self.ha_port = free_port()
+        self.admin_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+        self._log_file = None
+        self.starts = 0
+
+    # -- addresses ------------------------------------------------------------------------
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"{self.host}:{self.kafka_port}"
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"{self.host}:{self.namesrv_port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.host}:{self.broker_port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{self.host}:{self.admin_port}"
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def args(self) -> list[str]:
+        cmd = rockafka_command() + [
+            "serve", "--host", self.host, "--data-dir", str(self.data_dir),
+            "--kafka-port", str(self.kafka_port), "--namesrv-port", str(self.namesrv_port),
+            "--broker-port", str(self.broker_port), "--ha-port", str(self.ha_port),
+            "--admin-port", str(self.admin_port),
+        ]
+        for key, value in self.settings.items():
+            cmd += ["--set", f"{key}={value}"]
+        return cmd
+
+    def start(self) -> "RunningNode":
+        assert self.proc is None or self.proc.poll() is not None, "node already running"
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_file = open(self.log_path, "ab")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(self.args(), stdout=self._log_file, stderr=subprocess.STDOUT,
+                                     cwd=str(ROOT), env=env, start_new_session=True)
+        self.starts += 1
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            text = self.log_path.read_bytes()[offset:].decode("utf-8", "replace")
+            if "node_ready" in text:
+                return self
+            if self.proc.poll() is not None:
+                raise NodeStartError(f"rockafka exited with {self.proc.returncode}:\n{text[-4000:]}")
+            time.sleep(0.05)
+        self.kill()
+        raise NodeStartError(f"rockafka not ready after {self.ready_timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text("utf-8", "replace")[-chars:]
+        except OSError:
+            return ""
+
+    def _wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self._log_file:
+                self._log_file.close()
+                self._log_file = None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Graceful shutdown (SIGTERM); returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self._wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise NodeStartError(f"rockafka did not stop within {timeout}s:\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """Crash it: SIGKILL the whole process group."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self._wait(30)
+
+    def restart(self) -> "RunningNode":
+        self.stop()
+        return self.start()
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_events(self) -> list[str]:
+        return re.findall(r"event='?([a-z_]+)", self.log_tail(10**7))
+
+    def __enter__(self) -> "RunningNode":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        except Exception:
+            self.kill()
