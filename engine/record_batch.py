@@ -228,3 +228,344 @@ def iter_batches(records_bytes) -> Iterator[memoryview]:
             )
         yield view[pos:pos + size]
         pos += size
+
+
+# ---------------------------------------------------------------------------------------------
+# Records
+#
+# Record layout (inside the batch, after the header; compressed as one block when the batch's
+# compression bits are set):
+#   length(varint) attributes(int8) timestampDelta(varlong) offsetDelta(varint)
+#   keyLength(varint, -1 = null) key valueLength(varint, -1 = null) value
+#   headerCount(varint) [headerKeyLength(varint) headerKey(utf-8)
+#                        headerValueLength(varint, -1 = null) headerValue]*
+# All varints are zigzag encoded (protobuf style).
+# ---------------------------------------------------------------------------------------------
+
+
+class Record(NamedTuple):
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    attributes: int = 0
+
+    def absolute_offset(self, header: BatchHeader) -> int:
+        return header.base_offset + self.offset_delta
+
+    def absolute_timestamp(self, header: BatchHeader) -> int:
+        """The record's timestamp: its own (CreateTime) or the batch's max timestamp when the
+        batch carries LogAppendTime, as Kafka consumers see it."""
+        if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+            return header.max_timestamp
+        return header.base_timestamp + self.timestamp_delta
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def _write_varint(out: bytearray, n: int) -> None:
+    """Append the zigzag varint encoding of a signed 64-bit value."""
+    v = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Read a zigzag varint at ``pos``; returns (value, new position)."""
+    result = 0
+    shift = 0
+    while True:
+        try:
+            b = buf[pos]
+        except IndexError:
+            raise CorruptRecordError("record truncated inside a varint") from None
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes in record")
+
+
+def _decode_header_key(raw: bytes) -> str:
+    # surrogateescape keeps non-UTF-8 header keys lossless through a decode/build round trip
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _parse_records(data: bytes, count: int) -> list[Record]:
+    records = []
+    pos = 0
+    end = len(data)
+    read = _read_varint
+    for _ in range(count):
+        length, pos = read(data, pos)
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise CorruptRecordError(f"record length {length} runs past the batch end")
+        attributes = data[pos]
+        pos += 1
+        ts_delta, pos = read(data, pos)
+        off_delta, pos = read(data, pos)
+        klen, pos = read(data, pos)
+        if klen < 0:
+            key = None
+        else:
+            key = data[pos:pos + klen]
+            pos += klen
+        vlen, pos = read(data, pos)
+        if vlen < 0:
+            value = None
+        else:
+            value = data[pos:pos + vlen]
+            pos += vlen
+        nheaders, pos = read(data, pos)
+        if nheaders < 0:
+            raise CorruptRecordError(f"negative header count {nheaders}")
+        headers = []
+        for _h in range(nheaders):
+            hklen, pos = read(data, pos)
+            if hklen < 0:
+                raise CorruptRecordError("record header key is null")
+            hkey = _decode_header_key(data[pos:pos + hklen])
+            pos += hklen
+            hvlen, pos = read(data, pos)
+            if hvlen < 0:
+                hval = None
+            else:
+                hval = data[pos:pos + hvlen]
+                pos += hvlen
+            headers.append((hkey, hval))
+        if pos != rec_end:
+            raise CorruptRecordError(
+                f"record length field says {length} bytes, fields take {length + pos - rec_end}"
+            )
+        records.append(Record(off_delta, ts_delta, key, value, headers, attributes))
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records")
+    return records
+
+
+def _encode_record(out: bytearray, rec: Record) -> None:
+    body = bytearray()
+    body.append(rec.attributes & 0xFF)
+    _write_varint(body, rec.timestamp_delta)
+    _write_varint(body, rec.offset_delta)
+    if rec.key is None:
+        _write_varint(body, -1)
+    else:
+        _write_varint(body, len(rec.key))
+        body += rec.key
+    if rec.value is None:
+        _write_varint(body, -1)
+    else:
+        _write_varint(body, len(rec.value))
+        body += rec.value
+    _write_varint(body, len(rec.headers))
+    for hkey, hval in rec.headers:
+        kb = hkey.encode("utf-8", "surrogateescape")
+        _write_varint(body, len(kb))
+        body += kb
+        if hval is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(hval))
+            body += hval
+    _write_varint(out, len(body))
+    out += body
+
+
+# ---------------------------------------------------------------------------------------------
+# Compression (cramjam). Facts the formats must respect:
+# - snappy: Kafka's Java clients write xerial snappy-java framing (8-byte magic 0x82 "SNAPPY" 0x00,
+#   int32 version 1, int32 compatible version 1, then [int32 big-endian length][raw snappy block]
+#   per chunk); librdkafka writes raw snappy. Readers accept both; we write xerial so the Java
+#   clients can read what we build (librdkafka reads xerial too).
+# - lz4: the LZ4 frame format, with independent blocks (Java's reader decompresses each block
+#   on its own, without the previous block as dictionary).
+# - zstd: standard zstd frames. gzip: RFC 1952.
+# ---------------------------------------------------------------------------------------------
+
+import cramjam as _cramjam  # noqa: E402  (kept next to the code that needs it)
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+
+
+def _snappy_decompress(data) -> bytes:
+    data = bytes(data)
+    if data[:8] == XERIAL_MAGIC:
+        if len(data) < 16:
+            raise CorruptRecordError("xerial snappy header truncated")
+        out = bytearray()
+        pos = 16
+        end = len(data)
+        while pos < end:
+            if pos + 4 > end:
+                raise CorruptRecordError("xerial snappy chunk length truncated")
+            (n,) = _INT32.unpack_from(data, pos)
+            pos += 4
+            if n < 0 or pos + n > end:
+                raise CorruptRecordError(f"xerial snappy chunk of {n} bytes runs past the end")
+            out += bytes(_cramjam.snappy.decompress_raw(data[pos:pos + n]))
+            pos += n
+        return bytes(out)
+    return bytes(_cramjam.snappy.decompress_raw(data))
+
+
+def _snappy_compress_xerial(data: bytes) -> bytes:
+    out = bytearray(_XERIAL_HEADER)
+    view = memoryview(data)
+    for start in range(0, len(data), _XERIAL_BLOCK):
+        block = bytes(_cramjam.snappy.compress_raw(view[start:start + _XERIAL_BLOCK]))
+        out += _INT32.pack(len(block))
+        out += block
+    return bytes(out)
+
+
+def _lz4_compress(data: bytes) -> bytes:
+    comp = _cramjam.lz4.Compressor(block_linked=False)
+    comp.compress(data)
+    return bytes(comp.finish())
+
+
+def decompress(codec: int, data) -> bytes:
+    """Decompress a batch's records block; CorruptRecordError when the codec rejects it."""
+    try:
+        if codec == COMPRESSION_NONE:
+            return bytes(data)
+        if codec == COMPRESSION_GZIP:
+            return bytes(_cramjam.gzip.decompress(bytes(data)))
+        if codec == COMPRESSION_SNAPPY:
+            return _snappy_decompress(data)
+        if codec == COMPRESSION_LZ4:
+            return bytes(_cramjam.lz4.decompress(bytes(data)))
+        if codec == COMPRESSION_ZSTD:
+            return bytes(_cramjam.zstd.decompress(bytes(data)))
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # cramjam raises its own DecompressionError / ValueError kinds
+        raise CorruptRecordError(
+            f"cannot decompress {COMPRESSION_NAMES.get(codec, codec)} records: {exc}"
+        ) from exc
+    raise CorruptRecordError(f"unknown compression codec id {codec}")
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    if codec == COMPRESSION_NONE:
+        return data
+    if codec == COMPRESSION_GZIP:
+        return bytes(_cramjam.gzip.compress(data))
+    if codec == COMPRESSION_SNAPPY:
+        return _snappy_compress_xerial(data)
+    if codec == COMPRESSION_LZ4:
+        return _lz4_compress(data)
+    if codec == COMPRESSION_ZSTD:
+        return bytes(_cramjam.zstd.compress(data))
+    raise ValueError(f"unknown compression codec id {codec}")
+
+
+def decode_batch(batch) -> tuple[BatchHeader, list[Record]]:
+    """Header and records of one whole batch (decompressing here, and only here)."""
+    header = parse_header(batch)
+    if header.size > len(batch):
+        raise CorruptRecordError(
+            f"record batch length field says {header.size} bytes, buffer holds {len(batch)}"
+        )
+    payload = memoryview(batch)[HEADER_SIZE:header.size]
+    data = decompress(header.compression, payload)
+    if header.records_count < 0:
+        raise CorruptRecordError(f"record batch recordsCount {header.records_count} is negative")
+    return header, _parse_records(data, header.records_count)
+
+
+def decode_records(batch) -> list[Record]:
+    return decode_batch(batch)[1]
+
+
+def build_batch(records, *, base_offset: int = 0, compression: int = COMPRESSION_NONE,
+                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                base_sequence: int = NO_SEQUENCE, is_transactional: bool = False,
+                is_control: bool = False, timestamp_type: int = TIMESTAMP_CREATE_TIME,
+                base_timestamp: int | None = None,
+                partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+                max_timestamp: int | None = None) -> bytes:
+    """Build one RecordBatch v2 from Records whose deltas are relative to ``base_timestamp``
+    (now when None). lastOffsetDelta is the largest offset delta; maxTimestamp the largest
+    record timestamp unless given (LogAppendTime batches pass it)."""
+    records = list(records)
+    if not records:
+        raise ValueError("a record batch holds at least one record")
+    if base_timestamp is None:
+        import time
+        base_timestamp = int(time.time() * 1000)
+    body = bytearray()
+    for rec in records:
+        _encode_record(body, rec)
+    payload = compress(compression, bytes(body)) if compression else body
+    attributes = compression & COMPRESSION_MASK
+    if timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    last_offset_delta = max(r.offset_delta for r in records)
+    if max_timestamp is None:
+        max_timestamp = base_timestamp + max(r.timestamp_delta for r in records)
+    out = bytearray(HEADER_SIZE + len(payload))
+    _HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch,
+                      MAGIC_V2, 0, attributes, last_offset_delta, base_timestamp, max_timestamp,
+                      producer_id, producer_epoch, base_sequence, len(records))
+    out[HEADER_SIZE:] = payload
+    _UINT32.pack_into(out, CRC_OFFSET, _crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Control records (transaction markers). Key: version(int16) + type(int16); value:
+# version(int16) + coordinatorEpoch(int32). Written in a control batch (control and
+# transactional bits set) carrying the producer id and epoch of the transaction.
+# ---------------------------------------------------------------------------------------------
+
+CONTROL_TYPE_ABORT = 0
+CONTROL_TYPE_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+
+class ControlRecord(NamedTuple):
+    type: int  # CONTROL_TYPE_ABORT or CONTROL_TYPE_COMMIT
+    coordinator_epoch: int
+    version: int = 0
+
+
+def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: int,
+                        coordinator_epoch: int = 0, base_offset: int = 0,
+                        timestamp: int | None = None,
+                        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
+    """A transaction marker batch (one control record, COMMIT or ABORT)."""
+    key = _CONTROL_KEY.pack(0, control_type)
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    return build_batch([Record(0, 0, key, value, [])], base_offset=base_offset,
+                       producer_id=producer_id, producer_epoch=producer_epoch,
+                       is_transactional=True, is_control=True, base_timestamp=timestamp,
+                       partition_leader_epoch=partition_leader_epoch)
+
+
+def parse_control_record(record: Record) -> ControlRecord:
+    if record.key is None or len(record.key) < 4:
+        raise CorruptRecordError("control record key must hold version(int16) and type(int16)")
+    version, ctype = _CONTROL_KEY.unpack_from(record.key)
+    if ctype not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
+        raise CorruptRecordError(f"unknown control record type {ctype}")
+    epoch = 0
+    if record.value is not None and len(record.value) >= 6:
+        _v, epoch = _CONTROL_VALUE.unpack_from(record.value)
+    return ControlRecord(ctype, epoch, version)

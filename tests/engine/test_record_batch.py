@@ -101,3 +101,125 @@ def test_iter_batches_rejects_trailing_garbage_and_truncation():
         list(rb.iter_batches(a + b"\x00\x01\x02"))
     with pytest.raises(rb.CorruptRecordError, match="remain"):
         list(rb.iter_batches(a + a[:-5]))
+
+
+# --- records ---------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from kafka.record.default_records import DefaultRecordBatch  # noqa: E402
+
+CODECS = [rb.COMPRESSION_NONE, rb.COMPRESSION_GZIP, rb.COMPRESSION_SNAPPY, rb.COMPRESSION_LZ4,
+          rb.COMPRESSION_ZSTD]
+
+header_values = st.one_of(st.none(), st.binary(max_size=40))
+records_strategy = st.lists(
+    st.tuples(
+        st.integers(min_value=-(2**40), max_value=2**40),         # timestamp delta
+        st.one_of(st.none(), st.binary(max_size=64)),            # key
+        st.one_of(st.none(), st.binary(max_size=512)),           # value
+        st.lists(st.tuples(st.text(max_size=12), header_values), max_size=4),
+    ),
+    min_size=1, max_size=20,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=records_strategy, codec=st.sampled_from(CODECS),
+       base_offset=st.integers(min_value=0, max_value=2**62),
+       base_ts=st.integers(min_value=0, max_value=2**45),
+       pid=st.integers(min_value=-1, max_value=2**62),
+       transactional=st.booleans())
+def test_build_decode_round_trip(raw, codec, base_offset, base_ts, pid, transactional):
+    records = [rb.Record(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(raw)]
+    buf = rb.build_batch(records, base_offset=base_offset, compression=codec,
+                         producer_id=pid, producer_epoch=3, base_sequence=9,
+                         is_transactional=transactional, base_timestamp=base_ts)
+    header = rb.validate_batch(buf)
+    assert header.base_offset == base_offset
+    assert header.compression == codec
+    assert header.record_count == len(records) == header.records_count
+    assert header.is_transactional == transactional
+    assert header.max_timestamp == base_ts + max(r.timestamp_delta for r in records)
+    assert rb.decode_records(buf) == records
+    assert [r.absolute_offset(header) for r in records] == list(range(base_offset, base_offset + len(records)))
+
+
+def test_kafka_python_reads_what_we_build():
+    records = [rb.Record(i, i * 10, b"k%d" % i if i % 2 else None, b"v%d" % i * 100,
+                         [("trace", b"t%d" % i), ("empty", None)]) for i in range(7)]
+    for codec in (rb.COMPRESSION_NONE, rb.COMPRESSION_GZIP):  # kafka-python's installed codecs
+        buf = rb.build_batch(records, base_offset=40, compression=codec, base_timestamp=5000)
+        batch = DefaultRecordBatch(buf)
+        assert batch.validate_crc()
+        got = [(m.offset, m.timestamp, m.key, m.value, m.headers) for m in batch]
+        assert got == [(40 + i, 5000 + i * 10, r.key, r.value, r.headers) for i, r in enumerate(records)]
+
+
+def test_we_read_what_kafka_python_builds():
+    for codec in (rb.COMPRESSION_NONE, rb.COMPRESSION_GZIP):
+        buf = kafka_python_batch(n=5, compression=codec)
+        header, records = rb.decode_batch(buf)
+        assert header.compression == codec
+        assert [r.key for r in records] == [b"key-0", None, b"key-2", None, b"key-4"]
+        assert [r.value for r in records] == [(b"value-%d " % i) * 40 for i in range(5)]
+        assert [r.headers for r in records] == [[("h", b"x%d" % i)] for i in range(5)]
+        assert [r.absolute_timestamp(header) for r in records] == [1_700_000_000_000 + i for i in range(5)]
+
+
+def test_snappy_reads_xerial_and_raw_and_writes_xerial():
+    data = b"0123456789abcdef" * 5000  # several 32 KiB xerial chunks
+    xerial = rb.compress(rb.COMPRESSION_SNAPPY, data)
+    assert xerial[:8] == rb.XERIAL_MAGIC
+    assert xerial[8:16] == b"\x00\x00\x00\x01\x00\x00\x00\x01"
+    assert rb.decompress(rb.COMPRESSION_SNAPPY, xerial) == data
+    import cramjam
+    raw = bytes(cramjam.snappy.compress_raw(data))  # what librdkafka writes
+    assert rb.decompress(rb.COMPRESSION_SNAPPY, raw) == data
+
+
+def test_lz4_frames_have_independent_blocks():
+    framed = rb.compress(rb.COMPRESSION_LZ4, b"x" * 300_000)
+    assert framed[:4] == b"\x04\x22\x4d\x18"
+    assert framed[4] & 0x20, "block independence flag must be set for Java's reader"
+    assert rb.decompress(rb.COMPRESSION_LZ4, framed) == b"x" * 300_000
+
+
+def test_corrupt_compressed_payload_is_a_clear_error():
+    good = rb.build_batch([rb.Record(0, 0, None, b"hello" * 100, [])], compression=rb.COMPRESSION_ZSTD,
+                          base_timestamp=0)
+    bad = bytearray(good)
+    bad[rb.HEADER_SIZE + 4:rb.HEADER_SIZE + 12] = b"\xff" * 8
+    with pytest.raises(rb.CorruptRecordError, match="zstd"):
+        rb.decode_records(bytes(bad))
+
+
+def test_truncated_record_is_a_clear_error():
+    good = rb.build_batch([rb.Record(0, 0, b"k", b"v" * 50, [("a", b"b")])], base_timestamp=0)
+    bad = bytearray(good[:-10])
+    bad[8:12] = (len(bad) - 12).to_bytes(4, "big")
+    with pytest.raises(rb.CorruptRecordError):
+        rb.decode_records(bytes(bad))
+
+
+def test_control_batch_round_trip_and_kafka_python_agrees():
+    buf = rb.build_control_batch(rb.CONTROL_TYPE_COMMIT, producer_id=77, producer_epoch=2,
+                                 coordinator_epoch=5, base_offset=10, timestamp=1234)
+    header, records = rb.decode_batch(buf)
+    assert header.is_control and header.is_transactional and header.producer_id == 77
+    assert rb.parse_control_record(records[0]) == rb.ControlRecord(rb.CONTROL_TYPE_COMMIT, 5, 0)
+    batch = DefaultRecordBatch(buf)
+    assert batch.is_control_batch and batch.validate_crc()
+    abort = rb.build_control_batch(rb.CONTROL_TYPE_ABORT, producer_id=1, producer_epoch=0)
+    assert rb.parse_control_record(rb.decode_records(abort)[0]).type == rb.CONTROL_TYPE_ABORT
+    with pytest.raises(rb.CorruptRecordError):
+        rb.parse_control_record(rb.Record(0, 0, b"\x00", None, []))
+
+
+def test_log_append_time_records_report_batch_max_timestamp():
+    buf = rb.build_batch([rb.Record(0, 0, None, b"a", []), rb.Record(1, 5, None, b"b", [])],
+                         base_timestamp=100, timestamp_type=rb.TIMESTAMP_LOG_APPEND_TIME,
+                         max_timestamp=9999)
+    header, records = rb.decode_batch(buf)
+    assert header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME
+    assert [r.absolute_timestamp(header) for r in records] == [9999, 9999]
