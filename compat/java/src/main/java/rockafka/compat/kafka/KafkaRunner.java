@@ -1,0 +1,464 @@
+package rockafka.compat.kafka;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.errors.InvalidTopicException;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Drives the stock Apache Kafka Java client (kafka-clients) through named scenarios against one
+ * bootstrap address and reports every check as a JSON line (see {@link Report}).
+ *
+ * <p>Usage: {@code java -jar kafka-runner.jar --bootstrap HOST:PORT --scenarios a,b,...
+ * [--records N] [--timeout-s S]}. Exit status: 0 when every check passed, 1 when any failed,
+ * 2 on a usage error.
+ *
+ * <p>Invariants: every scenario uses fresh, uniquely named topics and groups, so scenarios are
+ * independent and may run in any order against a shared broker; every wait is bounded by the
+ * scenario deadline; clients are used with their default settings unless a scenario says why
+ * it overrides one. A new scenario is one method plus one line in {@link #SCENARIOS}.
+ */
+public final class KafkaRunner {
+
+    @FunctionalInterface
+    private interface Scenario {
+        void run(KafkaRunner runner) throws Exception;
+    }
+
+    private static final Map<String, Scenario> SCENARIOS = new LinkedHashMap<>();
+
+    static {
+        SCENARIOS.put("producer", KafkaRunner::produceDefaults);
+        SCENARIOS.put("consumer-group", KafkaRunner::consumerGroup);
+        SCENARIOS.put("admin-describe", KafkaRunner::adminDescribe);
+        SCENARIOS.put("list-offsets", KafkaRunner::listOffsets);
+        SCENARIOS.put("create-delete-topics", KafkaRunner::createDeleteTopics);
+    }
+
+    private final String bootstrap;
+    private final int records;
+    private final Duration timeout;
+    private final Report report = new Report();
+    private final String runId = UUID.randomUUID().toString().substring(0, 8);
+    private long deadlineNanos;
+
+    private KafkaRunner(String bootstrap, int records, Duration timeout) {
+        this.bootstrap = bootstrap;
+        this.records = records;
+        this.timeout = timeout;
+    }
+
+    public static void main(String[] args) {
+        // client INFO logging is noise here; stdout carries only the JSON result lines
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
+        String bootstrap = null;
+        String scenarios = String.join(",", SCENARIOS.keySet());
+        int records = 200;
+        int timeoutS = 60;
+        try {
+            for (int i = 0; i < args.length; i++) {
+                switch (args[i]) {
+                    case "--bootstrap" -> bootstrap = args[++i];
+                    case "--scenarios" -> scenarios = args[++i];
+                    case "--records" -> records = Integer.parseInt(args[++i]);
+                    case "--timeout-s" -> timeoutS = Integer.parseInt(args[++i]);
+                    case "--list" -> {
+                        SCENARIOS.keySet().forEach(System.out::println);
+                        System.exit(0);
+                    }
+                    default -> throw new IllegalArgumentException("unknown argument " + args[i]);
+                }
+            }
+            if (bootstrap == null) {
+                throw new IllegalArgumentException("--bootstrap HOST:PORT is required");
+            }
+        } catch (RuntimeException e) {
+            System.err.println("kafka-runner: " + e.getMessage());
+            System.err.println("usage: kafka-runner --bootstrap HOST:PORT [--scenarios "
+                    + String.join(",", SCENARIOS.keySet()) + "] [--records N] [--timeout-s S]");
+            System.exit(2);
+            return;
+        }
+        List<String> names = List.of(scenarios.split(","));
+        for (String name : names) {
+            if (!SCENARIOS.containsKey(name)) {
+                System.err.println("kafka-runner: unknown scenario " + name + "; known: " + SCENARIOS.keySet());
+                System.exit(2);
+            }
+        }
+        KafkaRunner runner = new KafkaRunner(bootstrap, records, Duration.ofSeconds(timeoutS));
+        for (String name : names) {
+            runner.report.begin(name);
+            runner.deadlineNanos = System.nanoTime() + runner.timeout.toNanos();
+            try {
+                SCENARIOS.get(name).run(runner);
+            } catch (Throwable t) {
+                runner.report.error(t);
+            }
+        }
+        runner.report.summary(names);
+        System.exit(runner.report.failed() == 0 ? 0 : 1);
+    }
+
+    // ---- helpers --------------------------------------------------------------------------
+
+    private boolean beforeDeadline() {
+        return System.nanoTime() < deadlineNanos;
+    }
+
+    private String topic(String what) {
+        return "java-" + what + "-" + runId;
+    }
+
+    private Admin admin() {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) timeout.toMillis());
+        return Admin.create(p);
+    }
+
+    /** A producer with default settings: idempotent, acks=all (the 3.0+ defaults). */
+    private KafkaProducer<String, String> producer() {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        return new KafkaProducer<>(p);
+    }
+
+    private KafkaConsumer<String, String> consumer(String group) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        if (group != null) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            // commits are explicit so the scenario knows exactly what was committed
+            p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        }
+        return new KafkaConsumer<>(p);
+    }
+
+    private void createTopic(Admin admin, String topic, int partitions) throws Exception {
+        admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+    }
+
+    private static ProducerRecord<String, String> record(String topic, long timestamp, int i, String tag) {
+        List<Header> headers = List.of(
+                new RecordHeader("idx", Integer.toString(i).getBytes(StandardCharsets.UTF_8)),
+                new RecordHeader("run", tag.getBytes(StandardCharsets.UTF_8)));
+        return new ProducerRecord<>(topic, null, timestamp, "key-" + i, "value-" + i + "-" + tag, headers);
+    }
+
+    /** Sends records [from, to) and returns their metadata in send order; flushes before returning. */
+    private List<RecordMetadata> send(KafkaProducer<String, String> producer, String topic, int from, int to,
+                                      long baseTimestamp, String tag) throws Exception {
+        List<Future<RecordMetadata>> futures = new ArrayList<>();
+        for (int i = from; i < to; i++) {
+            futures.add(producer.send(record(topic, baseTimestamp + i, i, tag)));
+        }
+        producer.flush();
+        List<RecordMetadata> out = new ArrayList<>();
+        for (Future<RecordMetadata> f : futures) {
+            out.add(f.get(timeout.toMillis(), TimeUnit.MILLISECONDS));
+        }
+        return out;
+    }
+
+    private List<TopicPartition> partitions(String topic, int count) {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p = 0; p < count; p++) {
+            tps.add(new TopicPartition(topic, p));
+        }
+        return tps;
+    }
+
+    /** Polls until `expected` records arrived or the deadline passed; returns what arrived. */
+    private List<ConsumerRecord<String, String>> pollUntil(KafkaConsumer<String, String> consumer, int expected) {
+        List<ConsumerRecord<String, String>> got = new ArrayList<>();
+        while (got.size() < expected && beforeDeadline()) {
+            for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                got.add(r);
+            }
+        }
+        return got;
+    }
+
+    private static String header(ConsumerRecord<String, String> r, String key) {
+        Header h = r.headers().lastHeader(key);
+        return h == null ? null : new String(h.value(), StandardCharsets.UTF_8);
+    }
+
+    private static <T extends Throwable> boolean causedBy(Throwable t, Class<T> type) {
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (type.isInstance(c)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // ---- scenarios ------------------------------------------------------------------------
+
+    /**
+     * Default producer (idempotent, acks=all) sends N keyed records with headers to a
+     * 3-partition topic: every send is acknowledged, offsets per partition are 0..n-1 in send
+     * order, and a consumer reads back exactly what was sent at the reported offsets.
+     */
+    private void produceDefaults() throws Exception {
+        String topic = topic("producer");
+        int parts = 3;
+        long base = System.currentTimeMillis() - 60_000;
+        List<RecordMetadata> metas;
+        try (Admin admin = admin()) {
+            createTopic(admin, topic, parts);
+        }
+        try (KafkaProducer<String, String> producer = producer()) {
+            metas = send(producer, topic, 0, records, base, "p");
+        }
+        report.equal("all_acknowledged", records, metas.size());
+        Map<Integer, List<Long>> byPartition = new HashMap<>();
+        boolean timestampsOk = true;
+        for (RecordMetadata m : metas) {
+            byPartition.computeIfAbsent(m.partition(), k -> new ArrayList<>()).add(m.offset());
+        }
+        for (int i = 0; i < metas.size(); i++) {
+            timestampsOk &= metas.get(i).timestamp() == base + i;
+        }
+        boolean contiguous = true;
+        for (List<Long> offs : byPartition.values()) {
+            for (int i = 0; i < offs.size(); i++) {
+                contiguous &= offs.get(i) == i;
+            }
+        }
+        report.check("offsets_contiguous_per_partition", contiguous, "offsets by partition " + summarize(byPartition));
+        report.check("keys_spread_over_partitions", byPartition.size() > 1, "partitions used " + byPartition.keySet());
+        report.check("create_time_returned", timestampsOk, "metadata timestamps equal the record timestamps");
+
+        try (KafkaConsumer<String, String> consumer = consumer(null)) {
+            List<TopicPartition> tps = partitions(topic, parts);
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            List<ConsumerRecord<String, String>> got = pollUntil(consumer, records);
+            report.equal("read_back_count", records, got.size());
+            Map<String, RecordMetadata> sent = new HashMap<>();
+            for (int i = 0; i < metas.size(); i++) {
+                sent.put("key-" + i, metas.get(i));
+            }
+            List<String> mismatches = new ArrayList<>();
+            for (ConsumerRecord<String, String> r : got) {
+                int i = Integer.parseInt(r.key().substring(4));
+                RecordMetadata m = sent.get(r.key());
+                boolean same = m != null && m.partition() == r.partition() && m.offset() == r.offset()
+                        && r.value().equals("value-" + i + "-p") && r.timestamp() == base + i
+                        && Integer.toString(i).equals(header(r, "idx")) && "p".equals(header(r, "run"))
+                        && r.headers().toArray().length == 2;
+                if (!same && mismatches.size() < 5) {
+                    mismatches.add(r.toString());
+                }
+            }
+            report.check("read_back_exact", mismatches.isEmpty(), "key, value, headers, timestamp, offset; mismatches " + mismatches);
+        }
+    }
+
+    private static String summarize(Map<Integer, List<Long>> byPartition) {
+        return byPartition.entrySet().stream()
+                .map(e -> e.getKey() + ":" + e.getValue().size() + " first=" + e.getValue().get(0)
+                        + " last=" + e.getValue().get(e.getValue().size() - 1))
+                .collect(Collectors.joining(", "));
+    }
+
+    /**
+     * A consumer group member subscribes, receives every record exactly once, commits; the
+     * committed offsets equal the log end; a second member of the same group started after more
+     * records were produced receives only the new records (the commit survived the first
+     * member's departure).
+     */
+    private void consumerGroup() throws Exception {
+        String topic = topic("group");
+        String group = "java-group-" + runId;
+        int parts = 3;
+        int more = Math.max(10, records / 4);
+        try (Admin admin = admin()) {
+            createTopic(admin, topic, parts);
+        }
+        try (KafkaProducer<String, String> producer = producer()) {
+            send(producer, topic, 0, records, System.currentTimeMillis(), "first");
+        }
+        try (KafkaConsumer<String, String> consumer = consumer(group)) {
+            consumer.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> got = pollUntil(consumer, records);
+            Set<String> keys = got.stream().map(ConsumerRecord::key).collect(Collectors.toSet());
+            report.equal("first_member_received", records, keys.size());
+            report.equal("first_member_no_duplicates", got.size(), keys.size());
+            report.equal("first_member_assignment", parts, consumer.assignment().size());
+            consumer.commitSync(Duration.ofMillis(timeout.toMillis()));
+            Map<TopicPartition, OffsetAndMetadata> committed =
+                    consumer.committed(new HashSet<>(partitions(topic, parts)), timeout);
+            Map<TopicPartition, Long> ends = consumer.endOffsets(partitions(topic, parts), timeout);
+            Map<TopicPartition, Long> committedOffsets = new HashMap<>();
+            committed.forEach((tp, om) -> committedOffsets.put(tp, om == null ? null : om.offset()));
+            report.equal("committed_equals_end_offsets", ends, committedOffsets);
+        }
+        try (KafkaProducer<String, String> producer = producer()) {
+            send(producer, topic, records, records + more, System.currentTimeMillis(), "second");
+        }
+        try (KafkaConsumer<String, String> consumer = consumer(group)) {
+            consumer.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> got = pollUntil(consumer, more);
+            Set<String> keys = got.stream().map(ConsumerRecord::key).collect(Collectors.toSet());
+            long old = got.stream().filter(r -> r.value().endsWith("-first")).count();
+            report.equal("second_member_received_new", more, keys.size());
+            report.equal("second_member_no_old_records", 0L, old);
+            report.equal("second_member_no_duplicates", got.size(), keys.size());
+            consumer.commitSync(Duration.ofMillis(timeout.toMillis()));
+        }
+    }
+
+    /** describeCluster and describeTopics (DescribeTopicPartitions on 3.8+/4.x clients). */
+    private void adminDescribe() throws Exception {
+        String topic = topic("describe");
+        int parts = 3;
+        try (Admin admin = admin()) {
+            createTopic(admin, topic, parts);
+            DescribeClusterResult cluster = admin.describeCluster();
+            Collection<Node> nodes = cluster.nodes().get();
+            String clusterId = cluster.clusterId().get();
+            report.check("cluster_has_nodes", !nodes.isEmpty(), "nodes " + nodes);
+            report.check("cluster_id_present", clusterId != null && !clusterId.isEmpty(), "clusterId " + clusterId);
+            Set<Integer> nodeIds = nodes.stream().map(Node::id).collect(Collectors.toSet());
+
+            TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+            report.equal("topic_name", topic, d.name());
+            report.equal("partition_count", parts, d.partitions().size());
+            List<Integer> ids = d.partitions().stream().map(TopicPartitionInfo::partition).sorted().toList();
+            report.equal("partition_ids", List.of(0, 1, 2), ids);
+            boolean leaders = d.partitions().stream().allMatch(p -> p.leader() != null && nodeIds.contains(p.leader().id())
+                    && !p.replicas().isEmpty() && !p.isr().isEmpty());
+            report.check("partitions_have_leader_replicas_isr", leaders, "partitions " + d.partitions());
+            report.check("topic_id_present", d.topicId() != null && !d.topicId().toString().isEmpty(), "topicId " + d.topicId());
+            report.check("not_internal", !d.isInternal(), "internal " + d.isInternal());
+
+            try {
+                admin.describeTopics(List.of(topic("missing"))).allTopicNames().get();
+                report.check("unknown_topic_error", false, "describe of a missing topic succeeded");
+            } catch (ExecutionException e) {
+                report.check("unknown_topic_error", causedBy(e, UnknownTopicOrPartitionException.class), e.getCause());
+            }
+        }
+    }
+
+    /** listOffsets earliest / latest / forTimestamp (hit, between, none) / maxTimestamp. */
+    private void listOffsets() throws Exception {
+        String topic = topic("offsets");
+        int n = 10;
+        long base = System.currentTimeMillis() - 3_600_000L;
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (Admin admin = admin()) {
+            createTopic(admin, topic, 1);
+            try (KafkaProducer<String, String> producer = producer()) {
+                for (int i = 0; i < n; i++) {
+                    producer.send(new ProducerRecord<>(topic, 0, base + i * 1000L, "key-" + i, "value-" + i));
+                }
+                producer.flush();
+            }
+            report.equal("earliest", 0L, offset(admin, tp, OffsetSpec.earliest()).offset());
+            report.equal("latest", (long) n, offset(admin, tp, OffsetSpec.latest()).offset());
+            ListOffsetsResultInfo hit = offset(admin, tp, OffsetSpec.forTimestamp(base + 5000));
+            report.equal("for_timestamp_exact", 5L, hit.offset());
+            report.equal("for_timestamp_exact_ts", base + 5000, hit.timestamp());
+            report.equal("for_timestamp_between", 6L, offset(admin, tp, OffsetSpec.forTimestamp(base + 5500)).offset());
+            report.equal("for_timestamp_before_all", 0L, offset(admin, tp, OffsetSpec.forTimestamp(base - 10_000)).offset());
+            report.equal("for_timestamp_after_all", -1L, offset(admin, tp, OffsetSpec.forTimestamp(base + 3_000_000L)).offset());
+            ListOffsetsResultInfo max = offset(admin, tp, OffsetSpec.maxTimestamp());
+            report.equal("max_timestamp_offset", (long) n - 1, max.offset());
+            report.equal("max_timestamp", base + (n - 1) * 1000L, max.timestamp());
+        }
+    }
+
+    private ListOffsetsResultInfo offset(Admin admin, TopicPartition tp, OffsetSpec spec) throws Exception {
+        return admin.listOffsets(Map.of(tp, spec)).partitionResult(tp).get();
+    }
+
+    /** createTopics / listTopics / deleteTopics, with the errors users see on misuse. */
+    private void createDeleteTopics() throws Exception {
+        String topic = topic("created");
+        try (Admin admin = admin()) {
+            createTopic(admin, topic, 4);
+            report.check("listed_after_create", admin.listTopics().names().get().contains(topic), topic);
+            int parts = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+            report.equal("created_partitions", 4, parts);
+            try {
+                createTopic(admin, topic, 4);
+                report.check("create_existing_fails", false, "second create of " + topic + " succeeded");
+            } catch (ExecutionException e) {
+                report.check("create_existing_fails", causedBy(e, TopicExistsException.class), e.getCause());
+            }
+            try {
+                createTopic(admin, "bad/topic?" + runId, 1);
+                report.check("invalid_name_fails", false, "create with an invalid name succeeded");
+            } catch (ExecutionException e) {
+                report.check("invalid_name_fails", causedBy(e, InvalidTopicException.class), e.getCause());
+            }
+            admin.deleteTopics(List.of(topic)).all().get();
+            boolean gone = false;
+            while (!gone && beforeDeadline()) {
+                gone = !admin.listTopics().names().get().contains(topic);
+            }
+            report.check("unlisted_after_delete", gone, topic);
+            try {
+                admin.describeTopics(List.of(topic)).allTopicNames().get();
+                report.check("describe_after_delete_fails", false, "describe of a deleted topic succeeded");
+            } catch (ExecutionException e) {
+                report.check("describe_after_delete_fails", causedBy(e, UnknownTopicOrPartitionException.class), e.getCause());
+            }
+            try {
+                admin.deleteTopics(List.of(topic("never-created"))).all().get();
+                report.check("delete_missing_fails", false, "delete of a missing topic succeeded");
+            } catch (ExecutionException e) {
+                report.check("delete_missing_fails", causedBy(e, UnknownTopicOrPartitionException.class), e.getCause());
+            }
+        }
+    }
+}
