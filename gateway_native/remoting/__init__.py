@@ -1,0 +1,1 @@
+"""Sans-IO RocketMQ remoting protocol: frame codec, codes, message encodings. No asyncio here."""

@@ -1,0 +1,306 @@
+"""RemotingCommand and its frame codec (sans-IO: bytes in, commands out, no sockets).
+
+Frame layout (all big-endian)::
+
+    length(4)                      bytes that follow: 4 + header length + body length
+    serializeType(1)|headerLen(3)  high byte 0 = JSON header, 1 = ROCKETMQ binary header
+    header(headerLen)
+    body(length - 4 - headerLen)
+
+ROCKETMQ binary header: code(2) + language(1) + version(2) + opaque(4) + flag(4) +
+remarkLen(4) + remark + extFieldsLen(4) + { keyLen(2) + key + valueLen(4) + value }*.
+A zero-length string decodes as null, as ``RocketMQSerializable`` has it.
+
+JSON header: fastjson's rendering of ``RemotingCommand`` — ``code``, ``language`` (the enum name;
+an ordinal is accepted too), ``version``, ``opaque``, ``flag``, ``remark``, ``extFields``
+(string -> string) and ``serializeTypeCurrentRPC``.
+
+Invariants: a frame whose declared length exceeds ``MAX_FRAME_SIZE`` is refused from its four
+length bytes alone, before its body is buffered; every decoding problem raises
+``RemotingCommandError`` (the server closes only that connection); ``encode(decode(x))``
+round-trips every field. Flag bit 0 marks a response, bit 1 a oneway request.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType, SERVER_VERSION
+
+MAX_FRAME_SIZE = 16 * 1024 * 1024  # Netty's frame limit in RocketMQ (16 MiB)
+
+_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag = 13 bytes
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+_opaque_counter = itertools.count(1)
+
+
+class RemotingCommandError(ValueError):
+    """A frame that cannot be decoded; the message says which part is wrong."""
+
+
+class FrameTooLargeError(RemotingCommandError):
+    pass
+
+
+def next_opaque() -> int:
+    return next(_opaque_counter) & 0x7FFFFFFF
+
+
+def _ext_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass
+class RemotingCommand:
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    language: int = LanguageCode.JAVA
+    version: int = SERVER_VERSION
+    serialize_type: int = SerializeType.JSON
+
+    # -- construction helpers ------------------------------------------------------------
+    @classmethod
+    def request(cls, code: int, fields: Mapping[str, Any] | None = None, body: bytes = b"", *,
+                oneway: bool = False, language: int = LanguageCode.PYTHON, version: int = SERVER_VERSION,
+                serialize_type: int = SerializeType.JSON) -> "RemotingCommand":
+        ext = {k: _ext_value(v) for k, v in (fields or {}).items() if v is not None}
+        return cls(code=int(code), opaque=next_opaque(), flag=FLAG_ONEWAY if oneway else 0, ext_fields=ext,
+                   body=body, language=language, version=version, serialize_type=serialize_type)
+
+    def response(self, code: int, remark: str | None = None, fields: Mapping[str, Any] | None = None,
+                 body: bytes = b"", serialize_type: int | None = None) -> "RemotingCommand":
+        """A reply to this request: same opaque, response flag set, in the request's serialization."""
+        ext = {k: _ext_value(v) for k, v in (fields or {}).items() if v is not None}
+        return RemotingCommand(code=int(code), opaque=self.opaque, flag=FLAG_RESPONSE, remark=remark,
+                               ext_fields=ext, body=body, language=LanguageCode.JAVA, version=SERVER_VERSION,
+                               serialize_type=self.serialize_type if serialize_type is None else serialize_type)
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    # -- typed access to extFields (header fields) ---------------------------------------
+    def get_str(self, name: str, default: str | None = None) -> str | None:
+        return self.ext_fields.get(name, default)
+
+    def require_str(self, name: str) -> str:
+        value = self.ext_fields.get(name)
+        if value is None or value == "":
+            raise HeaderFieldError(f"the request header field '{name}' is null")
+        return value
+
+    def get_int(self, name: str, default: int | None = None) -> int | None:
+        raw = self.ext_fields.get(name)
+        if raw is None or raw == "":
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise HeaderFieldError(f"the request header field '{name}' is not a number: {raw!r}") from None
+
+    def require_int(self, name: str) -> int:
+        value = self.get_int(name)
+        if value is None:
+            raise HeaderFieldError(f"the request header field '{name}' is null")
+        return value
+
+    def get_bool(self, name: str, default: bool = False) -> bool:
+        raw = self.ext_fields.get(name)
+        if raw is None or raw == "":
+            return default
+        return raw.lower() == "true"
+
+
+class HeaderFieldError(ValueError):
+    """A request header field is missing or of the wrong type (answered, not a framing error)."""
+
+
+# -- header (de)serialization ------------------------------------------------------------
+
+def encode_header_rocketmq(cmd: RemotingCommand) -> bytes:
+    parts = [_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)]
+    remark = cmd.remark.encode() if cmd.remark else b""
+    parts.append(_I32.pack(len(remark)))
+    parts.append(remark)
+    ext = []
+    for k, v in cmd.ext_fields.items():
+        if k is None or v is None:
+            continue
+        kb, vb = k.encode(), v.encode()
+        ext.append(_U16.pack(len(kb)) + kb + _I32.pack(len(vb)) + vb)
+    ext_bytes = b"".join(ext)
+    parts.append(_I32.pack(len(ext_bytes)))
+    parts.append(ext_bytes)
+    return b"".join(parts)
+
+
+def decode_header_rocketmq(data: bytes) -> RemotingCommand:
+    n = len(data)
+    if n < _FIXED.size + 8:
+        raise RemotingCommandError(f"ROCKETMQ header too short: {n} bytes")
+    code, language, version, opaque, flag = _FIXED.unpack_from(data, 0)
+    pos = _FIXED.size
+    (rlen,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if rlen < 0 or pos + rlen + 4 > n:
+        raise RemotingCommandError(f"ROCKETMQ header remark length {rlen} exceeds header length {n}")
+    remark = data[pos:pos + rlen].decode("utf-8", "replace") if rlen else None
+    pos += rlen
+    (elen,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if elen < 0 or pos + elen != n:
+        raise RemotingCommandError(f"ROCKETMQ header extFields length {elen} does not match header length {n}")
+    ext: dict[str, str] = {}
+    end = pos + elen
+    while pos < end:
+        if pos + 2 > end:
+            raise RemotingCommandError("ROCKETMQ header extFields truncated in a key length")
+        (klen,) = _U16.unpack_from(data, pos)
+        pos += 2
+        if pos + klen + 4 > end:
+            raise RemotingCommandError("ROCKETMQ header extFields truncated in a key")
+        key = data[pos:pos + klen].decode("utf-8", "replace")
+        pos += klen
+        (vlen,) = _I32.unpack_from(data, pos)
+        pos += 4
+        if vlen < 0 or pos + vlen > end:
+            raise RemotingCommandError(f"ROCKETMQ header extFields value of {key!r} truncated")
+        ext[key] = data[pos:pos + vlen].decode("utf-8", "replace")
+        pos += vlen
+    return RemotingCommand(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext,
+                           language=language & 0xFF, version=version, serialize_type=SerializeType.ROCKETMQ)
+
+
+def encode_header_json(cmd: RemotingCommand) -> bytes:
+    try:
+        lang = LanguageCode(cmd.language).name
+    except ValueError:
+        lang = "OTHER"
+    obj: dict[str, Any] = {"code": cmd.code, "extFields": cmd.ext_fields, "flag": cmd.flag, "language": lang,
+                           "opaque": cmd.opaque, "serializeTypeCurrentRPC": "JSON", "version": cmd.version}
+    if cmd.remark is not None:
+        obj["remark"] = cmd.remark
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _json_int(obj: Mapping[str, Any], key: str, default: int = 0) -> int:
+    value = obj.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RemotingCommandError(f"JSON header field {key!r} must be an integer, got {value!r}")
+    return value
+
+
+def decode_header_json(data: bytes) -> RemotingCommand:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RemotingCommandError(f"JSON header is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise RemotingCommandError("JSON header must be an object")
+    lang = obj.get("language", "JAVA")
+    if isinstance(lang, str):
+        language = LanguageCode.__members__.get(lang, LanguageCode.OTHER)
+    elif isinstance(lang, int) and not isinstance(lang, bool):
+        language = lang
+    else:
+        raise RemotingCommandError(f"JSON header field 'language' has a wrong type: {lang!r}")
+    raw_ext = obj.get("extFields") or {}
+    if not isinstance(raw_ext, dict):
+        raise RemotingCommandError("JSON header field 'extFields' must be an object")
+    ext = {}
+    for k, v in raw_ext.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        elif isinstance(v, (dict, list)):
+            raise RemotingCommandError(f"JSON header extFields value of {k!r} must be a scalar")
+        ext[str(k)] = str(v)
+    remark = obj.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise RemotingCommandError("JSON header field 'remark' must be a string")
+    return RemotingCommand(code=_json_int(obj, "code"), opaque=_json_int(obj, "opaque"), flag=_json_int(obj, "flag"),
+                           remark=remark, ext_fields=ext, language=language, version=_json_int(obj, "version"),
+                           serialize_type=SerializeType.JSON)
+
+
+# -- frames ------------------------------------------------------------------------------
+
+def encode(cmd: RemotingCommand) -> bytes:
+    """The whole frame, length prefix included."""
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        header = encode_header_rocketmq(cmd)
+    else:
+        header = encode_header_json(cmd)
+    body = cmd.body or b""
+    return struct.pack(">ii", 4 + len(header) + len(body), (int(cmd.serialize_type) << 24) | len(header)) + header + body
+
+
+def check_frame_length(length: int, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+    """Validate the 4-byte length prefix before reading the rest of the frame."""
+    if length < 4:
+        raise RemotingCommandError(f"frame length {length} is smaller than the 4-byte header-length field")
+    if length > max_frame_size:
+        raise FrameTooLargeError(f"frame of {length} bytes exceeds the limit of {max_frame_size} bytes")
+
+
+def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame *without* its length prefix."""
+    frame = bytes(frame)
+    if len(frame) < 4:
+        raise RemotingCommandError("frame shorter than its header-length field")
+    (mark,) = struct.unpack_from(">i", frame, 0)
+    stype = (mark >> 24) & 0xFF
+    hlen = mark & 0xFFFFFF
+    if hlen > len(frame) - 4:
+        raise RemotingCommandError(f"header length {hlen} exceeds the frame ({len(frame) - 4} bytes after the mark)")
+    header = frame[4:4 + hlen]
+    if stype == SerializeType.JSON:
+        cmd = decode_header_json(header)
+    elif stype == SerializeType.ROCKETMQ:
+        cmd = decode_header_rocketmq(header)
+    else:
+        raise RemotingCommandError(f"unknown serialize type {stype}")
+    cmd.body = frame[4 + hlen:]
+    return cmd
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed`` bytes, get the complete commands they finish."""
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE):
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        self._buf += data
+        out = []
+        while len(self._buf) >= 4:
+            (length,) = struct.unpack_from(">i", self._buf, 0)
+            check_frame_length(length, self.max_frame_size)
+            if len(self._buf) < 4 + length:
+                break
+            out.append(decode_frame(bytes(self._buf[4:4 + length])))
+            del self._buf[:4 + length]
+        return out
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)

@@ -1,0 +1,311 @@
+"""Message encodings of the remoting protocol (``MessageDecoder``'s wire facts).
+
+Owns:
+- message properties as one string: ``name \\x01 value \\x02`` repeated;
+- the send-batch body (``encodeMessages``): per message totalSize(4) + magic(4, 0) +
+  bodyCRC(4, 0) + flag(4) + bodyLen(4) + body + propertiesLen(2) + properties;
+- decoding stored commitlog units (a pull response body is a concatenation of them)::
+
+    TOTALSIZE(4) MAGICCODE(4) BODYCRC(4) QUEUEID(4) FLAG(4) QUEUEOFFSET(8) PHYSICALOFFSET(8)
+    SYSFLAG(4) BORNTIMESTAMP(8) BORNHOST(8 | 20 with BORNHOST_V6) STORETIMESTAMP(8)
+    STOREHOST(8 | 20 with STOREHOST_V6) RECONSUMETIMES(4) PREPARED_TRANSACTION_OFFSET(8)
+    BODYLEN(4) BODY TOPICLEN(1, or 2 with MAGICCODE V2) TOPIC PROPERTIESLEN(2) PROPERTIES
+
+- message ids: the offset id is hex(storeHost ip(4) + port(4) + commitlog offset(8)); the
+  client-side unique id (``UNIQ_KEY``) is hex of 16 bytes: ip(4) + pid(2) + random(4) +
+  time since month start(4) + counter(2), as ``MessageClientIDSetter`` builds it.
+
+Invariants: decoding never trusts a length field past the buffer (``MessageDecodeError``);
+``tags_hash`` equals Java's ``String.hashCode`` (what consume queues store as tags code).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import socket
+import struct
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+MAGIC_V1 = -626843481  # 0xDAA320A7
+MAGIC_V2 = -626843477  # 0xDAA320AB
+BLANK_MAGIC = -875286124  # end-of-file filler (0xCBD43194)
+
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_MULTI_TAGS = 0x2
+SYSFLAG_TRANSACTION_PREPARED = 0x4
+SYSFLAG_TRANSACTION_COMMIT = 0x8
+SYSFLAG_BORNHOST_V6 = 0x10
+SYSFLAG_STOREHOST_V6 = 0x20
+SYSFLAG_INNER_BATCH = 0x80
+COMPRESSION_TYPE_MASK = 0x7 << 8
+COMPRESSION_LZ4 = 0x1 << 8
+COMPRESSION_ZSTD = 0x2 << 8
+COMPRESSION_ZLIB = 0x3 << 8
+
+# MessageConst property names.
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+
+_UNIT_HEAD = struct.Struct(">iiiiiqqiq")  # totalsize .. borntimestamp = 52 bytes
+
+
+class MessageDecodeError(ValueError):
+    pass
+
+
+def properties_to_string(props: dict[str, str] | None) -> str:
+    if not props:
+        return ""
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None)
+
+
+def string_to_properties(text: str | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    for item in text.split(PROPERTY_SEPARATOR):
+        if not item:
+            continue
+        k, sep, v = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and k:
+            out[k] = v
+    return out
+
+
+def tags_hash(tags: str | None) -> int:
+    """Java ``String.hashCode`` (UTF-16 code units, 32-bit wrap), as a signed int."""
+    if not tags:
+        return 0
+    h = 0
+    data = tags.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+# -- batch body (SEND_BATCH_MESSAGE) ------------------------------------------------------
+
+def encode_batch_item(body: bytes, properties: dict[str, str], flag: int = 0) -> bytes:
+    props = properties_to_string(properties).encode()
+    if len(props) > 32767:
+        raise ValueError(f"message properties are {len(props)} bytes; the limit is 32767")
+    size = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
+    return struct.pack(">iiiii", size, 0, 0, flag, len(body)) + body + struct.pack(">h", len(props)) + props
+
+
+@dataclass
+class BatchItem:
+    flag: int
+    body: bytes
+    properties: dict[str, str]
+
+
+def decode_batch_body(data: bytes) -> list[BatchItem]:
+    items = []
+    pos, n = 0, len(data)
+    while pos < n:
+        if pos + 20 > n:
+            raise MessageDecodeError(f"batch body truncated at byte {pos}")
+        size, _magic, _crc, flag, blen = struct.unpack_from(">iiiii", data, pos)
+        if size < 22 or pos + size > n or blen < 0 or 20 + blen + 2 > size:
+            raise MessageDecodeError(f"batch item at byte {pos} has inconsistent sizes (total {size}, body {blen})")
+        body = data[pos + 20:pos + 20 + blen]
+        (plen,) = struct.unpack_from(">h", data, pos + 20 + blen)
+        if plen < 0 or 20 + blen + 2 + plen > size:
+            raise MessageDecodeError(f"batch item at byte {pos} has a bad properties length {plen}")
+        pstart = pos + 22 + blen
+        props = string_to_properties(data[pstart:pstart + plen].decode("utf-8", "replace"))
+        items.append(BatchItem(flag, bytes(body), props))
+        pos += size
+    return items
+
+
+# -- message ids --------------------------------------------------------------------------
+
+def create_offset_msg_id(store_ip: bytes, store_port: int, commitlog_offset: int) -> str:
+    return (store_ip + struct.pack(">iq", store_port, commitlog_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """(ip, port, commitlog offset) of an offset message id (IPv4: 32 hex chars, IPv6: 56)."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise MessageDecodeError(f"message id {msg_id!r} is not hexadecimal") from None
+    if len(raw) == 16:
+        ip = socket.inet_ntop(socket.AF_INET, raw[:4])
+        port, offset = struct.unpack(">iq", raw[4:])
+    elif len(raw) == 28:
+        ip = socket.inet_ntop(socket.AF_INET6, raw[:16])
+        port, offset = struct.unpack(">iq", raw[16:])
+    else:
+        raise MessageDecodeError(f"message id {msg_id!r} has {len(raw)} bytes; expected 16 (IPv4) or 28 (IPv6)")
+    return ip, port, offset
+
+
+class UniqIdGenerator:
+    """``MessageClientIDSetter``: a fixed 10-byte prefix, then time and a counter."""
+
+    def __init__(self, ip: bytes = b"\x7f\x00\x00\x01"):
+        self._prefix = (ip[-4:] + struct.pack(">H", os.getpid() & 0xFFFF) + random.getrandbits(32).to_bytes(4, "big")).hex().upper()
+        self._counter = itertools.count(random.randrange(1 << 16))
+        self._lock = threading.Lock()
+        t = time.localtime()
+        self._month_start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
+
+    def next(self) -> str:
+        with self._lock:
+            n = next(self._counter) & 0xFFFF
+        diff = int((time.time() - self._month_start) * 1000) & 0xFFFFFFFF
+        return self._prefix + struct.pack(">IH", diff, n).hex().upper()
+
+
+# -- stored units -------------------------------------------------------------------------
+
+@dataclass
+class MessageExt:
+    topic: str
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    queue_id: int = 0
+    queue_offset: int = 0
+    commitlog_offset: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = ""
+    store_timestamp: int = 0
+    store_host: str = ""
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    body_crc: int = 0
+    store_size: int = 0
+    offset_msg_id: str = ""
+    broker_name: str = ""
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PROPERTY_KEYS)
+        return [k for k in raw.split(" ") if k] if raw else []
+
+    @property
+    def msg_id(self) -> str:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or self.offset_msg_id
+
+    def get_property(self, name: str, default: str | None = None) -> str | None:
+        return self.properties.get(name, default)
+
+
+def _host(data: bytes, pos: int, v6: bool) -> tuple[str, bytes, int, int]:
+    if v6:
+        ipb = data[pos:pos + 16]
+        ip = socket.inet_ntop(socket.AF_INET6, ipb)
+        (port,) = struct.unpack_from(">i", data, pos + 16)
+        return f"{ip}:{port}", ipb, port, pos + 20
+    ipb = data[pos:pos + 4]
+    (port,) = struct.unpack_from(">i", data, pos + 4)
+    return f"{socket.inet_ntoa(ipb)}:{port}", ipb, port, pos + 8
+
+
+def _decompress(body: bytes, sys_flag: int) -> bytes:
+    kind = sys_flag & COMPRESSION_TYPE_MASK
+    if kind in (0, COMPRESSION_ZLIB):
+        return zlib.decompress(body)
+    import cramjam  # optional codecs, only for messages that use them
+
+    if kind == COMPRESSION_LZ4:
+        return bytes(cramjam.lz4.decompress_block(body))
+    if kind == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.decompress(body))
+    raise MessageDecodeError(f"unknown compression type bits {kind:#x}")
+
+
+def decode_unit(data: bytes | memoryview, pos: int = 0, *, decompress: bool = True) -> MessageExt:
+    data = bytes(data) if isinstance(data, memoryview) else data
+    n = len(data)
+    if pos + 4 > n:
+        raise MessageDecodeError("message unit truncated before its size")
+    try:
+        (total, magic, crc, qid, flag, qoff, phys, sysflag, born_ts) = _UNIT_HEAD.unpack_from(data, pos)
+        if total < 0 or pos + total > n:
+            raise MessageDecodeError(f"message unit of {total} bytes at {pos} runs past the buffer ({n} bytes)")
+        if magic not in (MAGIC_V1, MAGIC_V2):
+            raise MessageDecodeError(f"message unit at {pos} has an unknown magic code {magic & 0xFFFFFFFF:#x}")
+        p = pos + _UNIT_HEAD.size
+        born_host, _, _, p = _host(data, p, bool(sysflag & SYSFLAG_BORNHOST_V6))
+        (store_ts,) = struct.unpack_from(">q", data, p)
+        p += 8
+        store_host, sip, sport, p = _host(data, p, bool(sysflag & SYSFLAG_STOREHOST_V6))
+        reconsume, prep, blen = struct.unpack_from(">iqi", data, p)
+        p += 16
+        body = data[p:p + blen]
+        p += blen
+        if magic == MAGIC_V2:
+            (tlen,) = struct.unpack_from(">h", data, p)
+            p += 2
+        else:
+            tlen = data[p]
+            p += 1
+        topic = data[p:p + tlen].decode("utf-8", "replace")
+        p += tlen
+        (plen,) = struct.unpack_from(">h", data, p)
+        p += 2
+        props = string_to_properties(data[p:p + plen].decode("utf-8", "replace")) if plen > 0 else {}
+    except (struct.error, IndexError) as exc:
+        raise MessageDecodeError(f"message unit at {pos} is truncated: {exc}") from None
+    if decompress and sysflag & SYSFLAG_COMPRESSED:
+        try:
+            body = _decompress(body, sysflag)
+        except Exception as exc:  # a corrupt body must not kill the consumer
+            raise MessageDecodeError(f"cannot decompress message body at {pos}: {exc}") from None
+    return MessageExt(topic=topic, body=body, properties=props, flag=flag, queue_id=qid, queue_offset=qoff,
+                      commitlog_offset=phys, sys_flag=sysflag, born_timestamp=born_ts, born_host=born_host,
+                      store_timestamp=store_ts, store_host=store_host, reconsume_times=reconsume,
+                      prepared_transaction_offset=prep, body_crc=crc, store_size=total,
+                      offset_msg_id=create_offset_msg_id(sip, sport, phys))
+
+
+def iter_units(data: bytes) -> list[tuple[int, int]]:
+    """(start, size) of each unit in a concatenation of units."""
+    out = []
+    pos, n = 0, len(data)
+    while pos + 4 <= n:
+        (size,) = struct.unpack_from(">i", data, pos)
+        if size <= 0 or pos + size > n:
+            raise MessageDecodeError(f"message unit at {pos} declares {size} bytes, {n - pos} remain")
+        out.append((pos, size))
+        pos += size
+    return out
+
+
+def decode_units(data: bytes) -> list[MessageExt]:
+    return [decode_unit(data, start) for start, _ in iter_units(data)]
