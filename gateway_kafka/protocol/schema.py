@@ -187,7 +187,7 @@ def _field_codec(fld: Field, version: int, flexible: bool) -> tuple[Reader, Writ
     if t == "{}":
         read_s, write_s = compile_struct(fld.fields, version, flexible)
         if nullable:
-            raise SchemaError(f"nullable structs are not supported ({fld.name})")
+            return _nullable_struct(read_s, write_s)
         return read_s, write_s
     if t == "[]":
         read_s, write_s = compile_struct(fld.fields, version, flexible)
@@ -200,6 +200,24 @@ def _field_codec(fld: Field, version: int, flexible: bool) -> tuple[Reader, Writ
     else:
         read_i, write_i = _PRIMITIVE_CODECS[inner][:2]
     return p.array_codec(flexible, nullable, read_i, write_i)
+
+
+def _nullable_struct(read_s: Reader, write_s: WriterFn) -> tuple[Reader, WriterFn]:
+    # Kafka writes a nullable struct behind an int8 marker: -1 null, 1 present.
+    def read(buf, pos):
+        marker, pos = p.read_int8(buf, pos)
+        if marker < 0:
+            return None, pos
+        return read_s(buf, pos)
+
+    def write(w, v):
+        if v is None:
+            w.buf.append(0xFF)
+        else:
+            w.buf.append(1)
+            write_s(w, v)
+
+    return read, write
 
 
 _STRUCT_CACHE: dict[tuple[int, int, bool], tuple[Reader, WriterFn]] = {}
