@@ -1,0 +1,126 @@
+"""The API table: one module per Kafka API key, registered with the versions it handles.
+
+Invariants:
+- Each API key is registered exactly once (``@api`` raises on a duplicate), so dispatch is a
+  plain dict lookup and there is never a question of which handler answers.
+- ApiVersions is built from this same table (intersected with the versions the codec can
+  encode), so what the gateway advertises can never drift from what it handles.
+- A handler is ``async def handle(ctx: RequestContext, body: dict) -> dict | None``; it gets the
+  decoded request body and returns the response body (``None`` = send no response, which only
+  Produce with acks=0 does). Handlers never raise for bad client input: they answer with the
+  protocol's error code. An exception escaping a handler is a bug; the server logs it and
+  closes that one connection.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from gateway_kafka.server import KafkaGateway
+
+Handler = Callable[["RequestContext", dict], Awaitable[dict | None]]
+
+
+class DuplicateApiError(RuntimeError):
+    """Two modules claim the same API key."""
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+@dataclass
+class ConnectionState:
+    """What the server knows about one client connection (shared by its requests)."""
+
+    peer_host: str
+    peer_port: int
+    client_id: str | None = None
+    client_software_name: str | None = None
+    client_software_version: str | None = None
+    sasl_mechanism: str | None = None
+    authenticated_principal: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RequestContext:
+    gateway: "KafkaGateway"
+    conn: ConnectionState
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+    @property
+    def store(self):
+        return self.gateway.store
+
+
+REGISTRY: dict[int, ApiSpec] = {}
+
+
+def api(*, key: int, min: int, max: int, name: str | None = None) -> Callable[[Handler], Handler]:  # noqa: A002
+    """Register ``handler`` for API ``key`` and versions ``min..max`` (inclusive)."""
+
+    def register(handler: Handler) -> Handler:
+        if key in REGISTRY:
+            raise DuplicateApiError(
+                f"api key {key} registered twice: {REGISTRY[key].handler.__module__} and {handler.__module__}"
+            )
+        if min > max:
+            raise ValueError(f"api key {key}: min version {min} > max version {max}")
+        label = name or handler.__module__.rsplit(".", 1)[-1]
+        REGISTRY[key] = ApiSpec(key, label, min, max, handler)
+        return handler
+
+    return register
+
+
+_loaded = False
+
+
+def load_all() -> dict[int, ApiSpec]:
+    """Import every module in this package once, so each registers itself."""
+    global _loaded
+    if not _loaded:
+        for mod in pkgutil.iter_modules(__path__):
+            if not mod.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{mod.name}")
+        _loaded = True
+    return REGISTRY
+
+
+_advertised: list[tuple[int, int, int]] | None = None
+
+
+def advertised() -> list[tuple[int, int, int]]:
+    """(api_key, min_version, max_version) for ApiVersions: handler range ∩ codec range."""
+    global _advertised
+    if _advertised is None:
+        _advertised = _compute_advertised()
+    return _advertised
+
+
+def _compute_advertised() -> list[tuple[int, int, int]]:
+    from gateway_kafka.protocol import api_schema
+
+    out = []
+    for key, spec in sorted(load_all().items()):
+        try:
+            cmin, cmax, _flex = api_schema(key)
+        except Exception:  # the codec does not know this key: not advertised
+            continue
+        lo, hi = max(spec.min_version, cmin), min(spec.max_version, cmax)
+        if lo <= hi:
+            out.append((key, lo, hi))
+    return out

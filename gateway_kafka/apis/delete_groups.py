@@ -1,0 +1,29 @@
+"""DeleteGroups (key 42), versions 0-2.
+
+Deletes a group's committed offsets (and its empty membership record). A group with members
+gets NON_EMPTY_GROUP; a group nobody knows GROUP_ID_NOT_FOUND, as Kafka answers.
+"""
+
+from __future__ import annotations
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+
+
+@api(key=42, min=0, max=2)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    offsets = gw.store.consumer_offsets
+    known = offsets.groups()
+    results = []
+    for gid in body.get("groups_names") or ():
+        state = gw.coordinator.state_of(gid)
+        if state is None and gid not in known:
+            code = E.GROUP_ID_NOT_FOUND
+        else:
+            code = gw.coordinator.delete_group(gid)
+            if code == E.NONE:
+                offsets.delete_group(gid)
+                gw.log.info("group_deleted", group=gid)
+        results.append({"group_id": gid, "error_code": code})
+    return {"throttle_time_ms": 0, "results": results}

@@ -1,0 +1,122 @@
+"""Fetch (key 1), versions 4-12 (by topic name; v13+ addresses topics by id and is not offered).
+
+Serves stored batches as they are: a unit produced as a Kafka batch is sliced out of the
+commitlog bytes without decoding its records; a natively produced unit becomes a one-record
+batch built on read (``batch_of_unit``). Offsets inside a stored batch return the whole batch
+(Kafka clients skip records before their position, as with a Kafka broker).
+
+- Limits: per partition ``partition_max_bytes``, per response ``max_bytes``, except the first
+  batch of the first non-empty partition, which is returned whole even when larger, so a
+  consumer can always make progress (KIP-74).
+- Long poll: while fewer than ``min_bytes`` are available the request waits up to
+  ``max_wait_ms``, woken by the store's arrival listener for the partitions it reads. An
+  errored partition answers at once.
+- Per partition: high watermark = next offset, last stable offset = high watermark (no open
+  transactions yet), log start offset = first readable offset; a fetch offset outside
+  [log start, high watermark] gets OFFSET_OUT_OF_RANGE; unknown topic or partition
+  UNKNOWN_TOPIC_OR_PARTITION.
+- Fetch sessions (KIP-227) are not created: the answer's session id is 0, so clients keep
+  sending full fetch requests, which the protocol allows. No follower fetching (no replicas).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+from gateway_kafka.apis._common import batch_of_unit, find_topic, partition_count
+
+# Records per store read. The store counts logical offsets but returns whole batch units, so
+# this only bounds natively produced (one record per unit) reads; bytes bound the rest.
+MAX_RECORDS_PER_READ = 100_000
+
+
+def _empty(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = -1) -> dict:
+    return {"partition_index": index, "error_code": code, "high_watermark": hw, "last_stable_offset": lso,
+            "log_start_offset": log_start, "aborted_transactions": [], "preferred_read_replica": -1,
+            "records": b""}
+
+
+def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, min_one: bool) -> tuple[dict, int]:
+    """(partition response, record bytes in it)."""
+    tc = find_topic(gw, topic)
+    if tc is None or not 0 <= index < partition_count(tc):
+        return _empty(index, E.UNKNOWN_TOPIC_OR_PARTITION), 0
+    store = gw.store
+    lo = store.get_min_offset_in_queue(topic, index)
+    hi = store.get_max_offset_in_queue(topic, index)
+    if fetch_offset < lo or fetch_offset > hi:
+        return _empty(index, E.OFFSET_OUT_OF_RANGE, hi, hi, lo), 0
+    if fetch_offset == hi or (limit <= 0 and not min_one):
+        return _empty(index, E.NONE, hi, hi, lo), 0
+    res = store.get_message("", topic, index, fetch_offset, MAX_RECORDS_PER_READ, max_bytes=max(limit, 1))
+    parts = []
+    size = 0
+    for unit in res.messages:
+        batch = batch_of_unit(unit)
+        n = len(batch)
+        if size + n > limit and not (min_one and not parts):
+            break
+        parts.append(batch)
+        size += n
+    hi = max(hi, res.max_offset) if res.max_offset is not None else hi
+    resp = _empty(index, E.NONE, hi, hi, lo)
+    if parts:
+        resp["records"] = parts[0] if len(parts) == 1 else b"".join(parts)
+    return resp, size
+
+
+def read_all(gw, topics: list[dict], max_bytes: int) -> tuple[list[dict], int, bool]:
+    responses = []
+    total = 0
+    errored = False
+    for t in topics:
+        name = t.get("topic")
+        out = []
+        for p in t.get("partitions") or ():
+            budget = max_bytes - total
+            limit = min(p.get("partition_max_bytes", 0), budget)
+            resp, n = read_partition(gw, name, p.get("partition", -1), p.get("fetch_offset", 0), limit,
+                                     min_one=total == 0)
+            if resp["error_code"] != E.NONE:
+                errored = True
+            total += n
+            out.append(resp)
+        responses.append({"topic": name, "partitions": out})
+    return responses, total, errored
+
+
+@api(key=1, min=4, max=12)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    topics = body.get("topics") or []
+    max_wait_ms = max(0, body.get("max_wait_ms", 0))
+    min_bytes = max(0, body.get("min_bytes", 1))
+    max_bytes = body.get("max_bytes", 0x7FFFFFFF)
+    if max_bytes <= 0:
+        max_bytes = 0x7FFFFFFF
+    keys = [(t.get("topic"), p.get("partition", -1)) for t in topics for p in t.get("partitions") or ()]
+    if max_wait_ms == 0 or not keys:
+        responses, _, _ = read_all(gw, topics, max_bytes)
+    else:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000.0
+        woken = asyncio.Event()
+        # Register before reading so an arrival between the read and the wait is not missed.
+        gw.arrivals.register(keys, woken)
+        try:
+            while True:
+                woken.clear()
+                responses, total, errored = read_all(gw, topics, max_bytes)
+                remaining = deadline - loop.time()
+                if total >= min_bytes or errored or remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(woken.wait(), remaining)
+                except (asyncio.TimeoutError, TimeoutError):
+                    responses, _, _ = read_all(gw, topics, max_bytes)
+                    break
+        finally:
+            gw.arrivals.unregister(keys, woken)
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "session_id": 0, "responses": responses}

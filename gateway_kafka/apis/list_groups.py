@@ -1,0 +1,29 @@
+"""ListGroups (key 16), versions 0-5.
+
+Lists the groups the coordinator holds plus every group with committed offsets (as "Empty",
+protocol type ""), which includes RocketMQ consumer groups: both protocols share the offset
+store. v4+ filters by state, v5+ by group type (all groups are "classic").
+"""
+
+from __future__ import annotations
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+
+
+@api(key=16, min=0, max=5)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    rows = {gid: (ptype, state) for gid, ptype, state in gw.coordinator.listing()}
+    for gid in gw.store.consumer_offsets.groups():
+        rows.setdefault(gid, ("", "Empty"))
+    states = {s.lower() for s in body.get("states_filter") or ()}
+    types = {s.lower() for s in body.get("types_filter") or ()}
+    groups = []
+    for gid, (ptype, state) in sorted(rows.items()):
+        if states and state.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        groups.append({"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": "classic"})
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "groups": groups}

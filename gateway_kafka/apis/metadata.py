@@ -1,0 +1,85 @@
+"""Metadata (key 3), versions 0-12.
+
+Brokers come from the gateway's ``ClusterView`` (one node for an all-in-one node; a cluster
+reports several), topics from the engine's topic config: partitions = read queues, every
+partition led by the node the view names, replicas and ISR = that node, leader epoch 0.
+
+- ``topics`` null (v1+) or empty (v0) lists every Kafka-visible topic (RocketMQ system topics
+  are hidden); a named topic that does not exist is created when the request allows it
+  (v4+ ``allow_auto_topic_creation``, always for v0-3) and the gateway's
+  ``auto_create_topics_enable`` is on — synchronously, so the first answer already has the
+  partitions (Kafka answers LEADER_NOT_AVAILABLE once; clients handle both).
+- Illegal names get INVALID_TOPIC_EXCEPTION, unknown ones UNKNOWN_TOPIC_OR_PARTITION, lookups
+  by topic id (v10+) that match nothing UNKNOWN_TOPIC_ID.
+- Authorized-operations fields stay at Kafka's "not provided" value: there is no ACL model.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+from gateway_kafka.apis._common import (auto_create, find_topic, is_internal, partition_count, topic_id,
+                                        topic_name_error, visible_topics)
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def partition_entries(gw, name: str, count: int) -> list[dict]:
+    cluster = gw.cluster
+    out = []
+    for p in range(count):
+        replicas = cluster.replicas(name, p)
+        out.append({"error_code": E.NONE, "partition_index": p, "leader_id": cluster.leader(name, p).node_id,
+                    "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": replicas, "offline_replicas": []})
+    return out
+
+
+def topic_entry(gw, name: str, tc) -> dict:
+    return {"error_code": E.NONE, "name": name, "topic_id": topic_id(name), "is_internal": is_internal(name),
+            "partitions": partition_entries(gw, name, partition_count(tc))}
+
+
+def error_entry(name: str | None, code: int, tid: uuid.UUID = ZERO_UUID) -> dict:
+    return {"error_code": code, "name": name, "topic_id": tid, "is_internal": False, "partitions": []}
+
+
+@api(key=3, min=0, max=12)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    requested = body.get("topics")
+    if ctx.api_version == 0 and not requested:
+        requested = None  # v0: an empty list means every topic
+    allow_auto = body.get("allow_auto_topic_creation", True) if ctx.api_version >= 4 else True
+    allow_auto = allow_auto and gw.settings.auto_create_topics_enable
+    topics = []
+    if requested is None:
+        for name, tc in sorted(visible_topics(gw).items()):
+            topics.append(topic_entry(gw, name, tc))
+    else:
+        by_id = None
+        for t in requested:
+            name = t.get("name")
+            if name is None:
+                tid = t.get("topic_id") or ZERO_UUID
+                if by_id is None:
+                    by_id = {topic_id(n): n for n in visible_topics(gw)}
+                name = by_id.get(tid)
+                if name is None:
+                    topics.append(error_entry(None, E.UNKNOWN_TOPIC_ID, tid))
+                    continue
+            tc = find_topic(gw, name)
+            if tc is None:
+                if topic_name_error(name) is not None:
+                    topics.append(error_entry(name, E.INVALID_TOPIC_EXCEPTION))
+                    continue
+                if not allow_auto:
+                    topics.append(error_entry(name, E.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                tc = await auto_create(gw, name)
+            topics.append(topic_entry(gw, name, tc))
+    cluster = gw.cluster
+    brokers = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in cluster.nodes()]
+    return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cluster.cluster_id,
+            "controller_id": cluster.controller_id, "topics": topics}

@@ -1,0 +1,55 @@
+"""OffsetFetch (key 9), versions 0-9.
+
+Reads committed offsets and metadata from the engine's consumer offset store. ``topics`` null
+(v2+) means every partition the group has committed. A partition without a commit answers
+offset -1 and empty metadata with no error, as Kafka does. v8+ asks for several groups at
+once. ``require_stable`` (v7+) needs no waiting: there are no pending transactional commits.
+"""
+
+from __future__ import annotations
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+
+
+def _group_offsets(gw, group_id: str, topics: list[dict] | None) -> list[dict]:
+    offsets = gw.store.consumer_offsets
+    if topics is None:
+        by_topic: dict[str, list[int]] = {}
+        for (topic, qid) in sorted(offsets.offsets_of(group_id)):
+            by_topic.setdefault(topic, []).append(qid)
+        wanted = [(t, ps) for t, ps in by_topic.items()]
+    else:
+        wanted = [(t.get("name"), list(t.get("partition_indexes") or ())) for t in topics]
+    out = []
+    for name, indexes in wanted:
+        parts = []
+        for index in indexes:
+            off = offsets.query(group_id, name, index)
+            meta = offsets.query_metadata(group_id, name, index) if off >= 0 else None
+            parts.append({"partition_index": index, "committed_offset": off, "committed_leader_epoch": -1,
+                          "metadata": meta if meta is not None else "", "error_code": E.NONE})
+        out.append({"name": name, "partitions": parts})
+    return out
+
+
+@api(key=9, min=0, max=9)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    if ctx.api_version >= 8:
+        groups = []
+        for g in body.get("groups") or ():
+            gid = g.get("group_id", "")
+            if not gid:
+                groups.append({"group_id": gid, "topics": [], "error_code": E.INVALID_GROUP_ID})
+                continue
+            groups.append({"group_id": gid, "topics": _group_offsets(gw, gid, g.get("topics")),
+                           "error_code": E.NONE})
+        return {"throttle_time_ms": 0, "groups": groups}
+    gid = body.get("group_id", "")
+    topics = body.get("topics")
+    if ctx.api_version < 2 and topics is None:
+        topics = []
+    if not gid:
+        return {"throttle_time_ms": 0, "topics": [], "error_code": E.INVALID_GROUP_ID}
+    return {"throttle_time_ms": 0, "topics": _group_offsets(gw, gid, topics), "error_code": E.NONE}

@@ -1,0 +1,123 @@
+"""Produce (key 0), versions 3-11 (v3 is the first with RecordBatch v2, the only format stored).
+
+Per partition: split the records field into batches, validate each batch's header and CRC-32C
+(never touching the records: no per-record Python), check idempotence (producer id, epoch,
+sequence) and append each batch with ``store.put_record_batch`` as ONE commitlog unit; the
+store assigns and patches the base offset. The response carries the first batch's base
+offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
+
+- acks 0: no response at all; 1 and -1 (all): answered once the store accepted the batch
+  (durable as ``flushDiskType`` promises; a single node is its own full ISR). Other acks
+  values: INVALID_REQUIRED_ACKS.
+- Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
+  MESSAGE_TOO_LARGE (a batch above ``message_max_bytes``), UNKNOWN_TOPIC_OR_PARTITION,
+  INVALID_TOPIC_EXCEPTION, OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER /
+  INVALID_PRODUCER_EPOCH (idempotence), KAFKA_STORAGE_ERROR / REQUEST_TIMED_OUT from the store.
+- An exact duplicate of a recent batch (producer retry) is not stored again; it is answered
+  with the offset it got the first time.
+- Check, append and record run under a per-partition lock so two connections of one producer
+  cannot interleave their sequence checks.
+- Not implemented: transactional batches (AddPartitionsToTxn is not offered, so a
+  transactional producer fails at its start instead of here), LogAppendTime topics.
+"""
+
+from __future__ import annotations
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+from gateway_kafka.apis._common import blocking, find_topic, partition_count, topic_name_error
+from engine.record_batch import CorruptRecordError, iter_batches, validate_batch
+
+_STORE_ERRORS = {
+    "MESSAGE_ILLEGAL": E.CORRUPT_MESSAGE,
+    "PROPERTIES_SIZE_EXCEEDED": E.MESSAGE_TOO_LARGE,
+    "FLUSH_DISK_TIMEOUT": E.REQUEST_TIMED_OUT,
+    "FLUSH_SLAVE_TIMEOUT": E.REQUEST_TIMED_OUT,
+    "SLAVE_NOT_AVAILABLE": E.NOT_ENOUGH_REPLICAS,
+    "SERVICE_NOT_AVAILABLE": E.NOT_LEADER_OR_FOLLOWER,
+    "OS_PAGE_CACHE_BUSY": E.REQUEST_TIMED_OUT,
+}
+
+
+def _result(index: int, code: int, base_offset: int = -1, log_start: int = -1, message: str | None = None) -> dict:
+    return {"index": index, "error_code": code, "base_offset": base_offset, "log_append_time_ms": -1,
+            "log_start_offset": log_start, "record_errors": [], "error_message": message}
+
+
+async def produce_partition(ctx: RequestContext, topic: str, index: int, records) -> dict:
+    gw = ctx.gateway
+    store = gw.store
+    if not records:
+        return _result(index, E.CORRUPT_MESSAGE, message="produce request carries no record batch")
+    max_bytes = gw.settings.message_max_bytes
+    try:
+        batches = []
+        for view in iter_batches(records):
+            if len(view) > max_bytes:
+                return _result(index, E.MESSAGE_TOO_LARGE,
+                               message=f"record batch of {len(view)} bytes exceeds message_max_bytes {max_bytes}")
+            batches.append((view, validate_batch(view)))
+    except CorruptRecordError as exc:
+        return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
+    ps = gw.producer_state
+    sync_put = gw.settings.direct_put
+    born = (ctx.conn.peer_host, ctx.conn.peer_port)
+    first_offset = -1
+    async with gw.partition_locks[(topic, index)]:
+        for view, h in batches:
+            verdict = ps.check(topic, index, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
+            if verdict.error_code != E.NONE:
+                return _result(index, verdict.error_code, message=verdict.message)
+            if verdict.duplicate_of is not None:
+                if first_offset < 0:
+                    first_offset = verdict.duplicate_of.base_offset
+                continue
+            if sync_put:
+                res = store.put_record_batch(topic, index, bytes(view), born_host=born)
+            else:
+                res = await blocking(store.put_record_batch, topic, index, bytes(view), born_host=born)
+            if not res.ok:
+                code = _STORE_ERRORS.get(res.status.name, E.KAFKA_STORAGE_ERROR)
+                gw.log.warning("produce_failed", topic=topic, partition=index, status=res.status.name,
+                               error=res.error)
+                return _result(index, code, message=res.error or res.status.name)
+            if h.producer_id >= 0:
+                ps.record(topic, index, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
+                          res.queue_offset, h.max_timestamp)
+            if first_offset < 0:
+                first_offset = res.queue_offset
+    return _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, index))
+
+
+@api(key=0, min=3, max=11)
+async def handle(ctx: RequestContext, body: dict) -> dict | None:
+    gw = ctx.gateway
+    acks = body.get("acks", 1)
+    responses = []
+    for t in body.get("topic_data") or ():
+        name = t.get("name")
+        parts = t.get("partition_data") or ()
+        tc = find_topic(gw, name)
+        out = []
+        if acks not in (0, 1, -1):
+            out = [_result(p.get("index", -1), E.INVALID_REQUIRED_ACKS) for p in parts]
+        elif tc is None:
+            code = E.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else E.UNKNOWN_TOPIC_OR_PARTITION
+            out = [_result(p.get("index", -1), code) for p in parts]
+        else:
+            count = partition_count(tc)
+            for p in parts:
+                index = p.get("index", -1)
+                if not 0 <= index < count:
+                    out.append(_result(index, E.UNKNOWN_TOPIC_OR_PARTITION))
+                else:
+                    out.append(await produce_partition(ctx, name, index, p.get("records")))
+        responses.append({"name": name, "partition_responses": out})
+    if acks == 0:
+        for t in responses:
+            for p in t["partition_responses"]:
+                if p["error_code"] != E.NONE:
+                    gw.log.warning("produce_acks0_failed", topic=t["name"], partition=p["index"],
+                                   error=E.NAMES.get(p["error_code"]), reason=p["error_message"])
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
