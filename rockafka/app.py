@@ -33,6 +33,9 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     components: list[Any] = []
     # -- native gateway (NameServer first: the broker registers with it) --
     # -- kafka gateway --
+    from gateway_kafka.server import KafkaGateway
+
+    components.append(KafkaGateway(store, config))
     # -- admin http --
     return components
 
