@@ -57,7 +57,41 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run an all-in-one node (NameServer, broker, Kafka gateway, admin HTTP)",
                            description="Run an all-in-one Rockafka node on embedded defaults.")
     _add_listener_flags(serve)
+    namesrv = sub.add_parser("namesrv", help="run a standalone RocketMQ NameServer",
+                             description="Run a standalone NameServer (brokers register with it, clients ask it for routes).")
+    namesrv.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
+    namesrv.add_argument("--port", type=int, default=9876, help="listen port (default 9876; 0 = any free port)")
+    namesrv.add_argument("--kv-config", metavar="FILE", help="where to persist KV config (default: not persisted)")
+    namesrv.add_argument("--broker-expired-ms", type=int, default=120_000, help="drop brokers silent this long (default 120000)")
+    namesrv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    namesrv.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
     return parser
+
+
+def cmd_namesrv(args: argparse.Namespace) -> int:
+    import signal
+
+    import structlog
+
+    from gateway_native.namesrv import NameServer
+
+    rlog.configure(args.log_level, args.log_json)
+
+    async def run() -> None:
+        ns = NameServer(args.host, args.port, kv_config_path=args.kv_config, broker_expired_ms=args.broker_expired_ms,
+                        scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await ns.start()
+        structlog.get_logger("rockafka.namesrv").info("namesrv_ready", host=args.host, namesrv_port=ns.port)
+        try:
+            await stop.wait()
+        finally:
+            await ns.stop()
+    asyncio.run(run())
+    return 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -79,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return cmd_serve(args)
+        if args.command == "namesrv":
+            return cmd_namesrv(args)
     except ConfigError as exc:
         print(f"rockafka: configuration error: {exc}", file=sys.stderr)
         return 2
