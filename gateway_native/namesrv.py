@@ -1,0 +1,352 @@
+"""NameServer: the routing registry brokers register with and clients ask for routes.
+
+Owns ``RouteInfoManager`` state (RocketMQ's tables):
+- ``topic_queue_table``: topic -> broker name -> QueueData (read/write queue counts, perm, sysflag)
+- ``broker_addr_table``: broker name -> BrokerData (cluster, broker id -> address)
+- ``cluster_addr_table``: cluster -> broker names
+- ``broker_live_table``: broker address -> last registration time, data version, connection
+and the KV config (namespace -> key -> value, persisted when a path is given).
+
+Invariants: a broker that has not re-registered within ``broker_expired_ms`` (120 s, like
+RocketMQ's BROKER_CHANNEL_EXPIRED_TIME) or whose connection closed is removed with every route
+it alone carried; each NameServer is independent (brokers register with all of them).
+Route data goes out as standard JSON to clients at V4_9_4 or later or that set
+``acceptStandardJsonOnly``; older clients get fastjson's legacy form with unquoted integer keys
+in ``brokerAddrs``, as Apache RocketMQ's NameServer answers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from .dispatch import ProcessorTable, RemotingServer
+from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
+from .remoting.command import RemotingCommand
+from .transport import Connection
+
+log = structlog.get_logger("rockafka.namesrv")
+
+ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
+
+
+@dataclass
+class BrokerLive:
+    last_update: float
+    data_version: dict[str, Any]
+    conn: Connection | None
+    ha_server_addr: str | None
+    cluster: str
+    broker_name: str
+    broker_id: int
+
+
+@dataclass
+class RouteInfo:
+    topic_queue_table: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    broker_addr_table: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
+    broker_live_table: dict[str, BrokerLive] = field(default_factory=dict)
+
+    # -- registration -------------------------------------------------------------------------
+    def register(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_server_addr: str | None,
+                 topic_configs: dict[str, dict[str, Any]], data_version: dict[str, Any], conn: Connection | None) -> dict[str, Any]:
+        self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
+        bd = self.broker_addr_table.setdefault(broker_name, {"cluster": cluster, "brokerName": broker_name,
+                                                             "brokerAddrs": {}, "enableActingMaster": False})
+        addrs: dict[int, str] = bd["brokerAddrs"]
+        # one address per id: a broker that came back on another address replaces its old entry
+        for bid, addr in list(addrs.items()):
+            if addr == broker_addr and bid != broker_id:
+                del addrs[bid]
+        first = addrs.get(broker_id) != broker_addr
+        addrs[broker_id] = broker_addr
+        prev = self.broker_live_table.get(broker_addr)
+        changed = prev is None or prev.data_version != data_version or first
+        if broker_id == 0 and changed:
+            # the master's topic set is authoritative for this broker name
+            for topic, qmap in list(self.topic_queue_table.items()):
+                if broker_name in qmap and topic not in topic_configs:
+                    del qmap[broker_name]
+                    if not qmap:
+                        del self.topic_queue_table[topic]
+            for topic, tc in topic_configs.items():
+                self.topic_queue_table.setdefault(topic, {})[broker_name] = {
+                    "brokerName": broker_name, "readQueueNums": int(tc.get("readQueueNums", 8)),
+                    "writeQueueNums": int(tc.get("writeQueueNums", 8)), "perm": int(tc.get("perm", 6)),
+                    "topicSysFlag": int(tc.get("topicSysFlag", 0)),
+                }
+        self.broker_live_table[broker_addr] = BrokerLive(time.monotonic(), data_version, conn, ha_server_addr,
+                                                         cluster, broker_name, broker_id)
+        if prev is None:
+            log.info("broker_registered", cluster=cluster, broker_name=broker_name, broker_id=broker_id, addr=broker_addr,
+                     topics=len(topic_configs))
+        result: dict[str, Any] = {"haServerAddr": None, "masterAddr": None}
+        if broker_id != 0:
+            master = addrs.get(0)
+            if master:
+                result["masterAddr"] = master
+                live = self.broker_live_table.get(master)
+                result["haServerAddr"] = live.ha_server_addr if live else None
+        return result
+
+    def unregister(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, reason: str) -> None:
+        self.broker_live_table.pop(broker_addr, None)
+        bd = self.broker_addr_table.get(broker_name)
+        if bd is not None:
+            addrs = bd["brokerAddrs"]
+            if addrs.get(broker_id) == broker_addr:
+                del addrs[broker_id]
+            if not addrs:
+                del self.broker_addr_table[broker_name]
+                names = self.cluster_addr_table.get(cluster)
+                if names is not None:
+                    names.discard(broker_name)
+                    if not names:
+                        del self.cluster_addr_table[cluster]
+                for topic, qmap in list(self.topic_queue_table.items()):
+                    qmap.pop(broker_name, None)
+                    if not qmap:
+                        del self.topic_queue_table[topic]
+        log.info("broker_unregistered", cluster=cluster, broker_name=broker_name, broker_id=broker_id, addr=broker_addr,
+                 reason=reason)
+
+    def expire(self, max_age_s: float) -> list[str]:
+        now = time.monotonic()
+        gone = [addr for addr, live in self.broker_live_table.items() if now - live.last_update > max_age_s]
+        for addr in gone:
+            live = self.broker_live_table[addr]
+            self.unregister(live.cluster, addr, live.broker_name, live.broker_id, "expired")
+            if live.conn is not None:
+                live.conn.close()
+        return gone
+
+    def connection_closed(self, conn: Connection) -> None:
+        for addr, live in list(self.broker_live_table.items()):
+            if live.conn is conn:
+                self.unregister(live.cluster, addr, live.broker_name, live.broker_id, "connection_closed")
+
+    # -- queries -------------------------------------------------------------------------
+    def route(self, topic: str) -> dict[str, Any] | None:
+        qmap = self.topic_queue_table.get(topic)
+        if not qmap:
+            return None
+        queue_datas = [dict(q) for _, q in sorted(qmap.items())]
+        broker_datas = []
+        for name in sorted(qmap):
+            bd = self.broker_addr_table.get(name)
+            if bd is not None:
+                broker_datas.append({**bd, "brokerAddrs": dict(sorted(bd["brokerAddrs"].items()))})
+        if not broker_datas:
+            return None
+        return {"brokerDatas": broker_datas, "filterServerTable": {}, "queueDatas": queue_datas}
+
+    def cluster_info(self) -> dict[str, Any]:
+        return {
+            "brokerAddrTable": {name: {**bd, "brokerAddrs": dict(sorted(bd["brokerAddrs"].items()))}
+                                for name, bd in sorted(self.broker_addr_table.items())},
+            "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())},
+        }
+
+
+def encode_route_json(obj: Any, standard: bool) -> bytes:
+    """JSON of route data; ``standard=False`` writes ``brokerAddrs`` keys unquoted (fastjson's form)."""
+    text = json.dumps(obj, separators=(",", ":"), sort_keys=True)
+    if standard:
+        return text.encode()
+    import re
+
+    def unquote(m: "re.Match[str]") -> str:
+        return re.sub(r'"(-?\d+)":', r"\1:", m.group(0))
+    return re.sub(r'"brokerAddrs":\{[^{}]*\}', unquote, text).encode()
+
+
+def decode_route_json(data: bytes) -> Any:
+    """Parse route data in either form (quotes bare integer keys first)."""
+    import re
+
+    text = data.decode("utf-8")
+    text = re.sub(r'([{,])(-?\d+):', r'\1"\2":', text)
+    return json.loads(text)
+
+
+class KVConfig:
+    def __init__(self, path: str | os.PathLike[str] | None):
+        self.path = Path(path) if path else None
+        self.table: dict[str, dict[str, str]] = {}
+        if self.path and self.path.exists():
+            try:
+                self.table = json.loads(self.path.read_text("utf-8")).get("configTable", {})
+            except (OSError, ValueError) as exc:
+                log.warning("kv_config_unreadable", path=str(self.path), error=str(exc))
+
+    def _persist(self) -> None:
+        if not self.path:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"configTable": self.table}, indent=1), "utf-8")
+        os.replace(tmp, self.path)
+
+    def put(self, ns: str, key: str, value: str) -> None:
+        self.table.setdefault(ns, {})[key] = value
+        self._persist()
+
+    def get(self, ns: str, key: str) -> str | None:
+        return self.table.get(ns, {}).get(key)
+
+    def delete(self, ns: str, key: str) -> None:
+        if self.table.get(ns, {}).pop(key, None) is not None:
+            if not self.table[ns]:
+                del self.table[ns]
+            self._persist()
+
+
+# -- processors ---------------------------------------------------------------------------
+NAMESRV_PROCESSORS = ProcessorTable("namesrv")
+reg = NAMESRV_PROCESSORS.register
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+@reg(RC.REGISTER_BROKER)
+async def register_broker(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    if cmd.get_bool("compressed"):
+        return cmd.response(R.SYSTEM_ERROR, "compressed register-broker bodies are not supported; register with compressed=false")
+    topic_configs: dict[str, Any] = {}
+    data_version: dict[str, Any] = {}
+    if cmd.body:
+        try:
+            body = json.loads(cmd.body)
+            wrapper = body.get("topicConfigSerializeWrapper") or {}
+            topic_configs = wrapper.get("topicConfigTable") or {}
+            data_version = wrapper.get("dataVersion") or {}
+        except (ValueError, AttributeError) as exc:
+            return cmd.response(R.SYSTEM_ERROR, f"register-broker body is not valid JSON: {exc}")
+    result = ns.routes.register(cmd.require_str("clusterName"), cmd.require_str("brokerAddr"), cmd.require_str("brokerName"),
+                                cmd.require_int("brokerId"), cmd.get_str("haServerAddr"), topic_configs, data_version, conn)
+    order = ns.kv.table.get(ORDER_TOPIC_CONFIG_NAMESPACE, {})
+    return cmd.response(R.SUCCESS, None, {k: v for k, v in result.items() if v}, _json({"table": order}))
+
+
+@reg(RC.UNREGISTER_BROKER)
+async def unregister_broker(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    ns.routes.unregister(cmd.require_str("clusterName"), cmd.require_str("brokerAddr"), cmd.require_str("brokerName"),
+                         cmd.require_int("brokerId"), "unregister_request")
+    return cmd.response(R.SUCCESS)
+
+
+@reg(RC.GET_ROUTEINFO_BY_TOPIC)
+async def get_route(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    topic = cmd.require_str("topic")
+    route = ns.routes.route(topic)
+    if route is None:
+        return cmd.response(R.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
+    order_conf = ns.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
+    if order_conf:
+        route["orderTopicConf"] = order_conf
+    standard = cmd.version >= V4_9_4 or cmd.get_bool("acceptStandardJsonOnly")
+    return cmd.response(R.SUCCESS, body=encode_route_json(route, standard))
+
+
+@reg(RC.GET_BROKER_CLUSTER_INFO)
+async def cluster_info(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.response(R.SUCCESS, body=encode_route_json(ns.routes.cluster_info(), cmd.version >= V4_9_4))
+
+
+@reg(RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+async def all_topics(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.response(R.SUCCESS, body=_json({"topicList": sorted(ns.routes.topic_queue_table)}))
+
+
+@reg(RC.GET_TOPICS_BY_CLUSTER)
+async def topics_by_cluster(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    names = ns.routes.cluster_addr_table.get(cmd.require_str("cluster"), set())
+    topics = sorted(t for t, q in ns.routes.topic_queue_table.items() if names & set(q))
+    return cmd.response(R.SUCCESS, body=_json({"topicList": topics}))
+
+
+@reg(RC.DELETE_TOPIC_IN_NAMESRV)
+async def delete_topic(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    ns.routes.topic_queue_table.pop(cmd.require_str("topic"), None)
+    return cmd.response(R.SUCCESS)
+
+
+@reg(RC.PUT_KV_CONFIG)
+async def put_kv(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    ns.kv.put(cmd.require_str("namespace"), cmd.require_str("key"), cmd.get_str("value") or "")
+    return cmd.response(R.SUCCESS)
+
+
+@reg(RC.GET_KV_CONFIG)
+async def get_kv(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    space, key = cmd.require_str("namespace"), cmd.require_str("key")
+    value = ns.kv.get(space, key)
+    if value is None:
+        return cmd.response(R.QUERY_NOT_FOUND, f"No config item, Namespace: {space} Key: {key}")
+    return cmd.response(R.SUCCESS, None, {"value": value})
+
+
+@reg(RC.DELETE_KV_CONFIG)
+async def delete_kv(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    ns.kv.delete(cmd.require_str("namespace"), cmd.require_str("key"))
+    return cmd.response(R.SUCCESS)
+
+
+@reg(RC.GET_KVLIST_BY_NAMESPACE)
+async def kv_list(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    space = cmd.require_str("namespace")
+    table = ns.kv.table.get(space)
+    if not table:
+        return cmd.response(R.QUERY_NOT_FOUND, f"No config item, Namespace: {space}")
+    return cmd.response(R.SUCCESS, body=_json({"table": table}))
+
+
+class NameServer:
+    """The NameServer component: ``name="namesrv"``, ``port`` after ``start``."""
+
+    name = "namesrv"
+
+    def __init__(self, host: str, port: int, *, kv_config_path: str | os.PathLike[str] | None = None,
+                 broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000):
+        self.routes = RouteInfo()
+        self.kv = KVConfig(kv_config_path)
+        self.broker_expired_ms = broker_expired_ms
+        self.scan_interval_ms = scan_interval_ms
+        self.server = RemotingServer("namesrv", host, port, NAMESRV_PROCESSORS, self)
+        self.server.on_connection_closed.append(self.routes.connection_closed)
+        self._scan_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._scan_task = asyncio.ensure_future(self._scan_loop())
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.scan_interval_ms / 1000)
+            try:
+                self.routes.expire(self.broker_expired_ms / 1000)
+            except Exception:
+                log.exception("broker_scan_failed")
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            try:
+                await self._scan_task
+            except asyncio.CancelledError:
+                pass
+        await self.server.stop()

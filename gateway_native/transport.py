@@ -1,0 +1,161 @@
+"""One remoting connection over asyncio streams, used by the servers and by the SDK alike.
+
+Owns: the read loop (length prefix, refuse oversize frames before buffering, ``readexactly`` the
+frame, decode), writes, and the table of requests this side sent that await a response (keyed
+by opaque). Both directions carry requests: the broker sends NOTIFY_CONSUMER_IDS_CHANGED to
+clients; clients answer GET_CONSUMER_RUNNING_INFO.
+
+Invariants: a frame that cannot be decoded closes this connection only (the reason is logged);
+every pending request fails with ``ConnectionClosedError`` when the connection ends, so no
+caller waits forever; requests are handed to ``dispatch`` in arrival order (the dispatcher
+decides whether a request may run concurrently, e.g. a long-polling pull).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any, Awaitable, Callable
+
+import structlog
+
+from .remoting.command import (
+    MAX_FRAME_SIZE, RemotingCommand, RemotingCommandError, check_frame_length, decode_frame, encode,
+)
+
+log = structlog.get_logger("rockafka.native.transport")
+
+Dispatch = Callable[["Connection", RemotingCommand], Awaitable[None]]
+
+
+class ConnectionClosedError(ConnectionError):
+    pass
+
+
+class RemotingTimeoutError(TimeoutError):
+    pass
+
+
+class Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dispatch: Dispatch | None, *,
+                 max_frame_size: int = MAX_FRAME_SIZE, role: str = "server"):
+        self.reader = reader
+        self.writer = writer
+        self.dispatch = dispatch
+        self.max_frame_size = max_frame_size
+        self.role = role
+        peer = writer.get_extra_info("peername")
+        self.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.attrs: dict[str, Any] = {}  # e.g. the client id a heartbeat announced
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._closed = asyncio.Event()
+        self._close_callbacks: list[Callable[["Connection"], None]] = []
+        self._reader_task: asyncio.Task[None] | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def on_close(self, cb: Callable[["Connection"], None]) -> None:
+        self._close_callbacks.append(cb)
+
+    def start(self) -> asyncio.Task[None]:
+        self._reader_task = asyncio.ensure_future(self.run())
+        return self._reader_task
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    prefix = await self.reader.readexactly(4)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                (length,) = struct.unpack(">i", prefix)
+                check_frame_length(length, self.max_frame_size)
+                try:
+                    frame = await self.reader.readexactly(length)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                cmd = decode_frame(frame)
+                if cmd.is_response:
+                    fut = self._pending.pop(cmd.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(cmd)
+                    continue
+                if self.dispatch is None:
+                    continue
+                await self.dispatch(self, cmd)
+        except RemotingCommandError as exc:
+            log.warning("remoting_bad_frame", peer=self.remote_addr, role=self.role, error=str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("remoting_connection_failed", peer=self.remote_addr, role=self.role)
+        finally:
+            self.close()
+
+    def send(self, cmd: RemotingCommand) -> None:
+        if self.closed:
+            raise ConnectionClosedError(f"connection to {self.remote_addr} is closed")
+        self.writer.write(encode(cmd))
+
+    async def send_and_drain(self, cmd: RemotingCommand) -> None:
+        self.send(cmd)
+        try:
+            await self.writer.drain()
+        except ConnectionError as exc:
+            self.close()
+            raise ConnectionClosedError(str(exc)) from None
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        self._pending[cmd.opaque] = fut
+        try:
+            await self.send_and_drain(cmd)
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise RemotingTimeoutError(f"no response from {self.remote_addr} to request code {cmd.code} within {timeout:.1f}s") from None
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        cmd.flag |= 2
+        await self.send_and_drain(cmd)
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        try:
+            self.writer.close()
+        except Exception:  # already torn down by the peer
+            pass
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionClosedError(f"connection to {self.remote_addr} closed"))
+        self._pending.clear()
+        for cb in self._close_callbacks:
+            try:
+                cb(self)
+            except Exception:
+                log.exception("connection_close_callback_failed", peer=self.remote_addr)
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+
+async def open_connection(addr: str, dispatch: Dispatch | None = None, timeout: float = 3.0) -> Connection:
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"address {addr!r} is not host:port")
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+    except asyncio.TimeoutError:
+        raise ConnectionClosedError(f"connect to {addr} timed out after {timeout}s") from None
+    except OSError as exc:
+        raise ConnectionClosedError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
+    conn = Connection(reader, writer, dispatch, role="client")
+    conn.remote_addr = addr
+    conn.start()
+    return conn
