@@ -56,6 +56,14 @@ class MessageStoreConfig:
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
     check_crc_on_recover: bool = True
+    # Index the keys of Kafka records (valid UTF-8) so query_message finds them; costs a record
+    # decode per batch in the dispatcher thread (Rockafka-only key).
+    index_kafka_record_keys: bool = True
+    disk_space_clean_forcibly_ratio: int = 85  # percent; above it even unexpired files go
+    disk_space_warning_level_ratio: int = 90  # percent; above it puts are refused (disk full)
+    flush_consumer_offset_interval: int = 5000  # ms between consumer offset persists
+    # Reserve a segment's blocks when it is created (posix_fallocate) instead of sparse files.
+    warm_mapped_file_enable: bool = False
 
     @property
     def store_path_commit_log(self) -> str:

@@ -1,0 +1,250 @@
+"""CommitLog: every topic's message units appended to one log of segment files, and its flushing.
+
+Files: ``<root>/commitlog/<20-digit start offset>``, ``mapped_file_size_commit_log`` bytes each.
+Units are RocketMQ's layout (``engine.message``). A unit never spans segments: when a unit
+plus an 8-byte BLANK header does not fit in what is left, the rest of the segment is filled by
+a BLANK unit (TOTALSIZE = bytes left, MAGICCODE 0xcbd43194) and the unit goes to the next one.
+
+Write order makes torn units detectable: everything after TOTALSIZE is written first and
+TOTALSIZE last, so a unit with a non-zero size had all its bytes written before the process
+died. Recovery still verifies each unit (magic, field lengths adding up to TOTALSIZE,
+PHYSICALOFFSET equal to where it sits, body CRC) and truncates at the first bad one.
+
+Flushing: ``FlushRealTimeService`` (ASYNC_FLUSH) flushes every ``flush_interval_commit_log``
+ms; ``GroupCommitService`` (SYNC_FLUSH) flushes as soon as a writer asks and wakes every
+writer whose bytes the one fsync covered (group commit), so concurrent puts share fsyncs.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+from typing import Iterator
+
+import structlog
+
+from .file_io import FileIO
+from .mapped_file import MappedFile, MappedFileQueue
+from .message import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MAGIC_CODE_V1, MAGIC_CODE_V2,
+                      MessageFormatError, UnitHeader)
+
+log = structlog.get_logger("rockafka.engine.commitlog")
+
+_TOTAL_MAGIC = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+MIN_UNIT_SIZE = 91  # fixed fields (IPv4) + 1 topic byte + 2 properties-length bytes
+
+
+class CommitLog:
+    def __init__(self, fio: FileIO, store_path: str, file_size: int):
+        self.mfq = MappedFileQueue(fio, store_path, file_size)
+        self.file_size = file_size
+
+    def load(self) -> None:
+        self.mfq.load()
+
+    def close(self) -> None:
+        self.mfq.close()
+
+    @property
+    def max_offset(self) -> int:
+        return self.mfq.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self.mfq.min_offset
+
+    @property
+    def flushed_where(self) -> int:
+        return self.mfq.flushed_where
+
+    def fits_in_segment(self, size: int) -> bool:
+        return size + END_FILE_MIN_BLANK_LENGTH <= self.file_size
+
+    # -- append (caller holds the put lock) --------------------------------------------------
+    def segment_for(self, size: int) -> MappedFile:
+        """The segment the next unit of ``size`` bytes goes to, rolling over with a BLANK."""
+        f = self.mfq.last_for_write(0)
+        if f.remaining < size + END_FILE_MIN_BLANK_LENGTH:
+            blank = f.remaining
+            pos = f.wrote_position
+            f.write_at(pos + 4, _I32.pack(BLANK_MAGIC_CODE))
+            f.write_at(pos, _I32.pack(blank))
+            f.wrote_position = f.file_size
+            f = self.mfq.last_for_write()
+        return f
+
+    @staticmethod
+    def write_unit(f: MappedFile, unit) -> int:
+        """Write a complete unit at the write position, TOTALSIZE last; return its log offset."""
+        pos = f.wrote_position
+        mv = memoryview(unit)
+        f.write_at(pos + 4, mv[4:])
+        f.write_at(pos, mv[:4])
+        f.wrote_position = pos + len(unit)
+        return f.file_from_offset + pos
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, offset: int, size: int) -> bytes | None:
+        f = self.mfq.find(offset)
+        if f is None:
+            return None
+        pos = offset - f.file_from_offset
+        try:
+            data = f.read(pos, size)
+        except ValueError:  # unmapped by retention meanwhile
+            return None
+        return data if len(data) == size else None
+
+    def unit_size_at(self, offset: int) -> int | None:
+        f = self.mfq.find(offset)
+        if f is None:
+            return None
+        try:
+            total, magic = _TOTAL_MAGIC.unpack_from(f.buf, offset - f.file_from_offset)
+        except (ValueError, struct.error):
+            return None
+        return total if magic in (MAGIC_CODE_V1, MAGIC_CODE_V2) else None
+
+    def read_unit(self, offset: int) -> bytes | None:
+        size = self.unit_size_at(offset)
+        return None if size is None else self.read(offset, size)
+
+    # -- recovery ----------------------------------------------------------------------------
+    def scan(self, start: int, check_crc: bool) -> Iterator[tuple[int, UnitHeader | None, MappedFile]]:
+        """Yield (offset, header, segment) for each valid unit from ``start``; header None for
+        a BLANK. Stops at the first invalid unit; ``self.scan_end`` is where it stopped."""
+        self.scan_end = start
+        files = self.mfq.files
+        offset = start
+        i = 0
+        while i < len(files) and files[i].file_from_offset + files[i].file_size <= offset:
+            i += 1
+        while i < len(files):
+            f = files[i]
+            buf = f.buf
+            pos = offset - f.file_from_offset
+            while True:
+                if pos + 8 > f.file_size:
+                    break
+                total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
+                if magic == BLANK_MAGIC_CODE and total == f.file_size - pos:
+                    yield offset, None, f
+                    pos = f.file_size
+                    break
+                if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2) or total < MIN_UNIT_SIZE or pos + total > f.file_size:
+                    self.scan_end = f.file_from_offset + pos
+                    return
+                try:
+                    h = UnitHeader(buf, pos)
+                except (MessageFormatError, struct.error, UnicodeDecodeError):
+                    self.scan_end = f.file_from_offset + pos
+                    return
+                if h.physical_offset != f.file_from_offset + pos or (check_crc and not h.crc_ok(buf)):
+                    log.warning("commitlog_unit_invalid", offset=f.file_from_offset + pos,
+                                reason="physical offset" if h.physical_offset != f.file_from_offset + pos else "body crc")
+                    self.scan_end = f.file_from_offset + pos
+                    return
+                yield f.file_from_offset + pos, h, f
+                pos += total
+                offset = f.file_from_offset + pos
+            offset = f.file_from_offset + f.file_size
+            self.scan_end = offset
+            i += 1
+            if i < len(files) and files[i].file_from_offset != offset:
+                log.error("commitlog_segment_gap", expected=offset, found=files[i].file_from_offset)
+                return
+
+    def truncate(self, offset: int) -> None:
+        self.mfq.truncate_dirty(offset)
+        self.mfq.set_tail(offset)
+
+    def flush(self) -> int:
+        return self.mfq.flush()
+
+
+class FlushRealTimeService(threading.Thread):
+    """ASYNC_FLUSH: flush the commitlog every ``interval_ms``."""
+
+    def __init__(self, commitlog: CommitLog, interval_ms: int, on_flushed=None):
+        super().__init__(name="commitlog-flush", daemon=True)
+        self.commitlog = commitlog
+        self.interval = max(interval_ms, 1) / 1000.0
+        self._stop_event = threading.Event()
+        self.on_flushed = on_flushed
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            try:
+                self.commitlog.flush()
+            except Exception:
+                log.exception("commitlog_flush_failed")
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=10)
+
+
+class GroupCommitService(threading.Thread):
+    """SYNC_FLUSH: writers wait until the flushed offset covers their unit; one fsync per round."""
+
+    def __init__(self, commitlog: CommitLog):
+        super().__init__(name="commitlog-group-commit", daemon=True)
+        self.commitlog = commitlog
+        self.cond = threading.Condition()
+        self.requested = 0
+        self.flushed = commitlog.flushed_where
+        self.failed: str | None = None
+        self._stopping = False
+
+    def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
+        with self.cond:
+            if self.flushed >= end_offset:
+                return True
+            if end_offset > self.requested:
+                self.requested = end_offset
+                self.cond.notify_all()
+            deadline = time.monotonic() + timeout_s
+            while self.flushed < end_offset:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopping:
+                    return self.flushed >= end_offset
+                self.cond.wait(left)
+            return True
+
+    def run(self) -> None:
+        while True:
+            with self.cond:
+                while self.requested <= self.flushed and not self._stopping:
+                    self.cond.wait(1.0)
+                if self._stopping and self.requested <= self.flushed:
+                    return
+            try:
+                done = self.commitlog.flush()
+            except Exception as exc:  # e.g. EIO: writers time out with FLUSH_DISK_TIMEOUT
+                log.exception("commitlog_group_commit_failed")
+                self.failed = str(exc)
+                time.sleep(0.01)
+                continue
+            with self.cond:
+                self.flushed = max(self.flushed, done)
+                self.cond.notify_all()
+
+    def stop(self) -> None:
+        with self.cond:
+            self._stopping = True
+            self.cond.notify_all()
+        self.join(timeout=10)
+        try:
+            done = self.commitlog.flush()
+            with self.cond:
+                self.flushed = max(self.flushed, done)
+                self.cond.notify_all()
+        except Exception:
+            log.exception("commitlog_final_flush_failed")
+
+
+def commitlog_dir(root: str) -> str:
+    return os.path.join(root, "commitlog")

@@ -1,0 +1,233 @@
+"""ConsumeQueue: the per (topic, queue id) index of logical offsets into the commitlog.
+
+Files live in ``<root>/consumequeue/<topic>/<queueId>/`` as segments named by their first byte's
+position in the queue's unit space (logical offset x 20), 300,000 units per file by default.
+
+Unit (big-endian): commitlogOffset(8) + size(4) + tagsCode(8) = 20 bytes. A batch unit
+(Kafka RecordBatch stored once) gets N identical queue units, one per record offset.
+
+Invariants:
+- Unit ``i`` sits at byte ``i * 20`` of the unit space; units are written in order and never
+  rewritten, so the valid units of the last file are a prefix of it (size > 0 marks a unit).
+- ``max_offset`` (next logical offset) = end of the written unit space / 20.
+- ``min_offset`` is the first unit still readable: it moves forward when old segments are
+  deleted (retention follows the commitlog) and with ``raise_min_offset`` (Kafka DeleteRecords).
+- Writes happen under the store's put lock, or during recovery before the store serves.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import structlog
+
+from .file_io import FileIO
+from .mapped_file import MappedFileQueue
+
+log = structlog.get_logger("rockafka.engine.consume_queue")
+
+CQ_STORE_UNIT_SIZE = 20
+UNIT = struct.Struct(">qiq")
+
+
+class ConsumeQueue:
+    def __init__(self, fio: FileIO, root: str, topic: str, queue_id: int, file_size: int):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.path = os.path.join(root, topic, str(queue_id))
+        self.mfq = MappedFileQueue(fio, self.path, file_size)
+        self.file_size = self.mfq.file_size
+        self.min_logic_offset = 0  # in unit-space bytes
+        self.max_physic_offset = -1  # commitlog offset after the last unit's message
+        self.units_per_file = file_size // CQ_STORE_UNIT_SIZE
+
+    # -- load and recovery -----------------------------------------------------------------
+    def load(self) -> None:
+        self.mfq.load()
+
+    def _unit(self, index: int) -> tuple[int, int, int] | None:
+        pos = index * CQ_STORE_UNIT_SIZE
+        f = self.mfq.find(pos)
+        if f is None:
+            return None
+        return UNIT.unpack_from(f.buf, pos - f.file_from_offset)
+
+    def recover(self) -> None:
+        """Find the end of the written units (only the last file may be partly filled)."""
+        files = self.mfq.files
+        if not files:
+            return
+        f = files[-1]
+        n = f.file_size // CQ_STORE_UNIT_SIZE
+        buf = f.buf
+        first = 0
+        if f is files[0]:  # a queue that began mid-file has a blank head
+            while first < n and UNIT.unpack_from(buf, first * CQ_STORE_UNIT_SIZE)[1] <= 0:
+                first += 1
+        if first >= n:
+            end = f.file_from_offset
+        else:
+            lo, hi = first, n  # first unit with size <= 0 in [first, n)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if UNIT.unpack_from(buf, mid * CQ_STORE_UNIT_SIZE)[1] > 0:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            end = f.file_from_offset + lo * CQ_STORE_UNIT_SIZE
+        self.mfq.truncate_dirty(end)
+        self._recompute_bounds()
+
+    def _recompute_bounds(self) -> None:
+        first = self.mfq.first()
+        if first is None:
+            self.min_logic_offset = max(self.min_logic_offset, 0)
+            self.max_physic_offset = -1
+            return
+        lo = first.file_from_offset
+        end = self.mfq.max_offset
+        i = lo // CQ_STORE_UNIT_SIZE
+        end_i = end // CQ_STORE_UNIT_SIZE
+        while i < end_i:
+            u = self._unit(i)
+            if u is not None and u[1] > 0:
+                break
+            i += 1
+        self.min_logic_offset = max(self.min_logic_offset, i * CQ_STORE_UNIT_SIZE)
+        if end_i > 0:
+            u = self._unit(end_i - 1)
+            if u is not None and u[1] > 0:
+                self.max_physic_offset = u[0] + u[1]
+
+    def truncate_dirty(self, commitlog_max: int) -> None:
+        """Drop trailing units whose message lies at or beyond ``commitlog_max`` (torn tail)."""
+        lo = self.min_logic_offset // CQ_STORE_UNIT_SIZE
+        hi = self.max_offset
+        if hi <= lo:
+            return
+        last = self._unit(hi - 1)
+        if last is not None and last[0] + last[1] <= commitlog_max:
+            return
+        while lo < hi:  # first unit ending past commitlog_max; commitlog offsets ascend
+            mid = (lo + hi) // 2
+            u = self._unit(mid)
+            if u is not None and u[1] > 0 and u[0] + u[1] <= commitlog_max:
+                lo = mid + 1
+            else:
+                hi = mid
+        log.info("consume_queue_truncated", topic=self.topic, queue_id=self.queue_id, from_offset=lo, to_offset=self.max_offset)
+        self.mfq.truncate_dirty(lo * CQ_STORE_UNIT_SIZE)
+        self._recompute_bounds()
+
+    # -- writing ---------------------------------------------------------------------------
+    def put(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int, count: int = 1) -> bool:
+        """Write ``count`` units for ``queue_offset``...; False when they already exist."""
+        expected = queue_offset * CQ_STORE_UNIT_SIZE
+        current = self.mfq.max_offset
+        if self.mfq.last() is None:
+            f = self.mfq.last_for_write(expected)
+            f.wrote_position = f.flushed_position = expected - f.file_from_offset
+            self.min_logic_offset = max(self.min_logic_offset, expected)
+            current = expected
+        if expected + count * CQ_STORE_UNIT_SIZE <= current:
+            return False
+        if expected < current:  # partly present (recovery after a torn batch): write the rest
+            skip = (current - expected) // CQ_STORE_UNIT_SIZE
+            count -= skip
+            expected = current
+        elif expected > current:
+            log.error("consume_queue_gap", topic=self.topic, queue_id=self.queue_id, expected=expected // 20, current=current // 20)
+            self._skip_to(expected)
+        data = UNIT.pack(commitlog_offset, size, tags_code) * count
+        pos = 0
+        while pos < len(data):
+            f = self.mfq.last_for_write()
+            n = min(f.remaining, len(data) - pos)
+            f.append(data[pos:pos + n] if (pos or n < len(data)) else data)
+            pos += n
+        self.max_physic_offset = commitlog_offset + size
+        return True
+
+    def _skip_to(self, expected: int) -> None:
+        while self.mfq.max_offset < expected:
+            f = self.mfq.last_for_write()
+            f.wrote_position = min(f.file_size, expected - f.file_from_offset)
+
+    def flush(self) -> None:
+        self.mfq.flush()
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def max_offset(self) -> int:
+        return self.mfq.max_offset // CQ_STORE_UNIT_SIZE
+
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    def raise_min_offset(self, offset: int) -> None:
+        self.min_logic_offset = max(self.min_logic_offset, offset * CQ_STORE_UNIT_SIZE)
+
+    def unit(self, index: int) -> tuple[int, int, int] | None:
+        if index < self.min_offset or index >= self.max_offset:
+            return None
+        try:
+            return self._unit(index)
+        except ValueError:  # segment deleted under us
+            return None
+
+    def read_units(self, index: int, max_count: int) -> list[tuple[int, int, int]]:
+        """Up to ``max_count`` units from ``index`` (fewer at a segment's end)."""
+        end = min(self.max_offset, index + max_count)
+        if index >= end:
+            return []
+        pos = index * CQ_STORE_UNIT_SIZE
+        f = self.mfq.find(pos)
+        if f is None:
+            return []
+        rel = pos - f.file_from_offset
+        n = min(end - index, (f.file_size - rel) // CQ_STORE_UNIT_SIZE)
+        try:
+            raw = f.read(rel, n * CQ_STORE_UNIT_SIZE)
+        except ValueError:
+            return []
+        return list(UNIT.iter_unpack(raw))
+
+    # -- retention -------------------------------------------------------------------------
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Delete segments whose every unit points below ``commitlog_min``; correct min offset."""
+        deleted = 0
+        while len(self.mfq.files) > 1:
+            f = self.mfq.files[0]
+            last = UNIT.unpack_from(f.buf, f.file_size - CQ_STORE_UNIT_SIZE)
+            if last[1] > 0 and last[0] + last[1] <= commitlog_min:
+                self.mfq.delete_first(1)
+                deleted += 1
+            else:
+                break
+        self.correct_min_offset(commitlog_min)
+        return deleted
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        lo = max(self.min_offset, self.mfq.min_offset // CQ_STORE_UNIT_SIZE)
+        hi = self.max_offset
+        first = self._unit(lo) if lo < hi else None
+        if first is None or first[0] >= commitlog_min:
+            self.min_logic_offset = max(self.min_logic_offset, lo * CQ_STORE_UNIT_SIZE)
+            return
+        while lo < hi:
+            mid = (lo + hi) // 2
+            u = self._unit(mid)
+            if u is not None and u[0] < commitlog_min:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.min_logic_offset = max(self.min_logic_offset, lo * CQ_STORE_UNIT_SIZE)
+
+    def destroy(self) -> None:
+        with self.mfq.lock:
+            for f in list(self.mfq.files):
+                f.destroy()
+            self.mfq.files = []
+            self.mfq._starts = []

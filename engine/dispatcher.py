@@ -1,0 +1,177 @@
+"""Dispatcher (RocketMQ's ReputMessageService): derive the index from the commitlog, in order,
+and tell arrival listeners that queues grew.
+
+The put path writes consume-queue units itself (so a put is visible to readers when it returns);
+this thread follows behind over units below the store's *confirmed offset* (where the last
+complete put, consume-queue units included, ends) and for each unit:
+- adds ``topic#key`` index entries for every KEYS entry and UNIQ_KEY, and for a Kafka batch
+  unit the record keys that are valid UTF-8 (decoding records here keeps that work off the
+  produce path),
+- remembers the queue's new max offset; once per round each listener is called
+  ``cb(topic, queue_id, max_offset)``.
+
+During recovery ``dispatch_for_recovery`` does the same synchronously and also rebuilds the
+consume-queue units the crash lost. ``reput_offset`` is a unit boundary; the checkpoint stores
+how far the index was flushed so recovery knows where to start.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from typing import Callable
+
+import structlog
+
+from .message import (BLANK_MAGIC_CODE, INNER_BATCH_FLAG, MAGIC_CODE_V1, MAGIC_CODE_V2, PROPERTY_KEYS,
+                      PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageFormatError, UnitHeader,
+                      decode_properties, tags_code)
+
+log = structlog.get_logger("rockafka.engine.dispatcher")
+
+_TOTAL_MAGIC = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+_LAST_OFFSET_DELTA = 23  # engine.record_batch.LAST_OFFSET_DELTA_OFFSET
+
+ArrivalListener = Callable[[str, int, int], None]
+
+
+def batch_record_count(buf, body_pos: int) -> int:
+    return _I32.unpack_from(buf, body_pos + _LAST_OFFSET_DELTA)[0] + 1
+
+
+def unit_keys(h: UnitHeader, buf, props: dict[str, str], index_record_keys: bool) -> list[str]:
+    keys: list[str] = []
+    raw = props.get(PROPERTY_KEYS)
+    if raw:
+        keys.extend(k for k in raw.split(" ") if k)
+    uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if uniq:
+        keys.append(uniq)
+    if index_record_keys and h.sys_flag & INNER_BATCH_FLAG:
+        keys.extend(record_keys(bytes(buf[h.body_pos:h.body_pos + h.body_len])))
+    return keys
+
+
+def record_keys(batch: bytes) -> list[str]:
+    from . import record_batch
+
+    try:
+        records = record_batch.decode_records(batch)
+    except Exception as exc:  # a batch we cannot decode still stays readable; it is just not indexed
+        log.warning("batch_keys_not_indexed", error=str(exc))
+        return []
+    out = []
+    for r in records:
+        key = r.key
+        if key:
+            try:
+                out.append(bytes(key).decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
+    return out
+
+
+class Dispatcher(threading.Thread):
+    def __init__(self, store, reput_offset: int):
+        super().__init__(name="reput-dispatcher", daemon=True)
+        self.store = store
+        self.reput_offset = reput_offset
+        self.cond = threading.Condition()
+        self.listeners: list[ArrivalListener] = []
+        self._stopping = False
+        self._pending = False
+
+    def wake(self) -> None:
+        with self.cond:
+            self._pending = True
+            self.cond.notify()
+
+    def add_listener(self, cb: ArrivalListener) -> None:
+        self.listeners = self.listeners + [cb]
+
+    def remove_listener(self, cb: ArrivalListener) -> None:
+        self.listeners = [x for x in self.listeners if x is not cb]
+
+    def run(self) -> None:
+        while True:
+            with self.cond:
+                if not self._pending and not self._stopping:
+                    self.cond.wait(1.0)
+                self._pending = False
+                stopping = self._stopping
+            try:
+                self.do_reput()
+            except Exception:
+                log.exception("dispatch_failed", reput_offset=self.reput_offset)
+            if stopping:
+                return
+
+    def stop(self) -> None:
+        with self.cond:
+            self._stopping = True
+            self.cond.notify()
+        self.join(timeout=30)
+
+    def do_reput(self) -> None:
+        store = self.store
+        commitlog = store.commitlog
+        index = store.index_service if store.config.message_index_enable else None
+        index_record_keys = store.config.index_kafka_record_keys
+        changed: dict[tuple[str, int], int] = {}
+        limit = store.confirmed_offset
+        offset = self.reput_offset
+        while offset < limit:
+            f = commitlog.mfq.find(offset)
+            if f is None:  # deleted by retention: continue at the oldest segment still there
+                first = commitlog.mfq.first()
+                if first is None or first.file_from_offset <= offset:
+                    break
+                offset = first.file_from_offset
+                continue
+            buf = f.buf
+            pos = offset - f.file_from_offset
+            total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
+            if magic == BLANK_MAGIC_CODE:
+                offset = f.file_from_offset + f.file_size
+                continue
+            if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2) or total <= 0:
+                log.error("dispatch_bad_unit", offset=offset, magic=magic)
+                break
+            try:
+                h = UnitHeader(buf, pos)
+            except MessageFormatError as exc:
+                log.error("dispatch_bad_unit", offset=offset, error=str(exc))
+                break
+            count = batch_record_count(buf, h.body_pos) if h.sys_flag & INNER_BATCH_FLAG else 1
+            if index is not None:
+                props = h.properties(buf)
+                keys = unit_keys(h, buf, props, index_record_keys)
+                if keys:
+                    index.build_index(h.topic, keys, offset, h.store_timestamp)
+            changed[(h.topic, h.queue_id)] = h.queue_offset + count
+            offset += total
+            self.reput_offset = offset
+        self.reput_offset = max(self.reput_offset, offset)
+        if changed and self.listeners:
+            for (topic, queue_id), max_offset in changed.items():
+                for cb in self.listeners:
+                    try:
+                        cb(topic, queue_id, max_offset)
+                    except Exception:
+                        log.exception("arrival_listener_failed", topic=topic, queue_id=queue_id)
+
+
+def dispatch_for_recovery(store, offset: int, h: UnitHeader, buf, index_from: int) -> None:
+    """Rebuild what a crash may have lost for one unit: its consume-queue units and index keys."""
+    count = batch_record_count(buf, h.body_pos) if h.sys_flag & INNER_BATCH_FLAG else 1
+    props = h.properties(buf)
+    cq = store.find_consume_queue(h.topic, h.queue_id, create=True)
+    cq.put(h.queue_offset, offset, h.total_size, tags_code(props.get(PROPERTY_TAGS)), count)
+    if store.config.message_index_enable and offset >= index_from:
+        keys = unit_keys(h, buf, props, store.config.index_kafka_record_keys)
+        if keys:
+            store.index_service.build_index(h.topic, keys, offset, h.store_timestamp)
+
+
+__all__ = ["Dispatcher", "dispatch_for_recovery", "batch_record_count", "unit_keys", "decode_properties"]

@@ -1,0 +1,220 @@
+"""IndexFile and IndexService: hash index from ``topic#key`` to commitlog offsets (RocketMQ's).
+
+Files: ``<root>/index/<yyyyMMddHHmmssSSS>`` named by creation time. Layout (big-endian):
+
+    header: beginTimestamp(8) + endTimestamp(8) + beginPhyOffset(8) + endPhyOffset(8)
+            + hashSlotCount(4) + indexCount(4)                                  = 40 bytes
+    slots:  maxHashSlotNum x slotValue(4)   (index number of the newest entry for the slot)
+    entries: maxIndexNum x [keyHash(4) + phyOffset(8) + timeDiff(4) + prevIndex(4)] = 20 bytes
+
+- keyHash = |Java String.hashCode(key)| (0 for Integer.MIN_VALUE); slot = keyHash % slots.
+- timeDiff = seconds since the file's beginTimestamp; prevIndex chains entries of a slot, so a
+  walk from the slot visits entries newest first.
+- indexCount starts at 1 (entry 0 is never used: 0 in a slot or prevIndex means "none").
+- Per entry the write order is entry, slot, header; a slot value above indexCount is ignored,
+  so a torn put never leads a query astray. After a crash the dispatcher re-adds entries for
+  units at or after the last file's endPhyOffset; queries drop duplicate offsets.
+- A file is full at indexCount == maxIndexNum; the next key goes to a new file.
+- Format version: 1 (RocketMQ's layout, no extra fields).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+from datetime import datetime, timezone
+
+import structlog
+
+from .file_io import FileIO
+from .message import java_hash
+
+log = structlog.get_logger("rockafka.engine.index_file")
+
+HEADER_SIZE = 40
+HASH_SLOT_SIZE = 4
+INDEX_SIZE = 20
+INVALID_INDEX = 0
+_HEADER = struct.Struct(">qqqqii")
+_ENTRY = struct.Struct(">iqii")
+_I32 = struct.Struct(">i")
+_MAX_INT = 2**31 - 1
+
+
+def key_hash(key: str) -> int:
+    h = abs(java_hash(key))
+    return 0 if h > _MAX_INT else h
+
+
+def build_key(topic: str, key: str) -> str:
+    return f"{topic}#{key}"
+
+
+def file_name_for(ts_ms: int) -> str:
+    dt = datetime.fromtimestamp(ts_ms / 1000.0, tz=timezone.utc)
+    return dt.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
+
+
+class IndexFile:
+    def __init__(self, fio: FileIO, path: str, slot_num: int, index_num: int):
+        self.path = path
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.size = HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
+        self.segment = fio.open_segment(path, self.size)
+        self._fio = fio
+        (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+         self.hash_slot_count, self.index_count) = _HEADER.unpack_from(self.segment.buf, 0)
+        if self.index_count <= 0:
+            self.index_count = 1
+            self._write_header()
+
+    def _write_header(self) -> None:
+        self.segment.write(0, _HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                                           self.end_phy_offset, self.hash_slot_count, self.index_count))
+
+    @property
+    def is_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        if self.is_full:
+            return False
+        h = key_hash(key)
+        slot_pos = HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE
+        buf = self.segment.buf
+        slot_value = _I32.unpack_from(buf, slot_pos)[0]
+        if slot_value <= INVALID_INDEX or slot_value > self.index_count:
+            slot_value = INVALID_INDEX
+        if self.index_count <= 1:
+            self.begin_timestamp = store_timestamp
+            self.begin_phy_offset = phy_offset
+        time_diff = (store_timestamp - self.begin_timestamp) // 1000
+        time_diff = 0 if time_diff < 0 else min(time_diff, _MAX_INT)
+        entry_pos = HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE + self.index_count * INDEX_SIZE
+        self.segment.write(entry_pos, _ENTRY.pack(h, phy_offset, time_diff, slot_value))
+        self.segment.write(slot_pos, _I32.pack(self.index_count))
+        if slot_value == INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    def select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> None:
+        """Append to ``out`` the commitlog offsets for ``key`` stored in [begin, end], newest first."""
+        h = key_hash(key)
+        buf = self.segment.buf
+        slot_value = _I32.unpack_from(buf, HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE)[0]
+        count = self.index_count
+        if slot_value <= INVALID_INDEX or slot_value >= count or count <= 1:
+            return
+        base = HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE
+        cur = slot_value
+        steps = 0
+        while len(out) < max_num and steps < count:
+            steps += 1
+            kh, phy, time_diff, prev = _ENTRY.unpack_from(buf, base + cur * INDEX_SIZE)
+            if time_diff < 0:
+                break
+            ts = self.begin_timestamp + time_diff * 1000
+            # timeDiff truncates to seconds, so widen the check by up to a second
+            if kh == h and begin - 999 <= ts <= end:
+                out.append(phy)
+            if prev <= INVALID_INDEX or prev >= count or prev == cur:
+                break
+            cur = prev
+
+    def flush(self) -> None:
+        self.segment.flush(0, self.size)
+
+    def close(self) -> None:
+        self.segment.close()
+
+    def destroy(self) -> None:
+        self.segment.close()
+        self._fio.remove(self.path)
+
+
+class IndexService:
+    def __init__(self, fio: FileIO, store_path: str, slot_num: int, index_num: int):
+        self.fio = fio
+        self.store_path = store_path
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.files: list[IndexFile] = []
+        self.lock = threading.RLock()
+
+    def load(self) -> None:
+        self.fio.makedirs(self.store_path)
+        for name in self.fio.list_dir(self.store_path):
+            if len(name) == 17 and name.isdigit():
+                self.files.append(IndexFile(self.fio, os.path.join(self.store_path, name), self.slot_num, self.index_num))
+
+    @property
+    def end_phy_offset(self) -> int:
+        files = self.files
+        return files[-1].end_phy_offset if files and files[-1].index_count > 1 else -1
+
+    def _writable(self) -> IndexFile:
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_full:
+            return last
+        now = int(time.time() * 1000)
+        name = file_name_for(now)
+        while any(os.path.basename(f.path) == name for f in self.files):
+            now += 1
+            name = file_name_for(now)
+        f = IndexFile(self.fio, os.path.join(self.store_path, name), self.slot_num, self.index_num)
+        with self.lock:
+            self.files = self.files + [f]
+        if last is not None:
+            last.flush()
+        log.info("index_file_created", path=f.path)
+        return f
+
+    def build_index(self, topic: str, keys, phy_offset: int, store_timestamp: int) -> None:
+        for key in keys:
+            if not key:
+                continue
+            f = self._writable()
+            f.put_key(build_key(topic, key), phy_offset, store_timestamp)
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        out: list[int] = []
+        full_key = build_key(topic, key)
+        for f in reversed(self.files):
+            if len(out) >= max_num:
+                break
+            if f.index_count <= 1:
+                continue
+            if f.end_timestamp < begin - 1000 or f.begin_timestamp > end:
+                continue
+            try:
+                f.select(full_key, max_num - len(out), begin, end, out)
+            except ValueError:  # deleted by retention meanwhile
+                continue
+        seen: set[int] = set()
+        return [p for p in out if not (p in seen or seen.add(p))]
+
+    def flush(self) -> None:
+        for f in self.files:
+            f.flush()
+
+    def delete_below(self, commitlog_min: int) -> int:
+        """Delete index files whose every entry points below ``commitlog_min`` (not the last)."""
+        gone = 0
+        with self.lock:
+            while len(self.files) > 1 and self.files[0].end_phy_offset < commitlog_min:
+                f = self.files[0]
+                self.files = self.files[1:]
+                f.destroy()
+                gone += 1
+        return gone
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

@@ -1,0 +1,910 @@
+"""MessageStore: the engine facade (RocketMQ's ``DefaultMessageStore``), synchronous and thread-safe.
+
+Owns, under ``store_path_root_dir``: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``,
+``index/``, ``checkpoint``, ``abort``, ``lock`` and ``config/*.json``. See
+``docs/design/storage.md`` for layouts, invariants, recovery and threads.
+
+Write path (one put lock, like RocketMQ's putMessageLock): everything that does not depend on
+the position (encoding, body CRC, validation) happens before the lock; under it the store
+assigns the queue offset, writes the unit into the commitlog segment, writes the
+consume-queue unit(s) and advances ``confirmed_offset``. So when a put returns the message is
+readable through ``get_message`` and counted by ``get_max_offset_in_queue``. Then, under
+SYNC_FLUSH, the put waits for the group commit to cover its bytes.
+
+Invariants:
+- Queue offsets of a queue are contiguous; a Kafka batch of N records takes N of them.
+- ``confirmed_offset`` only grows; every unit below it is complete, with its queue units.
+- The dispatcher (index, arrival listeners) never reads past ``confirmed_offset``.
+- ``abort`` exists while the store runs; finding it at start means the last run crashed.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import fcntl
+import os
+import re
+import shutil
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import structlog
+
+from . import record_batch
+from .checkpoint import StoreCheckpoint, checkpoint_path
+from .commitlog import CommitLog, FlushRealTimeService, GroupCommitService, commitlog_dir
+from .config import BrokerConfig, MessageStoreConfig
+from .config_manager import ConfigManager
+from .consume_queue import ConsumeQueue
+from .consumer_offset import ConsumerOffsetManager
+from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery
+from .errors import StoreError, StoreLockedError
+from .file_io import FileIO, MmapFileIO
+from .index_file import IndexService
+from .message import (INNER_BATCH_FLAG, MAGIC_CODE_V1, MAGIC_CODE_V2, Message, MessageExt, MessageFormatError,
+                      PROPERTY_TAGS, UnitHeader, body_crc, decode_message, decode_message_id, encode_properties,
+                      encode_unit, message_id, parse_host, patch_unit, tags_code)
+from .subscription_group import SubscriptionGroupManager
+from .topic_config import TopicConfig, TopicConfigManager
+
+log = structlog.get_logger("rockafka.engine.store")
+
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_.-]+$")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_MAX_QUEUE_ID = 65535
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+# Stored (and readable) even though the status is not PUT_OK, as in RocketMQ.
+_STORED = {PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+           PutMessageStatus.SLAVE_NOT_AVAILABLE}
+
+
+@dataclass
+class PutMessageResult:
+    status: PutMessageStatus
+    msg_id: str = ""
+    queue_offset: int = -1
+    commitlog_offset: int = -1
+    wrote_bytes: int = 0
+    record_count: int = 0
+    store_timestamp: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutMessageStatus.PUT_OK
+
+    @property
+    def stored(self) -> bool:
+        """The message is in the store (PUT_OK, or stored but not yet flushed/replicated)."""
+        return self.status in _STORED
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class UnitRef:
+    queue_offset: int  # first logical offset the unit holds
+    record_count: int  # 1, or N for a batch unit
+    commitlog_offset: int
+    size: int
+    tags_code: int
+    store_timestamp: int
+    is_batch: bool = False
+
+
+@dataclass
+class GetMessageResult:
+    status: GetMessageStatus
+    messages: list[bytes] = field(default_factory=list)
+    units: list[UnitRef] = field(default_factory=list)
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    suggest_pulling_from_slave: bool = False
+    buffer_total_size: int = 0
+
+    @property
+    def message_count(self) -> int:
+        return len(self.messages)
+
+
+@dataclass
+class QueryMessageResult:
+    messages: list[bytes] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+
+class LogicalMinOffsetTable(ConfigManager):
+    """``config/queueMinOffset.json``: low watermarks raised by Kafka DeleteRecords."""
+
+    file_name = "queueMinOffset.json"
+
+    def __init__(self, config_dir):
+        super().__init__(config_dir)
+        self.table: dict[str, int] = {}
+
+    def encode(self) -> dict[str, Any]:
+        return {"minOffsetTable": dict(self.table)}
+
+    def decode(self, doc: dict[str, Any]) -> None:
+        self.table = {str(k): int(v) for k, v in (doc.get("minOffsetTable") or {}).items()}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _store_host(broker_config: BrokerConfig | None) -> tuple[str, int]:
+    if broker_config is None:
+        return ("127.0.0.1", 10911)
+    ip = broker_config.broker_ip1 or "127.0.0.1"
+    try:
+        import ipaddress
+
+        ipaddress.ip_address(ip)
+    except ValueError:
+        ip = "127.0.0.1"
+    return (ip, broker_config.listen_port)
+
+
+class MessageStore:
+    def __init__(self, config: MessageStoreConfig, broker_config: BrokerConfig | None = None,
+                 file_io: FileIO | None = None):
+        self.config = config
+        self.broker_config = broker_config or BrokerConfig()
+        self.root = str(config.store_path_root_dir)
+        self.fio: FileIO = file_io or MmapFileIO(preallocate=config.warm_mapped_file_enable)
+        self.store_host = _store_host(broker_config)
+        self.commitlog = CommitLog(self.fio, commitlog_dir(self.root), config.mapped_file_size_commit_log)
+        self.index_service = IndexService(self.fio, os.path.join(self.root, "index"),
+                                          config.max_hash_slot_num, config.max_index_num)
+        self.config_dir = Path(self.root) / "config"
+        self.topic_config = TopicConfigManager(self.config_dir)
+        self.consumer_offsets = ConsumerOffsetManager(self.config_dir)
+        self.subscription_groups = SubscriptionGroupManager(self.config_dir, self.broker_config.auto_create_subscription_group)
+        self.min_offsets = LogicalMinOffsetTable(self.config_dir)
+        self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queue_offsets: dict[tuple[str, int], int] = {}
+        self._put_lock = threading.Lock()
+        self._cq_lock = threading.RLock()
+        self.confirmed_offset = 0
+        self.checkpoint: StoreCheckpoint | None = None
+        self.dispatcher: Dispatcher | None = None
+        self._flush_service: FlushRealTimeService | None = None
+        self._group_commit: GroupCommitService | None = None
+        self._background: threading.Thread | None = None
+        self._stop_event = threading.Event()
+        self._lock_fd: int | None = None
+        self.running = False
+        self.last_exit_ok = True
+        self.disk_full = False
+        self._pending_listeners: list[Callable[[str, int, int], None]] = []
+        self._sync = config.flush_disk_type == "SYNC_FLUSH"
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def abort_path(self) -> str:
+        return os.path.join(self.root, "abort")
+
+    def start(self) -> None:
+        if self.running:
+            return
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            probe = os.path.join(self.root, ".write-probe")
+            with open(probe, "wb") as f:
+                f.write(b"x")
+            os.unlink(probe)
+        except OSError as exc:
+            raise StoreError(f"data directory {self.root} is not writable: {exc.strerror or exc}") from None
+        self._acquire_lock()
+        try:
+            self._load_and_recover()
+        except BaseException:
+            self._release_lock()
+            raise
+        self.fio.touch(self.abort_path)
+        if self._sync:
+            self._group_commit = GroupCommitService(self.commitlog)
+            self._group_commit.start()
+        else:
+            self._flush_service = FlushRealTimeService(self.commitlog, self.config.flush_interval_commit_log)
+            self._flush_service.start()
+        self.dispatcher = Dispatcher(self, self.confirmed_offset)
+        for cb in self._pending_listeners:
+            self.dispatcher.add_listener(cb)
+        self.dispatcher.start()
+        self._stop_event.clear()
+        self._background = threading.Thread(target=self._background_loop, name="store-background", daemon=True)
+        self._background.start()
+        self.running = True
+        log.info("store_started", root=self.root, flush_disk_type=self.config.flush_disk_type,
+                 last_exit_ok=self.last_exit_ok, commitlog_max_offset=self.commitlog.max_offset,
+                 consume_queues=len(self._cqs))
+
+    def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self._stop_event.set()
+        if self._background is not None:
+            self._background.join(timeout=30)
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+        if self._group_commit is not None:
+            self._group_commit.stop()
+        if self._flush_service is not None:
+            self._flush_service.stop()
+        self.commitlog.flush()
+        self._flush_logics_and_checkpoint()
+        for mgr in (self.consumer_offsets, self.topic_config, self.subscription_groups, self.min_offsets):
+            try:
+                mgr.persist()
+            except OSError:
+                log.exception("config_persist_failed", path=str(mgr.path))
+        self.commitlog.close()
+        with self._cq_lock:
+            for cq in self._cqs.values():
+                cq.mfq.close()
+        self.index_service.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        self.fio.remove(self.abort_path)
+        self._release_lock()
+        log.info("store_stopped", root=self.root, commitlog_max_offset=self.commitlog.max_offset)
+
+    def _acquire_lock(self) -> None:
+        path = os.path.join(self.root, "lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise StoreLockedError(
+                    f"data directory {self.root} is in use by another process (it holds {path}); "
+                    "stop that process or choose another --data-dir") from None
+            raise StoreError(f"cannot lock {path}: {exc.strerror}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    # ------------------------------------------------------------------ load and recovery
+    def _load_and_recover(self) -> None:
+        for mgr in (self.topic_config, self.consumer_offsets, self.subscription_groups, self.min_offsets):
+            mgr.load()
+        self.last_exit_ok = not self.fio.exists(self.abort_path)
+        self.commitlog.load()
+        self._load_consume_queues()
+        self.index_service.load()
+        self.checkpoint = StoreCheckpoint(self.fio, checkpoint_path(self.root))
+        self._recover()
+
+    def _load_consume_queues(self) -> None:
+        base = os.path.join(self.root, "consumequeue")
+        self.fio.makedirs(base)
+        for topic in self.fio.list_dir(base):
+            for qid in self.fio.list_dir(os.path.join(base, topic)):
+                if not qid.isdigit():
+                    continue
+                cq = ConsumeQueue(self.fio, base, topic, int(qid), self.config.mapped_file_size_consume_queue)
+                cq.load()
+                cq.recover()
+                self._cqs[(topic, int(qid))] = cq
+
+    def _recover(self) -> None:
+        cl = self.commitlog
+        first = cl.mfq.first()
+        cl_min = first.file_from_offset if first else 0
+        last = cl.mfq.last()
+        cl_end = last.end_offset if last else 0
+        cp = self.checkpoint
+        if cp is not None and cp.valid:
+            start = min(cp.min_dispatch_offset, cp.physic_flushed_offset)
+        else:
+            start = cl_min
+        if start < cl_min or start > cl_end:
+            start = cl_min
+        abnormal = not self.last_exit_ok
+        check_crc = abnormal and self.config.check_crc_on_recover
+        index_from = max(self.index_service.end_phy_offset, 0)
+        if not abnormal:
+            index_from = max(index_from, start)  # a clean stop flushed the index
+        begin = time.monotonic()
+        units = self._redispatch(start, check_crc, index_from)
+        end = cl.scan_end
+        if end == start and start > cl_min and not self._zero_at(start):
+            # the checkpoint does not point at a unit: scan that whole segment instead
+            seg = cl.mfq.find(start)
+            start = seg.file_from_offset if seg else cl_min
+            units = self._redispatch(start, check_crc, index_from)
+            end = cl.scan_end
+        cl.truncate(end)
+        for cq in self._cqs.values():
+            cq.truncate_dirty(end)
+        self._apply_min_offsets()
+        self._queue_offsets = {k: cq.max_offset for k, cq in self._cqs.items()}
+        self.confirmed_offset = end
+        log.info("store_recovered", abnormal=abnormal, scan_from=start, commitlog_end=end, units_scanned=units,
+                 seconds=round(time.monotonic() - begin, 3))
+        if cp is not None:
+            self._flush_logics_and_checkpoint()
+
+    def _zero_at(self, offset: int) -> bool:
+        f = self.commitlog.mfq.find(offset)
+        if f is None:
+            return True
+        pos = offset - f.file_from_offset
+        return f.buf[pos:pos + 8] == bytes(8)
+
+    def _redispatch(self, start: int, check_crc: bool, index_from: int) -> int:
+        n = 0
+        for offset, h, f in self.commitlog.scan(start, check_crc):
+            if h is None:
+                continue
+            dispatch_for_recovery(self, offset, h, f.buf, index_from)
+            n += 1
+        return n
+
+    def _apply_min_offsets(self) -> None:
+        for key, off in self.min_offsets.table.items():
+            topic, _, qid = key.rpartition("@")
+            cq = self._cqs.get((topic, int(qid))) if qid.isdigit() else None
+            if cq is not None:
+                cq.raise_min_offset(min(off, cq.max_offset))
+
+    # ------------------------------------------------------------------ consume queues
+    def find_consume_queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None and create:
+            with self._cq_lock:
+                cq = self._cqs.get((topic, queue_id))
+                if cq is None:
+                    cq = ConsumeQueue(self.fio, os.path.join(self.root, "consumequeue"), topic, queue_id,
+                                      self.config.mapped_file_size_consume_queue)
+                    self._cqs[(topic, queue_id)] = cq
+        return cq
+
+    def consume_queues(self) -> dict[tuple[str, int], ConsumeQueue]:
+        return dict(self._cqs)
+
+    # ------------------------------------------------------------------ validation
+    def _check_topic(self, topic: str) -> str | None:
+        if not topic:
+            return "topic name is empty"
+        if len(topic.encode("utf-8")) > self.config.max_topic_length:
+            return f"topic name is {len(topic)} characters, longer than maxTopicLength {self.config.max_topic_length}"
+        if not TOPIC_PATTERN.match(topic):
+            return f"topic name {topic!r} has characters outside [%|a-zA-Z0-9_.-]"
+        return None
+
+    def _refuse(self, status: PutMessageStatus, error: str) -> PutMessageResult:
+        return PutMessageResult(status=status, error=error)
+
+    def _check_writable(self) -> PutMessageResult | None:
+        if not self.running:
+            return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
+        if self.disk_full:
+            return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                f"disk of {self.root} is more than {self.config.disk_space_warning_level_ratio}% full "
+                                "(diskSpaceWarningLevelRatio); puts refused until space is freed")
+        return None
+
+    def _encode(self, msg: Message, sys_flag: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
+        err = self._check_topic(msg.topic)
+        if err:
+            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, err), 0
+        if not 0 <= msg.queue_id <= _MAX_QUEUE_ID:
+            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"queue id {msg.queue_id} is outside 0..{_MAX_QUEUE_ID}"), 0
+        body = msg.body if isinstance(msg.body, (bytes, bytearray)) else bytes(msg.body)
+        if len(body) > self.config.max_message_size:
+            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
+                                      f"message body is {len(body)} bytes, more than maxMessageSize {self.config.max_message_size}"), 0
+        try:
+            props = encode_properties(msg.all_properties())
+        except UnicodeEncodeError as exc:
+            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"properties are not encodable as UTF-8: {exc}"), 0
+        if len(props) > self.config.max_properties_length or len(props) > 32767:
+            return None, self._refuse(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                      f"properties are {len(props)} bytes, more than the limit {min(self.config.max_properties_length, 32767)}"), 0
+        try:
+            unit = bytearray(encode_unit(
+                topic=msg.topic.encode("utf-8"), body=body, props=props, queue_id=msg.queue_id, flag=msg.flag,
+                sys_flag=msg.sys_flag if sys_flag is None else sys_flag,
+                born_timestamp=_now_ms() if msg.born_timestamp is None else msg.born_timestamp,
+                born_host=parse_host(msg.born_host),
+                store_host=parse_host(msg.store_host) if msg.store_host is not None else self.store_host,
+                reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset))
+        except (ValueError, struct.error) as exc:
+            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"message cannot be encoded: {exc}"), 0
+        if not self.commitlog.fits_in_segment(len(unit)):
+            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
+                                      f"message unit is {len(unit)} bytes, larger than a commitlog segment "
+                                      f"(mappedFileSizeCommitLog {self.config.mapped_file_size_commit_log})"), 0
+        return unit, None, tags_code(msg.tags)
+
+    # ------------------------------------------------------------------ writes
+    def put_message(self, msg: Message) -> PutMessageResult:
+        refused = self._check_writable()
+        if refused:
+            return refused
+        unit, refused, tcode = self._encode(msg)
+        if refused:
+            return refused
+        return self._append(msg.topic, msg.queue_id, [(unit, tcode, 1)], wait=self._wants_wait(msg))
+
+    def put_messages(self, msgs: list[Message]) -> PutMessageResult:
+        """RocketMQ batch: one unit per message, same topic and queue, contiguous offsets."""
+        refused = self._check_writable()
+        if refused:
+            return refused
+        if not msgs:
+            return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, "empty message batch")
+        topic, qid = msgs[0].topic, msgs[0].queue_id
+        encoded = []
+        total = 0
+        for m in msgs:
+            if m.topic != topic or m.queue_id != qid:
+                return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, "all messages of a batch must have the same topic and queue id")
+            unit, refused, tcode = self._encode(m)
+            if refused:
+                return refused
+            total += len(unit)
+            encoded.append((unit, tcode, 1))
+        if total > self.config.max_message_size:
+            return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
+                                f"batch is {total} bytes, more than maxMessageSize {self.config.max_message_size}")
+        return self._append(topic, qid, encoded, wait=self._wants_wait(msgs[0]))
+
+    def put_record_batch(self, topic: str, queue_id: int, batch, *, born_host=None, store_host=None,
+                         properties: dict | None = None) -> PutMessageResult:
+        """Store one Kafka RecordBatch v2 as one INNER_BATCH unit with N queue offsets."""
+        refused = self._check_writable()
+        if refused:
+            return refused
+        try:
+            header = record_batch.parse_header(batch)
+        except (ValueError, struct.error) as exc:
+            return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
+        if header.size != len(batch):
+            return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
+                                f"record batch says {header.size} bytes but {len(batch)} were given")
+        count = header.last_offset_delta + 1
+        if count <= 0:
+            return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"record batch has lastOffsetDelta {header.last_offset_delta}")
+        msg = Message(topic=topic, body=batch, properties=properties, queue_id=queue_id, born_host=born_host,
+                      store_host=store_host, born_timestamp=header.max_timestamp if header.max_timestamp > 0 else None)
+        unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG)
+        if refused:
+            return refused
+        tcode = tags_code((properties or {}).get(PROPERTY_TAGS))
+        return self._append(topic, queue_id, [(unit, tcode, count)], wait=True, batch=True)
+
+    @staticmethod
+    def _wants_wait(msg: Message) -> bool:
+        return not (msg.properties and msg.properties.get("WAIT") == "false")
+
+    def _append(self, topic: str, queue_id: int, units: list[tuple[bytearray, int, int]], wait: bool,
+                batch: bool = False) -> PutMessageResult:
+        key = (topic, queue_id)
+        cl = self.commitlog
+        first_phy = -1
+        first_qoff = -1
+        ids = []
+        records = 0
+        wrote = 0
+        if batch:
+            unit = units[0][0]
+            guess = self._queue_offsets.get(key, 0)
+            body_pos = _body_pos(unit)
+            _I64.pack_into(unit, body_pos, guess)
+            _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
+        with self._put_lock:
+            if not self.running:
+                return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
+            cq = self.find_consume_queue(topic, queue_id, create=True)
+            qoff = self._queue_offsets.get(key)
+            if qoff is None:
+                qoff = cq.max_offset
+            now = _now_ms()
+            for unit, tcode, count in units:
+                size = len(unit)
+                try:
+                    f = cl.segment_for(size)
+                except OSError as exc:
+                    return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                                        f"cannot create commitlog segment in {cl.mfq.store_path}: {exc.strerror or exc}")
+                phy = f.file_from_offset + f.wrote_position
+                patch_unit(unit, qoff, phy, now)
+                if batch and qoff != guess:
+                    body_pos = _body_pos(unit)
+                    _I64.pack_into(unit, body_pos, qoff)
+                    _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
+                pos = f.wrote_position
+                cl.write_unit(f, unit)
+                try:
+                    cq.put(qoff, phy, size, tcode, count)
+                except OSError as exc:
+                    # undo the unit so the log and the queue stay consistent
+                    f.write_at(pos, bytes(size))
+                    f.wrote_position = pos
+                    cq.mfq.truncate_dirty(qoff * 20)
+                    return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                                        f"cannot extend consume queue {topic}/{queue_id}: {exc.strerror or exc}")
+                if first_phy < 0:
+                    first_phy, first_qoff = phy, qoff
+                ids.append(_unit_msg_id(unit, phy))
+                qoff += count
+                records += count
+                wrote += size
+                self._queue_offsets[key] = qoff
+                self.confirmed_offset = phy + size
+            end = self.confirmed_offset
+        self.dispatcher.wake()
+        status = PutMessageStatus.PUT_OK
+        error = None
+        if self._sync and wait:
+            if not self._group_commit.wait_flushed(end, self.config.sync_flush_timeout / 1000.0):
+                status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+                error = f"flush to disk did not finish within syncFlushTimeout {self.config.sync_flush_timeout} ms"
+                log.warning("flush_disk_timeout", topic=topic, queue_id=queue_id, offset=end)
+        return PutMessageResult(status=status, msg_id=",".join(ids), queue_offset=first_qoff,
+                                commitlog_offset=first_phy, wrote_bytes=wrote, record_count=records,
+                                store_timestamp=now, error=error)
+
+    # ------------------------------------------------------------------ reads
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return 0
+        return min(cq.min_offset, cq.max_offset)
+
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+                    message_filter=None, max_bytes: int | None = None) -> GetMessageResult:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+        min_off, max_off = min(cq.min_offset, cq.max_offset), cq.max_offset
+        res = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, min_offset=min_off, max_offset=max_off)
+        if max_off == 0:
+            res.next_begin_offset = 0
+            return res
+        if offset < min_off:
+            res.status, res.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, min_off
+            return res
+        if offset == max_off:
+            res.status, res.next_begin_offset = GetMessageStatus.OFFSET_OVERFLOW_ONE, offset
+            return res
+        if offset > max_off:
+            res.status, res.next_begin_offset = GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_off
+            return res
+        max_msgs = max(1, max_msgs)
+        cl = self.commitlog
+        cl_min = cl.min_offset
+        index = offset
+        records = 0
+        total_bytes = 0
+        filtered = False
+        last_phy = -1
+        messages, refs = res.messages, res.units
+        while index < max_off and records < max_msgs:
+            chunk = cq.read_units(index, min(max(max_msgs - records, 16), 512))
+            if not chunk:
+                break
+            stop = False
+            for phy, size, tcode in chunk:
+                if phy == last_phy:  # further records of a batch unit already returned
+                    index += 1
+                    continue
+                if size <= 0 or phy < cl_min:
+                    index += 1
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tcode):
+                    filtered = True
+                    index += 1
+                    continue
+                if max_bytes is not None and messages and total_bytes + size > max_bytes:
+                    stop = True
+                    break
+                data = cl.read(phy, size)
+                if data is None:
+                    index += 1
+                    continue
+                sys_flag = _I32.unpack_from(data, 36)[0]
+                if sys_flag & INNER_BATCH_FLAG:
+                    base = _I64.unpack_from(data, 20)[0]
+                    n = batch_record_count(data, _body_pos(data))
+                else:
+                    base, n = index, 1
+                if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
+                    filtered = True
+                    index = max(index + 1, base + n)
+                    last_phy = phy
+                    continue
+                ts = _I64.unpack_from(data, 48 + (20 if sys_flag & 0x10 else 8))[0]
+                messages.append(data)
+                refs.append(UnitRef(base, n, phy, size, tcode, ts, bool(sys_flag & INNER_BATCH_FLAG)))
+                total_bytes += size
+                last_phy = phy
+                records += base + n - index
+                index = max(index + 1, base + n)
+                if records >= max_msgs:
+                    stop = True
+                    break
+            if stop:
+                break
+        res.next_begin_offset = min(index, max_off) if index > offset else offset
+        res.buffer_total_size = total_bytes
+        if messages:
+            res.status = GetMessageStatus.FOUND
+        elif filtered:
+            res.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        else:
+            res.status = GetMessageStatus.OFFSET_FOUND_NULL
+        return res
+
+    def _unit_store_timestamp(self, phy: int, size: int) -> int:
+        data = self.commitlog.read(phy, min(size, 96))
+        if data is None:
+            return -1
+        sys_flag = _I32.unpack_from(data, 36)[0]
+        return _I64.unpack_from(data, 48 + (20 if sys_flag & 0x10 else 8))[0]
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        u = cq.unit(offset) if cq else None
+        return -1 if u is None else self._unit_store_timestamp(u[0], u[1])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None or cq.max_offset <= cq.min_offset:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First offset whose store timestamp >= ``timestamp_ms``; the max offset when none."""
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = min(cq.min_offset, cq.max_offset), cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            u = cq.unit(mid)
+            ts = self._unit_store_timestamp(u[0], u[1]) if u else -1
+            if ts < 0:  # unreadable (deleted meanwhile): look later
+                lo = mid + 1
+            elif ts < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def look_message_by_offset(self, commitlog_offset: int, size: int | None = None) -> MessageExt | None:
+        data = self.commitlog.read(commitlog_offset, size) if size else self.commitlog.read_unit(commitlog_offset)
+        if data is None:
+            return None
+        try:
+            return decode_message(data)
+        except MessageFormatError:
+            return None
+
+    def look_message_by_id(self, msg_id: str) -> MessageExt | None:
+        try:
+            _host, offset = decode_message_id(msg_id)
+        except MessageFormatError:
+            return None
+        return self.look_message_by_offset(offset)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
+        res = QueryMessageResult(index_last_update_phyoffset=self.index_service.end_phy_offset)
+        files = self.index_service.files
+        if files:
+            res.index_last_update_timestamp = files[-1].end_timestamp
+        for phy in self.index_service.query(topic, key, max(max_num, 1) * 2, begin_ts, end_ts):
+            if len(res.messages) >= max_num:
+                break
+            data = self.commitlog.read_unit(phy)
+            if data is None:
+                continue
+            try:
+                h = UnitHeader(data, 0)
+            except MessageFormatError:
+                continue
+            if h.topic != topic or h.physical_offset != phy:
+                continue
+            if not h.sys_flag & INNER_BATCH_FLAG:
+                props = h.properties(data)
+                keys = (props.get("KEYS") or "").split(" ")
+                if key not in keys and props.get("UNIQ_KEY") != key:
+                    continue
+            res.messages.append(data)
+        return res
+
+    # ------------------------------------------------------------------ admin
+    def delete_records(self, topic: str, queue_id: int, before_offset: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return 0
+        target = max(min(before_offset, cq.max_offset), 0)
+        with self._put_lock:
+            cq.raise_min_offset(target)
+            new_min = cq.min_offset
+            with self.min_offsets.lock:
+                self.min_offsets.table[f"{topic}@{queue_id}"] = new_min
+                self.min_offsets.persist()
+        log.info("records_deleted", topic=topic, queue_id=queue_id, low_watermark=new_min)
+        return new_min
+
+    def add_arrival_listener(self, cb: Callable[[str, int, int], None]) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.add_listener(cb)
+        self._pending_listeners.append(cb)
+
+    def remove_arrival_listener(self, cb: Callable[[str, int, int], None]) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.remove_listener(cb)
+        self._pending_listeners = [x for x in self._pending_listeners if x is not cb]
+
+    def delete_topic(self, topic: str) -> None:
+        with self._put_lock:
+            with self._cq_lock:
+                for key in [k for k in self._cqs if k[0] == topic]:
+                    cq = self._cqs.pop(key)
+                    cq.destroy()
+                    self._queue_offsets.pop(key, None)
+            shutil.rmtree(os.path.join(self.root, "consumequeue", topic), ignore_errors=True)
+            with self.min_offsets.lock:
+                for k in [k for k in self.min_offsets.table if k.rpartition("@")[0] == topic]:
+                    del self.min_offsets.table[k]
+                self.min_offsets.persist()
+        self.topic_config.delete(topic)
+        self.consumer_offsets.delete_topic(topic)
+        self.consumer_offsets.persist()
+        log.info("topic_deleted", topic=topic)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for (t, q) in self._cqs if t == topic)
+
+    # ------------------------------------------------------------------ background work
+    def _flush_logics_and_checkpoint(self) -> None:
+        with self._put_lock:
+            logics_upto = self.confirmed_offset
+        for cq in list(self._cqs.values()):
+            try:
+                cq.flush()
+            except ValueError:  # destroyed by delete_topic meanwhile
+                pass
+        index_upto = self.dispatcher.reput_offset if self.dispatcher is not None else logics_upto
+        index_upto = min(index_upto, logics_upto)
+        self.index_service.flush()
+        cp = self.checkpoint
+        if cp is None:
+            return
+        now = _now_ms()
+        cp.physic_flushed_offset = self.commitlog.flushed_where
+        cp.logics_flushed_offset = logics_upto
+        cp.index_flushed_offset = index_upto
+        cp.physic_msg_timestamp = cp.logics_msg_timestamp = cp.index_msg_timestamp = now
+        cp.flush()
+
+    def _background_loop(self) -> None:
+        cq_interval = max(self.config.flush_interval_consume_queue, 10) / 1000.0
+        next_offsets = time.monotonic() + self.config.flush_consumer_offset_interval / 1000.0
+        next_clean = time.monotonic() + self.config.clean_resource_interval / 1000.0
+        while not self._stop_event.wait(cq_interval):
+            try:
+                self._flush_logics_and_checkpoint()
+                now = time.monotonic()
+                if now >= next_offsets:
+                    self.consumer_offsets.persist_if_dirty()
+                    next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
+                if now >= next_clean:
+                    self.clean_expired_files()
+                    next_clean = now + self.config.clean_resource_interval / 1000.0
+            except Exception:
+                log.exception("store_background_failed")
+
+    def disk_used_ratio(self) -> float:
+        try:
+            usage = shutil.disk_usage(self.root)
+        except OSError:
+            return 0.0
+        return 100.0 * usage.used / usage.total if usage.total else 0.0
+
+    def clean_expired_files(self, force: bool = False, now_ms: float | None = None) -> int:
+        """Retention pass (RocketMQ's CleanCommitLogService + CleanConsumeQueueService).
+
+        Expired commitlog segments (older than fileReservedTime) go when the hour is in
+        deleteWhen, when disk usage is above diskMaxUsedSpaceRatio, or when ``force``; above
+        diskSpaceCleanForciblyRatio the oldest segments go even unexpired. Consume queues and
+        index files then drop what points below the new commitlog minimum, and queue min
+        offsets move forward.
+        """
+        cfg = self.config
+        ratio = self.disk_used_ratio()
+        self.disk_full = ratio > cfg.disk_space_warning_level_ratio
+        hours = {h.strip() for h in cfg.delete_when.split(";") if h.strip()}
+        hour_now = datetime.now().strftime("%H")
+        time_ok = hour_now in hours or str(int(hour_now)) in hours
+        space_pressure = ratio > cfg.disk_max_used_space_ratio
+        forcibly = ratio > cfg.disk_space_clean_forcibly_ratio
+        deleted = []
+        if force or time_ok or space_pressure:
+            reserved = 0 if forcibly else cfg.file_reserved_time * 3600 * 1000
+            deleted = self.commitlog.mfq.delete_expired_by_time(reserved, now_ms)
+        if deleted:
+            log.info("commitlog_segments_deleted", count=len(deleted), first=deleted[0].path,
+                     new_min_offset=self.commitlog.min_offset, disk_used_percent=round(ratio, 1))
+        self.correct_min_offsets()
+        return len(deleted)
+
+    def correct_min_offsets(self) -> None:
+        cl_min = self.commitlog.min_offset
+        for cq in list(self._cqs.values()):
+            try:
+                cq.delete_expired(cl_min)
+            except ValueError:
+                pass
+        self.index_service.delete_below(cl_min)
+
+
+def _body_pos(unit) -> int:
+    sys_flag = _I32.unpack_from(unit, 36)[0]
+    return 72 + (20 if sys_flag & 0x10 else 8) + (20 if sys_flag & 0x20 else 8)
+
+
+def _tail_len(unit, body_pos: int) -> int:
+    body_len = _I32.unpack_from(unit, body_pos - 4)[0]
+    return len(unit) - body_pos - body_len
+
+
+def _unit_msg_id(unit, phy: int) -> str:
+    """Message id straight from the unit's store host bytes: host(4|16) + port(4) + offset(8)."""
+    sys_flag = _I32.unpack_from(unit, 36)[0]
+    pos = 48 + (20 if sys_flag & 0x10 else 8) + 8
+    n = 20 if sys_flag & 0x20 else 8
+    return (bytes(unit[pos:pos + n]) + _I64.pack(phy)).hex().upper()

@@ -1,0 +1,74 @@
+"""Atomic JSON state files: round trips, backup on corruption, never a silent reset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.consumer_offset import ConsumerOffsetManager
+from engine.errors import StoreConfigError
+from engine.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from engine.topic_config import TopicConfig, TopicConfigManager
+
+
+def test_topic_config_round_trip_uses_rocketmq_field_names(tmp_path):
+    m = TopicConfigManager(tmp_path)
+    m.create_or_update(TopicConfig("T", 3, 5, order=True, attributes={"cleanup.policy": "delete"}))
+    doc = json.loads((tmp_path / "topics.json").read_text())
+    assert doc["topicConfigTable"]["T"]["readQueueNums"] == 3
+    assert doc["topicConfigTable"]["T"]["writeQueueNums"] == 5
+    again = TopicConfigManager(tmp_path)
+    again.load()
+    assert again.get("T") == TopicConfig("T", 3, 5, order=True, attributes={"cleanup.policy": "delete"})
+    assert again.data_version.counter == 1
+    again.delete("T")
+    assert again.get("T") is None
+
+
+def test_corrupt_file_is_reported_and_backup_used(tmp_path):
+    m = TopicConfigManager(tmp_path)
+    m.create_or_update(TopicConfig("A"))
+    m.create_or_update(TopicConfig("B"))  # .bak now holds the state with A only
+    (tmp_path / "topics.json").write_text("{ torn")
+    again = TopicConfigManager(tmp_path)
+    again.load()
+    assert set(again.all()) == {"A"}
+
+
+def test_both_copies_corrupt_is_an_error_not_a_reset(tmp_path):
+    (tmp_path / "topics.json").write_text("garbage")
+    (tmp_path / "topics.json.bak").write_text("garbage too")
+    with pytest.raises(StoreConfigError, match="unreadable"):
+        TopicConfigManager(tmp_path).load()
+
+
+def test_consumer_offsets_keyed_topic_at_group(tmp_path):
+    m = ConsumerOffsetManager(tmp_path)
+    m.commit("g1", "T", 0, 10)
+    m.commit("g1", "T", 1, 11, metadata="m")
+    m.commit("g2", "U", 0, 5)
+    assert m.query("g1", "T", 1) == 11 and m.query("g1", "T", 9) == -1
+    assert m.offsets_of("g1") == {("T", 0): 10, ("T", 1): 11}
+    assert m.groups() == {"g1", "g2"}
+    m.persist()
+    doc = json.loads((tmp_path / "consumerOffset.json").read_text())
+    assert doc["offsetTable"]["T@g1"] == {"0": 10, "1": 11}
+    again = ConsumerOffsetManager(tmp_path)
+    again.load()
+    assert again.query_metadata("g1", "T", 1) == "m"
+    again.delete_group("g1")
+    assert again.groups() == {"g2"}
+    again.delete("g2", "U", 0)
+    assert again.query("g2", "U", 0) == -1
+
+
+def test_subscription_groups_auto_create_and_persist(tmp_path):
+    m = SubscriptionGroupManager(tmp_path)
+    assert m.find_or_create("G").retry_max_times == 16
+    m.create_or_update(SubscriptionGroupConfig("H", consume_broadcast_enable=False))
+    again = SubscriptionGroupManager(tmp_path)
+    again.load()
+    assert set(again.all()) == {"G", "H"} and again.get("H").consume_broadcast_enable is False
+    doc = json.loads((tmp_path / "subscriptionGroup.json").read_text())
+    assert doc["subscriptionGroupTable"]["H"]["consumeBroadcastEnable"] is False
