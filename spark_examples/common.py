@@ -1,0 +1,49 @@
+"""What every example shares: the connector jars and a SparkSession that uses them.
+
+Invariants:
+- the Kafka connector comes only from ``spark_examples/jars/`` (filled by ``build.sh`` from
+  Maven Central, same version as the installed PySpark) and is handed to Spark with
+  ``spark.jars``: a job never downloads anything (no ``spark.jars.packages``);
+- a missing or mismatched jar set is reported with the command that fixes it, before any JVM
+  is started.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+JARS_DIR = Path(__file__).resolve().parent / "jars"
+
+
+class ConnectorJarsMissing(RuntimeError):
+    pass
+
+
+def connector_jars() -> list[str]:
+    """Absolute paths of the connector jars for the installed PySpark version."""
+    import pyspark
+
+    version = pyspark.__version__
+    if not (JARS_DIR / f".complete-{version}").exists():
+        raise ConnectorJarsMissing(
+            f"Spark Kafka connector jars for PySpark {version} not found in {JARS_DIR}; "
+            f"run: bash spark_examples/build.sh")
+    return sorted(str(p) for p in JARS_DIR.glob("*.jar"))
+
+
+def spark_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
+    """A SparkSession with the Kafka connector on its class path."""
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.appName(app_name)
+               .config("spark.jars", ",".join(connector_jars()))
+               # Small jobs on a small machine: Spark's default of 200 shuffle partitions turns
+               # every stateful micro-batch into 200 tasks.
+               .config("spark.sql.shuffle.partitions", os.environ.get("SPARK_SHUFFLE_PARTITIONS", "4"))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
