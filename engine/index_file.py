@@ -105,7 +105,8 @@ class IndexFile:
         return True
 
     def select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> None:
-        """Append to ``out`` the commitlog offsets for ``key`` stored in [begin, end], newest first."""
+        """Append to ``out`` (until it holds ``max_num``) the commitlog offsets for ``key`` stored in
+        [begin, end], newest first."""
         h = key_hash(key)
         buf = self.segment.buf
         slot_value = _I32.unpack_from(buf, HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE)[0]
@@ -194,7 +195,7 @@ class IndexService:
             if f.end_timestamp < begin - 1000 or f.begin_timestamp > end:
                 continue
             try:
-                f.select(full_key, max_num - len(out), begin, end, out)
+                f.select(full_key, max_num, begin, end, out)
             except ValueError:  # deleted by retention meanwhile
                 continue
         seen: set[int] = set()

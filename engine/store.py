@@ -503,12 +503,9 @@ class MessageStore:
         if refused:
             return refused
         try:
-            header = record_batch.parse_header(batch)
+            header = record_batch.validate_batch(batch)  # header fields and CRC-32C; records untouched
         except (ValueError, struct.error) as exc:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
-        if header.size != len(batch):
-            return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
-                                f"record batch says {header.size} bytes but {len(batch)} were given")
         count = header.last_offset_delta + 1
         if count <= 0:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"record batch has lastOffsetDelta {header.last_offset_delta}")
@@ -629,49 +626,46 @@ class MessageStore:
         records = 0
         total_bytes = 0
         filtered = False
-        last_phy = -1
         messages, refs = res.messages, res.units
         while index < max_off and records < max_msgs:
+            chunk_start = index
             chunk = cq.read_units(index, min(max(max_msgs - records, 16), 512))
             if not chunk:
                 break
             stop = False
-            for phy, size, tcode in chunk:
-                if phy == last_phy:  # further records of a batch unit already returned
-                    index += 1
+            for i, (phy, size, tcode) in enumerate(chunk):
+                cur = chunk_start + i
+                if cur < index:  # further records of a batch unit already handled
                     continue
                 if size <= 0 or phy < cl_min:
-                    index += 1
+                    index = cur + 1
                     continue
                 if message_filter is not None and not message_filter.is_matched_by_consume_queue(tcode):
                     filtered = True
-                    index += 1
+                    index = cur + 1
                     continue
                 if max_bytes is not None and messages and total_bytes + size > max_bytes:
                     stop = True
                     break
                 data = cl.read(phy, size)
                 if data is None:
-                    index += 1
+                    index = cur + 1
                     continue
                 sys_flag = _I32.unpack_from(data, 36)[0]
                 if sys_flag & INNER_BATCH_FLAG:
                     base = _I64.unpack_from(data, 20)[0]
                     n = batch_record_count(data, _body_pos(data))
                 else:
-                    base, n = index, 1
+                    base, n = cur, 1
+                index = max(cur + 1, base + n)
                 if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
                     filtered = True
-                    index = max(index + 1, base + n)
-                    last_phy = phy
                     continue
                 ts = _I64.unpack_from(data, 48 + (20 if sys_flag & 0x10 else 8))[0]
                 messages.append(data)
                 refs.append(UnitRef(base, n, phy, size, tcode, ts, bool(sys_flag & INNER_BATCH_FLAG)))
                 total_bytes += size
-                last_phy = phy
-                records += base + n - index
-                index = max(index + 1, base + n)
+                records += index - cur
                 if records >= max_msgs:
                     stop = True
                     break

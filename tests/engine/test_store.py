@@ -172,3 +172,52 @@ def test_put_after_shutdown_is_refused(make_store):
     store.shutdown()
     r = store.put_message(Message("T", b"x"))
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+
+def test_offset_by_time_and_earliest_time(make_store):
+    import time as _time
+
+    store = make_store(mapped_file_size_commit_log=4096)
+    stamps = []
+    for i in range(120):
+        r = store.put_message(Message("Time", b"x" * 50))
+        stamps.append(r.store_timestamp)
+        if i in (40, 80):
+            deadline = _time.monotonic() + 5
+            while int(_time.time() * 1000) <= r.store_timestamp + 5 and _time.monotonic() < deadline:
+                _time.sleep(0.002)
+    assert store.get_earliest_message_time("Time", 0) == stamps[0]
+    assert store.get_offset_in_queue_by_time("Time", 0, 0) == 0
+    assert store.get_offset_in_queue_by_time("Time", 0, stamps[41]) == stamps.index(stamps[41])
+    assert store.get_offset_in_queue_by_time("Time", 0, stamps[81]) == stamps.index(stamps[81])
+    assert store.get_offset_in_queue_by_time("Time", 0, stamps[-1] + 1) == 120
+    assert store.get_message_store_timestamp("Time", 0, 100) == stamps[100]
+    assert store.get_earliest_message_time("Empty", 0) == -1
+
+
+def test_delete_records_raises_low_watermark_and_persists(make_store):
+    store = make_store()
+    for i in range(10):
+        store.put_message(Message("D", b"%d" % i))
+    assert store.delete_records("D", 0, 4) == 4
+    assert store.get_min_offset_in_queue("D", 0) == 4
+    assert store.delete_records("D", 0, 2) == 4  # never moves back
+    assert store.delete_records("D", 0, 99) == 10  # clamped to the high watermark
+    store.shutdown()
+    again = make_store()
+    assert again.get_min_offset_in_queue("D", 0) == 10 and again.get_max_offset_in_queue("D", 0) == 10
+
+
+def test_delete_topic_removes_queues_config_and_offsets(make_store):
+    from engine.topic_config import TopicConfig
+
+    store = make_store()
+    store.topic_config.create_or_update(TopicConfig("Gone"))
+    store.put_message(Message("Gone", b"x", queue_id=1))
+    store.consumer_offsets.commit("g", "Gone", 1, 1)
+    store.delete_topic("Gone")
+    assert store.topic_config.get("Gone") is None
+    assert store.get_max_offset_in_queue("Gone", 1) == 0
+    assert store.consumer_offsets.query("g", "Gone", 1) == -1
+    r = store.put_message(Message("Gone", b"again", queue_id=1))
+    assert r.queue_offset == 0

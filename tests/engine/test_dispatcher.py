@@ -1,0 +1,80 @@
+"""Dispatcher: arrival listeners hear about every queue that grew; the index follows the log."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from engine.message import Message
+from engine.record_batch import Record, build_batch
+
+
+def wait_until(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return pred()
+
+
+def test_arrival_listener_sees_max_offsets(make_store):
+    store = make_store()
+    seen: dict[tuple[str, int], int] = {}
+    lock = threading.Lock()
+
+    def listener(topic, queue_id, max_offset):
+        with lock:
+            seen[(topic, queue_id)] = max(seen.get((topic, queue_id), 0), max_offset)
+
+    store.add_arrival_listener(listener)
+    for i in range(10):
+        store.put_message(Message("A", b"x", queue_id=i % 2))
+    store.put_record_batch("A", 3, build_batch([Record(i, 0, None, b"v", []) for i in range(4)]))
+    assert wait_until(lambda: seen.get(("A", 0)) == 5 and seen.get(("A", 1)) == 5 and seen.get(("A", 3)) == 4)
+    store.remove_arrival_listener(listener)
+    store.put_message(Message("A", b"x", queue_id=0))
+    assert wait_until(lambda: store.dispatcher.reput_offset == store.confirmed_offset)
+    assert seen[("A", 0)] == 5
+
+
+def test_listener_registered_before_start_is_kept(make_store):
+    store = make_store(start=False)
+    calls = []
+    store.add_arrival_listener(lambda t, q, m: calls.append((t, q, m)))
+    store.start()
+    store.put_message(Message("B", b"x"))
+    assert wait_until(lambda: ("B", 0, 1) in calls)
+
+
+def test_failing_listener_does_not_stop_dispatch(make_store):
+    store = make_store()
+    calls = []
+
+    def bad(*_):
+        raise RuntimeError("boom")
+
+    store.add_arrival_listener(bad)
+    store.add_arrival_listener(lambda t, q, m: calls.append(m))
+    store.put_message(Message("C", b"x"))
+    store.put_message(Message("C", b"y"))
+    assert wait_until(lambda: calls and calls[-1] == 2)
+
+
+def test_index_finds_keys_uniq_keys_and_kafka_record_keys(make_store):
+    store = make_store()
+    store.put_message(Message("I", b"1", keys=["order-1", "user-9"], properties={"UNIQ_KEY": "U-1"}))
+    store.put_message(Message("I", b"2", keys=["order-1"]))
+    store.put_message(Message("Other", b"3", keys=["order-1"]))
+    store.put_record_batch("I", 0, build_batch([Record(0, 0, b"kafka-key", b"v", []), Record(1, 0, b"\xff\xfe", b"w", [])]))
+    assert wait_until(lambda: store.dispatcher.reput_offset == store.confirmed_offset)
+    found = store.query_message("I", "order-1", 10, 0, 2**62).messages
+    from engine.message import decode_message
+
+    assert [decode_message(m).body for m in found] == [b"2", b"1"]  # newest first, topic respected
+    assert len(store.query_message("I", "user-9", 10, 0, 2**62).messages) == 1
+    assert len(store.query_message("I", "U-1", 10, 0, 2**62).messages) == 1
+    assert len(store.query_message("I", "kafka-key", 10, 0, 2**62).messages) == 1
+    assert store.query_message("I", "missing", 10, 0, 2**62).messages == []
+    assert len(store.query_message("I", "order-1", 1, 0, 2**62).messages) == 1
+    assert store.query_message("I", "order-1", 10, 0, 1000).messages == []  # outside the time range

@@ -1,0 +1,44 @@
+"""IndexFile layout and IndexService: chains newest first, new file when full, time ranges."""
+
+from __future__ import annotations
+
+import struct
+
+from engine.file_io import MemoryFileIO
+from engine.index_file import HEADER_SIZE, IndexFile, IndexService, key_hash
+
+
+def test_header_slot_and_entry_layout():
+    fio = MemoryFileIO()
+    f = IndexFile(fio, "/i/x", slot_num=8, index_num=16)
+    assert f.size == 40 + 8 * 4 + 16 * 20
+    f.put_key("T#k", 1000, 5_000)
+    f.put_key("T#k", 2000, 7_500)
+    buf = f.segment.buf
+    begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = struct.unpack_from(">qqqqii", buf, 0)
+    assert (begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count) == (5_000, 7_500, 1000, 2000, 1, 3)
+    slot = HEADER_SIZE + (key_hash("T#k") % 8) * 4
+    assert struct.unpack_from(">i", buf, slot)[0] == 2
+    entry2 = HEADER_SIZE + 8 * 4 + 2 * 20
+    assert struct.unpack_from(">iqii", buf, entry2) == (key_hash("T#k"), 2000, 2, 1)
+    out: list[int] = []
+    f.select("T#k", 10, 0, 10_000, out)
+    assert out == [2000, 1000]
+
+
+def test_service_rolls_to_new_file_when_full_and_queries_all(tmp_path):
+    fio = MemoryFileIO()
+    svc = IndexService(fio, "/idx", slot_num=4, index_num=5)
+    svc.load()
+    for i in range(20):
+        svc.build_index("T", [f"k{i % 3}"], i * 100, 1_000 + i)
+    assert len(svc.files) == 5  # 4 entries per file (entry 0 unused)
+    hits = svc.query("T", "k0", 100, 0, 10**12)
+    assert hits == [i * 100 for i in range(18, -1, -3)]
+    reopened = IndexService(fio, "/idx", slot_num=4, index_num=5)
+    reopened.load()
+    assert reopened.query("T", "k1", 3, 0, 10**12) == [1900, 1600, 1300]
+
+
+def test_key_hash_is_non_negative():
+    assert all(key_hash(k) >= 0 for k in ["", "a", "polygenelubricants", "T#" + "x" * 50])
