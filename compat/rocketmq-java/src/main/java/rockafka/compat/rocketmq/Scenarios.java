@@ -1,0 +1,660 @@
+package rockafka.compat.rocketmq;
+
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.IntFunction;
+
+import org.apache.rocketmq.client.QueryResult;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.MQVersion;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+
+/**
+ * The scenarios of the RocketMQ Java client runner, each a method registered by name in
+ * {@link #SCENARIOS} (adding one — transactions, orderly consumption — is one method and one
+ * line).
+ *
+ * <p>Invariants:
+ * <ul>
+ *   <li>every scenario uses its own topics and groups (suffixed with a per-run id), so
+ *       scenarios are independent of each other and of earlier runs against the same broker;
+ *   <li>topics are created explicitly through the client's admin path (UPDATE_AND_CREATE_TOPIC
+ *       to the brokers serving TBW102) and the scenario waits, bounded, until the NameServer
+ *       routes them, so consumers never start before their topic exists;
+ *   <li>every message carries its index in the user property {@code idx}, a body
+ *       {@code body-<idx>} and a key {@code key-<run>-<idx>}, so every delivery is checked for
+ *       content, duplicates and unexpected extras;
+ *   <li>every wait is bounded by the scenario deadline; every client a scenario starts is
+ *       shut down when it ends, even on failure;
+ *   <li>the source compiles against rocketmq-client 4.9.x and 5.x: the few calls whose types
+ *       moved between those versions (MessageModel, createTopic) go through {@link #invoke}.
+ * </ul>
+ */
+final class Scenarios {
+
+    @FunctionalInterface
+    private interface Scenario {
+        void run(Scenarios s) throws Exception;
+    }
+
+    private static final Map<String, Scenario> SCENARIOS = new LinkedHashMap<>();
+
+    static {
+        SCENARIOS.put("producer-sync", Scenarios::producerSync);
+        SCENARIOS.put("producer-async", Scenarios::producerAsync);
+        SCENARIOS.put("query-message", Scenarios::queryMessage);
+        SCENARIOS.put("push-tags", Scenarios::pushTags);
+        SCENARIOS.put("push-sql", Scenarios::pushSql);
+        SCENARIOS.put("push-broadcast", Scenarios::pushBroadcast);
+        SCENARIOS.put("lite-pull-subscribe", Scenarios::litePullSubscribe);
+        SCENARIOS.put("lite-pull-assign", Scenarios::litePullAssign);
+    }
+
+    static List<String> names() {
+        return List.copyOf(SCENARIOS.keySet());
+    }
+
+    private static final String TBW102 = "TBW102"; // the topic whose route says which brokers may create topics
+
+    private final String namesrv;
+    private final String serialize;
+    private final int messages;
+    private final Duration timeout;
+    private final String builtAgainst;
+    private final Report report = new Report();
+    private final String runId = UUID.randomUUID().toString().substring(0, 8);
+    private final List<Runnable> shutdowns = new ArrayList<>();
+    private final AtomicInteger instances = new AtomicInteger();
+    private long deadlineNanos;
+
+    Scenarios(String namesrv, String serialize, int messages, int timeoutS, String builtAgainst) {
+        this.namesrv = namesrv;
+        this.serialize = serialize;
+        this.messages = messages;
+        this.timeout = Duration.ofSeconds(timeoutS);
+        this.builtAgainst = builtAgainst;
+    }
+
+    int run(List<String> names) {
+        report.begin("setup");
+        report.info("client_version", MQVersion.getVersionDesc(MQVersion.CURRENT_VERSION));
+        report.info("built_against", builtAgainst);
+        report.equal("serialize_type", serialize, String.valueOf(RemotingCommand.getSerializeTypeConfigInThisServer()));
+        for (String name : names) {
+            report.begin(name);
+            long started = System.nanoTime();
+            deadlineNanos = started + timeout.toNanos();
+            try {
+                SCENARIOS.get(name).run(this);
+            } catch (Throwable t) {
+                report.error(t);
+            } finally {
+                shutdownAll();
+            }
+            report.info(name + "_ms", (System.nanoTime() - started) / 1_000_000);
+        }
+        report.summary(names);
+        return report.failed();
+    }
+
+    // ---- clients --------------------------------------------------------------------------
+
+    private void shutdownAll() {
+        for (int i = shutdowns.size() - 1; i >= 0; i--) {
+            try {
+                shutdowns.get(i).run();
+            } catch (RuntimeException e) {
+                report.check("shutdown", false, e);
+            }
+        }
+        shutdowns.clear();
+    }
+
+    /** Each client gets its own instance name, so two consumers of one group in this JVM are two members. */
+    private String instanceName() {
+        return "runner-" + runId + "-" + instances.incrementAndGet();
+    }
+
+    private DefaultMQProducer producer(String what) throws MQClientException {
+        DefaultMQProducer p = new DefaultMQProducer("P_" + what + "_" + runId);
+        p.setNamesrvAddr(namesrv);
+        p.setInstanceName(instanceName());
+        // the broker's VIP port (listenPort - 2) is an operator option; use the ordinary one
+        p.setVipChannelEnabled(false);
+        p.start();
+        shutdowns.add(p::shutdown);
+        return p;
+    }
+
+    private DefaultMQPushConsumer pushConsumer(String group) {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName(instanceName());
+        c.setVipChannelEnabled(false);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        shutdowns.add(c::shutdown);
+        return c;
+    }
+
+    private DefaultLitePullConsumer litePullConsumer(String group) {
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer(group);
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName(instanceName());
+        c.setVipChannelEnabled(false);
+        // the lite pull default is LAST_OFFSET, which would skip what the scenario produced first
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setAutoCommit(false);
+        shutdowns.add(c::shutdown);
+        return c;
+    }
+
+    /** Calls a method by name on either client version; unwraps the method's own exception. */
+    private static Object invoke(Object target, String method, Object... args) throws Exception {
+        for (Method m : target.getClass().getMethods()) {
+            if (m.getName().equals(method) && m.getParameterCount() == args.length) {
+                try {
+                    return m.invoke(target, args);
+                } catch (InvocationTargetException e) {
+                    if (e.getCause() instanceof Exception cause) {
+                        throw cause;
+                    }
+                    throw e;
+                }
+            }
+        }
+        throw new NoSuchMethodException(target.getClass().getName() + "." + method + "/" + args.length);
+    }
+
+    /** setMessageModel(BROADCASTING): MessageModel moved packages between 4.9 and 5.x. */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static void broadcasting(DefaultMQPushConsumer c) throws Exception {
+        Class<? extends Enum> type = (Class<? extends Enum>) c.getMessageModel().getClass();
+        invoke(c, "setMessageModel", Enum.valueOf(type, "BROADCASTING"));
+    }
+
+    private String topic(String what) {
+        return "rmq-" + what + "-" + runId;
+    }
+
+    private boolean beforeDeadline() {
+        return System.nanoTime() < deadlineNanos;
+    }
+
+    /** Polls a condition until it holds or the scenario deadline passes; returns whether it held. */
+    private boolean await(Condition condition) throws Exception {
+        while (true) {
+            if (condition.holds()) {
+                return true;
+            }
+            if (!beforeDeadline()) {
+                return false;
+            }
+            Thread.sleep(50); // polling interval of a bounded wait, not a synchronisation
+        }
+    }
+
+    @FunctionalInterface
+    private interface Condition {
+        boolean holds() throws Exception;
+    }
+
+    /** Creates the topic on every broker serving TBW102 and waits until the NameServer routes it. */
+    private void createTopic(DefaultMQProducer p, String topic, int queues) throws Exception {
+        boolean v5 = false;
+        for (Method m : DefaultMQProducer.class.getMethods()) {
+            v5 |= m.getName().equals("createTopic") && m.getParameterCount() == 5;
+        }
+        if (v5) {
+            invoke(p, "createTopic", TBW102, topic, queues, 0, new HashMap<String, String>());
+        } else {
+            invoke(p, "createTopic", TBW102, topic, queues);
+        }
+        List<MessageQueue> routed = new ArrayList<>();
+        boolean ok = await(() -> {
+            try {
+                routed.clear();
+                routed.addAll(p.fetchPublishMessageQueues(topic));
+                return routed.size() == queues;
+            } catch (MQClientException e) {
+                return false; // not routed yet
+            }
+        });
+        if (!ok) {
+            throw new IllegalStateException("topic " + topic + " not routed with " + queues + " queues within "
+                    + timeout + "; last route " + routed);
+        }
+    }
+
+    // ---- messages -------------------------------------------------------------------------
+
+    private Message message(String topic, int idx, String tag) {
+        Message m = new Message(topic, tag, "key-" + runId + "-" + idx, ("body-" + idx).getBytes(StandardCharsets.UTF_8));
+        m.putUserProperty("idx", Integer.toString(idx));
+        return m;
+    }
+
+    private static int idx(MessageExt m) {
+        String v = m.getUserProperty("idx");
+        return v == null ? -1 : Integer.parseInt(v);
+    }
+
+    /** Null when the delivered message is exactly what was sent, else what differs. */
+    private String mismatch(MessageExt m, String topic, IntFunction<String> tagOf) {
+        int i = idx(m);
+        String body = new String(m.getBody(), StandardCharsets.UTF_8);
+        List<String> diffs = new ArrayList<>();
+        if (!topic.equals(m.getTopic())) {
+            diffs.add("topic=" + m.getTopic());
+        }
+        if (!("body-" + i).equals(body)) {
+            diffs.add("body=" + body);
+        }
+        if (!("key-" + runId + "-" + i).equals(m.getKeys())) {
+            diffs.add("keys=" + m.getKeys());
+        }
+        String tag = tagOf.apply(i);
+        if (tag != null && !tag.equals(m.getTags())) {
+            diffs.add("tags=" + m.getTags());
+        }
+        if (m.getMsgId() == null || m.getMsgId().isEmpty()) {
+            diffs.add("no msgId");
+        }
+        return diffs.isEmpty() ? null : "idx=" + i + " " + diffs;
+    }
+
+    private List<SendResult> sendSync(DefaultMQProducer p, String topic, int from, int to, IntFunction<String> tagOf)
+            throws Exception {
+        List<SendResult> results = new ArrayList<>();
+        for (int i = from; i < to; i++) {
+            results.add(p.send(message(topic, i, tagOf.apply(i))));
+        }
+        return results;
+    }
+
+    /** Records deliveries by idx; the listener the push scenarios register. */
+    private final class Collector implements MessageListenerConcurrently {
+        final Map<Integer, AtomicInteger> counts = new ConcurrentHashMap<>();
+        final ConcurrentLinkedQueue<String> mismatches = new ConcurrentLinkedQueue<>();
+        final String topic;
+        final IntFunction<String> tagOf;
+
+        Collector(String topic, IntFunction<String> tagOf) {
+            this.topic = topic;
+            this.tagOf = tagOf;
+        }
+
+        @Override
+        public ConsumeConcurrentlyStatus consumeMessage(List<MessageExt> msgs,
+                                                        org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyContext ctx) {
+            for (MessageExt m : msgs) {
+                counts.computeIfAbsent(idx(m), k -> new AtomicInteger()).incrementAndGet();
+                String bad = mismatch(m, topic, tagOf);
+                if (bad != null) {
+                    mismatches.add(bad);
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        }
+
+        int duplicates() {
+            return counts.values().stream().mapToInt(c -> c.get() - 1).sum();
+        }
+
+        Set<Integer> received() {
+            return new TreeSet<>(counts.keySet());
+        }
+    }
+
+    private static Set<Integer> range(int from, int to) {
+        Set<Integer> s = new TreeSet<>();
+        for (int i = from; i < to; i++) {
+            s.add(i);
+        }
+        return s;
+    }
+
+    private static String tagCycle(int i) {
+        return switch (i % 3) {
+            case 0 -> "TagA";
+            case 1 -> "TagB";
+            default -> "TagC";
+        };
+    }
+
+    // ---- scenarios ------------------------------------------------------------------------
+
+    /** DefaultMQProducer.send (sync) of N tagged, keyed messages, then to a selected queue. */
+    private void producerSync() throws Exception {
+        String topic = topic("sync");
+        DefaultMQProducer p = producer("sync");
+        createTopic(p, topic, 4);
+        List<SendResult> results = sendSync(p, topic, 0, messages, Scenarios::tagCycle);
+        long ok = results.stream().filter(r -> r.getSendStatus() == SendStatus.SEND_OK).count();
+        report.equal("all_send_ok", (long) messages, ok);
+        Set<String> ids = new HashSet<>();
+        boolean idsPresent = true;
+        Map<Integer, List<Long>> offsets = new TreeMap<>();
+        for (SendResult r : results) {
+            ids.add(r.getMsgId());
+            idsPresent &= r.getMsgId() != null && r.getOffsetMsgId() != null && r.getMessageQueue() != null;
+            offsets.computeIfAbsent(r.getMessageQueue().getQueueId(), k -> new ArrayList<>()).add(r.getQueueOffset());
+        }
+        report.check("msg_ids_present", idsPresent, "msgId, offsetMsgId and queue on every result");
+        report.equal("msg_ids_unique", messages, ids.size());
+        report.check("queue_offsets_contiguous", contiguousFromZero(offsets), "offsets by queue " + offsets);
+        report.check("queues_rotated", offsets.size() == 4, "queues used " + offsets.keySet());
+
+        List<MessageQueue> queues = p.fetchPublishMessageQueues(topic);
+        MessageQueue target = queues.get(2);
+        long before = offsets.getOrDefault(target.getQueueId(), List.of()).size();
+        List<Long> selected = new ArrayList<>();
+        boolean sameQueue = true;
+        for (int i = messages; i < messages + 5; i++) {
+            SendResult r = p.send(message(topic, i, "TagS"), (mqs, msg, arg) -> (MessageQueue) arg, target);
+            sameQueue &= r.getSendStatus() == SendStatus.SEND_OK && r.getMessageQueue().getQueueId() == target.getQueueId();
+            selected.add(r.getQueueOffset());
+        }
+        report.check("selector_send_to_queue", sameQueue, "queue " + target.getQueueId());
+        report.equal("selector_offsets_continue", List.of(before, before + 1, before + 2, before + 3, before + 4), selected);
+    }
+
+    private static boolean contiguousFromZero(Map<Integer, List<Long>> offsets) {
+        for (List<Long> offs : offsets.values()) {
+            List<Long> sorted = new ArrayList<>(offs);
+            sorted.sort(null);
+            for (int i = 0; i < sorted.size(); i++) {
+                if (sorted.get(i) != i) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    /** DefaultMQProducer.send with a SendCallback: every callback reports SEND_OK. */
+    private void producerAsync() throws Exception {
+        String topic = topic("async");
+        DefaultMQProducer p = producer("async");
+        createTopic(p, topic, 4);
+        CountDownLatch done = new CountDownLatch(messages);
+        ConcurrentLinkedQueue<SendResult> results = new ConcurrentLinkedQueue<>();
+        ConcurrentLinkedQueue<Throwable> errors = new ConcurrentLinkedQueue<>();
+        for (int i = 0; i < messages; i++) {
+            p.send(message(topic, i, tagCycle(i)), new SendCallback() {
+                @Override
+                public void onSuccess(SendResult r) {
+                    results.add(r);
+                    done.countDown();
+                }
+
+                @Override
+                public void onException(Throwable e) {
+                    errors.add(e);
+                    done.countDown();
+                }
+            });
+        }
+        boolean all = done.await(Math.max(1, (deadlineNanos - System.nanoTime()) / 1_000_000), TimeUnit.MILLISECONDS);
+        report.check("all_callbacks", all, "callbacks " + (messages - done.getCount()) + "/" + messages);
+        report.check("no_send_errors", errors.isEmpty(), errors.isEmpty() ? "" : String.valueOf(errors.peek()));
+        long ok = results.stream().filter(r -> r.getSendStatus() == SendStatus.SEND_OK).count();
+        report.equal("all_send_ok", (long) messages, ok);
+        Map<Integer, List<Long>> offsets = new TreeMap<>();
+        Set<String> ids = new HashSet<>();
+        for (SendResult r : results) {
+            ids.add(r.getMsgId());
+            offsets.computeIfAbsent(r.getMessageQueue().getQueueId(), k -> new ArrayList<>()).add(r.getQueueOffset());
+        }
+        report.equal("msg_ids_unique", messages, ids.size());
+        report.check("queue_offsets_contiguous", contiguousFromZero(offsets), "offsets by queue " + offsets);
+    }
+
+    /** viewMessage by offset message id (VIEW_MESSAGE_BY_ID), by unique key, and queryMessage by key. */
+    private void queryMessage() throws Exception {
+        String topic = topic("query");
+        DefaultMQProducer p = producer("query");
+        createTopic(p, topic, 2);
+        long begin = System.currentTimeMillis() - 60_000;
+        List<SendResult> results = sendSync(p, topic, 0, 5, i -> "TagQ");
+        for (int i = 0; i < results.size(); i++) {
+            SendResult r = results.get(i);
+            MessageExt byOffsetId = p.viewMessage(topic, r.getOffsetMsgId());
+            String bad = mismatch(byOffsetId, topic, k -> "TagQ");
+            report.check("view_by_offset_msg_id_" + i, bad == null && idx(byOffsetId) == i,
+                    bad == null ? "idx " + idx(byOffsetId) : bad);
+            MessageExt byUniq = p.getDefaultMQProducerImpl().queryMessageByUniqKey(topic, r.getMsgId());
+            report.check("query_by_unique_key_" + i, byUniq != null && idx(byUniq) == i && mismatch(byUniq, topic, k -> "TagQ") == null,
+                    byUniq == null ? "not found" : "idx " + idx(byUniq));
+        }
+        String key = "key-" + runId + "-3";
+        List<MessageExt> found = new ArrayList<>();
+        boolean hit = await(() -> {
+            QueryResult q = p.queryMessage(topic, key, 32, begin, System.currentTimeMillis() + 60_000);
+            found.clear();
+            found.addAll(q.getMessageList());
+            return found.stream().anyMatch(m -> idx(m) == 3);
+        });
+        report.check("query_by_key", hit && found.stream().allMatch(m -> key.equals(m.getKeys())),
+                "found " + found.size() + " message(s) for " + key);
+    }
+
+    /** Push consumer, clustering, subscription "TagA || TagC": exactly those, once each. */
+    private void pushTags() throws Exception {
+        String topic = topic("tags");
+        DefaultMQProducer p = producer("tags");
+        createTopic(p, topic, 4);
+        sendSync(p, topic, 0, messages, Scenarios::tagCycle);
+        Set<Integer> expected = new TreeSet<>();
+        for (int i = 0; i < messages; i++) {
+            if (!tagCycle(i).equals("TagB")) {
+                expected.add(i);
+            }
+        }
+        DefaultMQPushConsumer c = pushConsumer("C_tags_" + runId);
+        Collector collector = new Collector(topic, Scenarios::tagCycle);
+        c.subscribe(topic, "TagA || TagC");
+        c.registerMessageListener(collector);
+        c.start();
+        await(() -> collector.counts.size() >= expected.size());
+        report.equal("received_exactly_matching_tags", expected, collector.received());
+        report.equal("no_duplicates", 0, collector.duplicates());
+        report.check("content_intact", collector.mismatches.isEmpty(), "mismatches " + first(collector.mismatches));
+    }
+
+    /**
+     * Push consumer with MessageSelector.bySql on a one-queue topic, one consume thread: when
+     * the last message sent (which matches) arrives, every earlier message has been through
+     * the listener, so extras would have been seen. Also: a malformed expression is refused
+     * when the consumer starts.
+     */
+    private void pushSql() throws Exception {
+        String topic = topic("sql");
+        DefaultMQProducer p = producer("sql");
+        createTopic(p, topic, 1);
+        IntFunction<String> tagOf = i -> i < 30 ? (i % 2 == 0 ? "TagA" : "TagB") : (i < 33 ? "TagA" : "TagB");
+        for (int i = 0; i < 34; i++) {
+            Message m = message(topic, i, tagOf.apply(i));
+            if (i < 30) {
+                m.putUserProperty("a", Integer.toString(i));
+            } else if (i == 33) {
+                m.putUserProperty("a", "99");
+            } // 30..32 carry no property "a": a comparison with a missing property is not true
+            SendResult r = p.send(m);
+            if (r.getSendStatus() != SendStatus.SEND_OK) {
+                throw new IllegalStateException("send " + i + ": " + r);
+            }
+        }
+        Set<Integer> expected = new TreeSet<>(List.of(10, 12, 14, 16, 18, 33));
+        DefaultMQPushConsumer c = pushConsumer("C_sql_" + runId);
+        c.setConsumeThreadMin(1);
+        c.setConsumeThreadMax(1);
+        Collector collector = new Collector(topic, tagOf);
+        c.subscribe(topic, MessageSelector.bySql("(TAGS IN ('TagA') AND a BETWEEN 10 AND 19) OR (a IS NOT NULL AND a = 99)"));
+        c.registerMessageListener(collector);
+        c.start();
+        boolean last = await(() -> collector.counts.containsKey(33));
+        report.check("last_match_delivered", last, "idx 33 (a=99)");
+        report.equal("received_exactly_matching_sql", expected, collector.received());
+        report.equal("no_duplicates", 0, collector.duplicates());
+        report.check("content_intact", collector.mismatches.isEmpty(), "mismatches " + first(collector.mismatches));
+
+        DefaultMQPushConsumer bad = pushConsumer("C_badsql_" + runId);
+        bad.subscribe(topic, MessageSelector.bySql("a >>> 1 AND"));
+        bad.registerMessageListener(new Collector(topic, tagOf));
+        try {
+            bad.start();
+            report.check("bad_sql_refused_at_start", false, "consumer with a malformed SQL92 expression started");
+        } catch (MQClientException e) {
+            report.check("bad_sql_refused_at_start", true, e.getMessage().split("\n")[0]);
+        }
+    }
+
+    /** Two push consumers of one group in BROADCASTING model each receive every message once. */
+    private void pushBroadcast() throws Exception {
+        String topic = topic("bcast");
+        DefaultMQProducer p = producer("bcast");
+        createTopic(p, topic, 4);
+        sendSync(p, topic, 0, messages, Scenarios::tagCycle);
+        String group = "C_bcast_" + runId;
+        List<Collector> collectors = new ArrayList<>();
+        for (int k = 0; k < 2; k++) {
+            DefaultMQPushConsumer c = pushConsumer(group);
+            broadcasting(c);
+            Collector collector = new Collector(topic, Scenarios::tagCycle);
+            c.subscribe(topic, "*");
+            c.registerMessageListener(collector);
+            c.start();
+            collectors.add(collector);
+        }
+        await(() -> collectors.stream().allMatch(col -> col.counts.size() >= messages));
+        for (int k = 0; k < collectors.size(); k++) {
+            Collector col = collectors.get(k);
+            report.equal("member_" + k + "_received_all", range(0, messages), col.received());
+            report.equal("member_" + k + "_no_duplicates", 0, col.duplicates());
+            report.check("member_" + k + "_content_intact", col.mismatches.isEmpty(), "mismatches " + first(col.mismatches));
+        }
+    }
+
+    /** Polls until `expected` distinct messages arrived (bounded); returns idx -> deliveries. */
+    private Map<Integer, Integer> pollUntil(DefaultLitePullConsumer c, int expected, List<String> mismatches, String topic) {
+        Map<Integer, Integer> got = new TreeMap<>();
+        while (got.size() < expected && beforeDeadline()) {
+            for (MessageExt m : c.poll(200)) {
+                got.merge(idx(m), 1, Integer::sum);
+                String bad = mismatch(m, topic, Scenarios::tagCycle);
+                if (bad != null) {
+                    mismatches.add(bad);
+                }
+            }
+        }
+        return got;
+    }
+
+    private static int dupes(Map<Integer, Integer> got) {
+        return got.values().stream().mapToInt(v -> v - 1).sum();
+    }
+
+    /**
+     * DefaultLitePullConsumer subscribe/poll/commitSync; after it shuts down, a new member of
+     * the same group receives only what was produced later (the committed offsets held).
+     */
+    private void litePullSubscribe() throws Exception {
+        String topic = topic("lite");
+        String group = "C_lite_" + runId;
+        int more = Math.max(5, messages / 4);
+        DefaultMQProducer p = producer("lite");
+        createTopic(p, topic, 4);
+        sendSync(p, topic, 0, messages, Scenarios::tagCycle);
+        List<String> mismatches = new ArrayList<>();
+
+        DefaultLitePullConsumer c1 = litePullConsumer(group);
+        c1.subscribe(topic, "*");
+        c1.start();
+        Map<Integer, Integer> got = pollUntil(c1, messages, mismatches, topic);
+        report.equal("first_member_received_all", range(0, messages), got.keySet());
+        report.equal("first_member_no_duplicates", 0, dupes(got));
+        c1.commitSync();
+        c1.shutdown(); // persists the committed offsets to the broker
+
+        sendSync(p, topic, messages, messages + more, Scenarios::tagCycle);
+        DefaultLitePullConsumer c2 = litePullConsumer(group);
+        c2.subscribe(topic, "*");
+        c2.start();
+        Map<Integer, Integer> got2 = pollUntil(c2, more, mismatches, topic);
+        report.equal("second_member_received_only_new", range(messages, messages + more), got2.keySet());
+        report.equal("second_member_no_duplicates", 0, dupes(got2));
+        c2.commitSync();
+        report.check("content_intact", mismatches.isEmpty(), "mismatches " + first(mismatches));
+    }
+
+    /** DefaultLitePullConsumer assign + seek by offsetForTimestamp + seekToBegin. */
+    private void litePullAssign() throws Exception {
+        String topic = topic("assign");
+        DefaultMQProducer p = producer("assign");
+        createTopic(p, topic, 2);
+        int half = messages / 2;
+        sendSync(p, topic, 0, half, Scenarios::tagCycle);
+        long firstDone = System.currentTimeMillis();
+        // the second half must be stored at least 100 ms later, whatever the broker's clock
+        // rounding, so that a timestamp between the halves is unambiguous
+        while (System.currentTimeMillis() <= firstDone + 100) {
+            Thread.sleep(10);
+        }
+        sendSync(p, topic, half, messages, Scenarios::tagCycle);
+        List<String> mismatches = new ArrayList<>();
+
+        DefaultLitePullConsumer c = litePullConsumer("C_assign_" + runId);
+        c.start();
+        Collection<MessageQueue> mqs = c.fetchMessageQueues(topic);
+        report.equal("queues_fetched", 2, mqs.size());
+        c.assign(mqs);
+        for (MessageQueue mq : mqs) {
+            c.seek(mq, c.offsetForTimestamp(mq, firstDone + 99));
+        }
+        Map<Integer, Integer> got = pollUntil(c, messages - half, mismatches, topic);
+        report.equal("seek_by_timestamp_reads_second_half", range(half, messages), got.keySet());
+        report.equal("seek_by_timestamp_no_duplicates", 0, dupes(got));
+        for (MessageQueue mq : mqs) {
+            c.seekToBegin(mq);
+        }
+        Map<Integer, Integer> all = pollUntil(c, messages, mismatches, topic);
+        report.equal("seek_to_begin_reads_all", range(0, messages), all.keySet());
+        report.equal("seek_to_begin_no_duplicates", 0, dupes(all));
+        report.check("content_intact", mismatches.isEmpty(), "mismatches " + first(mismatches));
+    }
+
+    private static String first(Collection<String> items) {
+        return items.stream().limit(5).toList().toString();
+    }
+}
