@@ -196,3 +196,36 @@ def test_batch_to_native_to_batch_keeps_key_value_headers(raw):
         user_headers = [h for h in again.headers if h[0] not in (bc.HEADER_KEYS, bc.HEADER_UNIQ_KEY)]
         assert user_headers == list(rec.headers)
         assert rb.decode_batch(bc.unit_to_batch(unit))[0].base_timestamp == 10_000 + rec.timestamp_delta
+
+
+def test_through_the_real_store(tmp_path):
+    """A batch stored by MessageStore.put_record_batch expands at the offsets the store gave it,
+    and a natively put message comes back as a batch at its queue offset."""
+    from engine.store import MessageStore
+    from tests.engine.engine_support import small_config
+
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        native = store.put_message(m.Message("mixed", b"native-0", tags="T0", keys=["n0"], queue_id=0))
+        assert native.ok
+        records = [rb.Record(i, i, b"k%d" % i, b"kafka-%d" % i, [("rmq.tags", b"TK")]) for i in range(3)]
+        put = store.put_record_batch("mixed", 0, rb.build_batch(records, base_timestamp=1_700_000_000_000))
+        assert put.ok and put.queue_offset == 1 and put.record_count == 3
+        # the facade promises visibility once put returns
+        got = store.get_message("g", "mixed", 0, 0, 10)
+        assert len(got.messages) == 2
+        native_unit_bytes, batch_unit_bytes = got.messages
+        expanded = [m.decode_message(u) for u in bc.expand_batch_unit(batch_unit_bytes)]
+        assert [x.queue_offset for x in expanded] == [1, 2, 3]
+        assert [x.body for x in expanded] == [b"kafka-0", b"kafka-1", b"kafka-2"]
+        assert {x.tags for x in expanded} == {"TK"}
+        assert [x.keys for x in expanded] == [["k0"], ["k1"], ["k2"]]
+        (rec,) = rb.decode_records(bc.unit_to_batch(native_unit_bytes))
+        assert rb.parse_header(bc.unit_to_batch(native_unit_bytes)).base_offset == 0
+        assert rec.value == b"native-0" and rec.key == b"n0" and dict(rec.headers)["rmq.tags"] == b"T0"
+        stored = bc.unit_to_batch(batch_unit_bytes)
+        assert rb.validate_batch(stored).base_offset == 1
+        assert [r.value for r in rb.decode_records(stored)] == [r.value for r in records]
+    finally:
+        store.shutdown()
