@@ -1,0 +1,47 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+Raises a topic's partition count (read and write queue numbers of the engine topic); new
+partitions start empty at offset 0. Shrinking or keeping the count is INVALID_PARTITIONS,
+assignments naming other brokers INVALID_REPLICA_ASSIGNMENT, an unknown topic
+UNKNOWN_TOPIC_OR_PARTITION. ``validate_only`` checks without changing anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+from gateway_kafka.apis._common import blocking, find_topic, partition_count
+
+MAX_PARTITIONS = 100_000
+
+
+@api(key=37, min=0, max=3)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    node_ids = {n.node_id for n in gw.cluster.nodes()}
+    results = []
+    for t in body.get("topics") or ():
+        name = t.get("name")
+        count = t.get("count", 0)
+        tc = find_topic(gw, name)
+        assignments = t.get("assignments")
+        if tc is None:
+            code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+        elif count <= partition_count(tc):
+            code, msg = E.INVALID_PARTITIONS, (f"topic {name!r} has {partition_count(tc)} partitions; "
+                                               f"the new count {count} must be larger")
+        elif count > MAX_PARTITIONS:
+            code, msg = E.INVALID_PARTITIONS, f"at most {MAX_PARTITIONS} partitions"
+        elif assignments is not None and (len(assignments) != count - partition_count(tc) or any(
+                len(a.get("broker_ids") or []) != 1 or a["broker_ids"][0] not in node_ids for a in assignments)):
+            code, msg = E.INVALID_REPLICA_ASSIGNMENT, "assignments must give one live broker per new partition"
+        else:
+            code, msg = E.NONE, None
+            if not body.get("validate_only", False):
+                new = dataclasses.replace(tc, read_queue_nums=count, write_queue_nums=max(count, tc.write_queue_nums))
+                await blocking(gw.store.topic_config.create_or_update, new)
+                gw.log.info("partitions_created", topic=name, partitions=count)
+        results.append({"name": name, "error_code": code, "error_message": msg})
+    return {"throttle_time_ms": 0, "results": results}

@@ -1,0 +1,98 @@
+"""CreateTopics (key 19), versions 0-7.
+
+Creates the engine topic (read = write queues = partitions) with the given Kafka configs in
+its attributes. ``num_partitions`` -1 takes the gateway's ``num_partitions``; replication
+factor must be 1 or -1 on a single node (INVALID_REPLICATION_FACTOR otherwise); manual
+assignments may only name this node. ``validate_only`` checks everything and creates nothing.
+Errors: INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
+INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_REQUEST (a
+name twice in one request). v5+ answers with the partitions, replication factor and configs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+from gateway_kafka.apis._common import blocking, find_topic, new_topic_config, topic_id, topic_name_error
+from gateway_kafka.apis._configs import SOURCE_DEFAULT, SOURCE_TOPIC, topic_defaults, validate_topic_config
+
+MAX_PARTITIONS = 100_000
+
+
+def _fail(name: str, code: int, message: str) -> dict:
+    return {"name": name, "topic_id": topic_id(name) if name else None, "error_code": code, "error_message": message,
+            "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+
+def check_topic(ctx: RequestContext, t: dict) -> tuple[dict | None, int, dict[str, str]]:
+    """(error response or None, partitions, configs)."""
+    gw = ctx.gateway
+    name = t.get("name") or ""
+    why = topic_name_error(name)
+    if why:
+        return _fail(name, E.INVALID_TOPIC_EXCEPTION, why), 0, {}
+    if find_topic(gw, name) is not None:
+        return _fail(name, E.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"), 0, {}
+    assignments = t.get("assignments") or []
+    partitions = t.get("num_partitions", -1)
+    rf = t.get("replication_factor", -1)
+    node_ids = {n.node_id for n in gw.cluster.nodes()}
+    if assignments:
+        if partitions != -1 or rf != -1:
+            return _fail(name, E.INVALID_REQUEST,
+                         "give either assignments or num_partitions/replication_factor, not both"), 0, {}
+        indexes = sorted(a.get("partition_index", -1) for a in assignments)
+        if indexes != list(range(len(assignments))):
+            return _fail(name, E.INVALID_REPLICA_ASSIGNMENT, "partition indexes must be 0..n-1, each once"), 0, {}
+        for a in assignments:
+            ids = a.get("broker_ids") or []
+            if len(ids) != 1 or ids[0] not in node_ids:
+                return _fail(name, E.INVALID_REPLICA_ASSIGNMENT,
+                             f"replicas {ids} are not one of the live brokers {sorted(node_ids)}"), 0, {}
+        partitions = len(assignments)
+    else:
+        if partitions == -1:
+            partitions = gw.settings.num_partitions
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            return _fail(name, E.INVALID_PARTITIONS, f"number of partitions must be 1..{MAX_PARTITIONS}, got "
+                         f"{t.get('num_partitions')}"), 0, {}
+        if rf == 0 or rf < -1 or rf > len(node_ids):
+            return _fail(name, E.INVALID_REPLICATION_FACTOR,
+                         f"replication factor {rf} is not possible with {len(node_ids)} broker(s)"), 0, {}
+    configs = {}
+    for c in t.get("configs") or ():
+        why = validate_topic_config(c.get("name", ""), c.get("value"))
+        if why:
+            return _fail(name, E.INVALID_CONFIG, why), 0, {}
+        configs[c["name"]] = c["value"]
+    return None, partitions, configs
+
+
+@api(key=19, min=0, max=7)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    validate_only = body.get("validate_only", False)
+    requested = body.get("topics") or []
+    seen = Counter(t.get("name") for t in requested)
+    out = []
+    for t in requested:
+        name = t.get("name") or ""
+        if seen[name] > 1:
+            out.append(_fail(name, E.INVALID_REQUEST, f"topic {name!r} is listed more than once"))
+            continue
+        err, partitions, configs = check_topic(ctx, t)
+        if err is not None:
+            out.append(err)
+            continue
+        if not validate_only:
+            await blocking(gw.store.topic_config.create_or_update, new_topic_config(name, partitions, configs))
+            gw.log.info("topic_created", topic=name, partitions=partitions, configs=configs)
+        defaults = topic_defaults(gw)
+        shown = [{"name": k, "value": configs.get(k, v), "read_only": False,
+                  "config_source": SOURCE_TOPIC if k in configs else SOURCE_DEFAULT, "is_sensitive": False}
+                 for k, v in sorted(defaults.items())]
+        out.append({"name": name, "topic_id": topic_id(name), "error_code": E.NONE, "error_message": None,
+                    "num_partitions": partitions, "replication_factor": 1, "configs": shown})
+    return {"throttle_time_ms": 0, "topics": out}

@@ -1,0 +1,47 @@
+"""DeleteTopics (key 20), versions 0-6.
+
+Deletes the engine topic: its config, consume queues and committed offsets (the commitlog
+space is reclaimed by retention), and forgets producer sequence state for it. v6 may name
+topics by id. Errors: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, TOPIC_DELETION_DISABLED
+(``delete_topic_enable`` off), INVALID_TOPIC_EXCEPTION for a hidden RocketMQ system topic.
+"""
+
+from __future__ import annotations
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+from gateway_kafka.apis._common import blocking, find_topic, is_hidden, topic_id, visible_topics
+
+
+@api(key=20, min=0, max=6)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    if ctx.api_version >= 6:
+        wanted = [(t.get("name"), t.get("topic_id")) for t in body.get("topics") or ()]
+    else:
+        wanted = [(n, None) for n in body.get("topic_names") or ()]
+    by_id = None
+    out = []
+    for name, tid in wanted:
+        if name is None:
+            if by_id is None:
+                by_id = {topic_id(n): n for n in visible_topics(gw)}
+            name = by_id.get(tid)
+            if name is None:
+                out.append({"name": None, "topic_id": tid, "error_code": E.UNKNOWN_TOPIC_ID,
+                            "error_message": f"no topic with id {tid}"})
+                continue
+        tid = topic_id(name)
+        if not gw.settings.delete_topic_enable:
+            code, msg = E.TOPIC_DELETION_DISABLED, "topic deletion is disabled (delete_topic_enable=false)"
+        elif find_topic(gw, name) is None:
+            code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+        elif is_hidden(name, gw):
+            code, msg = E.INVALID_TOPIC_EXCEPTION, f"{name!r} is a system topic"
+        else:
+            await blocking(gw.store.delete_topic, name)
+            gw.producer_state.forget_topic(name)
+            gw.log.info("topic_deleted", topic=name)
+            code, msg = E.NONE, None
+        out.append({"name": name, "topic_id": tid, "error_code": code, "error_message": msg})
+    return {"throttle_time_ms": 0, "responses": out}

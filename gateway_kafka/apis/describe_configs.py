@@ -1,0 +1,42 @@
+"""DescribeConfigs (key 32), versions 0-4.
+
+Topic resources (type 2): every known Kafka topic config with its value — set ones from the
+topic's attributes (source TOPIC_CONFIG), others their defaults (DEFAULT_CONFIG) — filtered by
+``configuration_keys``; synonyms (v1+) on request. Broker resources (type 4, name = this
+node's id or empty): the gateway's settings under Kafka broker config names, read-only.
+Unknown topics UNKNOWN_TOPIC_OR_PARTITION; other resource types INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+from gateway_kafka.apis._common import find_topic
+from gateway_kafka.apis._configs import BROKER_RESOURCE, TOPIC_RESOURCE, describe_broker, describe_topic
+
+
+@api(key=32, min=0, max=4)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    results = []
+    for r in body.get("resources") or ():
+        rtype, rname = r.get("resource_type", 0), r.get("resource_name", "")
+        keys = r.get("configuration_keys")
+        entry = {"error_code": E.NONE, "error_message": None, "resource_type": rtype, "resource_name": rname,
+                 "configs": []}
+        if rtype == TOPIC_RESOURCE:
+            tc = find_topic(gw, rname)
+            if tc is None:
+                entry.update(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"topic {rname!r} does not exist")
+            else:
+                entry["configs"] = describe_topic(gw, tc.attributes, keys, body.get("include_synonyms", False),
+                                                  body.get("include_documentation", False))
+        elif rtype == BROKER_RESOURCE:
+            if rname not in ("", str(gw.settings.node_id)):
+                entry.update(error_code=E.INVALID_REQUEST, error_message=f"broker {rname!r} is not this node")
+            else:
+                entry["configs"] = describe_broker(gw, keys)
+        else:
+            entry.update(error_code=E.INVALID_REQUEST, error_message=f"resource type {rtype} is not supported")
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
