@@ -16,3 +16,11 @@ def small_config(root, **overrides) -> MessageStoreConfig:
     )
     settings.update(overrides)
     return MessageStoreConfig(**settings)
+
+
+def crash_config(root, **overrides) -> MessageStoreConfig:
+    """The crash tests' settings (the writer child and the verifying parent must agree)."""
+    settings = dict(flush_disk_type="SYNC_FLUSH", mapped_file_size_commit_log=16 * 1024,
+                    flush_interval_consume_queue=20, max_hash_slot_num=1024, max_index_num=4096)
+    settings.update(overrides)
+    return small_config(root, **settings)

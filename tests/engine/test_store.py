@@ -221,3 +221,18 @@ def test_delete_topic_removes_queues_config_and_offsets(make_store):
     assert store.consumer_offsets.query("g", "Gone", 1) == -1
     r = store.put_message(Message("Gone", b"again", queue_id=1))
     assert r.queue_offset == 0
+
+
+def test_cli_refuses_a_data_dir_in_use(make_store, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    store = make_store()
+    exe = Path(sys.executable).with_name("rockafka")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "rockafka.cli"]
+    proc = subprocess.run(cmd + ["serve", "--host", "127.0.0.1", "--data-dir", store.root, "--kafka-port", "0",
+                                 "--namesrv-port", "0", "--broker-port", "0", "--admin-port", "0", "--ha-port", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "in use by another process" in proc.stderr
