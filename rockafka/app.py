@@ -32,6 +32,16 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     """The listeners of a node, in start order. Each gateway adds itself here."""
     components: list[Any] = []
     # -- native gateway (NameServer first: the broker registers with it) --
+    from gateway_native.broker import Broker
+    from gateway_native.namesrv import NameServer
+
+    namesrv = NameServer(config.host, config.namesrv_port,
+                         kv_config_path=store.config_dir / "namesrv_kvConfig.json",
+                         broker_expired_ms=config.extra_int("broker_channel_expired_time", 120_000),
+                         scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000))
+    own_host = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
+    components.append(namesrv)
+    components.append(Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"]))
     # -- kafka gateway --
     from gateway_kafka.server import KafkaGateway
 
