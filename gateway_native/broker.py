@@ -1,0 +1,397 @@
+"""The native broker endpoint: remoting server + the state its processors share.
+
+Owns:
+- ``ConsumerManager``: per consumer group, the live client channels (client id -> connection,
+  last heartbeat) and the group's subscriptions, consume type, message model and
+  consume-from-where, as the latest heartbeat announced them. Group membership changes notify
+  every member (NOTIFY_CONSUMER_IDS_CHANGED, oneway) so they rebalance at once.
+- ``ProducerManager``: producer group -> client channels (transaction check-back targets).
+- ``PullHoldService``: held long-polling pulls, woken by the store's arrival listener (called
+  from the store's dispatch thread; wake-ups hop onto the event loop) or by their deadline.
+- registration with every configured NameServer every ``register_name_server_period`` ms and
+  at once when topics change.
+
+Invariants: a channel not heard from within ``channel_expired_ms`` (120 s) or whose connection
+closed leaves its groups; the store is only touched through ``engine.store.MessageStore``;
+blocking store writes go through an executor so the event loop keeps serving reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from .dispatch import RemotingServer
+from .remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
+from .remoting.command import RemotingCommand
+from .subscription import SubscriptionData
+from .transport import Connection, ConnectionClosedError, RemotingTimeoutError, open_connection
+
+log = structlog.get_logger("rockafka.native.broker")
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+
+@dataclass
+class ClientChannel:
+    client_id: str
+    conn: Connection
+    language: int
+    version: int
+    last_update: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class ConsumerGroupInfo:
+    group: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    channels: dict[str, ClientChannel] = field(default_factory=dict)
+    subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+
+    def client_ids(self) -> list[str]:
+        return sorted(self.channels)
+
+
+class ConsumerManager:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.groups: dict[str, ConsumerGroupInfo] = {}
+
+    def register(self, group: str, channel: ClientChannel, consume_type: str, message_model: str,
+                 consume_from_where: str, subs: list[SubscriptionData]) -> None:
+        info = self.groups.get(group)
+        if info is None:
+            info = self.groups[group] = ConsumerGroupInfo(group)
+        info.consume_type, info.message_model, info.consume_from_where = consume_type, message_model, consume_from_where
+        old = info.channels.get(channel.client_id)
+        members_changed = old is None or old.conn is not channel.conn
+        info.channels[channel.client_id] = channel
+        new_subs = {s.topic: s for s in subs}
+        subs_changed = set(new_subs) != set(info.subscriptions) or any(
+            info.subscriptions[t].sub_string != s.sub_string or info.subscriptions[t].expression_type != s.expression_type
+            for t, s in new_subs.items())
+        for topic, sd in new_subs.items():
+            cur = info.subscriptions.get(topic)
+            # keep the newest version a client announced
+            if cur is None or sd.sub_version >= cur.sub_version or subs_changed:
+                info.subscriptions[topic] = sd
+        for topic in list(info.subscriptions):
+            if topic not in new_subs:
+                del info.subscriptions[topic]
+        if members_changed:
+            log.info("consumer_registered", group=group, client_id=channel.client_id, members=len(info.channels))
+            self.notify(group)
+        elif subs_changed:
+            self.notify(group)
+
+    def unregister(self, group: str, client_id: str, reason: str) -> None:
+        info = self.groups.get(group)
+        if info is None or client_id not in info.channels:
+            return
+        del info.channels[client_id]
+        log.info("consumer_unregistered", group=group, client_id=client_id, reason=reason, members=len(info.channels))
+        if not info.channels:
+            del self.groups[group]
+        else:
+            self.notify(group)
+
+    def connection_closed(self, conn: Connection) -> None:
+        for group, info in list(self.groups.items()):
+            for cid, ch in list(info.channels.items()):
+                if ch.conn is conn:
+                    self.unregister(group, cid, "connection_closed")
+
+    def expire(self, max_age_s: float) -> None:
+        now = time.monotonic()
+        for group, info in list(self.groups.items()):
+            for cid, ch in list(info.channels.items()):
+                if now - ch.last_update > max_age_s:
+                    ch.conn.close()
+                    self.unregister(group, cid, "expired")
+
+    def notify(self, group: str) -> None:
+        info = self.groups.get(group)
+        if info is None:
+            return
+        for ch in list(info.channels.values()):
+            cmd = RemotingCommand.request(RC.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True)
+            cmd.language = 0  # JAVA: the broker speaks as Apache RocketMQ's does
+            cmd.serialize_type = self.broker.serialize_type
+            try:
+                ch.conn.send(cmd)
+            except ConnectionClosedError:
+                pass
+
+
+class ProducerManager:
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[str, ClientChannel]] = {}
+
+    def register(self, group: str, channel: ClientChannel) -> None:
+        self.groups.setdefault(group, {})[channel.client_id] = channel
+
+    def unregister(self, group: str, client_id: str) -> None:
+        chans = self.groups.get(group)
+        if chans is not None:
+            chans.pop(client_id, None)
+            if not chans:
+                del self.groups[group]
+
+    def connection_closed(self, conn: Connection) -> None:
+        for group, chans in list(self.groups.items()):
+            for cid, ch in list(chans.items()):
+                if ch.conn is conn:
+                    self.unregister(group, cid)
+
+    def expire(self, max_age_s: float) -> None:
+        now = time.monotonic()
+        for group, chans in list(self.groups.items()):
+            for cid, ch in list(chans.items()):
+                if now - ch.last_update > max_age_s:
+                    self.unregister(group, cid)
+
+
+class PullHoldService:
+    """Waiters per (topic, queue id), woken when the store reports new messages there."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int, *_: Any) -> None:
+        """Store arrival listener; runs on the store's dispatch thread."""
+        loop = self._loop
+        if loop is not None and (topic, queue_id) in self._waiters:
+            try:
+                loop.call_soon_threadsafe(self._wake, topic, queue_id)
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+    def _wake(self, topic: str, queue_id: int) -> None:
+        for ev in self._waiters.get((topic, queue_id), ()):
+            ev.set()
+
+    def waiter(self, topic: str, queue_id: int) -> asyncio.Event:
+        ev = asyncio.Event()
+        self._waiters.setdefault((topic, queue_id), set()).add(ev)
+        return ev
+
+    def remove(self, topic: str, queue_id: int, ev: asyncio.Event) -> None:
+        s = self._waiters.get((topic, queue_id))
+        if s is not None:
+            s.discard(ev)
+            if not s:
+                del self._waiters[(topic, queue_id)]
+
+    def wake_all(self) -> None:
+        for s in self._waiters.values():
+            for ev in s:
+                ev.set()
+
+    @property
+    def held(self) -> int:
+        return sum(len(s) for s in self._waiters.values())
+
+
+def topic_config_json(tc: Any) -> dict[str, Any]:
+    return {"topicName": tc.topic_name, "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums,
+            "perm": tc.perm, "topicFilterType": tc.topic_filter_type, "topicSysFlag": tc.topic_sys_flag,
+            "order": bool(tc.order), "attributes": dict(tc.attributes or {})}
+
+
+class Broker:
+    """The broker component: ``name="broker"``, ``port`` after ``start``."""
+
+    name = "broker"
+
+    def __init__(self, store: Any, config: Any, *, namesrv_addrs: list[str] | None = None,
+                 namesrv_resolver: Any = None):
+        self.store = store
+        self.config = config
+        self.broker_config = config.broker
+        self.host = config.host
+        from .processors import BROKER_PROCESSORS  # the table imports this module's types
+
+        self.server = RemotingServer("broker", config.host, config.broker_port, BROKER_PROCESSORS, self)
+        self.serialize_type = 1 if str(self.broker_config.serialize_type).upper() == "ROCKETMQ" else 0
+        self.consumers = ConsumerManager(self)
+        self.producers = ProducerManager()
+        self.pull_hold = PullHoldService()
+        self._namesrv_addrs = namesrv_addrs
+        self._namesrv_resolver = namesrv_resolver  # callable -> list[str], for the node's own NameServer
+        self._namesrv_conns: dict[str, Connection] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_now = asyncio.Event()
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-store")
+        self.channel_expired_ms = config.extra_int("channel_expired_timeout", 120_000)
+        self.short_polling_ms = config.extra_int("short_polling_time_mills", 1000)
+        self.data_version_counter = 0
+        self.state_version = int(time.time() * 1000)
+        self.started_at = time.time()
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def advertised_ip(self) -> str:
+        ip = self.broker_config.broker_ip1 or self.host
+        return "127.0.0.1" if ip in ("0.0.0.0", "", "::") else ip
+
+    @property
+    def addr(self) -> str:
+        return f"{self.advertised_ip}:{self.port}"
+
+    @property
+    def is_master_only(self) -> bool:
+        """No slave serves reads, so pulls are never redirected away from this broker."""
+        return not self.config.extra_bool("slave_read_enable", False)
+
+    @property
+    def is_master(self) -> bool:
+        return int(self.broker_config.broker_id) == 0
+
+    def namesrv_addrs(self) -> list[str]:
+        if self._namesrv_addrs is not None:
+            return self._namesrv_addrs
+        if self.broker_config.namesrv_addr:
+            return [a.strip() for a in str(self.broker_config.namesrv_addr).split(";") if a.strip()]
+        if self._namesrv_resolver is not None:
+            return list(self._namesrv_resolver())
+        return []
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.pull_hold.bind(loop)
+        self.ensure_system_topics()
+        self.store.add_arrival_listener(self.pull_hold.on_arrival)
+        self.server.on_connection_closed.append(self.consumers.connection_closed)
+        self.server.on_connection_closed.append(self.producers.connection_closed)
+        await self.server.start()
+        self._tasks.append(asyncio.ensure_future(self._register_loop()))
+        self._tasks.append(asyncio.ensure_future(self._scan_loop()))
+        await self.register_all(first=True)
+
+    async def stop(self) -> None:
+        try:
+            self.store.remove_arrival_listener(self.pull_hold.on_arrival)
+        except Exception:  # the store may already be gone
+            pass
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.unregister_all()
+        for conn in self._namesrv_conns.values():
+            conn.close()
+        self.pull_hold.wake_all()
+        await self.server.stop()
+        self.executor.shutdown(wait=True)
+
+    def ensure_system_topics(self) -> None:
+        from engine.topic_config import TopicConfig
+
+        tcm = self.store.topic_config
+        if self.broker_config.auto_create_topic_enable and tcm.get(AUTO_CREATE_TOPIC_KEY_TOPIC) is None:
+            n = self.broker_config.default_topic_queue_nums
+            tcm.create_or_update(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=n, write_queue_nums=n,
+                                             perm=PERM_READ | PERM_WRITE | PERM_INHERIT))
+
+    # -- NameServer registration -------------------------------------------------------------
+    def topics_changed(self) -> None:
+        self.data_version_counter += 1
+        self._register_now.set()
+
+    def register_body(self) -> bytes:
+        topics = {name: topic_config_json(tc) for name, tc in self.store.topic_config.all().items()}
+        body = {"topicConfigSerializeWrapper": {
+            "topicConfigTable": topics,
+            "dataVersion": {"stateVersion": self.state_version, "timestamp": int(time.time() * 1000),
+                            "counter": self.data_version_counter + int(getattr(getattr(self.store.topic_config, "data_version", None), "counter", 0))}},
+            "filterServerList": []}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    async def _namesrv_conn(self, addr: str) -> Connection:
+        conn = self._namesrv_conns.get(addr)
+        if conn is None or conn.closed:
+            conn = await open_connection(addr, None, timeout=3.0)
+            self._namesrv_conns[addr] = conn
+        return conn
+
+    async def register_all(self, first: bool = False) -> None:
+        body = self.register_body()
+        fields = {"brokerAddr": self.addr, "brokerId": self.broker_config.broker_id,
+                  "brokerName": self.broker_config.broker_name, "clusterName": self.broker_config.broker_cluster_name,
+                  "haServerAddr": f"{self.advertised_ip}:{self.config.ha_port}", "compressed": False,
+                  "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
+        timeout = self.broker_config.register_broker_timeout_mills / 1000
+
+        async def one(addr: str) -> None:
+            try:
+                conn = await self._namesrv_conn(addr)
+                resp = await conn.invoke(RemotingCommand.request(RC.REGISTER_BROKER, fields, body, language=0), timeout)
+                if resp.code != R.SUCCESS:
+                    log.warning("register_broker_refused", namesrv=addr, code=resp.code, remark=resp.remark)
+                elif first:
+                    log.info("register_broker_ok", namesrv=addr, broker_addr=self.addr)
+            except (ConnectionClosedError, RemotingTimeoutError, OSError, ValueError) as exc:
+                log.warning("register_broker_failed", namesrv=addr, error=str(exc))
+        await asyncio.gather(*(one(a) for a in self.namesrv_addrs()))
+
+    async def unregister_all(self) -> None:
+        fields = {"brokerAddr": self.addr, "brokerId": self.broker_config.broker_id,
+                  "brokerName": self.broker_config.broker_name, "clusterName": self.broker_config.broker_cluster_name}
+        for addr in self.namesrv_addrs():
+            conn = self._namesrv_conns.get(addr)
+            if conn is None or conn.closed:
+                continue
+            try:
+                await conn.invoke(RemotingCommand.request(RC.UNREGISTER_BROKER, fields, language=0), 2.0)
+            except (ConnectionClosedError, RemotingTimeoutError, OSError):
+                pass
+
+    async def _register_loop(self) -> None:
+        period = max(self.broker_config.register_name_server_period, 100) / 1000
+        while True:
+            try:
+                await asyncio.wait_for(self._register_now.wait(), period)
+            except asyncio.TimeoutError:
+                pass
+            self._register_now.clear()
+            try:
+                await self.register_all()
+            except Exception:
+                log.exception("register_broker_loop_failed")
+
+    async def _scan_loop(self) -> None:
+        interval = max(1.0, min(10.0, self.channel_expired_ms / 12000))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.consumers.expire(self.channel_expired_ms / 1000)
+                self.producers.expire(self.channel_expired_ms / 1000)
+            except Exception:
+                log.exception("channel_scan_failed")
+
+    # -- helpers for processors ----------------------------------------------------------------
+    async def run_blocking(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)

@@ -1,0 +1,307 @@
+"""The client runtime (RocketMQ's ``MQClientInstance``): one event-loop thread, connections,
+routes, heartbeats and the requests brokers send to clients.
+
+Owns:
+- a private asyncio loop on a daemon thread; the public SDK API is synchronous and hops onto it
+  (``call``), async sends complete ``concurrent.futures.Future``s;
+- one ``Connection`` per address (NameServers and brokers), reopened on demand;
+- topic routes fetched from the NameServers (failing over between them) and refreshed every
+  ``poll_name_server_interval`` ms; broker address lookup by name and id;
+- heartbeats to every broker of every known route every ``heartbeat_broker_interval`` ms;
+- answers to broker requests: NOTIFY_CONSUMER_IDS_CHANGED (rebalance now),
+  GET_CONSUMER_RUNNING_INFO (a JSON summary).
+
+Invariants: every remote call has a timeout; a dead connection fails its pending calls at once
+(``ConnectionClosedError``) and is replaced on the next call; periodic jobs never die on an
+error (logged and retried next period).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import random
+import socket
+import threading
+import time
+from typing import Any, Awaitable, Callable, TypeVar
+
+import structlog
+
+from ..dispatch import ProcessorTable
+from ..namesrv import decode_route_json
+from ..remoting.codes import LanguageCode, PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R, SerializeType
+from ..remoting.command import RemotingCommand
+from ..transport import Connection, ConnectionClosedError, RemotingTimeoutError, open_connection
+from .message import MessageQueue, MQBrokerError, MQClientError
+
+log = structlog.get_logger("rockafka.client")
+T = TypeVar("T")
+
+CLIENT_PROCESSORS = ProcessorTable("client")
+
+
+def local_ip() -> str:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+class ClientRuntime:
+    def __init__(self, namesrv_addr: str | list[str], *, instance_name: str | None = None, client_ip: str | None = None,
+                 serialize_type: str = "JSON", timeout_ms: int = 3000, poll_name_server_interval: int = 30_000,
+                 heartbeat_broker_interval: int = 30_000, unit_name: str | None = None):
+        addrs = namesrv_addr.split(";") if isinstance(namesrv_addr, str) else list(namesrv_addr)
+        self.namesrv_addrs = [a.strip() for a in addrs if a and a.strip()]
+        if not self.namesrv_addrs:
+            raise MQClientError("no NameServer address given (namesrv_addr='host:port[;host:port]')")
+        self.client_ip = client_ip or local_ip()
+        self.instance_name = instance_name or f"{os.getpid()}#{random.getrandbits(40)}"
+        self.client_id = f"{self.client_ip}@{self.instance_name}" + (f"@{unit_name}" if unit_name else "")
+        st = serialize_type.upper()
+        if st not in ("JSON", "ROCKETMQ"):
+            raise MQClientError(f"serialize_type must be JSON or ROCKETMQ, got {serialize_type!r}")
+        self.serialize_type = SerializeType[st]
+        self.timeout = timeout_ms / 1000
+        self.poll_name_server_interval = poll_name_server_interval / 1000
+        self.heartbeat_broker_interval = heartbeat_broker_interval / 1000
+        self.routes: dict[str, dict[str, Any]] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self._conns: dict[str, Connection] = {}
+        self._conn_locks: dict[str, asyncio.Lock] = {}
+        self._namesrv_index = random.randrange(len(self.namesrv_addrs))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.producers: dict[str, Any] = {}
+        self.consumers: dict[str, Any] = {}
+        self._dispatch = CLIENT_PROCESSORS.dispatcher(self)
+        self.started = False
+
+    # -- loop thread ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.started:
+            return
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self._loop = loop
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"rocketmq-client-{self.instance_name}", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        self.started = True
+        self.call(self._start_jobs())
+
+    async def _start_jobs(self) -> None:
+        self._tasks.append(asyncio.ensure_future(self._periodic(self.poll_name_server_interval, self.refresh_routes)))
+        self._tasks.append(asyncio.ensure_future(self._periodic(self.heartbeat_broker_interval, self.send_heartbeat_to_all)))
+
+    def shutdown(self) -> None:
+        if not self.started or self._loop is None:
+            return
+        self.started = False
+
+        async def stop() -> None:
+            for t in self._tasks:
+                t.cancel()
+            for c in list(self._conns.values()):
+                c.close()
+            await asyncio.sleep(0)
+        try:
+            self.call(stop(), timeout=10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(10)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None, "client not started"
+        return self._loop
+
+    def call(self, coro: Awaitable[T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the client loop and wait for it (from any other thread)."""
+        if self._loop is None:
+            raise MQClientError("the client is not started; call start() first")
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise MQClientError(f"operation did not finish within {timeout}s") from None
+
+    def submit(self, coro: Awaitable[T]) -> "concurrent.futures.Future[T]":
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+
+    async def _periodic(self, interval: float, fn: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("client_periodic_job_failed", job=fn.__name__, error=str(exc))
+
+    # -- connections ---------------------------------------------------------------------------
+    async def connection(self, addr: str) -> Connection:
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._conn_locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(addr)
+            if conn is None or conn.closed:
+                conn = await open_connection(addr, self._dispatch, timeout=self.timeout)
+                self._conns[addr] = conn
+        return conn
+
+    def request(self, code: int, fields: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
+        return RemotingCommand.request(code, fields, body, language=LanguageCode.PYTHON,
+                                       serialize_type=self.serialize_type)
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+        conn = await self.connection(addr)
+        return await conn.invoke(cmd, timeout or self.timeout)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        conn = await self.connection(addr)
+        await conn.invoke_oneway(cmd)
+
+    async def invoke_namesrv(self, cmd_factory: Callable[[], RemotingCommand], timeout: float | None = None) -> RemotingCommand:
+        last: Exception | None = None
+        n = len(self.namesrv_addrs)
+        for i in range(n):
+            addr = self.namesrv_addrs[(self._namesrv_index + i) % n]
+            try:
+                resp = await self.invoke(addr, cmd_factory(), timeout)
+                self._namesrv_index = (self._namesrv_index + i) % n
+                return resp
+            except (ConnectionClosedError, RemotingTimeoutError, OSError) as exc:
+                last = exc
+        raise MQClientError(f"no NameServer reachable ({';'.join(self.namesrv_addrs)}): {last}")
+
+    # -- routes --------------------------------------------------------------------------------
+    async def fetch_route(self, topic: str) -> dict[str, Any] | None:
+        resp = await self.invoke_namesrv(lambda: self.request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+        if resp.code == R.TOPIC_NOT_EXIST:
+            return None
+        if resp.code != R.SUCCESS:
+            raise MQBrokerError(resp.code, resp.remark)
+        return decode_route_json(resp.body)
+
+    async def update_route(self, topic: str) -> dict[str, Any] | None:
+        route = await self.fetch_route(topic)
+        if route is None:
+            return None
+        self.routes[topic] = route
+        for bd in route.get("brokerDatas") or []:
+            self.broker_addrs[bd["brokerName"]] = {int(k): v for k, v in (bd.get("brokerAddrs") or {}).items()}
+        return route
+
+    async def refresh_routes(self) -> None:
+        topics = set(self.routes)
+        for c in self.consumers.values():
+            topics |= set(c.subscribed_topics())
+        for p in self.producers.values():
+            topics |= set(p.published_topics())
+        for topic in topics:
+            try:
+                route = await self.update_route(topic)
+                if route is None:
+                    self.routes.pop(topic, None)
+            except MQClientError as exc:
+                log.warning("route_refresh_failed", topic=topic, error=str(exc))
+
+    async def route(self, topic: str, refresh: bool = False) -> dict[str, Any] | None:
+        if refresh or topic not in self.routes:
+            return await self.update_route(topic)
+        return self.routes[topic]
+
+    def master_addr(self, broker_name: str) -> str | None:
+        return self.broker_addrs.get(broker_name, {}).get(0)
+
+    def broker_addr_in_subscribe(self, broker_name: str, broker_id: int = 0) -> str | None:
+        addrs = self.broker_addrs.get(broker_name) or {}
+        if broker_id in addrs:
+            return addrs[broker_id]
+        return addrs.get(0) or (next(iter(addrs.values())) if addrs else None)
+
+    @staticmethod
+    def publish_queues(topic: str, route: dict[str, Any]) -> list[MessageQueue]:
+        masters = {bd["brokerName"] for bd in route.get("brokerDatas") or [] if "0" in {str(k) for k in bd.get("brokerAddrs", {})}}
+        out = []
+        for qd in sorted(route.get("queueDatas") or [], key=lambda q: q["brokerName"]):
+            if qd["perm"] & PERM_WRITE and qd["brokerName"] in masters:
+                out += [MessageQueue(topic, qd["brokerName"], i) for i in range(int(qd["writeQueueNums"]))]
+        return out
+
+    @staticmethod
+    def subscribe_queues(topic: str, route: dict[str, Any]) -> list[MessageQueue]:
+        out = []
+        for qd in route.get("queueDatas") or []:
+            if qd["perm"] & PERM_READ:
+                out += [MessageQueue(topic, qd["brokerName"], i) for i in range(int(qd["readQueueNums"]))]
+        return sorted(out)
+
+    def all_broker_addrs(self) -> list[str]:
+        return sorted({a for addrs in self.broker_addrs.values() for a in addrs.values()})
+
+    # -- heartbeat -----------------------------------------------------------------------------
+    def heartbeat_body(self) -> bytes:
+        data = {"clientID": self.client_id, "heartbeatFingerprint": 0, "withoutSub": False,
+                "producerDataSet": [{"groupName": g} for g in self.producers],
+                "consumerDataSet": [c.consumer_data() for c in self.consumers.values()]}
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    async def send_heartbeat_to_all(self) -> None:
+        if not self.producers and not self.consumers:
+            return
+        body = self.heartbeat_body()
+        for addr in self.all_broker_addrs():
+            try:
+                resp = await self.invoke(addr, self.request(RC.HEART_BEAT, None, body))
+                if resp.code != R.SUCCESS:
+                    log.warning("heartbeat_refused", broker=addr, code=resp.code, remark=resp.remark)
+            except (ConnectionClosedError, RemotingTimeoutError, OSError, ValueError) as exc:
+                log.warning("heartbeat_failed", broker=addr, error=str(exc))
+
+    async def unregister_client(self, producer_group: str | None, consumer_group: str | None) -> None:
+        for addr in self.all_broker_addrs():
+            try:
+                await self.invoke(addr, self.request(RC.UNREGISTER_CLIENT, {
+                    "clientID": self.client_id, "producerGroup": producer_group, "consumerGroup": consumer_group}), 2.0)
+            except (ConnectionClosedError, RemotingTimeoutError, OSError):
+                pass
+
+
+@CLIENT_PROCESSORS.register(RC.NOTIFY_CONSUMER_IDS_CHANGED)
+async def _notify_ids_changed(rt: ClientRuntime, conn: Connection, cmd: RemotingCommand) -> None:
+    consumer = rt.consumers.get(cmd.get_str("consumerGroup") or "")
+    if consumer is not None:
+        consumer.rebalance_soon()
+    return None
+
+
+@CLIENT_PROCESSORS.register(RC.GET_CONSUMER_RUNNING_INFO)
+async def _running_info(rt: ClientRuntime, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    consumer = rt.consumers.get(cmd.get_str("consumerGroup") or "")
+    if consumer is None:
+        return cmd.response(R.SYSTEM_ERROR, f"The Consumer Group <{cmd.get_str('consumerGroup')}> not exist in this consumer")
+    return cmd.response(R.SUCCESS, body=json.dumps(consumer.running_info()).encode())
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,51 @@
+"""Helpers shared by the broker processors: topic validation and auto-creation."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from engine.topic_config import TopicConfig
+
+from ..dispatch import ProcessorError
+from ..remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE, ResponseCode as R
+
+_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+SYSTEM_TOPICS = {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                 "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "RMQ_SYS_TRACE_TOPIC"}
+
+
+def check_topic_name(topic: str | None) -> str:
+    if not topic:
+        raise ProcessorError(R.INVALID_PARAMETER, "the specified topic is blank")
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise ProcessorError(R.INVALID_PARAMETER, f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}")
+    if not _TOPIC_RE.match(topic):
+        raise ProcessorError(R.INVALID_PARAMETER, f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
+    return topic
+
+
+def topic_for_send(broker: Any, topic: str, default_topic: str | None, default_queue_nums: int | None,
+                   sys_flag: int = 0) -> TopicConfig:
+    """The topic's config, auto-creating it from the default topic (TBW102) when allowed."""
+    check_topic_name(topic)
+    tcm = broker.store.topic_config
+    tc = tcm.get(topic)
+    if tc is not None:
+        return tc
+    if topic.startswith("%RETRY%"):
+        tc = TopicConfig(topic, read_queue_nums=1, write_queue_nums=1, perm=PERM_READ | PERM_WRITE)
+        tcm.create_or_update(tc)
+        broker.topics_changed()
+        return tc
+    default = tcm.get(default_topic or "TBW102") if broker.broker_config.auto_create_topic_enable else None
+    if default is None or not default.perm & PERM_INHERIT:
+        raise ProcessorError(R.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+    nums = min(default.write_queue_nums, default_queue_nums or default.write_queue_nums)
+    nums = max(nums, 1)
+    tc = TopicConfig(topic, read_queue_nums=nums, write_queue_nums=nums, perm=default.perm & ~PERM_INHERIT,
+                     topic_sys_flag=sys_flag)
+    tcm.create_or_update(tc)
+    broker.topics_changed()
+    return tc

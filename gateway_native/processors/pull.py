@@ -1,0 +1,179 @@
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), with long polling.
+
+Behaviour (RocketMQ's ``PullMessageProcessor``):
+- the subscription comes from the request when the SUBSCRIPTION sysflag is set (TAG or
+  SQL92; a bad expression -> SUBSCRIPTION_PARSE_FAILED), else from the group's last heartbeat
+  (SUBSCRIPTION_NOT_EXIST / SUBSCRIPTION_NOT_LATEST otherwise);
+- tags are filtered by hash at the consume queue, SQL92 on the stored properties; the body is
+  the stored commitlog units as they are. A Kafka batch unit (INNER_BATCH) is expanded by
+  ``engine.batch_convert.expand_batch_unit`` into one regular unit per record, records before
+  the requested offset dropped, and each record filtered by the subscription;
+- store statuses map to FOUND -> SUCCESS, NO_MATCHED_MESSAGE -> PULL_RETRY_IMMEDIATELY,
+  OFFSET_TOO_SMALL / OFFSET_OVERFLOW_BADLY -> PULL_OFFSET_MOVED, empty queue at a non-zero
+  offset -> PULL_OFFSET_MOVED, otherwise PULL_NOT_FOUND;
+- PULL_NOT_FOUND with the SUSPEND flag is held up to ``suspendTimeoutMillis`` (long polling,
+  or ``shortPollingTimeMills`` when long polling is disabled) and answered as soon as the store
+  reports an arrival on that queue; the held request is re-run without committing again;
+- the COMMIT_OFFSET flag commits ``commitOffset`` for the group on a master, once per request;
+- ``suggestWhichBrokerId`` is 0 (master) unless the store suggests reading from a slave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from typing import Any
+
+import structlog
+
+from engine.sql92 import Sql92Error
+
+from ..dispatch import ProcessorError
+from ..remoting.codes import (
+    PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode as RC, ResponseCode as R,
+)
+from ..remoting.command import RemotingCommand
+from ..remoting.message_codec import SYSFLAG_INNER_BATCH, decode_unit
+from ..subscription import SubscriptionData, message_filter
+from ..transport import Connection
+from . import BROKER_PROCESSORS
+
+log = structlog.get_logger("rockafka.native.pull")
+
+_SYSFLAG = struct.Struct(">i")
+_QOFF = struct.Struct(">q")
+MAX_SUSPEND_MS = 60_000
+
+
+def _status(result: Any) -> str:
+    return getattr(result.status, "name", str(result.status))
+
+
+def _expand(units: list[bytes], refs: list[Any], offset: int, sub: SubscriptionData | None) -> list[bytes]:
+    """Replace Kafka batch units by per-record units; filter records as the subscription says."""
+    out: list[bytes] = []
+    for i, unit in enumerate(units):
+        if not _SYSFLAG.unpack_from(unit, 36)[0] & SYSFLAG_INNER_BATCH:
+            out.append(unit)
+            continue
+        try:
+            from engine.batch_convert import expand_batch_unit
+        except ImportError:  # the converter ships with the engine; without it batches cannot be served natively
+            log.warning("batch_convert_missing")
+            continue
+        for rec in expand_batch_unit(bytes(unit)):
+            if _QOFF.unpack_from(rec, 20)[0] < offset:
+                continue
+            if sub is not None and not sub.is_all:
+                try:
+                    if not sub.matches_properties(decode_unit(rec, decompress=False).properties):
+                        continue
+                except ValueError:
+                    continue
+            out.append(rec)
+    return out
+
+
+def _subscription(broker: Any, cmd: RemotingCommand, group: str, topic: str, sys_flag: int) -> SubscriptionData:
+    if sys_flag & PULL_FLAG_SUBSCRIPTION:
+        try:
+            return SubscriptionData.build(topic, cmd.get_str("subscription"), cmd.get_str("expressionType"),
+                                          cmd.get_int("subVersion"))
+        except Sql92Error as exc:
+            raise ProcessorError(R.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}") from None
+        except ValueError as exc:
+            raise ProcessorError(R.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
+    info = broker.consumers.groups.get(group)
+    if info is None:
+        raise ProcessorError(R.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist: {group}")
+    sub = info.subscriptions.get(topic)
+    if sub is None:
+        raise ProcessorError(R.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist: group {group} topic {topic}")
+    sub_version = cmd.get_int("subVersion") or 0
+    if sub.sub_version < sub_version:
+        raise ProcessorError(R.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+    return sub
+
+
+def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_msgs: int, sub: SubscriptionData,
+          max_bytes: int | None) -> tuple[int, dict[str, Any], bytes]:
+    store = broker.store
+    result = store.get_message(group, topic, queue_id, offset, max_msgs, message_filter(sub), max_bytes)
+    status = _status(result)
+    fields: dict[str, Any] = {"nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
+                              "maxOffset": result.max_offset,
+                              "suggestWhichBrokerId": 1 if result.suggest_pulling_from_slave and not broker.is_master_only else 0}
+    body = b""
+    if status == "FOUND":
+        units = list(result.messages)
+        refs = list(getattr(result, "units", []) or [])
+        if any(getattr(r, "record_count", 1) > 1 for r in refs) or any(
+                _SYSFLAG.unpack_from(u, 36)[0] & SYSFLAG_INNER_BATCH for u in units):
+            units = _expand(units, refs, offset, sub)
+        if units:
+            body = b"".join(bytes(u) for u in units)
+            return R.SUCCESS, fields, body
+        return R.PULL_RETRY_IMMEDIATELY, fields, body
+    if status == "NO_MATCHED_MESSAGE":
+        return R.PULL_RETRY_IMMEDIATELY, fields, body
+    if status in ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"):
+        return (R.PULL_OFFSET_MOVED if offset != 0 else R.PULL_NOT_FOUND), fields, body
+    if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
+        return R.PULL_OFFSET_MOVED, fields, body
+    return R.PULL_NOT_FOUND, fields, body  # OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL
+
+
+@BROKER_PROCESSORS.register(RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE, suspends=True)
+async def pull_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    group = cmd.require_str("consumerGroup")
+    topic = cmd.require_str("topic")
+    queue_id = cmd.require_int("queueId")
+    offset = cmd.require_int("queueOffset")
+    max_msgs = max(1, min(cmd.get_int("maxMsgNums", 32) or 32, 1024))
+    sys_flag = cmd.get_int("sysFlag", 0) or 0
+    suspend_ms = min(max(cmd.get_int("suspendTimeoutMillis", 0) or 0, 0), MAX_SUSPEND_MS)
+    max_bytes = cmd.get_int("maxMsgBytes")
+    tc = broker.store.topic_config.get(topic)
+    if tc is None:
+        return cmd.response(R.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+    if not tc.perm & PERM_READ:
+        return cmd.response(R.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+    if queue_id < 0 or queue_id >= tc.read_queue_nums:
+        return cmd.response(R.SYSTEM_ERROR, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                                            f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.remote_addr}]")
+    sub = _subscription(broker, cmd, group, topic, sys_flag)
+
+    if sys_flag & PULL_FLAG_COMMIT_OFFSET and broker.is_master:
+        commit = cmd.get_int("commitOffset", -1)
+        if commit is not None and commit >= 0:
+            broker.store.consumer_offsets.commit(group, topic, queue_id, commit)
+
+    code, fields, body = _read(broker, group, topic, queue_id, offset, max_msgs, sub, max_bytes)
+    if code == R.PULL_NOT_FOUND and sys_flag & PULL_FLAG_SUSPEND and suspend_ms > 0:
+        hold_ms = suspend_ms if broker.broker_config.long_polling_enable else min(suspend_ms, broker.short_polling_ms)
+        deadline = time.monotonic() + hold_ms / 1000
+        ev = broker.pull_hold.waiter(topic, queue_id)
+        try:
+            while not conn.closed:
+                if broker.store.get_max_offset_in_queue(topic, queue_id) > offset:
+                    code, fields, body = _read(broker, group, topic, queue_id, offset, max_msgs, sub, max_bytes)
+                    if code != R.PULL_NOT_FOUND:
+                        break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                ev.clear()
+                try:
+                    await asyncio.wait_for(ev.wait(), remaining)
+                except asyncio.TimeoutError:
+                    code, fields, body = _read(broker, group, topic, queue_id, offset, max_msgs, sub, max_bytes)
+                    break
+        finally:
+            broker.pull_hold.remove(topic, queue_id, ev)
+    return cmd.response(code, None if code == R.SUCCESS else _remark(code), fields, body)
+
+
+def _remark(code: int) -> str:
+    return {R.PULL_NOT_FOUND: "no new message", R.PULL_RETRY_IMMEDIATELY: "no matched message, pull again",
+            R.PULL_OFFSET_MOVED: "the offset moved"}.get(code, "")

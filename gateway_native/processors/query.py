@@ -1,0 +1,53 @@
+"""QUERY_MESSAGE (12) by key and VIEW_MESSAGE_BY_ID (33) by commitlog offset.
+
+QUERY_MESSAGE answers the stored units of ``topic#key`` (KEYS and UNIQ_KEY are indexed) within
+[beginTimestamp, endTimestamp], newest first, at most maxNum; QUERY_NOT_FOUND when none.
+VIEW_MESSAGE_BY_ID takes the commitlog offset the client decoded from an offset message id and
+answers that one unit; a Kafka batch unit is answered as its first record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.message import encode_message
+
+from ..remoting.codes import RequestCode as RC, ResponseCode as R
+from ..remoting.command import RemotingCommand
+from ..transport import Connection
+from . import BROKER_PROCESSORS
+
+
+@BROKER_PROCESSORS.register(RC.QUERY_MESSAGE)
+async def query_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    topic, key = cmd.require_str("topic"), cmd.require_str("key")
+    max_num = max(1, min(cmd.get_int("maxNum", 32) or 32, 64 * 1024))
+    begin = cmd.get_int("beginTimestamp", 0) or 0
+    end = cmd.get_int("endTimestamp") or (1 << 62)
+    result = await broker.run_blocking(broker.store.query_message, topic, key, max_num, begin, end)
+    units = [bytes(u) for u in (result.messages or [])][:max_num]
+    if not units:
+        return cmd.response(R.QUERY_NOT_FOUND, "can not find message, maybe time range not correct")
+    fields = {"indexLastUpdateTimestamp": getattr(result, "index_last_update_timestamp", 0),
+              "indexLastUpdatePhyoffset": getattr(result, "index_last_update_phyoffset", 0)}
+    return cmd.response(R.SUCCESS, None, fields, b"".join(units))
+
+
+@BROKER_PROCESSORS.register(RC.VIEW_MESSAGE_BY_ID)
+async def view_message_by_id(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    offset = cmd.require_int("offset")
+    msg = await broker.run_blocking(broker.store.look_message_by_offset, offset)
+    if msg is None:
+        return cmd.response(R.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+    raw = getattr(msg, "raw", None)
+    if raw is None:
+        from engine.message import Message
+
+        # re-encode the decoded unit; ids, offsets and timestamps are kept
+        m = Message(topic=msg.topic, body=msg.body, properties=dict(msg.properties), queue_id=msg.queue_id,
+                    flag=msg.flag, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+                    store_host=msg.store_host, reconsume_times=msg.reconsume_times,
+                    prepared_transaction_offset=msg.prepared_transaction_offset)
+        raw = encode_message(m, queue_offset=msg.queue_offset, physical_offset=msg.commitlog_offset,
+                             store_timestamp=msg.store_timestamp, store_host=msg.store_host)
+    return cmd.response(R.SUCCESS, body=bytes(raw))

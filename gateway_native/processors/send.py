@@ -1,0 +1,124 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310, one-letter header names), SEND_BATCH_MESSAGE (320).
+
+Behaviour: decodes the header (V2's ``a``..``n`` map to producerGroup, topic, defaultTopic,
+defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes,
+unitMode, maxReconsumeTimes, batch, brokerName), auto-creates the topic from TBW102 when
+enabled, picks a queue when queueId < 0, stores through the engine (bodies and sysflag as the
+client sent them, so a compressed body stays compressed), and answers msgId (the offset id),
+queueId, queueOffset plus MSG_REGION / TRACE_ON. Put statuses map to RocketMQ's response codes
+(FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE keep the stored message's ids).
+A batch body is ``MessageDecoder.encodeMessages``; all of it lands contiguously in one queue.
+
+Not implemented here: prepared (transactional) messages and retry-topic redirection, which the
+transaction and retry processors own; they are refused with NO_PERMISSION and a remark.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from engine.message import Message
+
+from ..dispatch import ProcessorError
+from ..remoting.codes import PERM_WRITE, RequestCode as RC, ResponseCode as R
+from ..remoting.command import RemotingCommand
+from ..remoting.message_codec import (
+    PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, SYSFLAG_TRANSACTION_PREPARED,
+    MessageDecodeError, decode_batch_body, string_to_properties,
+)
+from ..transport import Connection
+from . import BROKER_PROCESSORS
+from .common import topic_for_send
+
+V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+            "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
+            "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
+
+_STATUS = {
+    "PUT_OK": (R.SUCCESS, None),
+    "FLUSH_DISK_TIMEOUT": (R.FLUSH_DISK_TIMEOUT, "flush disk timed out"),
+    "FLUSH_SLAVE_TIMEOUT": (R.FLUSH_SLAVE_TIMEOUT, "flush to the slave timed out"),
+    "SLAVE_NOT_AVAILABLE": (R.SLAVE_NOT_AVAILABLE, "no slave available"),
+    "SERVICE_NOT_AVAILABLE": (R.SERVICE_NOT_AVAILABLE, "service not available now; the store may be shutting down or out of disk"),
+    "CREATE_MAPPED_FILE_FAILED": (R.SYSTEM_ERROR, "create mapped file failed, server is busy or broken"),
+    "MESSAGE_ILLEGAL": (R.MESSAGE_ILLEGAL, "the message is illegal; body or properties too long"),
+    "PROPERTIES_SIZE_EXCEEDED": (R.MESSAGE_ILLEGAL, "the message properties are too long"),
+    "OS_PAGE_CACHE_BUSY": (R.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    "UNKNOWN_ERROR": (R.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+
+
+def normalize_header(cmd: RemotingCommand) -> None:
+    if cmd.code == RC.SEND_MESSAGE_V2 or (cmd.code == RC.SEND_BATCH_MESSAGE and "b" in cmd.ext_fields):
+        cmd.ext_fields = {V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
+
+
+def _message(broker: Any, conn: Connection, topic: str, queue_id: int, body: bytes, props: dict[str, str],
+             flag: int, sys_flag: int, born_ts: int | None, reconsume: int) -> Message:
+    tags = props.pop(PROPERTY_TAGS, None)
+    keys_raw = props.pop(PROPERTY_KEYS, None)
+    return Message(topic=topic, body=body, tags=tags or None, keys=keys_raw.split(" ") if keys_raw else None,
+                   properties=props, queue_id=queue_id, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
+                   born_host=conn.remote_addr, store_host=broker.addr, reconsume_times=reconsume)
+
+
+def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn_id: str | None) -> RemotingCommand:
+    status = getattr(result.status, "name", str(result.status))
+    code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status))
+    if code in (R.SUCCESS, R.FLUSH_DISK_TIMEOUT, R.FLUSH_SLAVE_TIMEOUT, R.SLAVE_NOT_AVAILABLE):
+        fields = {"msgId": result.msg_id, "queueId": queue_id, "queueOffset": result.queue_offset,
+                  "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+        if txn_id:
+            fields["transactionId"] = txn_id
+        return cmd.response(code, remark, fields)
+    return cmd.response(code, result.error or remark)
+
+
+def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int]:
+    normalize_header(cmd)
+    topic = cmd.require_str("topic")
+    sys_flag = cmd.get_int("sysFlag", 0) or 0
+    tc = topic_for_send(broker, topic, cmd.get_str("defaultTopic"), cmd.get_int("defaultTopicQueueNums"),
+                        cmd.get_int("topicSysFlag", 0) or 0)
+    if not tc.perm & PERM_WRITE:
+        raise ProcessorError(R.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+    queue_id = cmd.get_int("queueId", -1)
+    if queue_id is None or queue_id < 0:
+        queue_id = random.randrange(max(tc.write_queue_nums, 1))
+    if queue_id >= tc.read_queue_nums and queue_id >= tc.write_queue_nums:
+        raise ProcessorError(R.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal, {topic} "
+                                             f"writeQueueNums {tc.write_queue_nums} readQueueNums {tc.read_queue_nums}")
+    if sys_flag & SYSFLAG_TRANSACTION_PREPARED:
+        raise ProcessorError(R.NO_PERMISSION, "transactional (half) messages are not accepted by this broker yet")
+    return topic, queue_id, sys_flag, cmd.get_int("flag", 0) or 0
+
+
+@BROKER_PROCESSORS.register(RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2)
+async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    topic, queue_id, sys_flag, flag = _prepare(broker, cmd)
+    props = string_to_properties(cmd.get_str("properties"))
+    max_size = broker.config.store.max_message_size
+    if len(cmd.body) > max_size:
+        return cmd.response(R.MESSAGE_ILLEGAL, f"message body size {len(cmd.body)} exceeds the maximum {max_size}")
+    msg = _message(broker, conn, topic, queue_id, bytes(cmd.body), props, flag, sys_flag,
+                   cmd.get_int("bornTimestamp"), cmd.get_int("reconsumeTimes", 0) or 0)
+    result = await broker.run_blocking(broker.store.put_message, msg)
+    return _response(cmd, broker, result, queue_id, None)
+
+
+@BROKER_PROCESSORS.register(RC.SEND_BATCH_MESSAGE)
+async def send_batch(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    topic, queue_id, sys_flag, flag = _prepare(broker, cmd)
+    if topic.startswith("%RETRY%"):
+        return cmd.response(R.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
+    try:
+        items = decode_batch_body(bytes(cmd.body))
+    except MessageDecodeError as exc:
+        return cmd.response(R.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
+    if not items:
+        return cmd.response(R.MESSAGE_ILLEGAL, "the batch is empty")
+    born = cmd.get_int("bornTimestamp")
+    msgs = [_message(broker, conn, topic, queue_id, it.body, it.properties, it.flag, sys_flag, born, 0) for it in items]
+    result = await broker.run_blocking(broker.store.put_messages, msgs)
+    return _response(cmd, broker, result, queue_id, None)
