@@ -1,0 +1,109 @@
+"""Build and run the stock-Java-client runners under ``compat/`` and parse what they report.
+
+The runners (``compat/java`` for kafka-clients, ``compat/rocketmq-java`` for rocketmq-client
+4.9.x and 5.x) print one JSON object per line: ``check`` lines (scenario, check, ok, detail),
+``info`` lines and one closing ``summary`` line. ``run`` starts one JVM for a whole group of
+scenarios — JVM start-up dominates a scenario's cost — and returns a ``RunResult`` that tests
+query per scenario. Builds go through each directory's ``build.sh`` (idempotent, quick when up
+to date, no network once Maven has filled ~/.m2).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA_DIR = ROOT / "compat" / "java"
+KAFKA_JAR = KAFKA_DIR / "target" / "kafka-runner.jar"
+ROCKETMQ_DIR = ROOT / "compat" / "rocketmq-java"
+# client line -> jar built against it (Maven profiles rmq4 / rmq5)
+ROCKETMQ_JARS = {
+    "4.9": ROCKETMQ_DIR / "target" / "rmq4" / "rocketmq-runner.jar",
+    "5.x": ROCKETMQ_DIR / "target" / "rmq5" / "rocketmq-runner.jar",
+}
+
+
+class RunnerBuildError(RuntimeError):
+    pass
+
+
+def build(directory: Path) -> None:
+    """Run ``build.sh`` of a runner directory; raise with Maven's output when it fails."""
+    if shutil.which("java") is None or shutil.which("mvn") is None:
+        raise RunnerBuildError("java and mvn are required: run `make test-deps` (deploy/dev/install-test-deps.sh)")
+    proc = subprocess.run(["bash", str(directory / "build.sh")], capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        raise RunnerBuildError(f"{directory}/build.sh failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
+
+
+@dataclass
+class RunResult:
+    command: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    checks: list[dict] = field(default_factory=list)
+    info: dict[str, str] = field(default_factory=dict)
+    summary: dict | None = None
+
+    def of(self, scenario: str) -> list[dict]:
+        return [c for c in self.checks if c["scenario"] == scenario]
+
+    def failures(self, scenario: str) -> list[dict]:
+        return [c for c in self.of(scenario) if not c["ok"]]
+
+    def explain(self, scenario: str) -> str:
+        """What a failing test prints: the failed checks in full, then the runner's stderr tail."""
+        lines = [f"runner: {' '.join(self.command)} -> exit {self.returncode}"]
+        for c in self.failures(scenario) or self.of(scenario):
+            lines.append(f"[{'ok' if c['ok'] else 'FAILED'}] {c['scenario']}/{c['check']}: {c['detail']}")
+        if not self.of(scenario):
+            lines.append(f"no checks reported for {scenario}; stdout tail:\n{self.stdout[-3000:]}")
+        lines.append(f"stderr tail:\n{self.stderr[-3000:]}")
+        return "\n".join(lines)
+
+    def assert_passed(self, scenario: str, min_checks: int = 1) -> None:
+        checks = self.of(scenario)
+        assert len(checks) >= min_checks and not self.failures(scenario), self.explain(scenario)
+
+
+def run(command: list[str], timeout: float) -> RunResult:
+    """Run a runner JVM to completion (bounded) and parse its JSON lines."""
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        out, err, code = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:  # report what was printed before the hang
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = (e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")) + f"\n[timed out after {timeout}s]"
+        code = -1
+    result = RunResult(command, code, out, err)
+    for line in out.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        kind = obj.get("type")
+        if kind == "check":
+            result.checks.append(obj)
+        elif kind == "info":
+            result.info[obj["key"]] = obj["value"]
+        elif kind == "summary":
+            result.summary = obj
+    return result
+
+
+def kafka_command(bootstrap: str, scenarios: list[str]) -> list[str]:
+    return ["java", "-Xmx256m", "-jar", str(KAFKA_JAR), "--bootstrap", bootstrap,
+            "--scenarios", ",".join(scenarios)]
+
+
+def rocketmq_command(client: str, namesrv: str, serialize: str, scenarios: list[str], work_dir: Path) -> list[str]:
+    return ["java", "-Xmx256m", "-jar", str(ROCKETMQ_JARS[client]), "--namesrv", namesrv,
+            "--serialize", serialize, "--work-dir", str(work_dir), "--scenarios", ",".join(scenarios)]

@@ -1,0 +1,37 @@
+"""The stock Apache Kafka Java client (kafka-clients 4.x) against a real ``rockafka serve``.
+
+One JVM runs every scenario of ``compat/java`` (see ``KafkaRunner``) against the node's Kafka
+listener; each test asserts that one scenario's checks all passed and prints the failed checks
+(with the client's exception and stack) when not. The same runner passes all of these checks
+against Apache Kafka 4.1 (``compat/bench/peers/kafka_peer.py``), so a failure here is a
+Rockafka incompatibility.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.compat import java_runner
+
+SCENARIOS = ["producer", "consumer-group", "describe-cluster", "list-offsets", "create-delete-topics"]
+# the fewest checks each scenario reports when it runs to completion
+MIN_CHECKS = {"producer": 6, "consumer-group": 7, "describe-cluster": 3, "describe-topics": 8, "list-offsets": 9,
+              "create-delete-topics": 6}
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def kafka_run(node):
+    java_runner.build(java_runner.KAFKA_DIR)
+    return java_runner.run(java_runner.kafka_command(node.kafka_bootstrap, SCENARIOS), timeout=240)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_java_kafka_client(kafka_run, scenario):
+    kafka_run.assert_passed(scenario, MIN_CHECKS[scenario])
+
+
+def test_runner_reports_summary(kafka_run):
+    assert kafka_run.summary is not None, kafka_run.stderr[-3000:]
+    assert kafka_run.summary["scenarios"] == SCENARIOS
