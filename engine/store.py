@@ -363,6 +363,7 @@ class MessageStore:
         for cq in self._cqs.values():
             cq.truncate_dirty(end)
         self._apply_min_offsets()
+        self.correct_min_offsets()  # queue files may reach below segments retention deleted
         self._queue_offsets = {k: cq.max_offset for k, cq in self._cqs.items()}
         self.confirmed_offset = end
         log.info("store_recovered", abnormal=abnormal, scan_from=start, commitlog_end=end, units_scanned=units,
