@@ -1,0 +1,213 @@
+"""Admin helpers over the remoting protocol (a small ``DefaultMQAdminExt``).
+
+Topics (create on every master of a cluster, delete, route, list), cluster info, message
+queries (by key through QUERY_MESSAGE on every broker of the topic, by offset message id
+through VIEW_MESSAGE_BY_ID at the store host the id encodes, by client unique id through the
+UNIQ_KEY index), queue offsets, and consumer progress: per queue the broker's max offset, the
+group's committed offset and the lag between them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..namesrv import decode_route_json
+from ..remoting.codes import RequestCode as RC, ResponseCode as R
+from ..remoting.message_codec import MessageDecodeError, MessageExt, decode_offset_msg_id, decode_units
+from .message import MessageQueue, MQBrokerError, MQClientError
+from .runtime import ClientRuntime
+
+
+@dataclass
+class QueueProgress:
+    queue: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+
+    @property
+    def lag(self) -> int:
+        return max(self.broker_offset - max(self.consumer_offset, 0), 0)
+
+
+class Admin:
+    def __init__(self, namesrv_addr: str | list[str], *, timeout_ms: int = 5000, serialize_type: str = "JSON"):
+        self.runtime = ClientRuntime(namesrv_addr, instance_name=f"admin-{time.time_ns()}", timeout_ms=timeout_ms,
+                                     serialize_type=serialize_type)
+
+    def start(self) -> "Admin":
+        self.runtime.start()
+        return self
+
+    def shutdown(self) -> None:
+        self.runtime.shutdown()
+
+    def __enter__(self) -> "Admin":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _call(self, coro: Any) -> Any:
+        return self.runtime.call(coro, timeout=60)
+
+    async def _ok(self, addr: str, code: int, fields: dict[str, Any] | None = None, body: bytes = b"") -> Any:
+        resp = await self.runtime.invoke(addr, self.runtime.request(code, fields, body))
+        if resp.code != R.SUCCESS:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        return resp
+
+    # -- cluster and topics --------------------------------------------------------------------
+    def cluster_info(self) -> dict[str, Any]:
+        async def run() -> dict[str, Any]:
+            resp = await self.runtime.invoke_namesrv(lambda: self.runtime.request(RC.GET_BROKER_CLUSTER_INFO))
+            if resp.code != R.SUCCESS:
+                raise MQBrokerError(resp.code, resp.remark)
+            return decode_route_json(resp.body)
+        return self._call(run())
+
+    def topic_route(self, topic: str) -> dict[str, Any] | None:
+        return self._call(self.runtime.fetch_route(topic))
+
+    def topic_list(self) -> list[str]:
+        async def run() -> list[str]:
+            resp = await self.runtime.invoke_namesrv(lambda: self.runtime.request(RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+            if resp.code != R.SUCCESS:
+                raise MQBrokerError(resp.code, resp.remark)
+            return list(json.loads(resp.body)["topicList"])
+        return self._call(run())
+
+    def _masters(self, cluster: str | None) -> list[str]:
+        info = self.cluster_info()
+        names = set(info["brokerAddrTable"])
+        if cluster is not None:
+            names = set(info["clusterAddrTable"].get(cluster, []))
+            if not names:
+                raise MQClientError(f"cluster {cluster!r} has no brokers")
+        return [info["brokerAddrTable"][n]["brokerAddrs"]["0"] for n in sorted(names) if "0" in info["brokerAddrTable"][n]["brokerAddrs"]]
+
+    def create_topic(self, topic: str, queue_nums: int = 8, *, cluster: str | None = None, perm: int = 6,
+                     order: bool = False, wait_route: bool = True) -> None:
+        """Create (or update) the topic on every master, then wait until the NameServer routes it."""
+        masters = self._masters(cluster)
+        if not masters:
+            raise MQClientError("no broker master registered with the NameServer")
+        fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queue_nums, "writeQueueNums": queue_nums,
+                  "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order}
+        for addr in masters:
+            self._call(self._ok(addr, RC.UPDATE_AND_CREATE_TOPIC, fields))
+        if wait_route:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                route = self.topic_route(topic)
+                if route and sum(int(q["writeQueueNums"]) for q in route["queueDatas"]) >= queue_nums:
+                    return
+                time.sleep(0.05)
+            raise MQClientError(f"topic {topic} was created but the NameServer does not route it yet")
+
+    def delete_topic(self, topic: str, cluster: str | None = None) -> None:
+        for addr in self._masters(cluster):
+            self._call(self._ok(addr, RC.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
+
+        async def ns() -> None:
+            await self.runtime.invoke_namesrv(lambda: self.runtime.request(RC.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}))
+        self._call(ns())
+
+    def message_queues(self, topic: str) -> list[MessageQueue]:
+        route = self._call(self.runtime.update_route(topic))
+        if route is None:
+            raise MQClientError(f"No route info of this topic: {topic}")
+        return ClientRuntime.subscribe_queues(topic, route)
+
+    # -- offsets -------------------------------------------------------------------------------
+    async def _queue_offset(self, code: int, mq: MessageQueue, extra: dict[str, Any] | None = None) -> int:
+        if mq.topic not in self.runtime.routes:
+            await self.runtime.update_route(mq.topic)
+        addr = self.runtime.master_addr(mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"The broker[{mq.broker_name}] not exist")
+        resp = await self._ok(addr, code, {"topic": mq.topic, "queueId": mq.queue_id, **(extra or {})})
+        return int(resp.get_int("offset", 0))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._queue_offset(RC.GET_MAX_OFFSET, mq))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._queue_offset(RC.GET_MIN_OFFSET, mq))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._call(self._queue_offset(RC.SEARCH_OFFSET_BY_TIMESTAMP, mq, {"timestamp": timestamp_ms}))
+
+    def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
+        async def run() -> list[QueueProgress]:
+            route = await self.runtime.update_route(topic)
+            if route is None:
+                raise MQClientError(f"No route info of this topic: {topic}")
+            out = []
+            for mq in ClientRuntime.subscribe_queues(topic, route):
+                hi = await self._queue_offset(RC.GET_MAX_OFFSET, mq)
+                addr = self.runtime.master_addr(mq.broker_name)
+                resp = await self.runtime.invoke(addr, self.runtime.request(RC.QUERY_CONSUMER_OFFSET, {
+                    "consumerGroup": group, "topic": topic, "queueId": mq.queue_id}))
+                committed = int(resp.get_int("offset", -1)) if resp.code == R.SUCCESS else -1
+                out.append(QueueProgress(mq, hi, committed))
+            return out
+        return self._call(run())
+
+    def consumer_ids(self, group: str, topic: str) -> list[str]:
+        async def run() -> list[str]:
+            route = await self.runtime.update_route(topic)
+            for bd in (route or {}).get("brokerDatas") or []:
+                addr = bd["brokerAddrs"].get("0")
+                resp = await self.runtime.invoke(addr, self.runtime.request(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}))
+                if resp.code == R.SUCCESS:
+                    return sorted(json.loads(resp.body)["consumerIdList"])
+            return []
+        return self._call(run())
+
+    # -- messages ------------------------------------------------------------------------------
+    def query_message_by_key(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                             end_ms: int | None = None, unique_key: bool = False) -> list[MessageExt]:
+        async def run() -> list[MessageExt]:
+            route = await self.runtime.update_route(topic)
+            if route is None:
+                raise MQClientError(f"No route info of this topic: {topic}")
+            found: list[MessageExt] = []
+            for bd in route.get("brokerDatas") or []:
+                addr = bd["brokerAddrs"].get("0") or next(iter(bd["brokerAddrs"].values()))
+                fields = {"topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": begin_ms,
+                          "endTimestamp": end_ms if end_ms is not None else int(time.time() * 1000) + 60_000}
+                if unique_key:
+                    fields["_UNIQUE_KEY_QUERY"] = "true"
+                resp = await self.runtime.invoke(addr, self.runtime.request(RC.QUERY_MESSAGE, fields))
+                if resp.code == R.SUCCESS:
+                    for m in decode_units(bytes(resp.body)):
+                        m.broker_name = bd["brokerName"]
+                        keys = set(m.keys) | {m.properties.get("UNIQ_KEY", "")}
+                        if key in keys:
+                            found.append(m)
+                elif resp.code != R.QUERY_NOT_FOUND:
+                    raise MQBrokerError(resp.code, resp.remark, addr)
+            return found[:max_num]
+        return self._call(run())
+
+    def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """By client unique id (needs ``topic``) or by offset message id (store host + commitlog offset)."""
+        if topic is not None:
+            msgs = self.query_message_by_key(topic, msg_id, 1, unique_key=True)
+            if msgs:
+                return msgs[0]
+        try:
+            ip, port, offset = decode_offset_msg_id(msg_id)
+        except MessageDecodeError as exc:
+            raise MQClientError(str(exc)) from None
+
+        async def run() -> MessageExt:
+            resp = await self._ok(f"{ip}:{port}", RC.VIEW_MESSAGE_BY_ID, {"offset": offset})
+            return decode_units(bytes(resp.body))[0]
+        try:
+            return self._call(run())
+        except (OSError, ConnectionError) as exc:
+            raise MQClientError(f"message {msg_id} not found: {exc}") from None

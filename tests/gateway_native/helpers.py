@@ -1,0 +1,44 @@
+"""Shared helpers for native gateway tests: bounded polling and a collecting listener."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from gateway_native.client import ConsumeStatus
+
+FAST = dict(rebalance_interval=1000, persist_consumer_offset_interval=500, poll_name_server_interval=1000,
+            heartbeat_broker_interval=1000, broker_suspend_max_time_millis=1000, pull_time_delay_millis_when_exception=200)
+
+
+def wait_until(cond: Callable[[], object], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Collector:
+    """A push listener that records every delivery (thread-safe)."""
+
+    def __init__(self, status: ConsumeStatus = ConsumeStatus.CONSUME_SUCCESS):
+        self.lock = threading.Lock()
+        self.messages: list = []
+        self.status = status
+
+    def __call__(self, msgs, ctx):
+        with self.lock:
+            self.messages.extend(msgs)
+        return self.status
+
+    def bodies(self) -> list[bytes]:
+        with self.lock:
+            return [m.body for m in self.messages]
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.messages)
