@@ -46,9 +46,12 @@ class CaptureBroker:
         # broker also advertises Fetch v4+ (its MsgVer2 feature check)
         self.advertise = advertise or {k: api_schema(k)[:2] for k in declared_api_keys()}
         self.offsets = 0
+        self.log: list[bytes] = []  # batches served by Fetch, base offsets already set
+        self.fetch_versions: list[int] = []
         self._lock = threading.Lock()
         self._conns: list[socket.socket] = []
         self._stopped = False
+        self._stop_event = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -134,7 +137,46 @@ class CaptureBroker:
                     parts.append({"index": part["index"], "error_code": 0, "base_offset": base})
                 responses.append({"name": topic["name"], "partition_responses": parts})
             return {"responses": responses}
+        if key == ApiKey.FIND_COORDINATOR:
+            # consumers with a group id look one up even when they only assign partitions;
+            # this broker has none, which clients treat as retriable
+            no = {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "port": -1,
+                  "error_message": ErrorCode.COORDINATOR_NOT_AVAILABLE.message}
+            keys = req.body.get("coordinator_keys") or [req.body.get("key", "")]
+            return {**no, "coordinators": [{**no, "key": k} for k in keys]}
+        if key == ApiKey.LIST_OFFSETS:
+            end = self._log_end()
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": 0,
+                 "offset": 0 if p["timestamp"] == -2 else end,
+                 "old_style_offsets": [0 if p["timestamp"] == -2 else end]}
+                for p in t["partitions"]]} for t in req.body["topics"]]}
+        if key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            return {"topics": [{"topic": t["topic"], "partitions": [
+                {"partition": p["partition"], "error_code": 0, "leader_epoch": 0,
+                 "end_offset": self._log_end()} for p in t["partitions"]]} for t in req.body["topics"]]}
+        if key == ApiKey.FETCH:
+            self.fetch_versions.append(req.header.api_version)
+            end = self._log_end()
+            responses = []
+            for t in req.body["topics"]:
+                parts = []
+                for p in t["partitions"]:
+                    # records as a list of buffers: the codec writes them back to back
+                    chunks = [b for b in self.log if rb.parse_header(b).last_offset >= p["fetch_offset"]]
+                    parts.append({"partition_index": p["partition"], "error_code": 0,
+                                  "high_watermark": end, "last_stable_offset": end,
+                                  "log_start_offset": 0, "records": chunks})
+                responses.append({"topic": t.get("topic") or TOPIC, "topic_id": TOPIC_ID,
+                                  "partitions": parts})
+            if not any(p["records"] for r in responses for p in r["partitions"]):
+                # nothing new: hold the fetch briefly as a broker's max_wait_ms does
+                self._stop_event.wait(min(req.body["max_wait_ms"], 100) / 1000)
+            return {"responses": responses}
         return None
+
+    def _log_end(self) -> int:
+        return rb.parse_header(self.log[-1]).last_offset + 1 if self.log else 0
 
     def produce_requests(self):
         with self._lock:
@@ -142,6 +184,7 @@ class CaptureBroker:
 
     def close(self) -> None:
         self._stopped = True
+        self._stop_event.set()
         self.sock.close()
         for c in self._conns:
             try:
@@ -299,3 +342,98 @@ def test_kip511_too_new_api_versions_request_is_downgraded():
 
 def test_every_declared_api_has_a_key_name():
     assert sorted(int(k) for k in ApiKey) == declared_api_keys()
+
+
+# --- consuming: our Fetch responses and our batches, read by real clients ---------------------
+
+def served_log(codec: int) -> tuple[list[bytes], list[tuple]]:
+    """Three batches (offsets 0-1, 2-4, 5) built by engine.record_batch with ``codec``."""
+    expected = []
+    batches = []
+    offset = 0
+    for size in (2, 3, 1):
+        records = []
+        for i in range(size):
+            n = offset + i
+            key = None if n == 3 else b"key-%d" % n
+            value = None if n == 4 else (b"value-%d " % n) * 30
+            headers = [("n", str(n).encode()), ("empty", None)] if n % 2 else []
+            records.append(rb.Record(i, i, key, value, headers))
+            expected.append((n, NOW_MS + n, key, value, headers))
+        batches.append(rb.build_batch(records, base_offset=offset, compression=codec,
+                                      base_timestamp=NOW_MS + offset))
+        offset += size
+    return batches, expected
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_confluent_kafka_consumes_our_fetch_responses(broker, codec):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    codec_id = {name: cid for cid, name in rb.COMPRESSION_NAMES.items()}[codec]
+    broker.log, expected = served_log(codec_id)
+    c = confluent_kafka.Consumer({"bootstrap.servers": f"127.0.0.1:{broker.port}",
+                                  "group.id": "unused", "enable.auto.commit": False})
+    try:
+        c.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.append((msg.offset(), msg.timestamp()[1], msg.key(), msg.value(),
+                        [(k, v) for k, v in (msg.headers() or [])]))
+    finally:
+        c.close()
+    assert not broker.errors
+    assert got == expected
+    assert broker.fetch_versions and max(broker.fetch_versions) >= 11
+
+
+def test_kafka_python_consumes_our_fetch_responses(broker):
+    kafka = pytest.importorskip("kafka")
+    broker.log, expected = served_log(rb.COMPRESSION_GZIP)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=f"127.0.0.1:{broker.port}",
+                                   enable_auto_commit=False, consumer_timeout_ms=200,
+                                   request_timeout_ms=20000)
+    try:
+        tp = kafka.TopicPartition(TOPIC, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            for recs in consumer.poll(timeout_ms=200).values():
+                got.extend((r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in recs)
+    finally:
+        consumer.close()
+    assert not broker.errors
+    assert got == expected
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
+def test_aiokafka_consumes_our_fetch_responses(broker, codec):
+    aiokafka = pytest.importorskip("aiokafka")
+    codec_id = {name: cid for cid, name in rb.COMPRESSION_NAMES.items()}[codec]
+    broker.log, expected = served_log(codec_id)
+
+    async def run():
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{broker.port}",
+                                             enable_auto_commit=False, request_timeout_ms=20000)
+        await consumer.start()
+        try:
+            tp = aiokafka.TopicPartition(TOPIC, 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            got = []
+            while len(got) < len(expected):
+                for recs in (await consumer.getmany(timeout_ms=200)).values():
+                    got.extend((r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in recs)
+            return got
+        finally:
+            await consumer.stop()
+
+    got = asyncio.run(asyncio.wait_for(run(), 30))
+    assert not broker.errors
+    assert got == expected
