@@ -1,0 +1,264 @@
+"""The gateway at the wire level: framing, bad input, ordering, protocol errors, idempotence.
+
+A raw connection (tests.gateway_kafka.kafka_helpers.RawKafka, speaking through the project's
+codec) sends exactly the bytes under test. Every bad-input case also checks that a second,
+well-behaved connection is still served.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+
+import pytest
+
+from engine.record_batch import Record, build_batch
+from gateway_kafka import error_codes as E
+from tests.gateway_kafka.kafka_helpers import RawKafka, create_topic, produce, unique
+
+pytestmark = pytest.mark.timeout(120)
+
+API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, INIT_PID = 18, 3, 0, 1, 2, 22
+
+
+def still_served(bootstrap: str) -> None:
+    with RawKafka(bootstrap) as ok:
+        resp = ok.request(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert resp["error_code"] == 0 and resp["api_keys"]
+
+
+def batch(values: list[bytes], **kw) -> bytes:
+    now = int(time.time() * 1000)
+    return build_batch([Record(i, 0, None, v, []) for i, v in enumerate(values)], base_timestamp=now, **kw)
+
+
+def produce_req(topic: str, records: bytes, acks: int = 1, partition: int = 0) -> dict:
+    return {"transactional_id": None, "acks": acks, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+
+
+def produce_result(resp: dict) -> dict:
+    return resp["responses"][0]["partition_responses"][0]
+
+
+def fetch_req(topic: str, offset: int, max_wait_ms: int = 0, min_bytes: int = 1) -> dict:
+    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                        "fetch_offset": offset, "log_start_offset": -1,
+                                                        "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+# -- framing and bad input ---------------------------------------------------------------------
+
+def test_oversized_frame_is_refused_before_buffering(node):
+    with RawKafka(node.kafka_bootstrap) as bad:
+        bad.send_raw(struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 16)
+        assert bad.closed_by_server()
+    still_served(node.kafka_bootstrap)
+
+
+@pytest.mark.parametrize("size", [0, -5])
+def test_non_positive_frame_size_closes_connection(node, size):
+    with RawKafka(node.kafka_bootstrap) as bad:
+        bad.send_raw(struct.pack(">i", size))
+        assert bad.closed_by_server()
+    still_served(node.kafka_bootstrap)
+
+
+def test_truncated_frame_then_disconnect_leaves_server_healthy(node):
+    bad = RawKafka(node.kafka_bootstrap)
+    bad.send_raw(struct.pack(">i", 100) + b"\x00\x12\x00\x03")
+    bad.close()
+    still_served(node.kafka_bootstrap)
+
+
+def test_unknown_api_key_closes_only_that_connection(node):
+    with RawKafka(node.kafka_bootstrap) as other, RawKafka(node.kafka_bootstrap) as bad:
+        bad.send_raw(struct.pack(">ihhi", 10, 999, 0, 1) + struct.pack(">h", -1))
+        assert bad.closed_by_server()
+        assert other.request(API_VERSIONS, 0, {})["error_code"] == 0
+
+
+def test_random_bytes_close_connection_and_server_keeps_serving(node):
+    rng = random.Random(1234)
+    for _ in range(20):
+        with RawKafka(node.kafka_bootstrap) as bad:
+            body = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 200)))
+            bad.send_raw(struct.pack(">i", len(body)) + body)
+            bad.sock.settimeout(5)
+            try:  # either an answer (bytes happened to decode) or a close; never a hang
+                bad.read_frame()
+            except OSError:
+                pass
+    still_served(node.kafka_bootstrap)
+
+
+def test_too_new_api_versions_gets_v0_answer_with_supported_range(node):
+    with RawKafka(node.kafka_bootstrap) as raw:
+        raw.send_raw(struct.pack(">ihhi", 10, API_VERSIONS, 99, 42) + struct.pack(">h", -1))
+        frame = raw.read_frame()
+        from gateway_kafka.protocol import decode_response
+
+        corr, body = decode_response(API_VERSIONS, 0, frame)
+        assert corr == 42
+        assert body["error_code"] == E.UNSUPPORTED_VERSION
+        versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+        assert versions[API_VERSIONS] == (0, 4)
+        assert versions[PRODUCE][0] == 3
+
+
+def test_pipelined_requests_are_answered_in_order_and_acks0_gets_no_answer(node):
+    topic = unique("pipe")
+    create_topic(node.kafka_bootstrap, topic)
+    from gateway_kafka.protocol import decode_response, encode_request
+
+    with RawKafka(node.kafka_bootstrap) as raw:
+        frames = [
+            encode_request(FETCH, 11, 1, fetch_req(topic, 0, max_wait_ms=300, min_bytes=1000), "p"),  # long poll
+            encode_request(PRODUCE, 8, 2, produce_req(topic, batch([b"fire-and-forget"]), acks=0), "p"),
+            encode_request(API_VERSIONS, 3, 3, {"client_software_name": "p", "client_software_version": "1"}, "p"),
+            encode_request(LIST_OFFSETS, 5, 4, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                "timestamp": -1}]}]}, "p"),
+        ]
+        raw.send_raw(b"".join(frames))
+        answers = [raw.read_frame() for _ in range(3)]
+        corrs = [struct.unpack_from(">i", a)[0] for a in answers]
+        assert corrs == [1, 3, 4]  # in request order; the acks=0 produce got no response
+        _, offsets = decode_response(LIST_OFFSETS, 5, answers[2])
+        assert offsets["topics"][0]["partitions"][0]["offset"] == 1  # ... but it was stored
+
+
+# -- protocol errors ---------------------------------------------------------------------------
+
+def test_corrupt_batch_is_rejected_and_connection_stays_usable(node):
+    topic = unique("crc")
+    create_topic(node.kafka_bootstrap, topic)
+    good = batch([b"a", b"b"])
+    broken = bytearray(good)
+    broken[-1] ^= 0xFF  # flips a record byte: the CRC no longer matches
+    with RawKafka(node.kafka_bootstrap) as raw:
+        res = produce_result(raw.request(PRODUCE, 9, produce_req(topic, bytes(broken))))
+        assert res["error_code"] == E.CORRUPT_MESSAGE
+        assert "CRC" in (res["error_message"] or "")
+        truncated = produce_result(raw.request(PRODUCE, 9, produce_req(topic, good[:-3])))
+        assert truncated["error_code"] == E.CORRUPT_MESSAGE
+        ok = produce_result(raw.request(PRODUCE, 9, produce_req(topic, good)))
+        assert ok["error_code"] == 0 and ok["base_offset"] == 0
+
+
+def test_unknown_topic_partition_and_offset_out_of_range(node):
+    topic = unique("errs")
+    create_topic(node.kafka_bootstrap, topic)
+    with RawKafka(node.kafka_bootstrap) as raw:
+        res = produce_result(raw.request(PRODUCE, 9, produce_req(unique("missing"), batch([b"x"]))))
+        assert res["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+        res = produce_result(raw.request(PRODUCE, 9, produce_req(topic, batch([b"x"]), partition=7)))
+        assert res["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+        fetched = raw.request(FETCH, 11, fetch_req(topic, 5))
+        part = fetched["responses"][0]["partitions"][0]
+        assert part["error_code"] == E.OFFSET_OUT_OF_RANGE and part["high_watermark"] == 0
+        meta = raw.request(METADATA, 9, {"topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True,
+                                         "include_topic_authorized_operations": False})
+        assert meta["topics"][0]["error_code"] == E.INVALID_TOPIC_EXCEPTION
+
+
+def test_fetch_long_poll_wakes_on_arrival(node):
+    topic = unique("poll")
+    create_topic(node.kafka_bootstrap, topic)
+    with RawKafka(node.kafka_bootstrap, timeout=30) as raw:
+        from gateway_kafka.protocol import decode_response, encode_request
+
+        raw.send_raw(encode_request(FETCH, 11, 7, fetch_req(topic, 0, max_wait_ms=20_000), "poll"))
+        produce("confluent-kafka", node.kafka_bootstrap, topic, [(None, b"wake up", [])])
+        started = time.monotonic()
+        frame = raw.read_frame()
+        _, resp = decode_response(FETCH, 11, frame)
+        part = resp["responses"][0]["partitions"][0]
+        assert part["error_code"] == 0 and b"wake up" in bytes(part["records"])
+        # answered by the arrival, long before the 20 s wait ran out
+        assert time.monotonic() - started < 15
+
+
+# -- idempotent producer -----------------------------------------------------------------------
+
+def init_pid(raw: RawKafka) -> tuple[int, int]:
+    resp = raw.request(INIT_PID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                     "producer_id": -1, "producer_epoch": -1})
+    assert resp["error_code"] == 0
+    return resp["producer_id"], resp["producer_epoch"]
+
+
+def hw(raw: RawKafka, topic: str) -> int:
+    resp = raw.request(LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    return resp["topics"][0]["partitions"][0]["offset"]
+
+
+def test_idempotent_sequences_duplicates_and_gaps_across_restart_and_crash(make_node):
+    n = make_node({"producer_state_snapshot_ms": 60_000})  # crash case must rebuild from the log
+    topic = unique("idem")
+    create_topic(n.kafka_bootstrap, topic)
+    with RawKafka(n.kafka_bootstrap) as raw:
+        pid, epoch = init_pid(raw)
+        other_pid, _ = init_pid(raw)
+        assert other_pid != pid
+        first = batch([b"a", b"b", b"c"], producer_id=pid, producer_epoch=epoch, base_sequence=0)
+        assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, first)))["base_offset"] == 0
+        retry = produce_result(raw.request(PRODUCE, 9, produce_req(topic, first)))
+        assert retry["error_code"] == 0 and retry["base_offset"] == 0  # answered with the original offset
+        assert hw(raw, topic) == 3  # ... and not stored twice
+        gap = batch([b"x"], producer_id=pid, producer_epoch=epoch, base_sequence=5)
+        assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, gap)))["error_code"] == \
+            E.OUT_OF_ORDER_SEQUENCE_NUMBER
+        second = batch([b"d"], producer_id=pid, producer_epoch=epoch, base_sequence=3)
+        assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, second)))["base_offset"] == 3
+        overlap = batch([b"c", b"d"], producer_id=pid, producer_epoch=epoch, base_sequence=2)
+        assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, overlap)))["error_code"] == \
+            E.DUPLICATE_SEQUENCE_NUMBER
+    n.restart()  # graceful: state comes from the snapshot written at stop
+    with RawKafka(n.kafka_bootstrap) as raw:
+        retry = produce_result(raw.request(PRODUCE, 9, produce_req(topic, second)))
+        assert retry["error_code"] == 0 and retry["base_offset"] == 3
+        third = batch([b"e", b"f"], producer_id=pid, producer_epoch=epoch, base_sequence=4)
+        assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, third)))["base_offset"] == 4
+        new_pid, _ = init_pid(raw)
+        assert new_pid not in (pid, other_pid)  # ids are never reused after a restart
+    n.kill()  # crash: the snapshot does not have `third`; it is rebuilt from the log
+    n.start()
+    with RawKafka(n.kafka_bootstrap) as raw:
+        retry = produce_result(raw.request(PRODUCE, 9, produce_req(topic, third)))
+        assert retry["error_code"] == 0 and retry["base_offset"] == 4
+        assert hw(raw, topic) == 6
+        # KIP-360 epoch bump: the new epoch starts at sequence 0 and fences the old epoch
+        bumped = raw.request(INIT_PID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                           "producer_id": pid, "producer_epoch": epoch})
+        assert (bumped["error_code"], bumped["producer_id"], bumped["producer_epoch"]) == (0, pid, epoch + 1)
+        late = batch([b"g"], producer_id=pid, producer_epoch=epoch + 1, base_sequence=1)
+        assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, late)))["error_code"] == \
+            E.OUT_OF_ORDER_SEQUENCE_NUMBER
+        fresh = batch([b"g"], producer_id=pid, producer_epoch=epoch + 1, base_sequence=0)
+        assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, fresh)))["base_offset"] == 6
+        stale = batch([b"h"], producer_id=pid, producer_epoch=epoch, base_sequence=6)
+        assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, stale)))["error_code"] == \
+            E.INVALID_PRODUCER_EPOCH
+
+
+# -- limits ------------------------------------------------------------------------------------
+
+def test_records_near_the_size_limit(make_node):
+    n = make_node({"message_max_bytes": 200_000})
+    topic = unique("big")
+    create_topic(n.kafka_bootstrap, topic)
+    near = [(b"k", b"x" * 190_000, [])]
+    assert produce("confluent-kafka", n.kafka_bootstrap, topic, near) == [0]
+    assert produce("kafka-python", n.kafka_bootstrap, topic, near) == [1]
+    with pytest.raises(Exception, match="MSG_SIZE_TOO_LARGE|MessageSizeTooLarge|too large"):
+        produce("confluent-kafka", n.kafka_bootstrap, topic, [(b"k", b"y" * 210_000, [])])
+    from tests.gateway_kafka.kafka_helpers import consume
+
+    got = consume("aiokafka", n.kafka_bootstrap, topic, 2)
+    assert [len(g[3]) for g in got] == [190_000, 190_000]
