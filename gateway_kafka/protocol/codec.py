@@ -7,7 +7,8 @@ docs/design/kafka-protocol.md):
   ``Request(header, body)``; ``UnsupportedVersionError`` when the api key is unknown or the
   version not declared (the header is still parsed, so the server can answer ApiVersions with
   UNSUPPORTED_VERSION in a v0 body, KIP-511); ``MalformedRequestError`` for anything else
-  that does not follow the schema.
+  that does not follow the schema. Bytes after the body's last field are ignored (as Kafka
+  brokers do) and counted in ``Request.trailing_bytes``.
 - ``encode_response(...)`` returns a whole frame INCLUDING the length prefix;
   ``encode_response_chunks(...)`` the same bytes as a list of buffers, large ``records``
   payloads kept as their own (uncopied) chunks.
@@ -83,6 +84,7 @@ class RequestHeader(NamedTuple):
 class Request(NamedTuple):
     header: RequestHeader
     body: dict
+    trailing_bytes: int = 0  # bytes after the body's last field (ignored)
 
     @property
     def api_key(self) -> int:
@@ -195,11 +197,9 @@ def decode_request(frame) -> Request:
         raise MalformedRequestError(f"{decl.name} v{api_version} request: {exc}", **ids) from None
     except (ValueError, IndexError, TypeError) as exc:  # defensive: any other decode slip
         raise MalformedRequestError(f"{decl.name} v{api_version} request: {exc}", **ids) from None
-    if pos != len(view):
-        raise MalformedRequestError(
-            f"{decl.name} v{api_version} request has {len(view) - pos} bytes after its last field",
-            **ids)
-    return Request(header, body)
+    # Bytes after the last field are ignored, as Kafka brokers do: librdkafka 2.x sends three
+    # extra bytes with an all-topics Metadata v12 request. The count is reported, not fatal.
+    return Request(header, body, len(view) - pos)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, body: dict,

@@ -253,6 +253,19 @@ def test_api_versions_request_golden_bytes_from_librdkafka(broker):
     assert not broker.errors
 
 
+def test_librdkafka_all_topics_metadata_request(broker):
+    # librdkafka 2.x writes three bytes after an all-topics Metadata v12 body; the codec must
+    # read the request as Kafka brokers do (ignoring them) and the client must accept the answer
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    p = confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+    md = p.list_topics(timeout=10)
+    assert list(md.topics) == [TOPIC]
+    assert md.cluster_id == "capture-cluster" and list(md.brokers) == [0]
+    assert not broker.errors
+    metadata = [r for r in broker.requests if r.header.api_key == ApiKey.METADATA]
+    assert any(r.body["topics"] is None for r in metadata), "an all-topics request was sent"
+
+
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_confluent_kafka_produce_request(broker, codec):
     confluent_kafka = pytest.importorskip("confluent_kafka")

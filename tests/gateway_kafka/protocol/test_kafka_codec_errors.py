@@ -69,9 +69,12 @@ def test_truncated_body_is_malformed_with_ids():
         assert info.value.correlation_id == 42 and info.value.api_key == ApiKey.PRODUCE
 
 
-def test_trailing_bytes_are_malformed():
-    with pytest.raises(MalformedRequestError, match="after its last field"):
-        decode_request(produce_frame() + b"\x00")
+def test_trailing_bytes_are_ignored_and_counted():
+    # Kafka brokers ignore them; librdkafka sends some (all-topics Metadata v12)
+    req = decode_request(produce_frame() + b"\x01\x00\x00")
+    assert req.trailing_bytes == 3
+    assert req.body == decode_request(produce_frame()).body
+    assert decode_request(produce_frame()).trailing_bytes == 0
 
 
 def test_lying_array_length_is_rejected_without_allocating():
