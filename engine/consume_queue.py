@@ -124,6 +124,13 @@ class ConsumeQueue:
     def put(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int, count: int = 1) -> bool:
         """Write ``count`` units for ``queue_offset``...; False when they already exist."""
         expected = queue_offset * CQ_STORE_UNIT_SIZE
+        files = self.mfq.files
+        if count == 1 and files:  # fast path: the next unit, room in the last file
+            last = files[-1]
+            if last.file_from_offset + last.wrote_position == expected and last.file_size - last.wrote_position >= CQ_STORE_UNIT_SIZE:
+                last.append(UNIT.pack(commitlog_offset, size, tags_code))
+                self.max_physic_offset = commitlog_offset + size
+                return True
         current = self.mfq.max_offset
         if self.mfq.last() is None:
             f = self.mfq.last_for_write(expected)

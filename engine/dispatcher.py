@@ -81,11 +81,16 @@ class Dispatcher(threading.Thread):
         self.listeners: list[ArrivalListener] = []
         self._stopping = False
         self._pending = False
+        self._idle = False
 
     def wake(self) -> None:
-        with self.cond:
-            self._pending = True
-            self.cond.notify()
+        # Cheap on the put path: take the condition's lock only when the thread sleeps. The
+        # thread sets _idle under the lock and re-checks _pending before waiting, so a wake
+        # that sees _idle False is picked up by that re-check.
+        self._pending = True
+        if self._idle:
+            with self.cond:
+                self.cond.notify()
 
     def add_listener(self, cb: ArrivalListener) -> None:
         self.listeners = self.listeners + [cb]
@@ -96,8 +101,10 @@ class Dispatcher(threading.Thread):
     def run(self) -> None:
         while True:
             with self.cond:
+                self._idle = True
                 if not self._pending and not self._stopping:
                     self.cond.wait(1.0)
+                self._idle = False
                 self._pending = False
                 stopping = self._stopping
             try:

@@ -196,6 +196,7 @@ class MessageStore:
         self.subscription_groups = SubscriptionGroupManager(self.config_dir, self.broker_config.auto_create_subscription_group)
         self.min_offsets = LogicalMinOffsetTable(self.config_dir)
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self._topic_cache: dict[str, tuple[bytes | None, str | None]] = {}
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._put_lock = threading.Lock()
         self._cq_lock = threading.RLock()
@@ -431,8 +432,18 @@ class MessageStore:
                                 "(diskSpaceWarningLevelRatio); puts refused until space is freed")
         return None
 
+    def _topic_bytes(self, topic: str) -> tuple[bytes | None, str | None]:
+        cached = self._topic_cache.get(topic)
+        if cached is None:
+            err = self._check_topic(topic)
+            cached = (None if err else topic.encode("utf-8"), err)
+            if len(self._topic_cache) > 10_000:
+                self._topic_cache.clear()
+            self._topic_cache[topic] = cached
+        return cached
+
     def _encode(self, msg: Message, sys_flag: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
-        err = self._check_topic(msg.topic)
+        topic_bytes, err = self._topic_bytes(msg.topic)
         if err:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, err), 0
         if not 0 <= msg.queue_id <= _MAX_QUEUE_ID:
@@ -442,7 +453,7 @@ class MessageStore:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
                                       f"message body is {len(body)} bytes, more than maxMessageSize {self.config.max_message_size}"), 0
         try:
-            props = encode_properties(msg.all_properties())
+            props = encode_properties(msg.all_properties()) if (msg.properties or msg.tags or msg.keys) else b""
         except UnicodeEncodeError as exc:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"properties are not encodable as UTF-8: {exc}"), 0
         if len(props) > self.config.max_properties_length or len(props) > 32767:
@@ -450,7 +461,7 @@ class MessageStore:
                                       f"properties are {len(props)} bytes, more than the limit {min(self.config.max_properties_length, 32767)}"), 0
         try:
             unit = bytearray(encode_unit(
-                topic=msg.topic.encode("utf-8"), body=body, props=props, queue_id=msg.queue_id, flag=msg.flag,
+                topic=topic_bytes, body=body, props=props, queue_id=msg.queue_id, flag=msg.flag,
                 sys_flag=msg.sys_flag if sys_flag is None else sys_flag,
                 born_timestamp=_now_ms() if msg.born_timestamp is None else msg.born_timestamp,
                 born_host=parse_host(msg.born_host),
