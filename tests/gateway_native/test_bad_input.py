@@ -1,0 +1,155 @@
+"""Bad input at the broker and the NameServer: garbage, truncated and oversized frames close only
+that connection; unknown codes and bad header fields get error answers; other clients keep
+working throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from gateway_native.client import Message, Producer
+from gateway_native.remoting.codes import RequestCode as RC, ResponseCode as R
+from gateway_native.remoting.command import FrameDecoder, RemotingCommand, encode
+from gateway_native.transport import open_connection
+
+
+def host_port(addr: str) -> tuple[str, int]:
+    h, p = addr.rsplit(":", 1)
+    return h, int(p)
+
+
+def request(addr: str, cmd: RemotingCommand, timeout: float = 10) -> RemotingCommand:
+    with socket.create_connection(host_port(addr), timeout=timeout) as s:
+        s.sendall(encode(cmd))
+        dec = FrameDecoder()
+        while True:
+            data = s.recv(1 << 20)
+            assert data, "connection closed without an answer"
+            out = dec.feed(data)
+            if out:
+                return out[0]
+
+
+def closed_by_peer(s: socket.socket, timeout: float = 10) -> bool:
+    s.settimeout(timeout)
+    try:
+        while True:
+            data = s.recv(65536)
+            if not data:
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+@pytest.fixture(scope="module")
+def producer(node):
+    with Producer("badinput", node.namesrv_addr) as p:
+        yield p
+
+
+def still_serving(node, producer) -> None:
+    assert producer.send(Message("BadInputAlive", b"ok")).status.name == "SEND_OK"
+    resp = request(node.namesrv_addr, RemotingCommand.request(RC.GET_BROKER_CLUSTER_INFO))
+    assert resp.code == R.SUCCESS
+
+
+@pytest.mark.parametrize("target", ["broker", "namesrv"])
+@pytest.mark.parametrize("payload", [
+    b"\x00\x00\x00\x08\x05\x00\x00\x04abcd",                  # unknown serialize type
+    b"\x00\x00\x00\x08\x00\x00\x00\x04{{{{",                  # not JSON
+    b"\x00\x00\x00\x08\x00\x00\x10\x00abcd",                  # header longer than the frame
+    b"\x00\x00\x00\x02ab",                                     # shorter than the mark
+    b"\xff\xff\xff\xff",                                       # negative length
+    struct.pack(">i", 64 * 1024 * 1024),                       # 64 MiB: refused before buffering
+    b"\x00\x00\x00\x0d\x01\x00\x00\x09" + b"\x00" * 6 + b"xyz",  # ROCKETMQ header too short
+])
+def test_malformed_frames_close_only_that_connection(node, producer, target, payload):
+    addr = node.broker_addr if target == "broker" else node.namesrv_addr
+    with socket.create_connection(host_port(addr), timeout=10) as bystander, \
+            socket.create_connection(host_port(addr), timeout=10) as bad:
+        bad.sendall(payload)
+        assert closed_by_peer(bad)
+        # the bystander connection on the same listener still works
+        bystander.sendall(encode(RemotingCommand.request(RC.GET_BROKER_CLUSTER_INFO if target == "namesrv" else RC.GET_MAX_OFFSET,
+                                                         {"topic": "BadInputAlive", "queueId": 0})))
+        dec = FrameDecoder()
+        out = []
+        while not out:
+            chunk = bystander.recv(65536)
+            assert chunk
+            out = dec.feed(chunk)
+        assert out[0].is_response
+    still_serving(node, producer)
+
+
+def test_truncated_frame_then_disconnect(node, producer):
+    frame = encode(RemotingCommand.request(RC.SEND_MESSAGE_V2, {"a": "g", "b": "T"}, b"x" * 100))
+    for cut in (1, 3, 7, 20, len(frame) - 1):
+        with socket.create_connection(host_port(node.broker_addr), timeout=10) as s:
+            s.sendall(frame[:cut])
+    still_serving(node, producer)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(min_size=1, max_size=200))
+def test_random_bytes_never_break_the_broker(node, producer, junk):
+    with socket.create_connection(host_port(node.broker_addr), timeout=10) as s:
+        s.sendall(junk)
+        s.shutdown(socket.SHUT_WR)
+        closed_by_peer(s, 5)
+    assert request(node.broker_addr, RemotingCommand.request(RC.GET_MAX_OFFSET, {"topic": "X", "queueId": 0})).code == R.SUCCESS
+
+
+def test_unknown_request_code_is_answered(node):
+    for addr in (node.broker_addr, node.namesrv_addr):
+        resp = request(addr, RemotingCommand.request(9999, {"x": "y"}))
+        assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and "9999" in resp.remark
+    resp = request(node.broker_addr, RemotingCommand.request(RC.LOCK_BATCH_MQ))
+    assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and "LOCK_BATCH_MQ" in resp.remark
+
+
+@pytest.mark.parametrize("code, fields, expected, remark_part", [
+    (RC.GET_MAX_OFFSET, {"topic": "T", "queueId": "zero"}, R.SYSTEM_ERROR, "queueId"),
+    (RC.GET_MAX_OFFSET, {"queueId": "0"}, R.SYSTEM_ERROR, "topic"),
+    (RC.PULL_MESSAGE, {"consumerGroup": "g", "topic": "BadInputAlive", "queueId": "0", "queueOffset": "x"}, R.SYSTEM_ERROR, "queueOffset"),
+    (RC.PULL_MESSAGE, {"consumerGroup": "g", "topic": "BadInputAlive", "queueId": 99, "queueOffset": 0,
+                       "sysFlag": 4, "subscription": "*"}, R.SYSTEM_ERROR, "queueId[99] is illegal"),
+    (RC.PULL_MESSAGE, {"consumerGroup": "g", "topic": "BadInputAlive", "queueId": 0, "queueOffset": 0, "sysFlag": 4,
+                       "subscription": "a >", "expressionType": "SQL92"}, R.SUBSCRIPTION_PARSE_FAILED, "SQL92"),
+    (RC.PULL_MESSAGE, {"consumerGroup": "nobody", "topic": "BadInputAlive", "queueId": 0, "queueOffset": 0, "sysFlag": 0},
+     R.SUBSCRIPTION_NOT_EXIST, "group"),
+    (RC.PULL_MESSAGE, {"consumerGroup": "g", "topic": "NoSuchTopicHere", "queueId": 0, "queueOffset": 0}, R.TOPIC_NOT_EXIST, "NoSuchTopicHere"),
+    (RC.SEND_MESSAGE_V2, {"a": "g", "b": "bad topic!", "e": 0}, R.INVALID_PARAMETER, "illegal"),
+    (RC.SEND_BATCH_MESSAGE, {"a": "g", "b": "BadInputAlive", "e": 0}, R.MESSAGE_ILLEGAL, "batch"),
+    (RC.CHECK_CLIENT_CONFIG, None, R.SUBSCRIPTION_PARSE_FAILED, "SQL92"),
+    (RC.HEART_BEAT, None, R.SYSTEM_ERROR, "heartbeat"),
+    (RC.UPDATE_AND_CREATE_TOPIC, {"topic": "TBW102"}, R.SYSTEM_ERROR, "system topic"),
+])
+def test_bad_header_fields_get_error_answers(node, producer, code, fields, expected, remark_part):
+    producer.send(Message("BadInputAlive", b"seed"))
+    body = b""
+    if code == RC.SEND_BATCH_MESSAGE:
+        body = b"\x00\x00\x00\x30garbage"
+    elif code == RC.CHECK_CLIENT_CONFIG:
+        body = json.dumps({"subscriptionData": {"topic": "T", "subString": "a = NULL", "expressionType": "SQL92"}}).encode()
+    elif code == RC.HEART_BEAT:
+        body = b"[1, 2"
+    resp = request(node.broker_addr, RemotingCommand.request(code, fields, body))
+    assert resp.code == expected, (resp.code, resp.remark)
+    assert remark_part.lower() in (resp.remark or "").lower()
+    still_serving(node, producer)
+
+
+def test_rocketmq_serialized_requests_get_rocketmq_answers(node, producer):
+    producer.send(Message("BadInputAlive", b"seed"))
+    resp = request(node.broker_addr, RemotingCommand.request(RC.GET_MAX_OFFSET, {"topic": "BadInputAlive", "queueId": 0},
+                                                             serialize_type=1))
+    assert resp.serialize_type == 1 and resp.code == R.SUCCESS and int(resp.ext_fields["offset"]) >= 0
