@@ -40,6 +40,7 @@ import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -72,6 +73,7 @@ public final class KafkaRunner {
         SCENARIOS.put("describe-topics", KafkaRunner::describeTopics);
         SCENARIOS.put("list-offsets", KafkaRunner::listOffsets);
         SCENARIOS.put("create-delete-topics", KafkaRunner::createDeleteTopics);
+        SCENARIOS.put("transactions", KafkaRunner::transactions);
     }
 
     private final String bootstrap;
@@ -155,6 +157,8 @@ public final class KafkaRunner {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) timeout.toMillis());
+        // the admin client refuses an API timeout below its request timeout (30 s by default)
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, (int) Math.min(30_000, timeout.toMillis()));
         return Admin.create(p);
     }
 
@@ -475,6 +479,64 @@ public final class KafkaRunner {
                 report.check("delete_missing_fails", false, "delete of a missing topic succeeded");
             } catch (ExecutionException e) {
                 report.check("delete_missing_fails", causedBy(e, UnknownTopicOrPartitionException.class), e.getCause());
+            }
+        }
+    }
+
+    /**
+     * Transactional producer: one committed and one aborted transaction on a 2-partition topic;
+     * a read_committed consumer sees exactly the committed records, a read_uncommitted one sees
+     * both; the log end is past the control (commit/abort marker) records.
+     */
+    private void transactions() throws Exception {
+        String topic = topic("txn");
+        int n = 10;
+        try (Admin admin = admin()) {
+            createTopic(admin, topic, 2);
+        }
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "java-txn-" + runId);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            for (int i = 0; i < n; i++) {
+                producer.send(record(topic, System.currentTimeMillis(), i, "committed"));
+            }
+            producer.commitTransaction();
+            producer.beginTransaction();
+            for (int i = n; i < 2 * n; i++) {
+                producer.send(record(topic, System.currentTimeMillis(), i, "aborted"));
+            }
+            producer.flush();
+            producer.abortTransaction();
+            report.check("transactions_completed", true, "one commit, one abort");
+        }
+        for (IsolationLevel level : List.of(IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)) {
+            Properties c = new Properties();
+            c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, level.toString());
+            String name = level == IsolationLevel.READ_COMMITTED ? "read_committed" : "read_uncommitted";
+            try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+                List<TopicPartition> tps = partitions(topic, 2);
+                consumer.assign(tps);
+                consumer.seekToBeginning(tps);
+                int want = level == IsolationLevel.READ_COMMITTED ? n : 2 * n;
+                List<ConsumerRecord<String, String>> got = new ArrayList<>();
+                // read to the end of every partition, so records beyond `want` would be seen too
+                Map<TopicPartition, Long> ends = consumer.endOffsets(tps, timeout);
+                while (beforeDeadline() && tps.stream().anyMatch(tp -> consumer.position(tp, timeout) < ends.get(tp))) {
+                    consumer.poll(Duration.ofMillis(200)).forEach(got::add);
+                }
+                long aborted = got.stream().filter(r -> r.value().endsWith("-aborted")).count();
+                report.equal(name + "_count", want, got.size());
+                report.equal(name + "_aborted_seen", level == IsolationLevel.READ_COMMITTED ? 0L : (long) n, aborted);
+                long total = ends.values().stream().mapToLong(Long::longValue).sum();
+                report.check(name + "_end_offsets_past_markers", total >= 2L * n + 2, "sum of end offsets " + total);
             }
         }
     }

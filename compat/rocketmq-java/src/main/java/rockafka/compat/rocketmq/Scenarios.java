@@ -27,9 +27,15 @@ import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
@@ -79,6 +85,8 @@ final class Scenarios {
         SCENARIOS.put("push-broadcast", Scenarios::pushBroadcast);
         SCENARIOS.put("lite-pull-subscribe", Scenarios::litePullSubscribe);
         SCENARIOS.put("lite-pull-assign", Scenarios::litePullAssign);
+        SCENARIOS.put("push-orderly", Scenarios::pushOrderly);
+        SCENARIOS.put("transaction", Scenarios::transaction);
     }
 
     static List<String> names() {
@@ -652,6 +660,131 @@ final class Scenarios {
         report.equal("seek_to_begin_reads_all", range(0, messages), all.keySet());
         report.equal("seek_to_begin_no_duplicates", 0, dupes(all));
         report.check("content_intact", mismatches.isEmpty(), "mismatches " + first(mismatches));
+    }
+
+    /**
+     * Orderly consumption: messages of 8 orders, each order's steps sent to one queue through a
+     * MessageQueueSelector (hash of the order id), consumed with MessageListenerOrderly (broker
+     * queue locks, LOCK_BATCH_MQ): every order's steps arrive complete and in send order.
+     */
+    private void pushOrderly() throws Exception {
+        String topic = topic("orderly");
+        DefaultMQProducer p = producer("orderly");
+        createTopic(p, topic, 4);
+        int orders = 8;
+        int steps = Math.max(5, messages / orders);
+        int idx = 0;
+        Map<Integer, Integer> orderOf = new HashMap<>();
+        for (int step = 0; step < steps; step++) {
+            for (int order = 0; order < orders; order++) {
+                Message m = message(topic, idx, "TagO");
+                m.putUserProperty("order", Integer.toString(order));
+                m.putUserProperty("step", Integer.toString(step));
+                SendResult r = p.send(m, (mqs, msg, arg) -> mqs.get((Integer) arg % mqs.size()), order);
+                if (r.getSendStatus() != SendStatus.SEND_OK) {
+                    throw new IllegalStateException("send " + idx + ": " + r);
+                }
+                orderOf.put(idx++, order);
+            }
+        }
+        int total = idx;
+        Map<Integer, List<Integer>> seen = new ConcurrentHashMap<>();
+        ConcurrentLinkedQueue<String> mismatches = new ConcurrentLinkedQueue<>();
+        AtomicInteger delivered = new AtomicInteger();
+        DefaultMQPushConsumer c = pushConsumer("C_orderly_" + runId);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                int order = Integer.parseInt(m.getUserProperty("order"));
+                seen.computeIfAbsent(order, k -> java.util.Collections.synchronizedList(new ArrayList<>()))
+                        .add(Integer.parseInt(m.getUserProperty("step")));
+                String bad = mismatch(m, topic, k -> "TagO");
+                if (bad != null) {
+                    mismatches.add(bad);
+                }
+                delivered.incrementAndGet();
+            }
+            return ConsumeOrderlyStatus.SUCCESS;
+        });
+        c.start();
+        await(() -> delivered.get() >= total);
+        report.equal("delivered_all", total, delivered.get());
+        List<String> outOfOrder = new ArrayList<>();
+        for (int order = 0; order < orders; order++) {
+            List<Integer> got = seen.getOrDefault(order, List.of());
+            List<Integer> want = new ArrayList<>(range(0, steps));
+            if (!want.equals(got)) {
+                outOfOrder.add("order " + order + " steps " + got);
+            }
+        }
+        report.check("each_order_complete_and_in_order", outOfOrder.isEmpty(), "wrong " + first(outOfOrder));
+        report.check("content_intact", mismatches.isEmpty(), "mismatches " + first(mismatches));
+    }
+
+    /**
+     * TransactionMQProducer: the local transaction commits idx%3==0, rolls back idx%3==1 and
+     * answers UNKNOW for idx%3==2, whose check-back (CHECK_TRANSACTION_STATE, after the broker's
+     * transactionTimeOut) commits. A consumer receives exactly the committed ones; rolled-back
+     * half messages never become visible.
+     */
+    private void transaction() throws Exception {
+        String topic = topic("txn");
+        DefaultMQProducer admin = producer("txnadmin");
+        createTopic(admin, topic, 2);
+        int n = 12;
+        Set<Integer> checkedBack = ConcurrentHashMap.newKeySet();
+        TransactionMQProducer p = new TransactionMQProducer("P_txn_" + runId);
+        p.setNamesrvAddr(namesrv);
+        p.setInstanceName(instanceName());
+        p.setVipChannelEnabled(false);
+        p.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                return switch (Integer.parseInt(msg.getUserProperty("idx")) % 3) {
+                    case 0 -> LocalTransactionState.COMMIT_MESSAGE;
+                    case 1 -> LocalTransactionState.ROLLBACK_MESSAGE;
+                    default -> LocalTransactionState.UNKNOW;
+                };
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                int i = Integer.parseInt(msg.getUserProperty("idx"));
+                checkedBack.add(i);
+                return i % 3 == 2 ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.ROLLBACK_MESSAGE;
+            }
+        });
+        p.start();
+        shutdowns.add(p::shutdown);
+        List<String> states = new ArrayList<>();
+        boolean halfOk = true;
+        for (int i = 0; i < n; i++) {
+            TransactionSendResult r = p.sendMessageInTransaction(message(topic, i, "TagT"), null);
+            halfOk &= r.getSendStatus() == SendStatus.SEND_OK;
+            states.add(String.valueOf(r.getLocalTransactionState()));
+        }
+        report.check("half_messages_sent", halfOk, "local states " + states);
+        Set<Integer> expected = new TreeSet<>();
+        Set<Integer> rolledBack = new TreeSet<>();
+        for (int i = 0; i < n; i++) {
+            (i % 3 == 1 ? rolledBack : expected).add(i);
+        }
+        DefaultMQPushConsumer c = pushConsumer("C_txn_" + runId);
+        Collector collector = new Collector(topic, k -> "TagT");
+        c.subscribe(topic, "*");
+        c.registerMessageListener(collector);
+        c.start();
+        await(() -> collector.received().containsAll(expected));
+        Set<Integer> unknownOnes = new TreeSet<>(expected);
+        unknownOnes.removeIf(i -> i % 3 != 2);
+        report.check("check_back_asked_for_unknown", checkedBack.containsAll(unknownOnes),
+                "checked back " + new TreeSet<>(checkedBack) + ", unknown " + unknownOnes);
+        report.equal("committed_delivered", expected, collector.received());
+        Set<Integer> leaked = new TreeSet<>(collector.received());
+        leaked.retainAll(rolledBack);
+        report.equal("rolled_back_never_delivered", Set.of(), leaked);
+        report.equal("no_duplicates", 0, collector.duplicates());
+        report.check("content_intact", collector.mismatches.isEmpty(), "mismatches " + first(collector.mismatches));
     }
 
     private static String first(Collection<String> items) {
