@@ -29,8 +29,12 @@ Invariants:
 from __future__ import annotations
 
 import base64
+import ipaddress
 import struct
 import zlib
+from functools import lru_cache
+
+import cramjam
 
 from . import record_batch as rb
 from .message import (
@@ -159,12 +163,16 @@ def _key_as_keys_entry(key: bytes) -> str | None:
     return text
 
 
+@lru_cache(maxsize=64)
+def _ip4(ip: str) -> bytes:
+    return ipaddress.ip_address(ip).packed[-4:]
+
+
 def derive_uniq_key(unit: MessageExt, offset_delta: int) -> str:
-    """32 upper-case hex characters like RocketMQ's UNIQ_KEY: store ip(4) + commitlog
-    offset(8) + offset delta(4); distinct per record on one store, stable across reads."""
-    import ipaddress
-    ip = ipaddress.ip_address(unit.store_host[0]).packed[-4:]
-    return (ip + _I64.pack(unit.commitlog_offset) + _I32.pack(offset_delta)).hex().upper()
+    """32 upper-case hex characters like RocketMQ's UNIQ_KEY: store ip(4, the last four bytes
+    for IPv6) + commitlog offset(8) + offset delta(4); distinct per record on one store, stable
+    across reads."""
+    return (_ip4(unit.store_host[0]) + _I64.pack(unit.commitlog_offset) + _I32.pack(offset_delta)).hex().upper()
 
 
 def record_properties(record: rb.Record, unit: MessageExt, offset: int) -> dict[str, str]:
@@ -247,7 +255,6 @@ def _native_body(msg: MessageExt) -> bytes:
     """The body as the producer meant it: RocketMQ clients compress large bodies."""
     if not msg.sys_flag & COMPRESSED_FLAG:
         return msg.body
-    import cramjam
     codec = msg.sys_flag & _COMPRESSION_TYPE_MASK
     try:
         if codec in (0, _COMPRESSION_ZLIB):

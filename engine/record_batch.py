@@ -25,8 +25,10 @@ Invariants:
 from __future__ import annotations
 
 import struct
+import time
 from typing import Iterator, NamedTuple
 
+import cramjam as _cramjam
 import crc32c as _crc32c
 
 HEADER_SIZE = 61
@@ -262,10 +264,6 @@ class Record(NamedTuple):
         return header.base_timestamp + self.timestamp_delta
 
 
-def _zigzag(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
 def _write_varint(out: bytearray, n: int) -> None:
     """Append the zigzag varint encoding of a signed 64-bit value."""
     v = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
@@ -391,8 +389,6 @@ def _encode_record(out: bytearray, rec: Record) -> None:
 # - zstd: standard zstd frames. gzip: RFC 1952.
 # ---------------------------------------------------------------------------------------------
 
-import cramjam as _cramjam  # noqa: E402  (kept next to the code that needs it)
-
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
@@ -503,7 +499,6 @@ def build_batch(records, *, base_offset: int = 0, compression: int = COMPRESSION
     if not records:
         raise ValueError("a record batch holds at least one record")
     if base_timestamp is None:
-        import time
         base_timestamp = int(time.time() * 1000)
     body = bytearray()
     for rec in records:
