@@ -1,0 +1,148 @@
+"""Admin operations through the gateway with each client's admin API, and kcat.
+
+Create/delete topics, create partitions, describe and alter configs, delete records, describe
+the cluster; kcat (librdkafka's CLI) produces, consumes and lists metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+
+import pytest
+
+from tests.gateway_kafka.kafka_helpers import consume, create_topic, produce, unique, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def confluent_admin(bs: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bs})
+
+
+def test_confluent_admin_topics_partitions_configs(node):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic)
+
+    bs = node.kafka_bootstrap
+    admin = confluent_admin(bs)
+    name = unique("adm")
+    admin.create_topics([NewTopic(name, 2, 1, config={"retention.ms": "3600000"})])[name].result(20)
+    with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS|already exists"):
+        admin.create_topics([NewTopic(name, 2, 1)])[name].result(20)
+    with pytest.raises(KafkaException, match="REPLICATION_FACTOR"):
+        list(admin.create_topics([NewTopic(unique("rf"), 1, 3)]).values())[0].result(20)
+    with pytest.raises(KafkaException, match="INVALID_CONFIG|unknown topic config"):
+        list(admin.create_topics([NewTopic(unique("cfg"), 1, 1, config={"no.such": "1"})]).values())[0].result(20)
+    # validate_only creates nothing
+    probe = unique("probe")
+    admin.create_topics([NewTopic(probe, 1, 1)], validate_only=True)[probe].result(20)
+    assert probe not in admin.list_topics(timeout=10).topics
+
+    meta = admin.list_topics(timeout=10).topics[name]
+    assert sorted(meta.partitions) == [0, 1]
+    admin.create_partitions([NewPartitions(name, 4)])[name].result(20)
+    wait_for(lambda: len(admin.list_topics(name, timeout=10).topics[name].partitions) == 4, 20, what="4 partitions")
+    with pytest.raises(KafkaException, match="INVALID_PARTITIONS|must be larger"):
+        admin.create_partitions([NewPartitions(name, 3)])[name].result(20)
+
+    res = ConfigResource("topic", name)
+    configs = admin.describe_configs([res])[res].result(20)
+    assert configs["retention.ms"].value == "3600000" and not configs["retention.ms"].is_default
+    assert configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].is_default
+    alter = ConfigResource("topic", name, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([alter])[alter].result(20)
+    configs = admin.describe_configs([res])[res].result(20)
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["retention.ms"].is_default
+
+    admin.delete_topics([name])[name].result(20)
+    wait_for(lambda: name not in admin.list_topics(timeout=10).topics, 20, what="topic gone")
+    with pytest.raises(KafkaException, match="UNKNOWN_TOPIC"):
+        admin.delete_topics([name])[name].result(20)
+
+
+def test_kafka_python_admin(node):
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=node.kafka_bootstrap)
+    try:
+        name = unique("kpa")
+        admin.create_topics([NewTopic(name, 3, 1, topic_configs={"max.message.bytes": "123456"})])
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic(name, 3, 1)], raise_errors=True)
+        assert name in admin.list_topics()
+        described = admin.describe_topics([name])
+        assert len(described[0]["partitions"]) == 3
+        admin.create_partitions({name: NewPartitions(5)})
+        assert len(admin.describe_topics([name])[0]["partitions"]) == 5
+        result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+        modified = result["topic"][name]  # kafka-python lists only non-default configs by default
+        assert list(modified) == ["max.message.bytes"]
+        assert modified["max.message.bytes"]["value"] == "123456"
+        cluster = admin.describe_cluster()
+        assert [b["port"] for b in cluster["brokers"]] == [node.kafka_port]
+        admin.delete_topics([name])
+        wait_for(lambda: name not in admin.list_topics(), 20, what="topic gone")
+    finally:
+        admin.close()
+
+
+def test_aiokafka_admin(node):
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+
+    async def run():
+        admin = AIOKafkaAdminClient(bootstrap_servers=node.kafka_bootstrap)
+        await admin.start()
+        try:
+            name = unique("aio")
+            await admin.create_topics([NewTopic(name, 2, 1)])
+            assert name in await admin.list_topics()
+            await admin.create_partitions({name: NewPartitions(3)})
+            described = await admin.describe_topics([name])
+            assert len(described[0]["partitions"]) == 3
+            await admin.delete_topics([name])
+            assert name not in await admin.list_topics()
+        finally:
+            await admin.close()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def test_delete_records_moves_log_start(node):
+    from confluent_kafka import TopicPartition
+
+    bs = node.kafka_bootstrap
+    topic = unique("delrec")
+    create_topic(bs, topic)
+    produce("confluent-kafka", bs, topic, [(None, b"r%d" % i, []) for i in range(10)])
+    admin = confluent_admin(bs)
+    fut = admin.delete_records([TopicPartition(topic, 0, 4)])
+    deleted = list(fut.values())[0].result(20)
+    assert deleted.low_watermark == 4
+    got = consume("kafka-python", bs, topic, 6)
+    assert [g[1] for g in got] == [4, 5, 6, 7, 8, 9]
+
+
+def test_kcat_produce_consume_and_list(node):
+    assert shutil.which("kcat"), "kcat is missing: run deploy/dev/install-test-deps.sh"
+    bs = node.kafka_bootstrap
+    topic = unique("kcat")
+    create_topic(bs, topic)
+    lines = "\n".join(f"key{i}:value {i}" for i in range(5)) + "\n"
+    subprocess.run(["kcat", "-b", bs, "-P", "-t", topic, "-K", ":", "-z", "lz4"], input=lines.encode(),
+                   check=True, timeout=30)
+    out = subprocess.run(["kcat", "-b", bs, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%k=%s@%o\n"],
+                         check=True, timeout=30, capture_output=True).stdout.decode()
+    assert out.splitlines() == [f"key{i}=value {i}@{i}" for i in range(5)]
+    listing = subprocess.run(["kcat", "-b", bs, "-L", "-t", topic], check=True, timeout=30,
+                             capture_output=True).stdout.decode()
+    assert f'topic "{topic}" with 1 partitions' in listing
+    assert f"at 127.0.0.1:{node.kafka_port}" in listing
