@@ -5,7 +5,8 @@ Topics as in Metadata (named ones only; an empty list describes every visible to
 by name, with paging: at most ``response_partition_limit`` partitions per answer and a
 ``next_cursor`` (topic, partition) to continue from. Unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION; no auto-creation (Kafka does not create here either). No
-eligible leader replicas (ELR) on a single node.
+eligible leader replicas (ELR) on a single node: empty lists, which the Java admin requires (null
+makes it fail).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             replicas = cluster.replicas(name, p)
             parts.append({"error_code": E.NONE, "partition_index": p, "leader_id": cluster.leader(name, p).node_id,
                           "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": replicas,
-                          "eligible_leader_replicas": None, "last_known_elr": None, "offline_replicas": []})
+                          "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []})
             emitted += 1
         topics.append({"error_code": E.NONE, "name": name, "topic_id": topic_id(name), "is_internal": is_internal(name),
                        "partitions": parts})
