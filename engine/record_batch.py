@@ -312,16 +312,22 @@ def _parse_records(data: bytes, count: int) -> list[Record]:
         off_delta, pos = read(data, pos)
         klen, pos = read(data, pos)
         if klen < 0:
+            if klen != -1:
+                raise CorruptRecordError(f"record key length {klen} is invalid")
             key = None
         else:
             key = data[pos:pos + klen]
             pos += klen
         vlen, pos = read(data, pos)
         if vlen < 0:
+            if vlen != -1:
+                raise CorruptRecordError(f"record value length {vlen} is invalid")
             value = None
         else:
             value = data[pos:pos + vlen]
             pos += vlen
+        if pos > rec_end:
+            raise CorruptRecordError(f"record key/value run past the record's {length} bytes")
         nheaders, pos = read(data, pos)
         if nheaders < 0:
             raise CorruptRecordError(f"negative header count {nheaders}")
@@ -333,6 +339,8 @@ def _parse_records(data: bytes, count: int) -> list[Record]:
             hkey = _decode_header_key(data[pos:pos + hklen])
             pos += hklen
             hvlen, pos = read(data, pos)
+            if hvlen < -1:
+                raise CorruptRecordError(f"record header value length {hvlen} is invalid")
             if hvlen < 0:
                 hval = None
             else:

@@ -223,3 +223,26 @@ def test_log_append_time_records_report_batch_max_timestamp():
     header, records = rb.decode_batch(buf)
     assert header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME
     assert [r.absolute_timestamp(header) for r in records] == [9999, 9999]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(codec=st.sampled_from(CODECS), data=st.data())
+def test_mutated_batches_fail_only_with_corrupt_record_error(codec, data):
+    records = [rb.Record(i, i, b"k%d" % i, b"value-%d" % i * 20, [("h", b"v"), ("n", None)]) for i in range(5)]
+    buf = bytearray(rb.build_batch(records, compression=codec, base_timestamp=0))
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(rb.ATTRIBUTES_OFFSET, len(buf) - 1))
+        buf[pos] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        cut = data.draw(st.integers(rb.HEADER_SIZE, len(buf)))
+        buf = buf[:cut]
+        buf[8:12] = (len(buf) - 12).to_bytes(4, "big")
+    try:
+        rb.decode_batch(bytes(buf))
+    except rb.CorruptRecordError:
+        pass
+    with pytest.raises(rb.CorruptRecordError):
+        if bytes(buf) != rb.build_batch(records, compression=codec, base_timestamp=0):
+            rb.validate_batch(bytes(buf))  # the CRC catches every mutation
+        else:
+            raise rb.CorruptRecordError("unchanged")
