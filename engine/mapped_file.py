@@ -143,11 +143,14 @@ class MappedFileQueue:
         if not files:
             return None
         i = bisect.bisect_right(starts, offset) - 1
-        if i < 0 or i >= len(files):
-            return None
-        f = files[i]
-        if f.file_from_offset <= offset < f.file_from_offset + f.file_size:
-            return f
+        if 0 <= i < len(files):
+            f = files[i]
+            if f.file_from_offset <= offset < f.file_from_offset + f.file_size:
+                return f
+        # the list changed between reading files and starts: search the snapshot itself
+        for f in files:
+            if f.file_from_offset <= offset < f.file_from_offset + f.file_size:
+                return f
         return None
 
     @property
@@ -165,7 +168,7 @@ class MappedFileQueue:
         with self.lock:
             self.fio.makedirs(self.store_path)
             mf = MappedFile(self.fio, os.path.join(self.store_path, segment_name(start_offset)), start_offset, self.file_size)
-            self.files.append(mf)
+            self.files = self.files + [mf]  # a new list: readers keep a consistent snapshot
             self._starts = self._starts + [start_offset]
             return mf
 

@@ -236,3 +236,31 @@ def test_cli_refuses_a_data_dir_in_use(make_store, tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "in use by another process" in proc.stderr
+
+
+def test_full_disk_when_creating_a_segment_is_reported_and_harmless(make_store):
+    import errno
+
+    from engine.file_io import MemoryFileIO
+
+    class FullDisk(MemoryFileIO):
+        full = False
+
+        def open_segment(self, path, size):
+            if self.full and path not in self.files:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return super().open_segment(path, size)
+
+    fio = FullDisk()
+    store = make_store(file_io=fio, mapped_file_size_commit_log=4096)
+    ok = [store.put_message(Message("Full", b"x" * 500)) for _ in range(6)]
+    assert all(r.ok for r in ok) and len(store.commitlog.mfq.files) == 1  # the next one needs a new segment
+    fio.full = True
+    failed = [store.put_message(Message("Full", b"x" * 500)) for _ in range(3)]
+    assert all(r.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED for r in failed)
+    assert "No space left" in failed[0].error
+    fio.full = False
+    r = store.put_message(Message("Full", b"after"))
+    assert r.ok and r.queue_offset == 6
+    got = store.get_message("g", "Full", 0, 0, 100)
+    assert len(got.messages) == 7 and decode_message(got.messages[-1]).body == b"after"
