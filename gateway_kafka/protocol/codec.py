@@ -170,36 +170,54 @@ def _as_view(frame) -> memoryview:
 
 # --- requests ----------------------------------------------------------------------------------
 
+_REQUEST_READERS: dict[tuple[int, int], tuple[ApiDeclaration, object, bool]] = {}
+
+
+def _request_reader(api_key: int, api_version: int):
+    """(declaration, body reader, flexible) for a declared (key, version), else None; cached."""
+    entry = _REQUEST_READERS.get((api_key, api_version))
+    if entry is None:
+        decl = APIS.get(api_key)
+        if decl is None or not decl.min_version <= api_version <= decl.max_version:
+            return None
+        entry = (decl, decl.request_codec(api_version)[0], decl.is_flexible(api_version))
+        _REQUEST_READERS[(api_key, api_version)] = entry
+    return entry
+
+
 def decode_request(frame) -> Request:
     """Decode one request frame (without the 4-byte length prefix)."""
-    view = _as_view(frame)
-    if len(view) < _REQUEST_HEADER.size:
+    view = frame if type(frame) is bytes else _as_view(frame)
+    if len(view) < 8:
         raise MalformedRequestError(
             f"request header needs at least {_REQUEST_HEADER.size} bytes, frame has {len(view)}")
     api_key, api_version, correlation_id = _REQUEST_HEADER.unpack_from(view, 0)
-    ids = {"api_key": api_key, "api_version": api_version, "correlation_id": correlation_id}
-    decl = APIS.get(api_key)
+    entry = _request_reader(api_key, api_version)
     try:
-        client_id, pos = _read_client_id(view, _REQUEST_HEADER.size)
+        client_id, pos = _read_client_id(view, 8)
     except p.ProtocolDecodeError as exc:
-        if decl is None or not decl.min_version <= api_version <= decl.max_version:
+        if entry is None:
             raise UnsupportedVersionError(api_key, api_version, correlation_id) from None
-        raise MalformedRequestError(f"request header: {exc}", **ids) from None
-    if decl is None or not decl.min_version <= api_version <= decl.max_version:
+        raise MalformedRequestError(f"request header: {exc}", api_key=api_key, api_version=api_version,
+                                    correlation_id=correlation_id) from None
+    if entry is None:
         raise UnsupportedVersionError(api_key, api_version, correlation_id, client_id)
-    header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    decl, read, flexible = entry
     try:
-        if decl.is_flexible(api_version):
-            pos = p.skip_tagged_fields(view, pos)
-        read, _write = decl.request_codec(api_version)
+        if flexible:
+            if view[pos] == 0:  # the usual empty header tag section
+                pos += 1
+            else:
+                pos = p.skip_tagged_fields(view, pos)
         body, pos = read(view, pos)
-    except p.ProtocolDecodeError as exc:
-        raise MalformedRequestError(f"{decl.name} v{api_version} request: {exc}", **ids) from None
-    except (ValueError, IndexError, TypeError) as exc:  # defensive: any other decode slip
-        raise MalformedRequestError(f"{decl.name} v{api_version} request: {exc}", **ids) from None
+    except (p.ProtocolDecodeError, ValueError, IndexError, TypeError) as exc:
+        # ValueError/IndexError/TypeError: defensive, any other decode slip is still "malformed"
+        raise MalformedRequestError(f"{decl.name} v{api_version} request: {exc}", api_key=api_key,
+                                    api_version=api_version, correlation_id=correlation_id) from None
     # Bytes after the last field are ignored, as Kafka brokers do: librdkafka 2.x sends three
     # extra bytes with an all-topics Metadata v12 request. The count is reported, not fatal.
-    return Request(header, body, len(view) - pos)
+    return Request(RequestHeader(api_key, api_version, correlation_id, client_id), body,
+                   len(view) - pos)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, body: dict,
