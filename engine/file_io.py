@@ -4,7 +4,7 @@ Two implementations:
 - ``MmapFileIO``: real files, memory-mapped; sparse by default, or preallocated
   (``posix_fallocate``, so a full disk fails when a segment is created, not later as SIGBUS
   on a write into a hole) when ``preallocate`` is set.
-  ``Segment.flush`` is ``msync`` of the dirty range: after it returns the bytes are on disk.
+  ``Segment.flush`` is ``fdatasync``: after it returns the bytes written are on disk.
 - ``MemoryFileIO``: the same interface over ``bytearray``s, keeping for every file the bytes
   last flushed. ``crash(power_loss=...)`` returns the file system a restarted process would
   see: after a process kill everything written survives (it is in the page cache), after a
@@ -97,10 +97,12 @@ class MmapSegment:
         return self.buf[pos:pos + n]
 
     def flush(self, start: int = 0, end: int | None = None) -> None:
+        # fdatasync writes back the pages dirtied through the shared mapping too (Linux tracks
+        # them in the page cache), and unlike mmap.flush (msync) it releases the GIL, so
+        # writers keep encoding while the group commit waits for the disk.
         end = self.size if end is None else end
-        start -= start % PAGE_SIZE
         if end > start:
-            self.buf.flush(start, end - start)
+            os.fdatasync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -119,7 +121,15 @@ class MmapFileIO:
         self.preallocate = preallocate
 
     def open_segment(self, path: str, size: int) -> MmapSegment:
-        return MmapSegment(path, size, self.preallocate)
+        new = not os.path.exists(path)
+        seg = MmapSegment(path, size, self.preallocate)
+        if new:  # the directory entry must survive a power loss as well as the data
+            dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        return seg
 
     def list_dir(self, path: str) -> list[str]:
         try:
