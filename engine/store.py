@@ -348,9 +348,14 @@ class MessageStore:
             start = cl_min
         abnormal = not self.last_exit_ok
         check_crc = abnormal and self.config.check_crc_on_recover
-        index_from = max(self.index_service.end_phy_offset, 0)
         if not abnormal:
-            index_from = max(index_from, start)  # a clean stop flushed the index
+            index_from = max(self.index_service.end_phy_offset, start, 0)  # a clean stop flushed the index
+        elif cp is not None and cp.valid:
+            # entries after the index checkpoint may be lost or half written (power loss):
+            # add them again; queries drop the duplicates a process kill leaves
+            index_from = max(min(cp.index_flushed_offset, self.index_service.end_phy_offset), 0)
+        else:
+            index_from = 0
         begin = time.monotonic()
         units = self._redispatch(start, check_crc, index_from)
         end = cl.scan_end

@@ -186,6 +186,10 @@ def test_power_loss_keeps_what_sync_flush_acknowledged(make_store):
     again = make_store(file_io=after)
     got = again.get_message("g", "P", 0, 0, 100)
     assert [decode_message(m).body for m in got.messages] == [b"durable-%d" % i for i in range(40)]
+    assert wait_until(lambda: again.dispatcher.reput_offset == again.confirmed_offset)
+    for i in range(40):
+        hits = again.query_message("P", f"k{i}", 4, 0, 2**62).messages
+        assert [decode_message(h).body for h in hits] == [b"durable-%d" % i]
 
 
 def test_power_loss_under_async_flush_keeps_a_consistent_prefix(make_store):
