@@ -406,9 +406,11 @@ def test_confluent_kafka_consumes_our_fetch_responses(broker, codec):
     assert broker.fetch_versions and max(broker.fetch_versions) >= 11
 
 
-def test_kafka_python_consumes_our_fetch_responses(broker):
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_kafka_python_consumes_our_fetch_responses(broker, codec):
     kafka = pytest.importorskip("kafka")
-    broker.log, expected = served_log(rb.COMPRESSION_GZIP)
+    codec_id = {name: cid for cid, name in rb.COMPRESSION_NAMES.items()}[codec]
+    broker.log, expected = served_log(codec_id)
     consumer = kafka.KafkaConsumer(bootstrap_servers=f"127.0.0.1:{broker.port}",
                                    enable_auto_commit=False, consumer_timeout_ms=200,
                                    request_timeout_ms=20000)
