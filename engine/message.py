@@ -86,6 +86,9 @@ _QUEUE_OFFSET_POS = 20
 _PHYSICAL_OFFSET_POS = 28
 _SYSFLAG_POS = 36
 _BORN_HOST_POS = 48
+_STORE_TS_V4 = _BORN_HOST_POS + 8
+_STORE_TS_V6 = _BORN_HOST_POS + 20
+_QOFF_PHY = struct.Struct(">qq")
 
 Host = tuple[str, int]
 DEFAULT_HOST: Host = ("127.0.0.1", 0)
@@ -283,8 +286,8 @@ def encode_unit(
     reconsume_times: int = 0,
     prepared_transaction_offset: int = 0,
     crc: int | None = None,
-) -> bytes:
-    """Encode one unit. ``topic`` and ``props`` are already UTF-8 encoded."""
+) -> bytearray:
+    """Encode one unit (a new bytearray). ``topic`` and ``props`` are already UTF-8 encoded."""
     born_raw, born_port, born_v6 = _pack_host(born_host)
     store_raw, store_port, store_v6 = _pack_host(store_host)
     sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
@@ -302,7 +305,7 @@ def encode_unit(
         topic_field = _U16.pack(topic_len)
     props_len = len(props)
     total = header.size + len(body) + len(topic_field) + topic_len + 2 + props_len
-    return b"".join((
+    return bytearray().join((
         header.pack(
             total, magic, body_crc(body) if crc is None else crc, queue_id, flag, queue_offset,
             physical_offset, sys_flag, born_timestamp, born_raw, born_port, store_timestamp,
@@ -318,14 +321,12 @@ def store_timestamp_pos(sys_flag: int) -> int:
 
 def patch_unit(buf: bytearray, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
     """Fill in what only the put lock knows: queue offset, commitlog offset, store time."""
-    _I64.pack_into(buf, _QUEUE_OFFSET_POS, queue_offset)
-    _I64.pack_into(buf, _PHYSICAL_OFFSET_POS, physical_offset)
-    sys_flag = _I32.unpack_from(buf, _SYSFLAG_POS)[0]
-    _I64.pack_into(buf, store_timestamp_pos(sys_flag), store_timestamp)
+    _QOFF_PHY.pack_into(buf, _QUEUE_OFFSET_POS, queue_offset, physical_offset)
+    _I64.pack_into(buf, _STORE_TS_V4 if not buf[_SYSFLAG_POS + 3] & BORNHOST_V6_FLAG else _STORE_TS_V6, store_timestamp)
 
 
 def encode_message(msg: Message, *, queue_offset: int = 0, physical_offset: int = 0,
-                   store_timestamp: int | None = None, store_host: Any = None) -> bytes:
+                   store_timestamp: int | None = None, store_host: Any = None) -> bytearray:
     """Encode a ``Message`` to a unit (tests, tools; the store uses ``encode_unit``)."""
     now = int(time.time() * 1000)
     return encode_unit(

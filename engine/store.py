@@ -465,13 +465,13 @@ class MessageStore:
             return None, self._refuse(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                                       f"properties are {len(props)} bytes, more than the limit {min(self.config.max_properties_length, 32767)}"), 0
         try:
-            unit = bytearray(encode_unit(
+            unit = encode_unit(
                 topic=topic_bytes, body=body, props=props, queue_id=msg.queue_id, flag=msg.flag,
                 sys_flag=msg.sys_flag if sys_flag is None else sys_flag,
                 born_timestamp=_now_ms() if msg.born_timestamp is None else msg.born_timestamp,
                 born_host=parse_host(msg.born_host),
                 store_host=parse_host(msg.store_host) if msg.store_host is not None else self.store_host,
-                reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset))
+                reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset)
         except (ValueError, struct.error) as exc:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"message cannot be encoded: {exc}"), 0
         if not self.commitlog.fits_in_segment(len(unit)):
@@ -915,7 +915,7 @@ def _tail_len(unit, body_pos: int) -> int:
 
 def _unit_msg_id(unit, phy: int) -> str:
     """Message id straight from the unit's store host bytes: host(4|16) + port(4) + offset(8)."""
-    sys_flag = _I32.unpack_from(unit, 36)[0]
-    pos = 48 + (20 if sys_flag & 0x10 else 8) + 8
-    n = 20 if sys_flag & 0x20 else 8
-    return (bytes(unit[pos:pos + n]) + _I64.pack(phy)).hex().upper()
+    low = unit[39]  # low byte of SYSFLAG
+    pos = 64 if not low & 0x10 else 76  # after bornHost(8|20) and storeTimestamp(8)
+    n = 8 if not low & 0x20 else 20
+    return unit[pos:pos + n].hex().upper() + "%016X" % phy
