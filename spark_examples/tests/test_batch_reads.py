@@ -1,0 +1,175 @@
+"""Batch reads and writes through Spark's Kafka connector against a real Rockafka.
+
+startingTimestamp, per-partition order over 8 partitions, headers byte for byte, and
+failOnDataLoss after DeleteRecords, each driven through the example modules.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from spark_examples import batch_replay, headers_roundtrip
+from spark_examples.tests.helpers import (consume, create_topic, flush_all, producer, unique)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def produce_values(bootstrap: str, topic: str, values, partition: int | None = None, **kw) -> None:
+    p = producer(bootstrap)
+    for v in values:
+        extra = {} if partition is None else {"partition": partition}
+        p.produce(topic, value=v, **extra, **kw)
+    flush_all(p)
+
+
+def test_starting_timestamp_selects_records_at_or_after_it(node, spark, tmp_path):
+    topic = create_topic(node.kafka_bootstrap, unique("ts"), partitions=2)
+    p = producer(node.kafka_bootstrap)
+    for i in range(20):
+        p.produce(topic, value=b"before-%d" % i, partition=i % 2)
+    flush_all(p)
+    # The boundary: strictly after every record above was written, on the same clock.
+    boundary = int(time.time() * 1000) + 1
+    while int(time.time() * 1000) < boundary:
+        time.sleep(0.001)
+    # First record after the boundary carries exactly the boundary timestamp ("at").
+    p.produce(topic, value=b"after-0", partition=0, timestamp=boundary)
+    for i in range(1, 15):
+        p.produce(topic, value=b"after-%d" % i, partition=i % 2)
+    flush_all(p)
+
+    out = str(tmp_path / "snapshot.parquet")
+    rows = batch_replay.replay(spark, node.kafka_bootstrap, topic, out, starting_timestamp=boundary)
+    values = sorted(r.value.decode() for r in spark.read.parquet(out).select("value").collect())
+    assert rows == 15
+    assert values == sorted(f"after-{i}" for i in range(15))
+
+    # A timestamp after the last record matches no offset (ListOffsets answers -1): Spark's
+    # default strategy refuses with a readable error, "latest" reads nothing.
+    later = int(time.time() * 1000) + 60_000
+    from pyspark.errors import IllegalArgumentException
+    with pytest.raises(IllegalArgumentException, match="No offset matched"):
+        batch_replay.read_slice(spark, node.kafka_bootstrap, topic,
+                                starting_timestamp=later).count()
+    assert batch_replay.read_slice(
+        spark, node.kafka_bootstrap, topic, starting_timestamp=later,
+        options={"startingOffsetsByTimestampStrategy": "latest"}).count() == 0
+
+
+def test_offsets_json_per_partition_select_the_slice(node, spark, tmp_path):
+    topic = create_topic(node.kafka_bootstrap, unique("slice"), partitions=2)
+    for part in (0, 1):
+        produce_values(node.kafka_bootstrap, topic, [b"p%d-%d" % (part, i) for i in range(10)],
+                       partition=part)
+    df = batch_replay.read_slice(spark, node.kafka_bootstrap, topic,
+                                 starting_offsets={topic: {"0": 3, "1": -2}},
+                                 ending_offsets={topic: {"0": 7, "1": -1}})
+    got = sorted((r.partition, r.offset, r.value) for r in df.collect())
+    assert got == ([(0, i, b"p0-%d" % i) for i in range(3, 7)]
+                   + [(1, i, b"p1-%d" % i) for i in range(10)])
+
+
+def test_eight_partitions_read_fully_in_per_partition_order(node, spark):
+    topic = create_topic(node.kafka_bootstrap, unique("eight"), partitions=8)
+    per_partition = 150
+    p = producer(node.kafka_bootstrap)
+    for i in range(per_partition):
+        for part in range(8):
+            p.produce(topic, key=b"k%d" % part, value=b"%d:%06d" % (part, i), partition=part)
+    flush_all(p)
+
+    rows = batch_replay.read_slice(spark, node.kafka_bootstrap, topic,
+                                   starting_offsets="earliest").collect()
+    assert len(rows) == 8 * per_partition
+    seen: dict[int, list] = {part: [] for part in range(8)}
+    for r in rows:  # collect() keeps each Kafka partition's rows in the order Spark read them
+        seen[r.partition].append((r.offset, r.value))
+    for part, got in seen.items():
+        assert [off for off, _ in got] == list(range(per_partition)), f"partition {part}"
+        assert [v for _, v in got] == [b"%d:%06d" % (part, i) for i in range(per_partition)]
+
+
+HEADER_CASES = [
+    [("trace-id", b"abc-123")],
+    [("bin", bytes(range(256)))],
+    [("empty", b""), ("dup", b"1"), ("dup", b"2"), ("utf8-\u00e9\u4e2d", "\u00e9\u4e2d".encode())],
+    [("nul", b"\x00\x00\xff\xfe")],
+    [],
+]
+
+
+def test_headers_round_trip_byte_for_byte(node, spark):
+    source = create_topic(node.kafka_bootstrap, unique("hdr-src"), partitions=2)
+    target = create_topic(node.kafka_bootstrap, unique("hdr-dst"), partitions=2)
+    p = producer(node.kafka_bootstrap)
+    sent = {}
+    for i, headers in enumerate(HEADER_CASES * 4):
+        key = b"key-%02d" % i
+        value = None if i == 3 else b"value-%02d" % i
+        sent[key] = (i % 2, value, headers)
+        p.produce(source, key=key, value=value, headers=headers, partition=i % 2)
+    flush_all(p)
+
+    copied = headers_roundtrip.copy_with_headers(spark, node.kafka_bootstrap, source, target)
+    assert copied == len(sent)
+    records = consume(node.kafka_bootstrap, target, until=lambda recs: len(recs) >= len(sent))
+    assert len(records) == len(sent)
+    for r in records:
+        partition, value, headers = sent[r.key()]
+        assert r.partition() == partition
+        assert r.value() == value
+        assert [(k, bytes(v)) for k, v in (r.headers() or [])] == headers, r.key()
+    # Order within each partition is kept too.
+    for part in (0, 1):
+        keys = [r.key() for r in records if r.partition() == part]
+        assert keys == sorted(keys)
+
+
+def test_fail_on_data_loss_after_delete_records(node, spark, tmp_path):
+    """A streaming query that still needs deleted records fails by default; false skips them."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from pyspark.errors import StreamingQueryException
+
+    topic = create_topic(node.kafka_bootstrap, unique("loss"))
+    produce_values(node.kafka_bootstrap, topic, [b"%d" % i for i in range(20)], partition=0)
+    checkpoint, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+
+    def run(fail_on_data_loss: bool):
+        df = (spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", node.kafka_bootstrap)
+              .option("subscribe", topic)
+              .option("startingOffsets", "earliest")
+              .option("failOnDataLoss", str(fail_on_data_loss).lower())
+              .load().selectExpr("offset", "CAST(value AS STRING) AS value"))
+        q = (df.writeStream.format("parquet").option("path", out)
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        try:
+            q.awaitTermination(180)
+        finally:
+            q.stop()
+        return q
+
+    def offsets_written():
+        return sorted(r.offset for r in spark.read.parquet(out).select("offset").collect())
+
+    assert run(True).exception() is None
+    assert offsets_written() == list(range(20))
+
+    produce_values(node.kafka_bootstrap, topic, [b"%d" % i for i in range(20, 40)], partition=0)
+    admin = AdminClient({"bootstrap.servers": node.kafka_bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, 30)], request_timeout=30)
+    low = list(futures.values())[0].result(timeout=30)
+    assert low.low_watermark == 30
+
+    with pytest.raises(StreamingQueryException) as failed:
+        q = run(True)
+        if q.exception() is not None:
+            raise q.exception()
+    assert "data may have been lost" in str(failed.value) or "failOnDataLoss" in str(failed.value)
+    assert offsets_written() == list(range(20))  # the failed batch wrote nothing
+
+    assert run(False).exception() is None
+    assert offsets_written() == list(range(20)) + list(range(30, 40))
