@@ -395,3 +395,10 @@ class Broker:
     # -- helpers for processors ----------------------------------------------------------------
     async def run_blocking(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def put(self, fn: Any, *args: Any) -> Any:
+        """A store write: inline under ASYNC_FLUSH (it only touches mapped memory, and a thread hop
+        per message would halve throughput), through the executor when it may wait for a flush."""
+        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and self.config.store.broker_role != "SYNC_MASTER":
+            return fn(*args)
+        return await self.run_blocking(fn, *args)

@@ -103,7 +103,7 @@ async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
         return cmd.response(R.MESSAGE_ILLEGAL, f"message body size {len(cmd.body)} exceeds the maximum {max_size}")
     msg = _message(broker, conn, topic, queue_id, bytes(cmd.body), props, flag, sys_flag,
                    cmd.get_int("bornTimestamp"), cmd.get_int("reconsumeTimes", 0) or 0)
-    result = await broker.run_blocking(broker.store.put_message, msg)
+    result = await broker.put(broker.store.put_message, msg)
     return _response(cmd, broker, result, queue_id, None)
 
 
@@ -120,5 +120,5 @@ async def send_batch(broker: Any, conn: Connection, cmd: RemotingCommand) -> Rem
         return cmd.response(R.MESSAGE_ILLEGAL, "the batch is empty")
     born = cmd.get_int("bornTimestamp")
     msgs = [_message(broker, conn, topic, queue_id, it.body, it.properties, it.flag, sys_flag, born, 0) for it in items]
-    result = await broker.run_blocking(broker.store.put_messages, msgs)
+    result = await broker.put(broker.store.put_messages, msgs)
     return _response(cmd, broker, result, queue_id, None)
