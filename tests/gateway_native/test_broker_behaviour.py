@@ -1,0 +1,109 @@
+"""Broker behaviour seen through the wire: long polling woken by arrivals, consumer group
+bookkeeping (list, connections, running info relayed to the client), producer failover between
+brokers."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import uuid
+
+from gateway_native.client import Admin, Message, MessageQueue, Producer, PushConsumer
+from gateway_native.remoting.codes import RequestCode as RC, ResponseCode as R
+from gateway_native.remoting.command import FrameDecoder, RemotingCommand, encode
+from gateway_native.remoting.message_codec import decode_units
+from tests.gateway_native.helpers import FAST, Collector, wait_until
+
+
+def rpc(addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.sendall(encode(cmd))
+        dec = FrameDecoder()
+        while True:
+            data = s.recv(1 << 20)
+            assert data, "closed without an answer"
+            out = dec.feed(data)
+            if out:
+                return out[0]
+
+
+def test_held_pull_is_answered_when_a_message_arrives(node):
+    topic = f"LP_{uuid.uuid4().hex[:6]}"
+    with Admin(node.namesrv_addr) as admin:
+        admin.create_topic(topic, 1)
+    pull = RemotingCommand.request(RC.PULL_MESSAGE, {
+        "consumerGroup": "lpg", "topic": topic, "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
+        "sysFlag": 2 | 4, "suspendTimeoutMillis": 60_000, "subscription": "*", "expressionType": "TAG", "subVersion": 0})
+    result: list = []
+    # the socket timeout (20 s) is far below the 60 s hold: only an arrival can answer in time
+    t = threading.Thread(target=lambda: result.append(rpc(node.broker_addr, pull, 20)))
+    t.start()
+    with Producer("lpp", node.namesrv_addr) as p:
+        p.send(Message(topic, b"wake up"), queue=MessageQueue(topic, "broker-a", 0))
+    t.join(30)
+    assert result, "the held pull was not answered"
+    resp = result[0]
+    assert resp.code == R.SUCCESS
+    assert [m.body for m in decode_units(resp.body)] == [b"wake up"]
+    assert int(resp.ext_fields["nextBeginOffset"]) == 1 and resp.ext_fields["suggestWhichBrokerId"] == "0"
+
+    empty = RemotingCommand.request(RC.PULL_MESSAGE, {
+        "consumerGroup": "lpg", "topic": topic, "queueId": 0, "queueOffset": 1, "maxMsgNums": 32, "sysFlag": 4,
+        "subscription": "*"})
+    assert rpc(node.broker_addr, empty, 10).code == R.PULL_NOT_FOUND  # no SUSPEND flag: answered at once
+    moved = RemotingCommand.request(RC.PULL_MESSAGE, {
+        "consumerGroup": "lpg", "topic": topic, "queueId": 0, "queueOffset": 500, "maxMsgNums": 32, "sysFlag": 4,
+        "subscription": "*"})
+    resp = rpc(node.broker_addr, moved, 10)
+    assert resp.code == R.PULL_OFFSET_MOVED and int(resp.ext_fields["nextBeginOffset"]) == 1
+
+
+def test_commit_offset_flag_and_group_bookkeeping(node):
+    topic, group = f"GB_{uuid.uuid4().hex[:6]}", f"gbg_{uuid.uuid4().hex[:6]}"
+    with Admin(node.namesrv_addr) as admin:
+        admin.create_topic(topic, 2)
+        col = Collector()
+        c = PushConsumer(group, node.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET", instance_name="gb1", **FAST)
+        c.subscribe(topic, "TagA || TagB")
+        c.register_message_listener(col)
+        c.start()
+        try:
+            assert admin.consumer_ids(group, topic) == [c.runtime.client_id]
+            conns = rpc(node.broker_addr, RemotingCommand.request(RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}), 10)
+            doc = json.loads(conns.body)
+            assert doc["messageModel"] == "CLUSTERING" and doc["subscriptionTable"][topic]["subString"] == "TagA || TagB"
+            assert doc["connectionSet"][0]["language"] == "PYTHON"
+            info = rpc(node.broker_addr, RemotingCommand.request(RC.GET_CONSUMER_RUNNING_INFO, {
+                "consumerGroup": group, "clientId": c.runtime.client_id}), 10)
+            assert info.code == R.SUCCESS and json.loads(info.body)["properties"]["clientId"] == c.runtime.client_id
+        finally:
+            c.shutdown()
+        wait_until(lambda: rpc(node.broker_addr, RemotingCommand.request(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}),
+                               10).code == R.SYSTEM_ERROR, what="the group to empty after shutdown")
+    # a pull carrying the COMMIT_OFFSET flag stores the offset for the group
+    commit = RemotingCommand.request(RC.PULL_MESSAGE, {
+        "consumerGroup": group, "topic": topic, "queueId": 1, "queueOffset": 0, "maxMsgNums": 1, "sysFlag": 1 | 4,
+        "commitOffset": 0, "subscription": "*"})
+    rpc(node.broker_addr, commit, 10)
+    q = rpc(node.broker_addr, RemotingCommand.request(RC.QUERY_CONSUMER_OFFSET, {
+        "consumerGroup": group, "topic": topic, "queueId": 1}), 10)
+    assert q.code == R.SUCCESS and q.ext_fields["offset"] == "0"
+
+
+def test_producer_fails_over_to_another_broker(make_node):
+    a = make_node({"registerNameServerPeriod": 500}, name="a")
+    b = make_node({"namesrvAddr": a.namesrv_addr, "brokerName": "broker-b", "registerNameServerPeriod": 500}, name="b")
+    topic = f"FO_{uuid.uuid4().hex[:6]}"
+    with Admin(a.namesrv_addr) as admin:
+        admin.create_topic(topic, 2)  # on both masters
+        route = admin.topic_route(topic)
+        assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
+    with Producer("fop", a.namesrv_addr, send_msg_timeout=5000) as p:
+        brokers = {p.send(Message(topic, f"m{i}".encode())).message_queue.broker_name for i in range(8)}
+        assert brokers == {"broker-a", "broker-b"}
+        b.kill()  # broker-b dies without unregistering; the route still lists it for now
+        results = [p.send(Message(topic, f"after{i}".encode())) for i in range(10)]
+        assert all(r.status.name == "SEND_OK" and r.message_queue.broker_name == "broker-a" for r in results)
+        assert not p.fault.is_available("broker-b")  # latency fault tolerance isolates it
