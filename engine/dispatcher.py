@@ -3,12 +3,13 @@ and tell arrival listeners that queues grew.
 
 The put path writes consume-queue units itself (so a put is visible to readers when it returns);
 this thread follows behind over units below the store's *confirmed offset* (where the last
-complete put, consume-queue units included, ends) and for each unit:
-- adds ``topic#key`` index entries for every KEYS entry and UNIQ_KEY, and for a Kafka batch
-  unit the record keys that are valid UTF-8 (decoding records here keeps that work off the
-  produce path),
-- remembers the queue's new max offset; once per round each listener is called
-  ``cb(topic, queue_id, max_offset)``.
+complete put, consume-queue units included, ends), in rounds of up to ``ROUND`` units:
+- first each arrival listener is called ``cb(topic, queue_id, max_offset)`` once per queue
+  that grew in the round (long polls wake without waiting for index work),
+- then the round's ``topic#key`` index entries are added: every KEYS entry and UNIQ_KEY, and
+  for a Kafka batch unit the record keys that are valid UTF-8 (decoding records here keeps
+  that work off the produce path),
+- then ``reput_offset`` moves past the round.
 
 During recovery ``dispatch_for_recovery`` does the same synchronously and also rebuilds the
 consume-queue units the crash lost. ``reput_offset`` is a unit boundary; the checkpoint stores
@@ -34,6 +35,7 @@ _I32 = struct.Struct(">i")
 _LAST_OFFSET_DELTA = 23  # engine.record_batch.LAST_OFFSET_DELTA_OFFSET
 
 ArrivalListener = Callable[[str, int, int], None]
+ROUND = 1024  # units per dispatch round: bounds how long listeners wait behind index work
 
 
 def batch_record_count(buf, body_pos: int) -> int:
@@ -121,52 +123,66 @@ class Dispatcher(threading.Thread):
         self.join(timeout=30)
 
     def do_reput(self) -> None:
+        """Follow the commitlog up to the confirmed offset, in rounds of at most ROUND units:
+        tell listeners first (cheap: fixed header fields), then build the round's index
+        entries (may decode Kafka records), then advance ``reput_offset``."""
         store = self.store
         commitlog = store.commitlog
         index = store.index_service if store.config.message_index_enable else None
         index_record_keys = store.config.index_kafka_record_keys
-        changed: dict[tuple[str, int], int] = {}
         limit = store.confirmed_offset
         offset = self.reput_offset
         while offset < limit:
-            f = commitlog.mfq.find(offset)
-            if f is None:  # deleted by retention: continue at the oldest segment still there
-                first = commitlog.mfq.first()
-                if first is None or first.file_from_offset <= offset:
+            changed: dict[tuple[str, int], int] = {}
+            to_index: list[tuple[int, UnitHeader, object]] = []
+            n = 0
+            while offset < limit and n < ROUND:
+                f = commitlog.mfq.find(offset)
+                if f is None:  # deleted by retention: continue at the oldest segment still there
+                    first = commitlog.mfq.first()
+                    if first is None or first.file_from_offset <= offset:
+                        limit = offset
+                        break
+                    offset = first.file_from_offset
+                    continue
+                buf = f.buf
+                pos = offset - f.file_from_offset
+                total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
+                if magic == BLANK_MAGIC_CODE:
+                    offset = f.file_from_offset + f.file_size
+                    continue
+                if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2) or total <= 0:
+                    log.error("dispatch_bad_unit", offset=offset, magic=magic)
+                    limit = offset
                     break
-                offset = first.file_from_offset
-                continue
-            buf = f.buf
-            pos = offset - f.file_from_offset
-            total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
-            if magic == BLANK_MAGIC_CODE:
-                offset = f.file_from_offset + f.file_size
-                continue
-            if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2) or total <= 0:
-                log.error("dispatch_bad_unit", offset=offset, magic=magic)
-                break
-            try:
-                h = UnitHeader(buf, pos)
-            except MessageFormatError as exc:
-                log.error("dispatch_bad_unit", offset=offset, error=str(exc))
-                break
-            count = batch_record_count(buf, h.body_pos) if h.sys_flag & INNER_BATCH_FLAG else 1
-            if index is not None:
-                props = h.properties(buf)
-                keys = unit_keys(h, buf, props, index_record_keys)
+                try:
+                    h = UnitHeader(buf, pos)
+                except MessageFormatError as exc:
+                    log.error("dispatch_bad_unit", offset=offset, error=str(exc))
+                    limit = offset
+                    break
+                is_batch = h.sys_flag & INNER_BATCH_FLAG
+                count = batch_record_count(buf, h.body_pos) if is_batch else 1
+                changed[(h.topic, h.queue_id)] = h.queue_offset + count
+                if index is not None and (h.props_len or (is_batch and index_record_keys)):
+                    to_index.append((offset, h, buf))
+                offset += total
+                n += 1
+            if changed and self.listeners:
+                for (topic, queue_id), max_offset in changed.items():
+                    for cb in self.listeners:
+                        try:
+                            cb(topic, queue_id, max_offset)
+                        except Exception:
+                            log.exception("arrival_listener_failed", topic=topic, queue_id=queue_id)
+            for unit_offset, h, buf in to_index:
+                try:
+                    keys = unit_keys(h, buf, h.properties(buf), index_record_keys)
+                except ValueError:  # segment unmapped by retention meanwhile
+                    continue
                 if keys:
-                    index.build_index(h.topic, keys, offset, h.store_timestamp)
-            changed[(h.topic, h.queue_id)] = h.queue_offset + count
-            offset += total
+                    index.build_index(h.topic, keys, unit_offset, h.store_timestamp)
             self.reput_offset = offset
-        self.reput_offset = max(self.reput_offset, offset)
-        if changed and self.listeners:
-            for (topic, queue_id), max_offset in changed.items():
-                for cb in self.listeners:
-                    try:
-                        cb(topic, queue_id, max_offset)
-                    except Exception:
-                        log.exception("arrival_listener_failed", topic=topic, queue_id=queue_id)
 
 
 def dispatch_for_recovery(store, offset: int, h: UnitHeader, buf, index_from: int) -> None:
