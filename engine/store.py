@@ -209,6 +209,7 @@ class MessageStore:
         self._stop_event = threading.Event()
         self._lock_fd: int | None = None
         self.running = False
+        self._was_started = False
         self.last_exit_ok = True
         self.disk_full = False
         self._pending_listeners: list[Callable[[str, int, int], None]] = []
@@ -231,6 +232,13 @@ class MessageStore:
         except OSError as exc:
             raise StoreError(f"data directory {self.root} is not writable: {exc.strerror or exc}") from None
         self._acquire_lock()
+        if self._was_started:  # started again after shutdown: fresh file structures
+            self.commitlog = CommitLog(self.fio, commitlog_dir(self.root), self.config.mapped_file_size_commit_log)
+            self.index_service = IndexService(self.fio, os.path.join(self.root, "index"),
+                                              self.config.max_hash_slot_num, self.config.max_index_num)
+            self._cqs = {}
+            self._queue_offsets = {}
+        self._was_started = True
         try:
             self._load_and_recover()
         except BaseException:
@@ -620,8 +628,8 @@ class MessageStore:
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
                     message_filter=None, max_bytes: int | None = None) -> GetMessageResult:
         cq = self._cqs.get((topic, queue_id))
-        if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+        if cq is None:  # as RocketMQ, whose findConsumeQueue creates the (empty) queue
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, next_begin_offset=0)
         min_off, max_off = min(cq.min_offset, cq.max_offset), cq.max_offset
         res = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, min_offset=min_off, max_offset=max_off)
         if max_off == 0:

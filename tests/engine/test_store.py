@@ -29,7 +29,7 @@ def test_put_is_visible_and_offsets_are_contiguous(make_store):
 
 def test_get_message_statuses(make_store):
     store = make_store()
-    assert store.get_message("g", "none", 0, 0, 10).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+    assert store.get_message("g", "none", 0, 0, 10).status is GetMessageStatus.NO_MESSAGE_IN_QUEUE
     for i in range(5):
         store.put_message(Message("T", b"x"))
     r = store.get_message("g", "T", 0, 5, 10)
@@ -264,3 +264,13 @@ def test_full_disk_when_creating_a_segment_is_reported_and_harmless(make_store):
     assert r.ok and r.queue_offset == 6
     got = store.get_message("g", "Full", 0, 0, 100)
     assert len(got.messages) == 7 and decode_message(got.messages[-1]).body == b"after"
+
+
+def test_a_store_can_be_started_again_after_shutdown(make_store):
+    store = make_store()
+    store.put_message(Message("Again", b"one"))
+    store.shutdown()
+    store.start()
+    assert store.get_max_offset_in_queue("Again", 0) == 1
+    assert store.put_message(Message("Again", b"two")).queue_offset == 1
+    assert len(os.listdir(os.path.join(store.root, "commitlog"))) == 1
