@@ -1,9 +1,9 @@
 """QUERY_CONSUMER_OFFSET (14) and UPDATE_CONSUMER_OFFSET (15): a group's committed offsets.
 
 Offsets live in the engine's ``consumer_offsets`` (shared with Kafka groups, key topic@group).
-A group without a committed offset on a queue whose messages start at offset 0 is answered 0
-(it reads the queue from the start, as RocketMQ answers while the queue's first message is still
-held); otherwise QUERY_NOT_FOUND, and the client applies its consumeFromWhere.
+A group without a committed offset is answered QUERY_NOT_FOUND and the client applies its
+consumeFromWhere. (RocketMQ answers 0 instead when the queue starts at 0 and its first message has
+left the page cache; this store's queues are memory-mapped, so that case does not arise.)
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ async def query_consumer_offset(broker: Any, conn: Connection, cmd: RemotingComm
     offset = broker.store.consumer_offsets.query(group, topic, qid)
     if offset is not None and offset >= 0:
         return cmd.response(R.SUCCESS, None, {"offset": offset})
-    if broker.store.get_min_offset_in_queue(topic, qid) <= 0 or cmd.get_bool("setZeroIfNotFound"):
-        return cmd.response(R.SUCCESS, None, {"offset": 0})
     return cmd.response(R.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
 
 

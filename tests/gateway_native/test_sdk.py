@@ -40,8 +40,8 @@ def topic_with(admin, queues: int = 4) -> str:
 
 def push(node, topic, expr="*", **kw) -> tuple[PushConsumer, Collector]:
     col = Collector(kw.pop("status", ConsumeStatus.CONSUME_SUCCESS))
-    c = PushConsumer(kw.pop("group", uniq("cg")), node.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                     **{**FAST, **kw})
+    c = PushConsumer(kw.pop("group", uniq("cg")), node.namesrv_addr,
+                     consume_from_where=kw.pop("consume_from_where", "CONSUME_FROM_FIRST_OFFSET"), **{**FAST, **kw})
     c.subscribe(topic, expr)
     c.register_message_listener(col)
     c.start()
@@ -247,3 +247,49 @@ def test_send_to_unknown_topic_auto_creates_it(node, producer, admin):
     assert r.status == SendStatus.SEND_OK
     route = wait_until(lambda: admin.topic_route(topic), what="auto-created topic route")
     assert route["queueDatas"][0]["writeQueueNums"] == 4  # defaultTopicQueueNums
+
+
+def test_consume_from_timestamp_skips_older_messages(node, admin, producer):
+    topic = topic_with(admin, 2)
+    for i in range(6):
+        producer.send(Message(topic, f"old{i}".encode()))
+    time.sleep(0.05)  # separate the two groups of store timestamps by a clear millisecond gap
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    for i in range(4):
+        producer.send(Message(topic, f"new{i}".encode()))
+    c, col = push(node, topic, consume_from_where="CONSUME_FROM_TIMESTAMP", consume_timestamp=cut)
+    try:
+        wait_until(lambda: col.count() >= 4, what="messages after the timestamp")
+        time.sleep(0.5)
+    finally:
+        c.shutdown()
+    assert sorted(col.bodies()) == sorted(f"new{i}".encode() for i in range(4))
+
+
+def test_flow_control_bounds_messages_held_per_queue(node, admin, producer):
+    topic = topic_with(admin, 1)
+    for i in range(60):
+        producer.send(Message(topic, f"f{i}".encode()))
+    held: list[int] = []
+    gate = threading.Event()
+    consumer_ref: list = []
+
+    def slow(msgs, ctx):
+        c = consumer_ref[0]
+        held.append(max((pq.count for mq, pq in list(c.assigned.items()) if mq.topic == topic), default=0))
+        gate.wait(0.02)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(uniq("fc"), node.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                     pull_threshold_for_queue=10, pull_batch_size=5, consume_thread_max=1, **FAST)
+    consumer_ref.append(c)
+    c.subscribe(topic, "*")
+    c.register_message_listener(slow)
+    c.start()
+    try:
+        wait_until(lambda: len(held) >= 60, what="all 60 messages consumed")
+    finally:
+        c.shutdown()
+    # one pull may land on top of a full queue: threshold + one pull batch at most
+    assert max(held) <= 10 + 5
