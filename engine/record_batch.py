@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 import time
+import zlib
 from typing import Iterator, NamedTuple
 
 import cramjam as _cramjam
@@ -185,9 +186,11 @@ def compute_crc(buf) -> int:
 
 
 def validate_batch(buf) -> BatchHeader:
-    """Check one whole batch: magic, length fields consistent with ``len(buf)``, CRC-32C.
+    """Check one whole batch: magic, length fields consistent with ``len(buf)``, CRC-32C,
+    recordsCount = lastOffsetDelta + 1 and small enough for the payload.
 
-    Returns the parsed header. Does not decompress or walk the records.
+    Returns the parsed header. Never decompresses; it reads compression framing only when the
+    compressed payload is smaller than the claimed records' minimum size.
     """
     header = parse_header(buf)
     if header.size != len(buf):
@@ -205,6 +208,23 @@ def validate_batch(buf) -> BatchHeader:
         raise CorruptRecordError(
             f"record batch CRC-32C mismatch: header says {header.crc:#010x}, data gives {actual:#010x}"
         )
+    # Kafka's rule for batches from clients: the offsets a batch claims are its records. Each
+    # logical offset becomes a consume-queue entry, so a batch may not claim more records than
+    # its payload can hold.
+    if header.records_count != header.last_offset_delta + 1:
+        raise CorruptRecordError(
+            f"record batch recordsCount {header.records_count} does not match its offset range "
+            f"(lastOffsetDelta {header.last_offset_delta} + 1)"
+        )
+    payload = memoryview(buf)[HEADER_SIZE:]
+    limit = header.records_count * MIN_RECORD_SIZE
+    if header.compression == COMPRESSION_NONE or limit > len(payload):
+        bound = uncompressed_size_bound(header.compression, payload, limit)
+        if bound < limit:
+            raise CorruptRecordError(
+                f"record batch claims {header.records_count} records but its "
+                f"{len(payload)} bytes of records can hold at most {bound // MIN_RECORD_SIZE}"
+            )
     return header
 
 
@@ -439,13 +459,169 @@ def _lz4_compress(data: bytes) -> bytes:
     return bytes(comp.finish())
 
 
-def decompress(codec: int, data) -> bytes:
-    """Decompress a batch's records block; CorruptRecordError when the codec rejects it."""
+# ---------------------------------------------------------------------------------------------
+# Decompression bounds. A few MiB of crafted compressed data can claim gigabytes; before
+# decompressing, the framing is walked (no decompression) to bound the output, and
+# ``decompress`` refuses anything that could exceed MAX_DECOMPRESSED_SIZE. The same bound lets
+# validate_batch reject a recordsCount the payload cannot hold.
+# ---------------------------------------------------------------------------------------------
+
+MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
+MIN_RECORD_SIZE = 7  # length, attributes, timestamp/offset deltas, key/value lengths, header count
+_DEFLATE_MAX_RATIO = 1032
+_LZ4_MAGIC = 0x184D2204
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_MAX_BLOCK = 128 * 1024
+_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+_U32LE = struct.Struct("<I")
+
+
+def _is_skippable(magic: int) -> bool:
+    return 0x184D2A50 <= magic <= 0x184D2A5F
+
+
+def _lz4_size_bound(data: bytes, limit: int) -> int:
+    total = 0
+    pos = 0
+    end = len(data)
+    while pos < end:
+        (magic,) = _U32LE.unpack_from(data, pos)
+        if _is_skippable(magic):
+            pos += 8 + _U32LE.unpack_from(data, pos + 4)[0]
+            continue
+        if magic != _LZ4_MAGIC:
+            raise CorruptRecordError(f"lz4 frame magic {magic:#x} is not {_LZ4_MAGIC:#x}")
+        flg, bd = data[pos + 4], data[pos + 5]
+        block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 7)
+        if block_max is None:
+            raise CorruptRecordError(f"lz4 frame block size code {(bd >> 4) & 7} is invalid")
+        pos += 7 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+        block_checksum = 4 if flg & 0x10 else 0
+        while True:
+            (word,) = _U32LE.unpack_from(data, pos)
+            pos += 4
+            if word == 0:
+                break
+            size = word & 0x7FFFFFFF
+            total += size if word & 0x80000000 else block_max
+            if total > limit:
+                return total
+            pos += size + block_checksum
+        if flg & 0x04:
+            pos += 4
+    return total
+
+
+def _zstd_size_bound(data: bytes, limit: int) -> int:
+    total = 0
+    pos = 0
+    end = len(data)
+    while pos < end:
+        (magic,) = _U32LE.unpack_from(data, pos)
+        if _is_skippable(magic):
+            pos += 8 + _U32LE.unpack_from(data, pos + 4)[0]
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CorruptRecordError(f"zstd frame magic {magic:#x} is not {_ZSTD_MAGIC:#x}")
+        fhd = data[pos + 4]
+        single_segment = (fhd >> 5) & 1
+        fcs_size = (1 if single_segment else 0, 2, 4, 8)[fhd >> 6]
+        pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 3] + fcs_size
+        while True:
+            if pos + 3 > end:
+                raise CorruptRecordError("zstd block header truncated")
+            word = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)
+            pos += 3
+            btype = (word >> 1) & 3
+            bsize = word >> 3
+            if btype == 0:      # raw
+                total += bsize
+                pos += bsize
+            elif btype == 1:    # RLE: one byte repeated bsize times
+                total += bsize
+                pos += 1
+            elif btype == 2:    # compressed: regenerates at most one block
+                total += _ZSTD_MAX_BLOCK
+                pos += bsize
+            else:
+                raise CorruptRecordError("zstd reserved block type")
+            if total > limit:
+                return total
+            if word & 1:
+                break
+        if fhd & 0x04:
+            pos += 4
+    return total
+
+
+def _snappy_size(data: bytes) -> int:
+    if data[:8] == XERIAL_MAGIC:
+        total = 0
+        pos = 16
+        while pos + 4 <= len(data):
+            (n,) = _INT32.unpack_from(data, pos)
+            pos += 4
+            if n < 0:
+                raise CorruptRecordError(f"xerial snappy chunk length {n} is negative")
+            total += _cramjam.snappy.decompress_raw_len(data[pos:pos + n])
+            pos += n
+        return total
+    return _cramjam.snappy.decompress_raw_len(data)
+
+
+def uncompressed_size_bound(codec: int, data, limit: int = MAX_DECOMPRESSED_SIZE) -> int:
+    """An upper bound of what ``data`` decompresses to, read from the framing alone (exact
+    for snappy, block-wise for lz4/zstd, deflate's maximum ratio for gzip). Stops counting
+    once past ``limit``. CorruptRecordError when the framing is broken."""
+    if codec == COMPRESSION_NONE:
+        return len(data)
+    if codec == COMPRESSION_GZIP:
+        return len(data) * _DEFLATE_MAX_RATIO
+    data = bytes(data)
+    try:
+        if codec == COMPRESSION_SNAPPY:
+            return _snappy_size(data)
+        if codec == COMPRESSION_LZ4:
+            return _lz4_size_bound(data, limit)
+        if codec == COMPRESSION_ZSTD:
+            return _zstd_size_bound(data, limit)
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # struct.error/IndexError on truncated framing, cramjam errors
+        raise CorruptRecordError(
+            f"cannot read {COMPRESSION_NAMES.get(codec, codec)} framing: {exc}") from exc
+    raise CorruptRecordError(f"unknown compression codec id {codec}")
+
+
+def _gzip_decompress(data: bytes, limit: int) -> bytes:
+    out = []
+    size = 0
+    while data:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        chunk = d.decompress(data, limit - size + 1)
+        size += len(chunk)
+        if size > limit:
+            raise CorruptRecordError(f"gzip records expand to more than {limit} bytes")
+        out.append(chunk)
+        if not d.eof:
+            raise CorruptRecordError("gzip records are truncated")
+        data = d.unused_data  # Java's GZIPInputStream reads concatenated members too
+    return b"".join(out)
+
+
+def decompress(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE) -> bytes:
+    """Decompress a batch's records block; CorruptRecordError when the codec rejects it or
+    the output could exceed ``max_size``."""
     try:
         if codec == COMPRESSION_NONE:
             return bytes(data)
         if codec == COMPRESSION_GZIP:
-            return bytes(_cramjam.gzip.decompress(bytes(data)))
+            return _gzip_decompress(bytes(data), max_size)
+        bound = uncompressed_size_bound(codec, data, max_size)
+        if bound > max_size:
+            raise CorruptRecordError(
+                f"{COMPRESSION_NAMES[codec]} records could expand to {bound} bytes, "
+                f"more than the {max_size} allowed")
         if codec == COMPRESSION_SNAPPY:
             return _snappy_decompress(data)
         if codec == COMPRESSION_LZ4:

@@ -246,3 +246,57 @@ def test_mutated_batches_fail_only_with_corrupt_record_error(codec, data):
             rb.validate_batch(bytes(buf))  # the CRC catches every mutation
         else:
             raise rb.CorruptRecordError("unchanged")
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_decompression_is_bounded(codec):
+    data = bytes(100_000)
+    packed = rb.compress(codec, data)
+    assert rb.decompress(codec, packed) == data
+    assert rb.uncompressed_size_bound(codec, packed) >= len(data)
+    with pytest.raises(rb.CorruptRecordError, match="more than"):
+        rb.decompress(codec, packed, max_size=10_000)
+
+
+def test_foreign_lz4_and_zstd_framing_is_bounded_too():
+    import cramjam
+    data = b"abc" * 100_000
+    linked = bytes(cramjam.lz4.compress(data))  # linked blocks, as some writers make them
+    assert rb.decompress(rb.COMPRESSION_LZ4, linked) == data
+    assert rb.uncompressed_size_bound(rb.COMPRESSION_LZ4, linked) >= len(data)
+    two_frames = rb.compress(rb.COMPRESSION_ZSTD, data) + rb.compress(rb.COMPRESSION_ZSTD, b"tail")
+    assert rb.uncompressed_size_bound(rb.COMPRESSION_ZSTD, two_frames) >= len(data) + 4
+    with pytest.raises(rb.CorruptRecordError, match="framing|magic"):
+        rb.decompress(rb.COMPRESSION_ZSTD, b"\x00" * 32)
+
+
+def test_concatenated_gzip_members_decode():
+    import gzip
+    assert rb.decompress(rb.COMPRESSION_GZIP, gzip.compress(b"one ") + gzip.compress(b"two")) == b"one two"
+    with pytest.raises(rb.CorruptRecordError, match="truncated"):
+        rb.decompress(rb.COMPRESSION_GZIP, gzip.compress(b"x" * 1000)[:-12])
+
+
+def _reseal(buf: bytearray) -> bytes:
+    import crc32c
+    buf[rb.CRC_OFFSET:rb.CRC_OFFSET + 4] = crc32c.crc32c(bytes(buf[rb.ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
+    return bytes(buf)
+
+
+def test_batch_claiming_more_records_than_it_holds_is_rejected():
+    # each logical offset becomes a consume-queue entry: a 2-record batch may not claim 2**31
+    for codec in CODECS:
+        buf = bytearray(rb.build_batch([rb.Record(0, 0, None, b"v", []), rb.Record(1, 0, None, b"w", [])],
+                                       compression=codec, base_timestamp=0))
+        buf[rb.LAST_OFFSET_DELTA_OFFSET:rb.LAST_OFFSET_DELTA_OFFSET + 4] = (2**31 - 2).to_bytes(4, "big")
+        buf[rb.RECORDS_COUNT_OFFSET:rb.RECORDS_COUNT_OFFSET + 4] = (2**31 - 1).to_bytes(4, "big")
+        with pytest.raises(rb.CorruptRecordError, match="claims"):
+            rb.validate_batch(_reseal(buf))
+
+
+def test_records_count_must_match_offset_range():
+    buf = bytearray(rb.build_batch([rb.Record(0, 0, None, b"v", []), rb.Record(1, 0, None, b"w", [])],
+                                   base_timestamp=0))
+    buf[rb.RECORDS_COUNT_OFFSET:rb.RECORDS_COUNT_OFFSET + 4] = (1).to_bytes(4, "big")
+    with pytest.raises(rb.CorruptRecordError, match="offset range"):
+        rb.validate_batch(_reseal(buf))
