@@ -55,4 +55,4 @@ def test_stopped_broker_fails_within_timeouts(spark, tmp_path):
                                 options=FAST_FAIL_OPTIONS).count()
     # The admin client gives up after kafka.default.api.timeout.ms instead of waiting forever.
     assert "TimeoutException" in str(failed.value)
-    assert "Timed out waiting" in str(failed.value)
+    assert "timed out" in str(failed.value).lower()

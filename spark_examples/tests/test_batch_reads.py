@@ -173,3 +173,42 @@ def test_fail_on_data_loss_after_delete_records(node, spark, tmp_path):
 
     assert run(False).exception() is None
     assert offsets_written() == list(range(20)) + list(range(30, 40))
+
+
+def test_partitions_added_while_streaming_are_read_from_offset_zero(node, spark, tmp_path):
+    """Spark picks up new partitions at the next batch and reads them from their start; with
+    failOnDataLoss on, a new partition whose earliest offset is 0 is not taken for data loss."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    topic = create_topic(node.kafka_bootstrap, unique("grow"), partitions=2)
+    for part in (0, 1):
+        produce_values(node.kafka_bootstrap, topic, [b"a%d-%d" % (part, i) for i in range(5)],
+                       partition=part)
+    checkpoint, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+
+    def run():
+        q = (spark.readStream.format("kafka")
+             .option("kafka.bootstrap.servers", node.kafka_bootstrap)
+             .option("subscribe", topic)
+             .option("startingOffsets", "earliest")
+             .load().selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+             .writeStream.format("parquet").option("path", out)
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        try:
+            q.awaitTermination(180)
+        finally:
+            q.stop()
+        assert q.exception() is None
+        return sorted((r.partition, r.offset, r.value) for r in spark.read.parquet(out).collect())
+
+    assert len(run()) == 10
+    admin = AdminClient({"bootstrap.servers": node.kafka_bootstrap})
+    admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=30)
+    for part in range(4):
+        produce_values(node.kafka_bootstrap, topic, [b"b%d-%d" % (part, i) for i in range(3)],
+                       partition=part)
+    rows = run()
+    expected = ([(p, i, "a%d-%d" % (p, i)) for p in (0, 1) for i in range(5)]
+                + [(p, 5 + i, "b%d-%d" % (p, i)) for p in (0, 1) for i in range(3)]
+                + [(p, i, "b%d-%d" % (p, i)) for p in (2, 3) for i in range(3)])
+    assert rows == sorted(expected)
