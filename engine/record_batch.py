@@ -19,7 +19,10 @@ Invariants:
   without recomputing it.
 - The logical offsets a batch covers are ``baseOffset .. baseOffset + lastOffsetDelta``
   (``record_count`` = lastOffsetDelta + 1); each one is a consume-queue entry.
-- Nothing here decompresses a batch unless records are asked for (``decode_records``).
+- ``validate_batch`` accepts a batch only when recordsCount = lastOffsetDelta + 1 and the
+  payload can hold that many records, so a small batch cannot claim billions of offsets.
+- Nothing here decompresses a batch unless records are asked for (``decode_records``), and
+  decompression is bounded (``MAX_DECOMPRESSED_SIZE``) from the framing before it starts.
 """
 
 from __future__ import annotations
@@ -79,7 +82,6 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
-_PRE_MAGIC = struct.Struct(">qib")  # baseOffset, batchLength and magic (at 16 after epoch)
 
 
 class CorruptRecordError(ValueError):
