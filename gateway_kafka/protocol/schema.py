@@ -247,6 +247,8 @@ def compile_struct(fields: list[Field], version: int, flexible: bool) -> tuple[R
     tag_order = tuple(sorted(tagged.items()))
     tag_readers = {tag: (name, read) for tag, (name, read, _w, _f) in tagged.items()}
     tag_defaults = tuple((name, fld) for _t, (name, _r, _w, fld) in tag_order)
+    tag_writers = tuple((tag, name, write, fld.default(version))
+                        for tag, (name, _r, write, fld) in tag_order)
 
     if not flexible:
         def read_struct(buf, pos):
@@ -299,11 +301,11 @@ def compile_struct(fields: list[Field], version: int, flexible: bool) -> tuple[R
                 w.buf.append(0)
                 return
             present = []
-            for tag, (name, _read, write, fld) in tag_order:
-                v = get(name)
-                if v is None and name not in d:
+            for tag, name, write, default in tag_writers:
+                if name not in d:
                     continue
-                if v == fld.default(version):
+                v = d[name]
+                if v == default:  # Kafka writes a tagged field only when it differs from default
                     continue
                 sub = p.Writer()
                 write(sub, v)
