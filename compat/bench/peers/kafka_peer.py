@@ -161,6 +161,16 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _listening(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -227,6 +237,11 @@ class KafkaPeer:
     def start(self) -> "KafkaPeer":
         assert self.proc is None or self.proc.poll() is not None, "peer already running"
         ensure_jars(self.version)
+        # Readiness is judged by an ApiVersions answer on the port, so a port someone else
+        # already serves would look like success: refuse it up front.
+        busy = [p for p in (self.port, self.controller_port) if not _port_free(p)]
+        if busy:
+            raise KafkaPeerError(f"port(s) {busy} on 127.0.0.1 already in use")
         config = self._write_config()
         self._format(config)
         log = open(self.log_path, "ab")
@@ -238,9 +253,8 @@ class KafkaPeer:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                tail = self.log_tail()
-                self.proc = None
-                raise KafkaPeerError(f"kafka exited during start-up:\n{tail}")
+                code, self.proc = self.proc.returncode, None
+                raise KafkaPeerError(f"kafka exited with {code} during start-up:\n{self.log_errors()}")
             if api_versions_ok("127.0.0.1", self.port):
                 return self
             time.sleep(0.2)
@@ -271,6 +285,15 @@ class KafkaPeer:
         except OSError:
             return ""
 
+    def log_errors(self, max_lines: int = 20) -> str:
+        """The log's ERROR/FATAL lines (the reason a start failed), else its tail."""
+        try:
+            lines = self.log_path.read_text("utf-8", "replace").splitlines()
+        except OSError:
+            return ""
+        errors = [ln for ln in lines if " ERROR " in ln or " FATAL " in ln]
+        return "\n".join(errors[:max_lines]) if errors else "\n".join(lines[-max_lines:])
+
     def cleanup(self) -> None:
         """Remove the data directory when this peer created it."""
         if self._own_dir:
@@ -281,6 +304,7 @@ class KafkaPeer:
             return self.start()
         except BaseException:
             self.stop()
+            self.cleanup()
             raise
 
     def __exit__(self, *exc: object) -> None:
