@@ -43,6 +43,7 @@ MiB = 1024 * 1024
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
 WRITE_HIGH_WATER = 4 * MiB
+_PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 _TRAILING = re.compile(r"has (\d+) bytes after its last field")
 
 
@@ -71,6 +72,14 @@ class KafkaSettings:
         self.producer_state_snapshot_ms: int = config.extra_int("producer_state_snapshot_ms", 1000)
         self.list_offsets_time_skew_ms: int = config.extra_int("list_offsets_time_skew_ms", 600_000)
         self.delete_topic_enable: bool = config.extra_bool("delete_topic_enable", True)
+        self.sasl_mechanisms: list[str] = [m.strip().upper() for m in
+                                           (config.extra_str("sasl_enabled_mechanisms", "") or "").split(",")
+                                           if m.strip().upper() == "PLAIN"]
+        self.sasl_plain_users: dict[str, str] = {}
+        for pair in (config.extra_str("sasl_plain_users", "") or "").split(","):
+            if ":" in pair:
+                user, password = pair.split(":", 1)
+                self.sasl_plain_users[user.strip()] = password
         # Under ASYNC_FLUSH a put only copies into the mapped commitlog, so it runs on the event
         # loop (an executor hop costs more than the put); SYNC_FLUSH puts wait on disk and go
         # through the executor.
@@ -224,6 +233,7 @@ class KafkaGateway:
                                             encode_response_chunks)
 
         max_bytes = self.settings.socket_request_max_bytes
+        sasl_required = bool(self.settings.sasl_mechanisms)
         registry = apis.REGISTRY
         transport = writer.transport
         peer = f"{conn.peer_host}:{conn.peer_port}"
@@ -261,6 +271,9 @@ class KafkaGateway:
                 log.warning("request_refused", peer=peer, reason="unsupported_api", api_key=header.api_key,
                             api_version=header.api_version)
                 return
+            if sasl_required and conn.authenticated_principal is None and header.api_key not in _PRE_AUTH_APIS:
+                log.warning("request_refused", peer=peer, reason="not_authenticated", api_key=header.api_key)
+                return
             if header.client_id is not None:
                 conn.client_id = header.client_id
             ctx = RequestContext(self, conn, header.api_key, header.api_version, header.correlation_id,
@@ -269,6 +282,9 @@ class KafkaGateway:
             if body is None:
                 continue
             writer.writelines(encode_response_chunks(header.api_key, header.api_version, header.correlation_id, body))
+            if conn.extra.get("close_after_response"):
+                await writer.drain()
+                return
             if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                 await writer.drain()
         # fall through: gateway stopping
