@@ -369,14 +369,26 @@ class Broker:
             except (ConnectionClosedError, RemotingTimeoutError, OSError):
                 pass
 
+    def _store_topics_version(self) -> int:
+        return int(getattr(getattr(self.store.topic_config, "data_version", None), "counter", 0))
+
     async def _register_loop(self) -> None:
         period = max(self.broker_config.register_name_server_period, 100) / 1000
+        # topics created elsewhere (the Kafka gateway, admin HTTP) show up within a second
+        check = min(period, 1.0)
+        seen = self._store_topics_version()
+        last = time.monotonic()
         while True:
             try:
-                await asyncio.wait_for(self._register_now.wait(), period)
+                await asyncio.wait_for(self._register_now.wait(), check)
             except asyncio.TimeoutError:
                 pass
+            version = self._store_topics_version()
+            due = self._register_now.is_set() or version != seen or time.monotonic() - last >= period
+            if not due:
+                continue
             self._register_now.clear()
+            seen, last = version, time.monotonic()
             try:
                 await self.register_all()
             except Exception:

@@ -73,3 +73,14 @@ def test_native_produce_kafka_consume(node):
     assert [m.offset() for m in got] == list(range(5))
     headers = dict(got[0].headers() or [])
     assert headers.get("origin") == b"native" and headers.get("rmq.tags") == b"TagA"
+
+
+def test_topic_created_by_a_kafka_client_is_routed_natively(node):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"XC_{uuid.uuid4().hex[:6]}"
+    ka = AdminClient({"bootstrap.servers": node.kafka_bootstrap})
+    ka.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(30)
+    with Admin(node.namesrv_addr) as admin:
+        route = wait_until(lambda: admin.topic_route(topic), what="the NameServer to route the Kafka-created topic")
+    assert route["queueDatas"][0]["readQueueNums"] == 3
