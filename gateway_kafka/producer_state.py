@@ -23,7 +23,9 @@ Sequence rules (Kafka's ProducerAppendInfo.checkSequence):
   of one of the cached batches is a duplicate and is answered with its original offset and
   no new append; any other overlap is DUPLICATE_SEQUENCE_NUMBER, a gap is
   OUT_OF_ORDER_SEQUENCE_NUMBER;
-- a producer with no state at all (never seen, or its records deleted) may start at any sequence.
+- a producer with no state at all (never seen, or its records deleted) may start at any sequence;
+- producers idle longer than ``producer_id_expiration_ms`` (1 day, Kafka's default) are
+  forgotten at the next snapshot.
 
 Not thread-safe: used from the event loop; the Produce handler serialises check -> append ->
 record per partition.
@@ -118,6 +120,20 @@ class ProducerStateManager:
         for key, end in data.get("log_end", {}).items():
             topic, _, part = key.rpartition("/")
             self.log_end[(topic, int(part))] = int(end)
+
+    def expire(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose last batch is older than ``expiration_ms`` (Kafka's
+        producer.id.expiration.ms), so state does not grow with every short-lived producer.
+        A forgotten producer that comes back is treated as new (any sequence accepted)."""
+        dropped = 0
+        for key, producers in self.partitions.items():
+            for pid in [pid for pid, e in producers.items()
+                        if not e.batches or now_ms - e.batches[-1].timestamp > expiration_ms]:
+                del producers[pid]
+                dropped += 1
+        if dropped:
+            self.dirty = True
+        return dropped
 
     def save(self, log_end: dict[tuple[str, int], int] | None = None) -> None:
         """Write the snapshot atomically; ``log_end`` = each partition's next offset now."""

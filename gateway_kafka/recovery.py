@@ -10,6 +10,7 @@ Only headers are read; records are never decoded.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import structlog
@@ -30,7 +31,9 @@ def _partitions(store: Any) -> list[tuple[str, int]]:
     return out
 
 
-def save_producer_state(store: Any, ps: ProducerStateManager) -> None:
+def save_producer_state(store: Any, ps: ProducerStateManager, expiration_ms: int | None = None) -> None:
+    if expiration_ms is not None:
+        ps.expire(int(time.time() * 1000), expiration_ms)
     log_end = {(t, q): store.get_max_offset_in_queue(t, q) for t, q in _partitions(store)}
     ps.save(log_end)
 

@@ -70,6 +70,7 @@ class KafkaSettings:
         self.offset_metadata_max_bytes: int = config.extra_int("offset_metadata_max_bytes", 4096)
         self.message_max_bytes: int = config.extra_int("message_max_bytes", config.store.max_message_size)
         self.producer_state_snapshot_ms: int = config.extra_int("producer_state_snapshot_ms", 1000)
+        self.producer_id_expiration_ms: int = config.extra_int("producer_id_expiration_ms", 86_400_000)
         self.list_offsets_time_skew_ms: int = config.extra_int("list_offsets_time_skew_ms", 600_000)
         self.delete_topic_enable: bool = config.extra_bool("delete_topic_enable", True)
         self.sasl_mechanisms: list[str] = [m.strip().upper() for m in
@@ -196,7 +197,8 @@ class KafkaGateway:
             await asyncio.sleep(interval)
             if self.producer_state.dirty:
                 try:
-                    await loop.run_in_executor(None, recovery.save_producer_state, self.store, self.producer_state)
+                    await loop.run_in_executor(None, recovery.save_producer_state, self.store, self.producer_state,
+                                               self.settings.producer_id_expiration_ms)
                 except Exception:
                     log.exception("producer_state_snapshot_failed")
 

@@ -175,3 +175,4 @@ def test_close_answers_parked_joins():
         c.close()
         assert (await parked)["error_code"] == E.COORDINATOR_NOT_AVAILABLE
     run(scenario())
+
