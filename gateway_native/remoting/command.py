@@ -224,15 +224,18 @@ def decode_header_json(data: bytes) -> RemotingCommand:
     raw_ext = obj.get("extFields") or {}
     if not isinstance(raw_ext, dict):
         raise RemotingCommandError("JSON header field 'extFields' must be an object")
-    ext = {}
-    for k, v in raw_ext.items():
-        if v is None:
-            continue
-        if isinstance(v, bool):
-            v = "true" if v else "false"
-        elif isinstance(v, (dict, list)):
-            raise RemotingCommandError(f"JSON header extFields value of {k!r} must be a scalar")
-        ext[str(k)] = str(v)
+    if all(type(v) is str for v in raw_ext.values()):
+        ext = raw_ext  # the usual case: every value already a string
+    else:
+        ext = {}
+        for k, v in raw_ext.items():
+            if v is None:
+                continue
+            if isinstance(v, bool):
+                v = "true" if v else "false"
+            elif isinstance(v, (dict, list)):
+                raise RemotingCommandError(f"JSON header extFields value of {k!r} must be a scalar")
+            ext[str(k)] = str(v)
     remark = obj.get("remark")
     if remark is not None and not isinstance(remark, str):
         raise RemotingCommandError("JSON header field 'remark' must be a string")
