@@ -107,3 +107,19 @@ def test_producer_fails_over_to_another_broker(make_node):
         results = [p.send(Message(topic, f"after{i}".encode())) for i in range(10)]
         assert all(r.status.name == "SEND_OK" and r.message_queue.broker_name == "broker-a" for r in results)
         assert not p.fault.is_available("broker-b")  # latency fault tolerance isolates it
+
+
+def test_auto_create_disabled_refuses_unknown_topics(make_node):
+    from gateway_native.client import MQClientError
+
+    n = make_node({"autoCreateTopicEnable": "false"})
+    with Producer("acp", n.namesrv_addr, send_msg_timeout=3000) as p:
+        try:
+            p.send(Message(f"NoAuto_{uuid.uuid4().hex[:6]}", b"x"))
+        except MQClientError as exc:
+            assert "route" in str(exc).lower() or "not exist" in str(exc).lower()
+        else:
+            raise AssertionError("a send to an unknown topic succeeded with auto-creation disabled")
+    raw = rpc(n.broker_addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, {
+        "a": "g", "b": "NoAutoRaw", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}, b"x"), 10)
+    assert raw.code == R.TOPIC_NOT_EXIST and "NoAutoRaw" in raw.remark
