@@ -1,6 +1,7 @@
 """Consumer groups through the gateway's coordinator with each Python client.
 
-A group of three members rebalances as members join and one leaves; every produced record is
+A group of three members rebalances as members join and one leaves (default assignors, and
+cooperative-sticky and roundrobin explicitly: the coordinator is protocol-agnostic); every produced record is
 processed, and a record is processed twice only when a commit covering it failed (a member
 lost the partition before committing), which is Kafka's at-least-once contract. Committed
 offsets survive a restart of the server.
@@ -23,8 +24,9 @@ PARTITIONS = 6
 class Member(threading.Thread):
     """One group member polling, processing and committing synchronously after each poll."""
 
-    def __init__(self, client: str, bootstrap: str, topic: str, group: str, name: str):
+    def __init__(self, client: str, bootstrap: str, topic: str, group: str, name: str, assignor: str | None = None):
         super().__init__(daemon=True, name=name)
+        self.assignor = assignor
         self.client, self.bootstrap, self.topic, self.group = client, bootstrap, topic, group
         self.stop_flag = threading.Event()
         self.records: list[tuple[int, int]] = []
@@ -52,9 +54,18 @@ class Member(threading.Thread):
         from kafka import KafkaConsumer
         from kafka.errors import CommitFailedError, KafkaError
 
+        extra = {}
+        if self.assignor == "cooperative-sticky":
+            from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+
+            extra["partition_assignment_strategy"] = [CooperativeStickyAssignor]
+        elif self.assignor == "roundrobin":
+            from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+            extra["partition_assignment_strategy"] = [RoundRobinPartitionAssignor]
         c = KafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
                           auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
-                          heartbeat_interval_ms=500, fetch_max_wait_ms=100, max_poll_records=20)
+                          heartbeat_interval_ms=500, fetch_max_wait_ms=100, max_poll_records=20, **extra)
         try:
             while not self.stop_flag.is_set():
                 batch = c.poll(timeout_ms=100)
@@ -72,9 +83,12 @@ class Member(threading.Thread):
     def _run_confluent(self) -> None:
         from confluent_kafka import Consumer, KafkaException
 
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                      "fetch.wait.max.ms": 100})
+        conf = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
+                "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                "fetch.wait.max.ms": 100}
+        if self.assignor:
+            conf["partition.assignment.strategy"] = self.assignor
+        c = Consumer(conf)
         c.subscribe([self.topic])
         try:
             while not self.stop_flag.is_set():
@@ -120,8 +134,10 @@ class Member(threading.Thread):
             raise self.error
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_three_member_group_rebalances_without_loss(node, client):
+@pytest.mark.parametrize("client,assignor", [(c, None) for c in CLIENTS] + [
+    ("confluent-kafka", "cooperative-sticky"), ("kafka-python", "cooperative-sticky"),
+    ("confluent-kafka", "roundrobin"), ("kafka-python", "roundrobin")])
+def test_three_member_group_rebalances_without_loss(node, client, assignor):
     bs = node.kafka_bootstrap
     topic, group = unique("grp3"), unique("g3")
     create_topic(bs, topic, partitions=PARTITIONS)
@@ -136,7 +152,7 @@ def test_three_member_group_rebalances_without_loss(node, client):
             expected.update((p, o) for o in offs)
 
     produce_round(0, 20)
-    members = [Member(client, bs, topic, group, f"{client}-m{i}") for i in range(3)]
+    members = [Member(client, bs, topic, group, f"{client}-m{i}", assignor) for i in range(3)]
     members[0].start()
     try:
         wait_for(lambda: members[0].records, 60, what="first member to consume")
