@@ -47,6 +47,9 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
 
     components.append(KafkaGateway(store, config))
     # -- admin http --
+    from .admin_http import AdminHttp
+
+    components.append(AdminHttp(store, config))
     return components
 
 

@@ -1,0 +1,90 @@
+"""The admin HTTP listener of a real node: JSON API, Prometheus metrics and the dashboard."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+def get(node, path: str):
+    with urllib.request.urlopen(node.admin_url + path, timeout=10) as resp:
+        body = resp.read().decode()
+        return resp.status, resp.headers.get("Content-Type", ""), body
+
+
+def get_json(node, path: str):
+    status, _ctype, body = get(node, path)
+    return status, json.loads(body)
+
+
+def error_of(node, path: str):
+    with pytest.raises(urllib.error.HTTPError) as info:
+        get(node, path)
+    return info.value.code, json.loads(info.value.read().decode())
+
+
+@pytest.fixture(scope="module")
+def loaded(node):
+    p = Producer({"bootstrap.servers": node.kafka_bootstrap})
+    for i in range(7):
+        p.produce("admin-orders", key=f"order-{i}".encode(), value=f'{{"n": {i}}}'.encode())
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": node.kafka_bootstrap, "group.id": "admin-readers",
+                  "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("admin-orders", 0, 3)], asynchronous=False)
+    c.close()
+    return node
+
+
+def test_topics_list_offsets_and_counts(loaded):
+    status, doc = get_json(loaded, "/api/topics")
+    assert status == 200
+    topic = next(t for t in doc["topics"] if t["topic"] == "admin-orders")
+    assert topic["messages"] == 7
+    assert topic["queues"][0] == {"queue_id": 0, "min_offset": 0, "max_offset": 7, "messages": 7}
+
+
+def test_group_lag_is_end_minus_committed(loaded):
+    status, doc = get_json(loaded, "/api/groups/admin-readers")
+    assert status == 200
+    assert doc["queues"] == [{"topic": "admin-orders", "queue_id": 0, "committed_offset": 3,
+                              "max_offset": 7, "lag": 4}]
+    assert doc["lag"] == 4
+
+
+def test_query_by_key_and_by_id(loaded):
+    deadline = time.monotonic() + 15  # the index is built by the dispatcher, asynchronously
+    found = []
+    while time.monotonic() < deadline and not found:
+        found = get_json(loaded, "/api/messages?topic=admin-orders&key=order-5")[1]["messages"]
+        time.sleep(0.1)
+    assert len(found) == 1
+    status, one = get_json(loaded, "/api/messages/" + found[0]["msg_id"])
+    assert status == 200 and one["topic"] == "admin-orders"
+
+
+def test_unknown_things_are_404_and_bad_params_400(loaded):
+    assert error_of(loaded, "/api/topics/no-such-topic")[0] == 404
+    assert error_of(loaded, "/api/groups/no-such-group")[0] == 404
+    assert error_of(loaded, "/api/messages/7F00000100002A9F00000000FFFFFF00")[0] == 404
+    code, doc = error_of(loaded, "/api/messages?topic=admin-orders")
+    assert code == 400 and "key" in doc["error"]
+    assert error_of(loaded, "/api/dlq/g?max=0")[0] == 400
+
+
+def test_metrics_exposes_offsets_and_lag(loaded):
+    status, ctype, text = get(loaded, "/metrics")
+    assert status == 200 and ctype.startswith("text/plain")
+    assert 'rockafka_queue_max_offset{topic="admin-orders",queue="0"} 7' in text
+    assert 'rockafka_consumer_lag{group="admin-readers",topic="admin-orders",queue="0"} 4' in text
+
+
+def test_dashboard_page_is_served(loaded):
+    status, ctype, text = get(loaded, "/")
+    assert status == 200 and ctype.startswith("text/html")
+    assert "<h2>Topics</h2>" in text and "api/topics" in text
