@@ -43,7 +43,7 @@ from .config import BrokerConfig, MessageStoreConfig
 from .config_manager import ConfigManager
 from .consume_queue import ConsumeQueue
 from .consumer_offset import ConsumerOffsetManager
-from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery
+from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery, record_keys
 from .errors import StoreError, StoreLockedError
 from .file_io import FileIO, MmapFileIO
 from .index_file import IndexService
@@ -775,10 +775,10 @@ class MessageStore:
                 continue
             if h.topic != topic or h.physical_offset != phy:
                 continue
-            if not h.sys_flag & INNER_BATCH_FLAG:
-                props = h.properties(data)
-                keys = (props.get("KEYS") or "").split(" ")
-                if key not in keys and props.get("UNIQ_KEY") != key:
+            # the index matches hashes only: check the key itself (Java hashes collide easily)
+            props = h.properties(data)
+            if key not in (props.get("KEYS") or "").split(" ") and props.get("UNIQ_KEY") != key:
+                if not (h.sys_flag & INNER_BATCH_FLAG and key in record_keys(h.body(data))):
                     continue
             res.messages.append(data)
         return res

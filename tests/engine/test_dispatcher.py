@@ -78,3 +78,19 @@ def test_index_finds_keys_uniq_keys_and_kafka_record_keys(make_store):
     assert store.query_message("I", "missing", 10, 0, 2**62).messages == []
     assert len(store.query_message("I", "order-1", 1, 0, 2**62).messages) == 1
     assert store.query_message("I", "order-1", 10, 0, 1000).messages == []  # outside the time range
+
+
+def test_query_checks_keys_exactly_despite_hash_collisions(make_store):
+    from engine.index_file import key_hash
+
+    # "Aa" and "BB" collide in Java's String.hashCode, so do "I#xAa" and "I#xBB"
+    assert key_hash("I#xAa") == key_hash("I#xBB")
+    store = make_store()
+    store.put_message(Message("I", b"plain", keys=["xAa"]))
+    store.put_record_batch("I", 0, build_batch([Record(0, 0, b"xBB", b"v", [])]))
+    assert wait_until(lambda: store.dispatcher.reput_offset == store.confirmed_offset)
+    from engine.message import decode_message
+
+    assert [decode_message(m).body for m in store.query_message("I", "xAa", 10, 0, 2**62).messages] == [b"plain"]
+    batch_hits = store.query_message("I", "xBB", 10, 0, 2**62).messages
+    assert len(batch_hits) == 1 and decode_message(batch_hits[0]).is_inner_batch

@@ -96,7 +96,7 @@ def verify(root: Path, acked: dict) -> None:
         for (qid, qoff), (kind, phy, key, body) in acked.items():
             wanted = key if kind == "msg" else f"{key}-r0"
             hits = store.query_message("Crash", wanted, 4, 0, 2**62).messages
-            assert [decode_message(h).commitlog_offset for h in hits] == [phy], wanted
+            assert [decode_message(h).commitlog_offset for h in hits] == [phy], (wanted, phy, [decode_message(h).commitlog_offset for h in hits])
     finally:
         store.shutdown()
 
