@@ -233,3 +233,46 @@ def test_group_admin_describe_list_delete(node):
     admin.delete_consumer_groups([group])[group].result(20)
     listed = {g.group_id for g in admin.list_consumer_groups().result(20).valid}
     assert group not in listed
+
+
+def test_static_member_restart_keeps_assignment_without_rebalance(node):
+    """KIP-345: a static member (group.instance.id) that restarts within its session timeout
+    gets its partitions back and the other member is not rebalanced."""
+    from confluent_kafka import Consumer
+
+    bs = node.kafka_bootstrap
+    topic, group = unique("static"), unique("gs")
+    create_topic(bs, topic, partitions=4)
+    revoked = {"a": 0, "b": 0}
+
+    def make(instance: str) -> Consumer:
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "group.instance.id": instance,
+                      "session.timeout.ms": 30000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest"})
+
+        def on_revoke(consumer, parts):
+            if parts:
+                revoked[instance] += 1
+
+        c.subscribe([topic], on_revoke=on_revoke)
+        return c
+
+    a, b = make("a"), make("b")
+    try:
+        def both_assigned():
+            a.poll(0.05)
+            b.poll(0.05)
+            return len(a.assignment()) + len(b.assignment()) == 4 and a.assignment() and b.assignment()
+
+        wait_for(both_assigned, 60, interval=0, what="two static members assigned")
+        b_parts = sorted(tp.partition for tp in b.assignment())
+        revoked_a_before = revoked["a"]
+        b.close()  # a static member leaves no LeaveGroup behind: its slot is kept
+        b = make("b")
+        wait_for(lambda: (b.poll(0.05), a.poll(0.05), b.assignment())[2], 60, interval=0, what="b back")
+        assert sorted(tp.partition for tp in b.assignment()) == b_parts
+        for _ in range(20):  # a keeps polling through b's return and is never revoked
+            a.poll(0.05)
+        assert revoked["a"] == revoked_a_before
+    finally:
+        a.close()
+        b.close()
