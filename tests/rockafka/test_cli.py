@@ -1,0 +1,64 @@
+"""The ``rockafka`` command as a user runs it: help, configuration errors, a locked data dir,
+graceful shutdown leaving no ``abort`` file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.support.node import RunningNode, rockafka_command
+
+
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(rockafka_command() + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def test_serve_help_documents_every_listener_flag():
+    out = run("serve", "--help")
+    assert out.returncode == 0
+    for flag in ("--data-dir", "--kafka-port", "--namesrv-port", "--broker-port", "--admin-port",
+                 "--host", "--config", "--set"):
+        assert flag in out.stdout
+    assert "9092" in out.stdout and "9876" in out.stdout and "10911" in out.stdout
+
+
+def test_bad_config_value_is_a_clear_error(tmp_path):
+    out = run("serve", "--data-dir", str(tmp_path / "d"), "--set", "flushDiskType=SOMETIMES")
+    assert out.returncode == 2
+    assert "flushDiskType" in out.stderr and "SOMETIMES" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_missing_config_file_is_a_clear_error(tmp_path):
+    out = run("serve", "--config", str(tmp_path / "nope.conf"))
+    assert out.returncode == 2 and "nope.conf" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_broker_conf_keys_are_applied(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("# RocketMQ key names\nbrokerName=broker-x\nflushDiskType=SYNC_FLUSH\n")
+    node = RunningNode(tmp_path / "data")
+    node_args = node.args
+    node.args = lambda: node_args() + ["--config", str(conf)]  # type: ignore[method-assign]
+    with node:
+        log = node.log_tail(10**6)
+        assert "flush_disk_type='SYNC_FLUSH'" in log
+        assert "broker-x" in log
+
+
+def test_second_process_on_same_data_dir_is_refused(tmp_path):
+    with RunningNode(tmp_path / "data") as first:
+        out = run("serve", "--host", "127.0.0.1", "--data-dir", str(first.data_dir),
+                  "--kafka-port", "0", "--namesrv-port", "0", "--broker-port", "0",
+                  "--ha-port", "0", "--admin-port", "0")
+        assert out.returncode == 1
+        assert "lock" in out.stderr.lower() and "Traceback" not in out.stderr
+        assert first.running()
+
+
+def test_sigterm_shuts_down_cleanly(tmp_path):
+    node = RunningNode(tmp_path / "data").start()
+    assert (node.data_dir / "abort").exists()
+    assert node.stop() == 0
+    assert not (node.data_dir / "abort").exists()
+    assert (node.data_dir / "checkpoint").exists()
