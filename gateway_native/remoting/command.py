@@ -52,7 +52,7 @@ def next_opaque() -> int:
 
 
 def _ext_value(value: Any) -> str:
-    if isinstance(value, bool):
+    if value is True or value is False:
         return "true" if value else "false"
     return str(value)
 
@@ -74,14 +74,14 @@ class RemotingCommand:
     def request(cls, code: int, fields: Mapping[str, Any] | None = None, body: bytes = b"", *,
                 oneway: bool = False, language: int = LanguageCode.PYTHON, version: int = SERVER_VERSION,
                 serialize_type: int = SerializeType.JSON) -> "RemotingCommand":
-        ext = {k: _ext_value(v) for k, v in (fields or {}).items() if v is not None}
+        ext = {k: v if type(v) is str else _ext_value(v) for k, v in (fields or {}).items() if v is not None}
         return cls(code=int(code), opaque=next_opaque(), flag=FLAG_ONEWAY if oneway else 0, ext_fields=ext,
                    body=body, language=language, version=version, serialize_type=serialize_type)
 
     def response(self, code: int, remark: str | None = None, fields: Mapping[str, Any] | None = None,
                  body: bytes = b"", serialize_type: int | None = None) -> "RemotingCommand":
         """A reply to this request: same opaque, response flag set, in the request's serialization."""
-        ext = {k: _ext_value(v) for k, v in (fields or {}).items() if v is not None}
+        ext = {k: v if type(v) is str else _ext_value(v) for k, v in (fields or {}).items() if v is not None}
         return RemotingCommand(code=int(code), opaque=self.opaque, flag=FLAG_RESPONSE, remark=remark,
                                ext_fields=ext, body=body, language=LanguageCode.JAVA, version=SERVER_VERSION,
                                serialize_type=self.serialize_type if serialize_type is None else serialize_type)

@@ -153,3 +153,27 @@ def test_rocketmq_serialized_requests_get_rocketmq_answers(node, producer):
     resp = request(node.broker_addr, RemotingCommand.request(RC.GET_MAX_OFFSET, {"topic": "BadInputAlive", "queueId": 0},
                                                              serialize_type=1))
     assert resp.serialize_type == 1 and resp.code == R.SUCCESS and int(resp.ext_fields["offset"]) >= 0
+
+
+def test_oversized_message_body_is_refused_but_the_connection_stays(node, producer):
+    big = b"x" * (5 * 1024 * 1024)  # above maxMessageSize (4 MiB), below the 16 MiB frame limit
+    with socket.create_connection(host_port(node.broker_addr), timeout=20) as s:
+        dec = FrameDecoder()
+
+        def roundtrip(cmd):
+            s.sendall(encode(cmd))
+            out = []
+            while not out:
+                chunk = s.recv(1 << 20)
+                assert chunk
+                out = dec.feed(chunk)
+            return out[0]
+        resp = roundtrip(RemotingCommand.request(RC.SEND_MESSAGE_V2, {"a": "g", "b": "BadInputAlive", "c": "TBW102", "d": 4,
+                                                                      "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}, big))
+        assert resp.code == R.MESSAGE_ILLEGAL and "exceeds" in resp.remark
+        ok = roundtrip(RemotingCommand.request(RC.SEND_MESSAGE_V2, {"a": "g", "b": "BadInputAlive", "c": "TBW102", "d": 4,
+                                                                    "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}, b"small"))
+        assert ok.code == R.SUCCESS
+    with pytest.raises(Exception) as info:
+        producer.send(Message("BadInputAlive", os.urandom(5 * 1024 * 1024)))
+    assert "max message size" in str(info.value)
