@@ -455,7 +455,8 @@ class MessageStore:
             self._topic_cache[topic] = cached
         return cached
 
-    def _encode(self, msg: Message, sys_flag: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
+    def _encode(self, msg: Message, sys_flag: int | None = None,
+                crc: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
         topic_bytes, err = self._topic_bytes(msg.topic)
         if err:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, err), 0
@@ -479,7 +480,8 @@ class MessageStore:
                 born_timestamp=_now_ms() if msg.born_timestamp is None else msg.born_timestamp,
                 born_host=parse_host(msg.born_host),
                 store_host=parse_host(msg.store_host) if msg.store_host is not None else self.store_host,
-                reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset)
+                reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset,
+                crc=crc)
         except (ValueError, struct.error) as exc:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"message cannot be encoded: {exc}"), 0
         if not self.commitlog.fits_in_segment(len(unit)):
@@ -536,7 +538,7 @@ class MessageStore:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"record batch has lastOffsetDelta {header.last_offset_delta}")
         msg = Message(topic=topic, body=batch, properties=properties, queue_id=queue_id, born_host=born_host,
                       store_host=store_host, born_timestamp=header.max_timestamp if header.max_timestamp > 0 else None)
-        unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG)
+        unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG, crc=0)  # BODYCRC set once offsets are known
         if refused:
             return refused
         tcode = tags_code((properties or {}).get(PROPERTY_TAGS))
