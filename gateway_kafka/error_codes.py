@@ -1,94 +1,14 @@
-"""Kafka error codes the gateway's handlers answer with, by Kafka's names.
+"""Kafka error codes as plain module constants (``E.UNKNOWN_MEMBER_ID``) for the handlers.
 
-Re-exported from the codec's table when it has the name, so there is one source of truth; the
-literal values are Kafka's and never change, which is why a fallback value is safe.
+The single source of the numbers is the codec's table, ``gateway_kafka.protocol.errors``
+(``ErrorCode``); this module re-exports every member by name as an ``int`` so handlers and the
+coordinator can write ``E.NAME`` without enum conversions, and adds ``NAMES`` (code -> name)
+for logs.
 """
 
 from __future__ import annotations
 
-_KAFKA = {
-    "UNKNOWN_SERVER_ERROR": -1,
-    "NONE": 0,
-    "OFFSET_OUT_OF_RANGE": 1,
-    "CORRUPT_MESSAGE": 2,
-    "UNKNOWN_TOPIC_OR_PARTITION": 3,
-    "INVALID_FETCH_SIZE": 4,
-    "LEADER_NOT_AVAILABLE": 5,
-    "NOT_LEADER_OR_FOLLOWER": 6,
-    "REQUEST_TIMED_OUT": 7,
-    "MESSAGE_TOO_LARGE": 10,
-    "OFFSET_METADATA_TOO_LARGE": 12,
-    "COORDINATOR_LOAD_IN_PROGRESS": 14,
-    "COORDINATOR_NOT_AVAILABLE": 15,
-    "NOT_COORDINATOR": 16,
-    "INVALID_TOPIC_EXCEPTION": 17,
-    "RECORD_LIST_TOO_LARGE": 18,
-    "NOT_ENOUGH_REPLICAS": 19,
-    "INVALID_REQUIRED_ACKS": 21,
-    "ILLEGAL_GENERATION": 22,
-    "INCONSISTENT_GROUP_PROTOCOL": 23,
-    "INVALID_GROUP_ID": 24,
-    "UNKNOWN_MEMBER_ID": 25,
-    "INVALID_SESSION_TIMEOUT": 26,
-    "REBALANCE_IN_PROGRESS": 27,
-    "INVALID_COMMIT_OFFSET_SIZE": 28,
-    "TOPIC_AUTHORIZATION_FAILED": 29,
-    "GROUP_AUTHORIZATION_FAILED": 30,
-    "CLUSTER_AUTHORIZATION_FAILED": 31,
-    "INVALID_TIMESTAMP": 32,
-    "UNSUPPORTED_SASL_MECHANISM": 33,
-    "ILLEGAL_SASL_STATE": 34,
-    "UNSUPPORTED_VERSION": 35,
-    "TOPIC_ALREADY_EXISTS": 36,
-    "INVALID_PARTITIONS": 37,
-    "INVALID_REPLICATION_FACTOR": 38,
-    "INVALID_REPLICA_ASSIGNMENT": 39,
-    "INVALID_CONFIG": 40,
-    "NOT_CONTROLLER": 41,
-    "INVALID_REQUEST": 42,
-    "UNSUPPORTED_FOR_MESSAGE_FORMAT": 43,
-    "POLICY_VIOLATION": 44,
-    "OUT_OF_ORDER_SEQUENCE_NUMBER": 45,
-    "DUPLICATE_SEQUENCE_NUMBER": 46,
-    "INVALID_PRODUCER_EPOCH": 47,
-    "INVALID_TXN_STATE": 48,
-    "INVALID_PRODUCER_ID_MAPPING": 49,
-    "INVALID_TRANSACTION_TIMEOUT": 50,
-    "CONCURRENT_TRANSACTIONS": 51,
-    "SASL_AUTHENTICATION_FAILED": 58,
-    "UNKNOWN_PRODUCER_ID": 59,
-    "KAFKA_STORAGE_ERROR": 56,
-    "SECURITY_DISABLED": 54,
-    "OPERATION_NOT_ATTEMPTED": 55,
-    "REASSIGNMENT_IN_PROGRESS": 60,
-    "NON_EMPTY_GROUP": 68,
-    "GROUP_ID_NOT_FOUND": 69,
-    "INVALID_RECORD": 87,
-    "FETCH_SESSION_ID_NOT_FOUND": 70,
-    "INVALID_FETCH_SESSION_EPOCH": 71,
-    "LISTENER_NOT_FOUND": 72,
-    "TOPIC_DELETION_DISABLED": 73,
-    "FENCED_LEADER_EPOCH": 74,
-    "UNKNOWN_LEADER_EPOCH": 75,
-    "UNSUPPORTED_COMPRESSION_TYPE": 76,
-    "STALE_BROKER_EPOCH": 77,
-    "OFFSET_NOT_AVAILABLE": 78,
-    "MEMBER_ID_REQUIRED": 79,
-    "PREFERRED_LEADER_NOT_AVAILABLE": 80,
-    "GROUP_MAX_SIZE_REACHED": 81,
-    "FENCED_INSTANCE_ID": 82,
-    "ELIGIBLE_LEADERS_NOT_AVAILABLE": 83,
-    "ELECTION_NOT_NEEDED": 84,
-    "NO_REASSIGNMENT_IN_PROGRESS": 85,
-    "GROUP_SUBSCRIBED_TO_TOPIC": 86,
-    "UNSTABLE_OFFSET_COMMIT": 88,
-    "THROTTLING_QUOTA_EXCEEDED": 89,
-    "PRODUCER_FENCED": 90,
-    "RESOURCE_NOT_FOUND": 91,
-    "INVALID_UPDATE_VERSION": 95,
-    "UNKNOWN_TOPIC_ID": 100,
-    "INCONSISTENT_TOPIC_ID": 103,
-}
+from gateway_kafka.protocol.errors import ErrorCode
 
-globals().update(_KAFKA)
-NAMES = {code: name for name, code in _KAFKA.items()}
+globals().update({code.name: int(code) for code in ErrorCode})
+NAMES = {int(code): code.name for code in ErrorCode}

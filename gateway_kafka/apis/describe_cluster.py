@@ -8,15 +8,13 @@ from __future__ import annotations
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
-UNSUPPORTED_ENDPOINT_TYPE = 116
-
 
 @api(key=60, min=0, max=1)
 async def handle(ctx: RequestContext, body: dict) -> dict:
     cluster = ctx.gateway.cluster
     endpoint_type = body.get("endpoint_type", 1)
     if endpoint_type != 1:
-        return {"throttle_time_ms": 0, "error_code": UNSUPPORTED_ENDPOINT_TYPE,
+        return {"throttle_time_ms": 0, "error_code": E.UNSUPPORTED_ENDPOINT_TYPE,
                 "error_message": "only broker endpoints can be described", "endpoint_type": endpoint_type,
                 "cluster_id": cluster.cluster_id, "controller_id": -1, "brokers": []}
     brokers = [{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in cluster.nodes()]
