@@ -209,9 +209,9 @@ class GroupCommitService(threading.Thread):
             deadline = time.monotonic() + timeout_s
             while self.flushed < end_offset:
                 left = deadline - time.monotonic()
-                if left <= 0 or self._stopping:
-                    return self.flushed >= end_offset
-                self.cond.wait(left)
+                if left <= 0:
+                    return False
+                self.cond.wait(left)  # stopping still flushes what was asked for first
             return True
 
     def run(self) -> None:
