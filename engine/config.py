@@ -53,6 +53,8 @@ class MessageStoreConfig:
     message_index_enable: bool = True
     broker_role: str = "ASYNC_MASTER"  # ASYNC_MASTER, SYNC_MASTER, SLAVE
     message_delay_level: str = DEFAULT_DELAY_LEVELS
+    timer_max_delay_sec: int = 3 * 86400  # RocketMQ 5: timer messages may be at most 3 days away
+    timer_precision_ms: int = 1000  # timer wheel step
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
     check_crc_on_recover: bool = True

@@ -48,9 +48,11 @@ from .errors import StoreError, StoreLockedError
 from .file_io import FileIO, MmapFileIO
 from .index_file import IndexService
 from .message import (INNER_BATCH_FLAG, MAGIC_CODE_V1, MAGIC_CODE_V2, Message, MessageExt, MessageFormatError,
-                      PROPERTY_TAGS, UnitHeader, body_crc, decode_message, decode_message_id, encode_properties,
+                      PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, UnitHeader, body_crc, decode_message, decode_message_id, encode_properties,
                       encode_unit, message_id, parse_host, patch_unit, tags_code)
+from .schedule_message import ScheduleMessageService
 from .subscription_group import SubscriptionGroupManager
+from .timer_message import TIMER_PROPERTIES, TimerMessageError, TimerMessageStore
 from .topic_config import TopicConfig, TopicConfigManager
 
 log = structlog.get_logger("rockafka.engine.store")
@@ -195,6 +197,9 @@ class MessageStore:
         self.consumer_offsets = ConsumerOffsetManager(self.config_dir)
         self.subscription_groups = SubscriptionGroupManager(self.config_dir, self.broker_config.auto_create_subscription_group)
         self.min_offsets = LogicalMinOffsetTable(self.config_dir)
+        # delayed delivery: delay levels and timer messages (delays-retry.md)
+        self.schedule = ScheduleMessageService(self)
+        self.timer = TimerMessageStore(self)
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self._topic_cache: dict[str, tuple[bytes | None, str | None]] = {}
         self._queue_offsets: dict[tuple[str, int], int] = {}
@@ -259,6 +264,8 @@ class MessageStore:
         self._background = threading.Thread(target=self._background_loop, name="store-background", daemon=True)
         self._background.start()
         self.running = True
+        self.schedule.start()
+        self.timer.start()
         log.info("store_started", root=self.root, flush_disk_type=self.config.flush_disk_type,
                  last_exit_ok=self.last_exit_ok, commitlog_max_offset=self.commitlog.max_offset,
                  consume_queues=len(self._cqs))
@@ -266,6 +273,8 @@ class MessageStore:
     def shutdown(self) -> None:
         if not self.running:
             return
+        self.timer.stop()
+        self.schedule.stop()
         self.running = False
         self._stop_event.set()
         if self._background is not None:
@@ -495,9 +504,23 @@ class MessageStore:
         refused = self._check_writable()
         if refused:
             return refused
+        staged_tcode = None
+        props = msg.properties
+        if props and (PROPERTY_DELAY_TIME_LEVEL in props or any(k in props for k in TIMER_PROPERTIES)):
+            # RocketMQ's put path: a delayed message is stored in its staging topic, with the
+            # delivery time as its consume-queue tags code; half and rollback messages never are
+            if msg.sys_flag & 0xC not in (0x4, 0xC):
+                try:
+                    staged = self.schedule.rewrite(msg) or self.timer.rewrite(msg)
+                except TimerMessageError as exc:
+                    return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, str(exc))
+                if staged is not None:
+                    msg, staged_tcode = staged
         unit, refused, tcode = self._encode(msg)
         if refused:
             return refused
+        if staged_tcode is not None:
+            tcode = staged_tcode
         return self._append(msg.topic, msg.queue_id, [(unit, tcode, 1)], wait=self._wants_wait(msg))
 
     def put_messages(self, msgs: list[Message]) -> PutMessageResult:
