@@ -30,6 +30,7 @@ from gateway_kafka.apis._common import batch_of_unit, find_topic, partition_coun
 # Records per store read. The store counts logical offsets but returns whole batch units, so
 # this only bounds natively produced (one record per unit) reads; bytes bound the rest.
 MAX_RECORDS_PER_READ = 100_000
+UNIT_OVERHEAD_ALLOWANCE = 4096
 
 
 def _empty(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = -1) -> dict:
@@ -50,7 +51,10 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
         return _empty(index, E.OFFSET_OUT_OF_RANGE, hi, hi, lo), 0
     if fetch_offset == hi or (limit <= 0 and not min_one):
         return _empty(index, E.NONE, hi, hi, lo), 0
-    res = store.get_message("", topic, index, fetch_offset, MAX_RECORDS_PER_READ, max_bytes=max(limit, 1))
+    # The store counts whole units (batch + ~100 bytes of unit header, topic, properties); ask
+    # for a little more and trim by batch bytes below, so the limit is about what is sent.
+    res = store.get_message("", topic, index, fetch_offset, MAX_RECORDS_PER_READ,
+                            max_bytes=max(limit, 1) + limit // 4 + UNIT_OVERHEAD_ALLOWANCE)
     parts = []
     size = 0
     for unit in res.messages:

@@ -262,3 +262,61 @@ def test_records_near_the_size_limit(make_node):
 
     got = consume("aiokafka", n.kafka_bootstrap, topic, 2)
     assert [len(g[3]) for g in got] == [190_000, 190_000]
+
+
+# -- fetch limits and list offsets -------------------------------------------------------------
+
+def test_fetch_limits_follow_the_first_batch_rule(node):
+    topic = unique("limits")
+    create_topic(node.kafka_bootstrap, topic, partitions=2)
+    big = b"z" * 30_000
+    with RawKafka(node.kafka_bootstrap) as raw:
+        for part in (0, 1):
+            for _ in range(3):  # three separate ~30 KB batches per partition
+                assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, batch([big]), partition=part)))[
+                    "error_code"] == 0
+
+        def fetch(max_bytes: int, partition_max: int) -> list[int]:
+            req = fetch_req(topic, 0)
+            req["max_bytes"] = max_bytes
+            req["topics"][0]["partitions"] = [
+                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": partition_max} for p in (0, 1)]
+            resp = raw.request(FETCH, 11, req)
+            return [len(bytes(p["records"] or b"")) for p in resp["responses"][0]["partitions"]]
+
+        one = len(batch([big]))
+        # limits smaller than one batch: the first partition still gets its first batch whole,
+        # the second gets nothing (the response budget is spent)
+        assert fetch(1_000, 1_000) == [one, 0]
+        # a per-partition limit of two batches, generous total: two batches from each
+        assert fetch(10_000_000, 2 * one + 10) == [2 * one, 2 * one]
+        # total budget of three batches: two from the first partition, one from the second
+        assert fetch(3 * one + 10, 2 * one + 10) == [2 * one, one]
+
+
+def test_list_offsets_earliest_latest_timestamps_and_max(node):
+    topic = unique("lo")
+    create_topic(node.kafka_bootstrap, topic)
+    base = int(time.time() * 1000) - 60_000
+    stamps = [base + 5_000, base + 1_000, base + 9_000, base + 3_000]  # not monotonic
+    with RawKafka(node.kafka_bootstrap) as raw:
+        for ts in stamps:
+            b = build_batch([Record(0, 0, None, b"v", [])], base_timestamp=ts)
+            assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, b)))["error_code"] == 0
+
+        def lookup(ts: int) -> tuple[int, int]:
+            resp = raw.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}]}]})
+            p = resp["topics"][0]["partitions"][0]
+            assert p["error_code"] == 0
+            return p["offset"], p["timestamp"]
+
+        assert lookup(-2)[0] == 0 and lookup(-1)[0] == 4
+        assert lookup(-3) == (2, base + 9_000)  # the record with the largest timestamp
+        assert lookup(base + 4_000) == (0, base + 5_000)  # first offset whose timestamp is >= t
+        assert lookup(base + 6_000) == (2, base + 9_000)
+        assert lookup(base + 10_000) == (-1, -1)
+        unknown = raw.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 9, "current_leader_epoch": -1, "timestamp": -1}]}]})
+        assert unknown["topics"][0]["partitions"][0]["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
