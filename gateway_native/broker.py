@@ -286,6 +286,8 @@ class Broker:
         await self.server.start()
         self._tasks.append(asyncio.ensure_future(self._register_loop()))
         self._tasks.append(asyncio.ensure_future(self._scan_loop()))
+        from .processors.transaction import check_loop  # half messages left open are checked after a restart too
+        self._tasks.append(asyncio.ensure_future(check_loop(self)))
         await self.register_all(first=True)
 
     async def stop(self) -> None:

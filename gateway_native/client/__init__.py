@@ -11,6 +11,9 @@ from .message import (
 )
 from .producer import Producer, select_by_hash
 from .push_consumer import ConsumeContext, PushConsumer
+from .transaction_producer import (
+    LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
+)
 from .rebalance import (
     AllocateAverage, AllocateAverageByCircle, AllocateByConfig, AllocateConsistentHash, AllocateMachineRoomNearby,
 )
@@ -19,6 +22,7 @@ __all__ = [
     "Producer", "PushConsumer", "ConsumeContext", "Message", "MessageExt", "MessageQueue", "MessageSelector",
     "SendResult", "SendStatus", "ConsumeStatus", "MQClientError", "MQBrokerError", "select_by_hash",
     "AllocateAverage", "AllocateAverageByCircle", "AllocateConsistentHash", "AllocateMachineRoomNearby", "AllocateByConfig",
+    "TransactionProducer", "TransactionListener", "TransactionSendResult", "LocalTransactionState",
 ]
 
 try:  # optional parts are imported lazily by name below

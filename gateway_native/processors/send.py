@@ -9,8 +9,8 @@ queueId, queueOffset plus MSG_REGION / TRACE_ON. Put statuses map to RocketMQ's 
 (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE keep the stored message's ids).
 A batch body is ``MessageDecoder.encodeMessages``; all of it lands contiguously in one queue.
 
-Not implemented here: prepared (transactional) messages and retry-topic redirection, which the
-transaction and retry processors own; they are refused with NO_PERMISSION and a remark.
+Prepared (transactional) messages go to ``transaction.py``'s service (stored in the half topic,
+with the sending producer group in PGROUP); a prepared batch is refused with MESSAGE_ILLEGAL.
 """
 
 from __future__ import annotations
@@ -89,8 +89,6 @@ def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int]:
     if queue_id >= tc.read_queue_nums and queue_id >= tc.write_queue_nums:
         raise ProcessorError(R.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal, {topic} "
                                              f"writeQueueNums {tc.write_queue_nums} readQueueNums {tc.read_queue_nums}")
-    if sys_flag & SYSFLAG_TRANSACTION_PREPARED:
-        raise ProcessorError(R.NO_PERMISSION, "transactional (half) messages are not accepted by this broker yet")
     return topic, queue_id, sys_flag, cmd.get_int("flag", 0) or 0
 
 
@@ -103,6 +101,11 @@ async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
         return cmd.response(R.MESSAGE_ILLEGAL, f"message body size {len(cmd.body)} exceeds the maximum {max_size}")
     msg = _message(broker, conn, topic, queue_id, bytes(cmd.body), props, flag, sys_flag,
                    cmd.get_int("bornTimestamp"), cmd.get_int("reconsumeTimes", 0) or 0)
+    if sys_flag & SYSFLAG_TRANSACTION_PREPARED:  # a half message: stored in RMQ_SYS_TRANS_HALF_TOPIC
+        from .transaction import service
+        msg.properties = dict(msg.properties or {}, PGROUP=cmd.get_str("producerGroup") or "")
+        result = await broker.put(service(broker).prepare, msg)
+        return _response(cmd, broker, result, queue_id, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
     result = await broker.put(broker.store.put_message, msg)
     return _response(cmd, broker, result, queue_id, None)
 
@@ -118,6 +121,8 @@ async def send_batch(broker: Any, conn: Connection, cmd: RemotingCommand) -> Rem
         return cmd.response(R.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
     if not items:
         return cmd.response(R.MESSAGE_ILLEGAL, "the batch is empty")
+    if sys_flag & SYSFLAG_TRANSACTION_PREPARED:
+        return cmd.response(R.MESSAGE_ILLEGAL, "batch messages cannot be transactional (half) messages")
     born = cmd.get_int("bornTimestamp")
     msgs = [_message(broker, conn, topic, queue_id, it.body, it.properties, it.flag, sys_flag, born, 0) for it in items]
     result = await broker.put(broker.store.put_messages, msgs)
