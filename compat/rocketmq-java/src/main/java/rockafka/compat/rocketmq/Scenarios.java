@@ -461,16 +461,31 @@ final class Scenarios {
             String bad = mismatch(byOffsetId, topic, k -> "TagQ");
             report.check("view_by_offset_msg_id_" + i, bad == null && idx(byOffsetId) == i,
                     bad == null ? "idx " + idx(byOffsetId) : bad);
-            MessageExt byUniq = p.getDefaultMQProducerImpl().queryMessageByUniqKey(topic, r.getMsgId());
-            report.check("query_by_unique_key_" + i, byUniq != null && idx(byUniq) == i && mismatch(byUniq, topic, k -> "TagQ") == null,
-                    byUniq == null ? "not found" : "idx " + idx(byUniq));
+            // the index is built after the append, as RocketMQ's dispatcher does: poll (bounded)
+            MessageExt[] byUniq = new MessageExt[1];
+            String[] lastError = {"not found"};
+            await(() -> {
+                try {
+                    byUniq[0] = p.getDefaultMQProducerImpl().queryMessageByUniqKey(topic, r.getMsgId());
+                } catch (MQClientException e) {
+                    lastError[0] = e.getMessage().split("\n")[0];
+                }
+                return byUniq[0] != null;
+            });
+            MessageExt u = byUniq[0];
+            report.check("query_by_unique_key_" + i, u != null && idx(u) == i && mismatch(u, topic, k -> "TagQ") == null,
+                    u == null ? lastError[0] : "idx " + idx(u));
         }
         String key = "key-" + runId + "-3";
         List<MessageExt> found = new ArrayList<>();
         boolean hit = await(() -> {
-            QueryResult q = p.queryMessage(topic, key, 32, begin, System.currentTimeMillis() + 60_000);
             found.clear();
-            found.addAll(q.getMessageList());
+            try {
+                QueryResult q = p.queryMessage(topic, key, 32, begin, System.currentTimeMillis() + 60_000);
+                found.addAll(q.getMessageList());
+            } catch (MQClientException e) {
+                return false; // "no message" until the index has it
+            }
             return found.stream().anyMatch(m -> idx(m) == 3);
         });
         report.check("query_by_key", hit && found.stream().allMatch(m -> key.equals(m.getKeys())),
