@@ -3,19 +3,25 @@
 QUERY_MESSAGE answers the stored units of ``topic#key`` (KEYS and UNIQ_KEY are indexed) within
 [beginTimestamp, endTimestamp], newest first, at most maxNum; QUERY_NOT_FOUND when none.
 VIEW_MESSAGE_BY_ID takes the commitlog offset the client decoded from an offset message id and
-answers that one unit; a Kafka batch unit is answered as its first record.
+answers that one unit; a Kafka batch unit is answered as its first record. Kafka batch units
+found by key are expanded and only the records carrying the key are answered.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.message import encode_message
+import struct
+
+from engine.message import INNER_BATCH_FLAG, encode_message
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
+from ..remoting.message_codec import decode_unit
 from ..transport import Connection
 from . import BROKER_PROCESSORS
+
+_SYSFLAG = struct.Struct(">i")
 
 
 @BROKER_PROCESSORS.register(RC.QUERY_MESSAGE)
@@ -25,7 +31,7 @@ async def query_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> 
     begin = cmd.get_int("beginTimestamp", 0) or 0
     end = cmd.get_int("endTimestamp") or (1 << 62)
     result = await broker.run_blocking(broker.store.query_message, topic, key, max_num, begin, end)
-    units = [bytes(u) for u in (result.messages or [])][:max_num]
+    units = _expand_matching([bytes(u) for u in (result.messages or [])], key)[:max_num]
     if not units:
         return cmd.response(R.QUERY_NOT_FOUND, "can not find message, maybe time range not correct")
     fields = {"indexLastUpdateTimestamp": getattr(result, "index_last_update_timestamp", 0),
@@ -50,4 +56,28 @@ async def view_message_by_id(broker: Any, conn: Connection, cmd: RemotingCommand
                     prepared_transaction_offset=msg.prepared_transaction_offset)
         raw = encode_message(m, queue_offset=msg.queue_offset, physical_offset=msg.commitlog_offset,
                              store_timestamp=msg.store_timestamp, store_host=msg.store_host)
-    return cmd.response(R.SUCCESS, body=bytes(raw))
+    raw = bytes(raw)
+    if msg.sys_flag & INNER_BATCH_FLAG:
+        from engine.batch_convert import expand_batch_unit
+
+        records = expand_batch_unit(raw)
+        if not records:
+            return cmd.response(R.SYSTEM_ERROR, f"the unit at offset {offset} holds no records")
+        raw = records[0]
+    return cmd.response(R.SUCCESS, body=raw)
+
+
+def _expand_matching(units: list[bytes], key: str) -> list[bytes]:
+    """Kafka batch units become the records among them that carry ``key`` (KEYS or UNIQ_KEY)."""
+    out: list[bytes] = []
+    for unit in units:
+        if not _SYSFLAG.unpack_from(unit, 36)[0] & INNER_BATCH_FLAG:
+            out.append(unit)
+            continue
+        from engine.batch_convert import expand_batch_unit
+
+        for rec in expand_batch_unit(unit):
+            props = decode_unit(rec, decompress=False).properties
+            if key in (props.get("KEYS") or "").split(" ") or props.get("UNIQ_KEY") == key:
+                out.append(rec)
+    return out

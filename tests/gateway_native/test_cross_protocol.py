@@ -84,3 +84,23 @@ def test_topic_created_by_a_kafka_client_is_routed_natively(node):
     with Admin(node.namesrv_addr) as admin:
         route = wait_until(lambda: admin.topic_route(topic), what="the NameServer to route the Kafka-created topic")
     assert route["queueDatas"][0]["readQueueNums"] == 3
+
+
+def test_kafka_records_are_found_by_key_and_id_natively(node):
+    topic = f"XQ_{uuid.uuid4().hex[:6]}"
+    with Admin(node.namesrv_addr) as admin:
+        admin.create_topic(topic, 1)
+        kp = confluent_kafka.Producer({"bootstrap.servers": node.kafka_bootstrap, "linger.ms": 50})
+        for i in range(5):
+            kp.produce(topic, value=f"q{i}".encode(), key=f"qk{i}".encode(), partition=0)
+        assert kp.flush(30) == 0
+        found = wait_until(lambda: admin.query_message_by_key(topic, "qk3"), what="the Kafka record by key")
+        assert [m.body for m in found] == [b"q3"]
+        # the offset id a native consumer sees for a record leads back to its batch's first record
+        with LitePullConsumer(f"xq_{uuid.uuid4().hex[:6]}", node.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                              auto_commit=False) as lp:
+            lp.assign(lp.fetch_message_queues(topic))
+            got: list = []
+            wait_until(lambda: got.extend(lp.poll(300)) or len(got) >= 5, what="5 records")
+        first = admin.view_message(got[0].offset_msg_id)
+        assert first.body == b"q0"
