@@ -320,3 +320,36 @@ def test_list_offsets_earliest_latest_timestamps_and_max(node):
         unknown = raw.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
             {"name": topic, "partitions": [{"partition_index": 9, "current_leader_epoch": -1, "timestamp": -1}]}]})
         assert unknown["topics"][0]["partitions"][0]["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_graceful_stop_with_parked_requests_and_busy_clients(make_node):
+    """A stop while a fetch long-polls and a JoinGroup is parked ends cleanly (exit code 0),
+    and everything acknowledged before it is there after the restart."""
+    n = make_node({"group_initial_rebalance_delay_ms": 60_000})  # keeps the JoinGroup parked
+    topic = unique("stop")
+    create_topic(n.kafka_bootstrap, topic)
+    offsets = produce("confluent-kafka", n.kafka_bootstrap, topic, [(None, b"kept-%d" % i, []) for i in range(20)])
+    assert offsets == list(range(20))
+    from gateway_kafka.protocol import encode_request
+
+    poller, joiner = RawKafka(n.kafka_bootstrap), RawKafka(n.kafka_bootstrap)
+    try:
+        poller.send_raw(encode_request(FETCH, 11, 1, fetch_req(topic, 20, max_wait_ms=30_000), "t"))
+        first = joiner.request(11, 5, {"group_id": "parked", "session_timeout_ms": 10_000,
+                                       "rebalance_timeout_ms": 60_000, "member_id": "", "group_instance_id": None,
+                                       "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+        assert first["error_code"] == E.MEMBER_ID_REQUIRED
+        joiner.send_raw(encode_request(11, 5, 2, {
+            "group_id": "parked", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 60_000,
+            "member_id": first["member_id"], "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]}, "t"))
+        assert n.stop(timeout=30) == 0
+    finally:
+        poller.close()
+        joiner.close()
+    n.settings = {}  # normal rebalance delay again, so the reading group below forms at once
+    n.start()
+    from tests.gateway_kafka.kafka_helpers import consume
+
+    got = consume("confluent-kafka", n.kafka_bootstrap, topic, 20)
+    assert [g[3] for g in got] == [b"kept-%d" % i for i in range(20)]
