@@ -169,18 +169,17 @@ def test_unknown_topic_partition_and_offset_out_of_range(node):
 def test_fetch_long_poll_wakes_on_arrival(node):
     topic = unique("poll")
     create_topic(node.kafka_bootstrap, topic)
+    # The fetch may wait 10 minutes; the socket gives up after 30 s. Only a wake-up by the
+    # arriving record can answer it in between.
     with RawKafka(node.kafka_bootstrap, timeout=30) as raw:
         from gateway_kafka.protocol import decode_response, encode_request
 
-        raw.send_raw(encode_request(FETCH, 11, 7, fetch_req(topic, 0, max_wait_ms=20_000), "poll"))
+        raw.send_raw(encode_request(FETCH, 11, 7, fetch_req(topic, 0, max_wait_ms=600_000), "poll"))
         produce("confluent-kafka", node.kafka_bootstrap, topic, [(None, b"wake up", [])])
-        started = time.monotonic()
         frame = raw.read_frame()
         _, resp = decode_response(FETCH, 11, frame)
         part = resp["responses"][0]["partitions"][0]
         assert part["error_code"] == 0 and b"wake up" in bytes(part["records"])
-        # answered by the arrival, long before the 20 s wait ran out
-        assert time.monotonic() - started < 15
 
 
 # -- idempotent producer -----------------------------------------------------------------------
