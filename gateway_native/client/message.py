@@ -42,6 +42,8 @@ class Message:
     flag: int = 0
     delay_level: int = 0
     wait_store_msg_ok: bool = True
+    # RocketMQ 5 timer message: absolute delivery time in ms (TIMER_DELIVER_MS); 0 = none
+    deliver_time_ms: int = 0
 
     def all_properties(self) -> dict[str, str]:
         props = dict(self.properties)
@@ -51,6 +53,8 @@ class Message:
             props[PROPERTY_KEYS] = self.keys if isinstance(self.keys, str) else " ".join(self.keys)
         if self.delay_level > 0:
             props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
+        if self.deliver_time_ms > 0:
+            props["TIMER_DELIVER_MS"] = str(self.deliver_time_ms)
         if not self.wait_store_msg_ok:
             props["WAIT"] = "false"
         return props

@@ -1,0 +1,124 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer hands back a message it could not consume.
+
+Behaviour (RocketMQ's ``AbstractSendMessageProcessor.consumerSendMsgBack``):
+- header: offset (commitlog offset of the consumed unit), group, delayLevel, originMsgId,
+  originTopic, maxReconsumeTimes; the unit is looked up in the store (SYSTEM_ERROR when gone).
+  A Kafka batch unit is narrowed to the record ``originMsgId`` names (its derived UNIQ_KEY).
+- the group's subscription config is found or created (SUBSCRIPTION_GROUP_NOT_EXIST when
+  auto-creation is off); ``%RETRY%<group>`` is created when missing (one queue).
+- the copy keeps body, flag, tags, keys and properties, gets ``RETRY_TOPIC`` (the original
+  topic, kept from the first failure on) and ``ORIGIN_MESSAGE_ID``, and reconsumeTimes + 1.
+- when the message's reconsumeTimes reached the limit, or delayLevel < 0, the copy goes to
+  ``%DLQ%<group>`` queue 0 (created when missing, read + write); otherwise to the retry topic
+  with ``DELAY`` = delayLevel, or 3 + reconsumeTimes when the consumer left it 0, so the store's
+  schedule service redelivers it with a growing back-off.
+- the limit is the smaller of the client's maxReconsumeTimes (when it sends one, >= 0) and the
+  group's ``retryMaxTimes`` (subscriptionGroup.json, default 16), so an operator can cap a group
+  whatever its clients say.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import structlog
+
+from engine.message import INNER_BATCH_FLAG, Message
+from engine.topic_config import TopicConfig
+
+from ..remoting.codes import PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
+from ..remoting.command import RemotingCommand
+from ..transport import Connection
+from . import BROKER_PROCESSORS
+from .send import _STATUS
+
+log = structlog.get_logger("rockafka.native.send_back")
+
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_DELAY = "DELAY"
+
+
+def ensure_topic(broker: Any, topic: str, queue_nums: int = 1) -> TopicConfig:
+    tcm = broker.store.topic_config
+    tc = tcm.get(topic)
+    if tc is None:
+        tc = TopicConfig(topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=PERM_READ | PERM_WRITE)
+        tcm.create_or_update(tc)
+        broker.topics_changed()
+    return tc
+
+
+@BROKER_PROCESSORS.register(RC.CONSUMER_SEND_MSG_BACK)
+async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    group = cmd.require_str("group")
+    offset = cmd.require_int("offset")
+    delay_level = cmd.get_int("delayLevel", 0) or 0
+    origin_msg_id = cmd.get_str("originMsgId")
+    client_max = cmd.get_int("maxReconsumeTimes", -1)
+    store = broker.store
+    sub_cfg = store.subscription_groups.find_or_create(group)
+    if sub_cfg is None:
+        return cmd.response(R.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
+    max_times = sub_cfg.retry_max_times
+    if client_max is not None and client_max >= 0:
+        max_times = min(max_times, client_max)
+
+    ext = await broker.run_blocking(_look, store, offset, origin_msg_id)
+    if ext is None:
+        return cmd.response(R.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+    props = dict(ext.properties)
+    props.setdefault(PROPERTY_RETRY_TOPIC, ext.topic)
+    props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin_msg_id or ext.msg_id)
+    props.pop(PROPERTY_DELAY, None)
+    props.pop("REAL_TOPIC", None)
+    props.pop("REAL_QID", None)
+    if ext.reconsume_times >= max_times or delay_level < 0:
+        topic = DLQ_PREFIX + group
+        ensure_topic(broker, topic)
+        queue_id = 0
+        log.info("message_to_dlq", group=group, topic=props[PROPERTY_RETRY_TOPIC], msg_id=props[PROPERTY_ORIGIN_MESSAGE_ID],
+                 reconsume_times=ext.reconsume_times + 1)
+    else:
+        topic = RETRY_PREFIX + group
+        tc = ensure_topic(broker, topic, max(sub_cfg.retry_queue_nums, 1))
+        queue_id = random.randrange(max(tc.write_queue_nums, 1))
+        props[PROPERTY_DELAY] = str(delay_level if delay_level > 0 else 3 + ext.reconsume_times)
+    tags = props.pop("TAGS", None)
+    keys = props.pop("KEYS", None)
+    msg = Message(topic=topic, body=ext.body, tags=tags, keys=keys.split(" ") if keys else None, properties=props,
+                  queue_id=queue_id, flag=ext.flag, sys_flag=ext.sys_flag & ~INNER_BATCH_FLAG & ~0xC,
+                  born_timestamp=ext.born_timestamp, born_host=ext.born_host, store_host=broker.addr,
+                  reconsume_times=ext.reconsume_times + 1)
+    result = await broker.put(store.put_message, msg)
+    status = getattr(result.status, "name", str(result.status))
+    code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status))
+    if code in (R.SUCCESS, R.FLUSH_DISK_TIMEOUT, R.FLUSH_SLAVE_TIMEOUT, R.SLAVE_NOT_AVAILABLE):
+        return cmd.response(R.SUCCESS)
+    return cmd.response(code, result.error or remark)
+
+
+def _look(store: Any, offset: int, origin_msg_id: str | None) -> Any:
+    from engine.batch_convert import expand_batch_unit
+    from engine.message import decode_message, encode_message
+
+    ext = store.look_message_by_offset(offset) if offset >= 0 else None
+    if ext is None or not ext.sys_flag & INNER_BATCH_FLAG:
+        return ext
+    unit = encode_message(Message(topic=ext.topic, body=ext.body, properties=dict(ext.properties),
+                                  queue_id=ext.queue_id, flag=ext.flag, sys_flag=ext.sys_flag,
+                                  born_timestamp=ext.born_timestamp, born_host=ext.born_host,
+                                  reconsume_times=ext.reconsume_times),
+                          queue_offset=ext.queue_offset, physical_offset=ext.commitlog_offset,
+                          store_timestamp=ext.store_timestamp, store_host=ext.store_host)
+    try:
+        records = [decode_message(u) for u in expand_batch_unit(bytes(unit))]
+    except ValueError:
+        return None
+    for rec in records:  # the record the consumer failed on: its derived UNIQ_KEY is the id it saw
+        if origin_msg_id and rec.properties.get("UNIQ_KEY") == origin_msg_id:
+            return rec
+    return records[0] if records else None
