@@ -8,7 +8,9 @@ Run: ``.venv/bin/python compat/bench/native_bench.py`` (about a minute). Starts 
 - pull: a LitePullConsumer assigned to every queue reads everything sent back.
 
 Prints one JSON line per case (messages, seconds, msgs/s, MiB/s, p50/p99 latency for sync).
-Not a test: nothing is asserted. Peers side by side are in compat/bench/peers/.
+With ``--peer`` the same cases then run, with the same SDK, against Apache RocketMQ 5.x
+(``compat/bench/peers/rocketmq_peer.py``, NameServer + broker on loopback) in the same run, and
+one more line per case gives the ratio rockafka / rocketmq. Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ def emit(**kw) -> None:
     print(json.dumps(kw), flush=True)
 
 
-def bench(namesrv: str, seconds: float, window: int, size: int, queues: int) -> None:
+def bench(namesrv: str, seconds: float, window: int, size: int, queues: int, target: str = "rockafka") -> dict[str, float]:
+    rates: dict[str, float] = {}
+
+    def emit(**kw) -> None:
+        kw["target"] = target
+        if "msgs_per_s" in kw:
+            rates[kw["case"]] = kw["msgs_per_s"]
+        print(json.dumps(kw), flush=True)
+
     topic = f"bench_{uuid.uuid4().hex[:8]}"
     with Admin(namesrv) as admin:
         admin.create_topic(topic, queues)
@@ -92,6 +102,7 @@ def bench(namesrv: str, seconds: float, window: int, size: int, queues: int) -> 
         dt = time.perf_counter() - t0
         emit(case="pull", size=size, messages=got, expected=total, seconds=round(dt, 2), msgs_per_s=round(got / dt),
              mib_per_s=round(got * size / dt / 2**20, 2))
+    return rates
 
 
 def main() -> int:
@@ -101,6 +112,7 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=256, help="async requests in flight (default 256)")
     ap.add_argument("--size", type=int, default=1024, help="body size in bytes (default 1024)")
     ap.add_argument("--queues", type=int, default=4)
+    ap.add_argument("--peer", action="store_true", help="also run against Apache RocketMQ 5.x and print ratios")
     args = ap.parse_args()
     if args.namesrv:
         bench(args.namesrv, args.seconds, args.window, args.size, args.queues)
@@ -109,7 +121,16 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as d, RunningNode(Path(d) / "data") as node:
         emit(case="node", namesrv=node.namesrv_addr, broker=node.broker_addr)
-        bench(node.namesrv_addr, args.seconds, args.window, args.size, args.queues)
+        ours = bench(node.namesrv_addr, args.seconds, args.window, args.size, args.queues)
+    if args.peer:
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+        from rocketmq_peer import RocketMQPeer
+
+        with tempfile.TemporaryDirectory() as d, RocketMQPeer(Path(d) / "peer") as peer:
+            theirs = bench(peer.namesrv_addr, args.seconds, args.window, args.size, args.queues, target="rocketmq")
+        for case, rate in ours.items():
+            if theirs.get(case):
+                emit(case=case, ratio_rockafka_over_rocketmq=round(rate / theirs[case], 3))
     return 0
 
 
