@@ -50,8 +50,10 @@ def order_stats(kafka_df, *, watermark_delay: str = WATERMARK_DELAY, window: str
     orders = (kafka_df
               .select(F.from_json(F.col("value").cast("string"), order_schema()).alias("o"))
               .select("o.*")
-              .where(F.col("order_id").isNotNull() & F.col("ts").isNotNull()
-                     & F.col("product").isNotNull())
+              # Not valid order JSON, or a field missing or of the wrong type: skip the record.
+              .where(F.col("order_id").isNotNull() & F.col("product").isNotNull()
+                     & F.col("quantity").isNotNull() & F.col("price_cents").isNotNull()
+                     & F.col("ts").isNotNull())
               .withColumn("event_time", F.timestamp_millis("ts")))
     return (orders
             .withWatermark("event_time", watermark_delay)

@@ -12,9 +12,20 @@ import json
 import pytest
 
 from spark_examples import generate_orders, orders_stream
-from spark_examples.tests.helpers import consume, create_topic, unique
+from spark_examples.tests.helpers import consume, create_topic, flush_all, producer, unique
 
 pytestmark = pytest.mark.timeout(300)
+
+JUNK = [
+    b"not json at all",
+    b"",
+    None,
+    b'{"order_id": "junk-1", "product": "apple"}',
+    b'{"order_id": "junk-2", "product": "apple", "quantity": "lots", "price_cents": 5,'
+    b' "ts": 1704067230000}',
+    b"\xff\xfe\x00binary",
+    b"[1, 2, 3]",
+]
 
 
 def stats_of(records) -> list[generate_orders.WindowStats]:
@@ -30,7 +41,13 @@ def test_windowed_aggregates_are_exact(node, spark, tmp_path):
     source = create_topic(node.kafka_bootstrap, unique("orders"), partitions=3)
     sink = create_topic(node.kafka_bootstrap, unique("order-stats"))
     orders = generate_orders.generate(240, seed=7)
-    generate_orders.produce(node.kafka_bootstrap, source, orders)
+    generate_orders.produce(node.kafka_bootstrap, source, orders[:120])
+    # Records that are not orders are skipped, not counted and not fatal.
+    p = producer(node.kafka_bootstrap)
+    for junk in JUNK:
+        p.produce(source, value=junk, partition=0)
+    flush_all(p)
+    generate_orders.produce(node.kafka_bootstrap, source, orders[120:])
     expected = generate_orders.expected_stats(orders)
     assert len(expected) > 50  # the input spans ~20 closed minutes of 5 products
 
