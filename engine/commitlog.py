@@ -157,8 +157,8 @@ class CommitLog:
                 log.error("commitlog_segment_gap", expected=offset, found=files[i].file_from_offset)
                 return
 
-    def truncate(self, offset: int) -> None:
-        self.mfq.truncate_dirty(offset)
+    def truncate(self, offset: int, zero: bool = True) -> None:
+        self.mfq.truncate_dirty(offset, zero)
         self.mfq.set_tail(offset)
 
     def flush(self) -> int:

@@ -53,7 +53,7 @@ class ConsumeQueue:
             return None
         return UNIT.unpack_from(f.buf, pos - f.file_from_offset)
 
-    def recover(self) -> None:
+    def recover(self, zero_tail: bool = True) -> None:
         """Find the end of the written units (only the last file may be partly filled)."""
         files = self.mfq.files
         if not files:
@@ -76,7 +76,7 @@ class ConsumeQueue:
                 else:
                     hi = mid
             end = f.file_from_offset + lo * CQ_STORE_UNIT_SIZE
-        self.mfq.truncate_dirty(end)
+        self.mfq.truncate_dirty(end, zero_tail)
         self._recompute_bounds()
 
     def _recompute_bounds(self) -> None:

@@ -193,8 +193,11 @@ class MappedFileQueue:
         self.flushed_where = where
         return where
 
-    def truncate_dirty(self, offset: int) -> None:
-        """Drop everything at and after log offset ``offset`` (recovery of a torn tail)."""
+    def truncate_dirty(self, offset: int, zero: bool = True) -> None:
+        """Drop everything at and after log offset ``offset`` (recovery of a torn tail).
+
+        ``zero=False`` after a clean shutdown, when the bytes past the tail are known zero
+        (saves reading the rest of a large segment on every start)."""
         with self.lock:
             keep: list[MappedFile] = []
             for f in self.files:
@@ -202,7 +205,8 @@ class MappedFileQueue:
                     keep.append(f)
                 elif f.file_from_offset <= offset:
                     pos = offset - f.file_from_offset
-                    f.zero_from(pos)
+                    if zero:
+                        f.zero_from(pos)
                     f.wrote_position = f.flushed_position = pos
                     keep.append(f)
                 else:

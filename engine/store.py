@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import structlog
 
-from . import record_batch
+from . import batch_delay, record_batch
 from .checkpoint import StoreCheckpoint, checkpoint_path
 from .commitlog import CommitLog, FlushRealTimeService, GroupCommitService, commitlog_dir
 from .config import BrokerConfig, MessageStoreConfig
@@ -347,7 +347,7 @@ class MessageStore:
                     continue
                 cq = ConsumeQueue(self.fio, base, topic, int(qid), self.config.mapped_file_size_consume_queue)
                 cq.load()
-                cq.recover()
+                cq.recover(zero_tail=not self.last_exit_ok)
                 self._cqs[(topic, int(qid))] = cq
 
     def _recover(self) -> None:
@@ -376,13 +376,14 @@ class MessageStore:
         begin = time.monotonic()
         units = self._redispatch(start, check_crc, index_from)
         end = cl.scan_end
+        cl_end_clean = end if cp is not None and cp.valid and end == cp.physic_flushed_offset else -1
         if end == start and start > cl_min and not self._zero_at(start):
             # the checkpoint does not point at a unit: scan that whole segment instead
             seg = cl.mfq.find(start)
             start = seg.file_from_offset if seg else cl_min
             units = self._redispatch(start, check_crc, index_from)
             end = cl.scan_end
-        cl.truncate(end)
+        cl.truncate(end, zero=abnormal or end != cl_end_clean)
         for cq in self._cqs.values():
             cq.truncate_dirty(end)
         self._apply_min_offsets()
@@ -547,8 +548,11 @@ class MessageStore:
         return self._append(topic, qid, encoded, wait=self._wants_wait(msgs[0]))
 
     def put_record_batch(self, topic: str, queue_id: int, batch, *, born_host=None, store_host=None,
-                         properties: dict | None = None) -> PutMessageResult:
-        """Store one Kafka RecordBatch v2 as one INNER_BATCH unit with N queue offsets."""
+                         properties: dict | None = None, delay_headers: bool = True) -> PutMessageResult:
+        """Store one Kafka RecordBatch v2 as one INNER_BATCH unit with N queue offsets.
+
+        Records with a delay header (``rmq.delay.level`` / ``rmq.deliver.ms``) are split off and
+        staged (``engine.batch_delay``) unless ``delay_headers`` is False."""
         refused = self._check_writable()
         if refused:
             return refused
@@ -556,6 +560,9 @@ class MessageStore:
             header = record_batch.validate_batch(batch)  # header fields and CRC-32C; records untouched
         except (ValueError, struct.error) as exc:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
+        if delay_headers and self.config.kafka_delay_headers_enable and batch_delay.may_have_delay_headers(batch, header):
+            return batch_delay.put_split_batch(self, topic, queue_id, batch, born_host=born_host,
+                                               store_host=store_host, properties=properties)
         count = header.last_offset_delta + 1
         if count <= 0:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"record batch has lastOffsetDelta {header.last_offset_delta}")
