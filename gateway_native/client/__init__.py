@@ -11,6 +11,7 @@ from .message import (
 )
 from .producer import Producer, select_by_hash
 from .push_consumer import ConsumeContext, PushConsumer
+from .orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from .transaction_producer import (
     LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
 )
@@ -22,7 +23,7 @@ __all__ = [
     "Producer", "PushConsumer", "ConsumeContext", "Message", "MessageExt", "MessageQueue", "MessageSelector",
     "SendResult", "SendStatus", "ConsumeStatus", "MQClientError", "MQBrokerError", "select_by_hash",
     "AllocateAverage", "AllocateAverageByCircle", "AllocateConsistentHash", "AllocateMachineRoomNearby", "AllocateByConfig",
-    "TransactionProducer", "TransactionListener", "TransactionSendResult", "LocalTransactionState",
+    "ConsumeOrderlyStatus", "ConsumeOrderlyContext", "TransactionProducer", "TransactionListener", "TransactionSendResult", "LocalTransactionState",
 ]
 
 try:  # optional parts are imported lazily by name below

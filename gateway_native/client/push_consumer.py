@@ -70,8 +70,19 @@ class PushConsumer(ConsumerBase):
         self.executor: ThreadPoolExecutor | None = None
         self._pull_tasks: dict[MessageQueue, asyncio.Task[Any]] = {}
         self.consume_type = "CONSUME_PASSIVELY"
+        self.orderly: Any = None  # orderly.OrderlyService when an orderly listener is registered
 
     def register_message_listener(self, listener: Listener) -> None:
+        self.listener = listener
+        self.orderly = None
+
+    def register_message_listener_orderly(self, listener: Any, *, lock_renew_interval_ms: int = 20_000,
+                                          lock_local_expiry_ms: int = 30_000) -> None:
+        """Per-queue ordered consumption under broker-side queue locks (see ``orderly.py``)."""
+        from .orderly import OrderlyService
+
+        self.orderly = OrderlyService(self, listener, lock_renew_interval_ms=lock_renew_interval_ms,
+                                      lock_local_expiry_ms=lock_local_expiry_ms)
         self.listener = listener
 
     def start(self) -> "PushConsumer":
@@ -85,12 +96,21 @@ class PushConsumer(ConsumerBase):
         except BaseException:
             self.executor.shutdown(wait=False)
             raise
+        if self.orderly is not None:
+            async def renew() -> None:
+                self._tasks.append(asyncio.ensure_future(self.orderly.renew_loop()))
+            self.runtime.call(renew())
         return self
 
     def shutdown(self) -> None:
         def drain() -> None:
             if self.executor is not None:
                 self.executor.shutdown(wait=True, cancel_futures=True)
+            if self.orderly is not None:  # offsets persisted, then the queue locks released
+                try:
+                    self.runtime.call(self.orderly.release_all(list(self.assigned)), timeout=30)
+                except Exception as exc:
+                    log.warning("orderly_release_failed", group=self.group, error=str(exc))
         self._shutdown_base(before_persist=drain)
 
     def __enter__(self) -> "PushConsumer":
@@ -110,11 +130,21 @@ class PushConsumer(ConsumerBase):
             task.cancel()
             if task in self._tasks:
                 self._tasks.remove(task)
+        if self.orderly is not None:
+            await self.orderly.release(mq)
 
     async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int, sub: SubscriptionData) -> None:
         store = self.offset_store
         assert store is not None
         while self.running and not pq.dropped:
+            if self.orderly is not None:
+                if not await self.orderly.wait_locked(mq, pq):
+                    await asyncio.sleep(min(self.exception_delay, 1.0))  # another client holds the queue
+                    continue
+                st = self.orderly.state(mq)
+                if not st.previously_locked:  # continue exactly where the previous owner stopped
+                    st.previously_locked = True
+                    offset = await self.compute_pull_from_where(mq)
             if pq.count > self.threshold_count or pq.size > self.threshold_size or pq.span > self.max_span:
                 await asyncio.sleep(0.05)  # flow control: let the listener catch up
                 continue
@@ -157,6 +187,9 @@ class PushConsumer(ConsumerBase):
     # -- consuming -----------------------------------------------------------------------------
     def _submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         assert self.executor is not None
+        if self.orderly is not None:
+            self.orderly.submit(mq, pq)
+            return
         for i in range(0, len(msgs), self.batch_max):
             try:
                 self.executor.submit(self._consume, mq, pq, msgs[i:i + self.batch_max])
