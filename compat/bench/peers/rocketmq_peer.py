@@ -10,12 +10,16 @@ What this module owns:
   ASYNC_FLUSH, deleteWhen 04, fileReservedTime 48 — plus loopback addresses, free ports, a
   store under the peer's data directory and ``enablePropertyFilter=true`` so SQL92 consumers
   work), both JVMs and their logs. ``user.home`` of both JVMs is the data directory, so nothing
-  RocketMQ writes by default (``~/store``, ``~/logs/rocketmqlogs``) lands outside it.
+  RocketMQ writes by default (``~/store``, ``~/logs/rocketmqlogs``) lands outside it;
+- ``rocketmq/src/rockafka/peer/LoopbackHAService.java``, compiled with javac next to the jars
+  (``rocketmq/classes/``, gitignored) and registered through RocketMQ's own service hook
+  (``META-INF/service/org.apache.rocketmq.store.ha.HAService``): the stock HA service, whose
+  replication port RocketMQ always binds to the wildcard address, bound to 127.0.0.1 instead.
 
 Invariants:
-- every listener binds 127.0.0.1 (``bindAddress``); the broker advertises 127.0.0.1
-  (``brokerIP1``/``brokerIP2``); its HA port is ``listenPort + 1`` as RocketMQ derives it, so
-  the launcher picks a broker port whose neighbours are free too;
+- every listener binds 127.0.0.1 (``bindAddress``; the HA port through LoopbackHAService); the
+  broker advertises 127.0.0.1 (``brokerIP1``/``brokerIP2``); its HA port is ``listenPort + 1``
+  as RocketMQ derives it, so the launcher picks a broker port whose neighbours are free too;
 - ``start()`` returns only once the NameServer routes TBW102 to this broker (what a producer
   needs before it can send or create topics), and raises — after stopping both JVMs — when that
   does not happen within the timeout;
@@ -47,6 +51,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 POM_DIR = HERE / "rocketmq"
 LIB_DIR = POM_DIR / "lib"
+CLASSES_DIR = POM_DIR / "classes"
+HA_SERVICE_SOURCE = POM_DIR / "src" / "rockafka" / "peer" / "LoopbackHAService.java"
+HA_SERVICE_CLASS = "rockafka.peer.LoopbackHAService"
 DEFAULT_ROCKETMQ_VERSION = "5.5.0"
 
 # RocketMQ request codes used by the readiness probe (RequestCode.java)
@@ -77,6 +84,25 @@ def ensure_jars(version: str = DEFAULT_ROCKETMQ_VERSION, *, quiet: bool = True) 
                                 f"{(proc.stdout + proc.stderr)[-3000:]}")
     stamp.touch()
     return LIB_DIR
+
+
+def ensure_ha_service() -> Path:
+    """Compile LoopbackHAService against the broker jars (once per source change) and register
+    it for RocketMQ's ServiceProvider; returns the classes directory for the classpath."""
+    compiled = CLASSES_DIR / (HA_SERVICE_CLASS.replace(".", "/") + ".class")
+    service = CLASSES_DIR / "META-INF" / "service" / "org.apache.rocketmq.store.ha.HAService"
+    if compiled.exists() and service.exists() and compiled.stat().st_mtime >= HA_SERVICE_SOURCE.stat().st_mtime:
+        return CLASSES_DIR
+    javac = shutil.which("javac")
+    if javac is None:
+        raise RocketMQPeerError("javac not found: the RocketMQ peer needs a JDK 17+")
+    proc = subprocess.run([javac, "-nowarn", "-d", str(CLASSES_DIR), "-cp", str(LIB_DIR / "*"), str(HA_SERVICE_SOURCE)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RocketMQPeerError(f"javac {HA_SERVICE_SOURCE.name} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    service.parent.mkdir(parents=True, exist_ok=True)
+    service.write_text(HA_SERVICE_CLASS + "\n")
+    return CLASSES_DIR
 
 
 def _port_free(port: int) -> bool:
@@ -226,7 +252,7 @@ class RocketMQPeer:
                 "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
                 "--add-opens=java.base/java.lang=ALL-UNNAMED",
                 "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
-                "-cp", str(LIB_DIR / "*"), main, *args]
+                "-cp", f"{CLASSES_DIR}{os.pathsep}{LIB_DIR / '*'}", main, *args]
 
     def _write(self, name: str, props: dict[str, str]) -> Path:
         path = self.data_dir / name
@@ -251,6 +277,7 @@ class RocketMQPeer:
     def start(self) -> "RocketMQPeer":
         assert not self.running(), "peer already running"
         ensure_jars(self.version)
+        ensure_ha_service()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "namesrv").mkdir(exist_ok=True)
         nconf = self._write("namesrv.conf", namesrv_properties(port=self.namesrv_port, home=self.data_dir))
@@ -346,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.fetch_only:
             print(ensure_jars(args.version))
+            ensure_ha_service()
             return 0
         overrides = {}
         for item in args.set:
