@@ -48,17 +48,31 @@ def push(node, topic, expr="*", **kw) -> tuple[PushConsumer, Collector]:
     return c, col
 
 
+def sentinels(producer, topic: str, queues: int, tags: str | None = None, props: dict | None = None) -> set[bytes]:
+    """One matching message at the end of every queue: once all arrive (one consume thread, so in
+    queue order), everything sent before them has been delivered or filtered out."""
+    out = set()
+    for q in range(queues):
+        m = Message(topic, f"sentinel-{q}".encode(), tags=tags, properties=dict(props or {}))
+        producer.send(m, queue=MessageQueue(topic, "broker-a", q))
+        out.add(m.body)
+    return out
+
+
+def settle(col: Collector, marks: set[bytes]) -> list[bytes]:
+    wait_until(lambda: marks <= set(col.bodies()), what="the sentinel of every queue")
+    return sorted(b for b in col.bodies() if b not in marks)
+
+
 def test_sync_send_result_and_tag_filtering(node, admin, producer):
     topic = topic_with(admin)
     results = [producer.send(Message(topic, f"m{i}".encode(), tags="ABC"[i % 3], keys=[f"k{i}"])) for i in range(30)]
     assert all(r.status == SendStatus.SEND_OK for r in results)
     assert len({r.msg_id for r in results}) == 30 and all(len(r.offset_msg_id) == 32 for r in results)
     assert {r.message_queue.queue_id for r in results} == {0, 1, 2, 3}
-    c, col = push(node, topic, "A || C")
+    c, col = push(node, topic, "A || C", consume_thread_max=1)
     try:
-        wait_until(lambda: col.count() >= 20, what="20 tagged messages")
-        time.sleep(0.5)  # nothing more may arrive; a B message would show up here
-        got = sorted(col.bodies())
+        got = settle(col, sentinels(producer, topic, 4, tags="A"))
     finally:
         c.shutdown()
     assert got == sorted(f"m{i}".encode() for i in range(30) if i % 3 != 1)
@@ -73,13 +87,12 @@ def test_sql92_filtering(node, admin, producer):
         if i % 2:
             m.put_user_property("region", "hz")
         producer.send(m)
-    c, col = push(node, topic, MessageSelector.by_sql("a BETWEEN 3 AND 7 AND region = 'hz'"))
+    c, col = push(node, topic, MessageSelector.by_sql("a BETWEEN 3 AND 7 AND region = 'hz'"), consume_thread_max=1)
     try:
-        wait_until(lambda: col.count() >= 3, what="SQL92-matching messages")
-        time.sleep(0.5)
+        got = settle(col, sentinels(producer, topic, 4, props={"a": "4", "region": "hz"}))
     finally:
         c.shutdown()
-    assert sorted(col.bodies()) == [b"s3", b"s5", b"s7"]
+    assert got == [b"s3", b"s5", b"s7"]
     with pytest.raises(MQClientError):
         PushConsumer(uniq("cg"), node.namesrv_addr).subscribe(topic, MessageSelector.by_sql("a >"))
 
@@ -258,13 +271,12 @@ def test_consume_from_timestamp_skips_older_messages(node, admin, producer):
     time.sleep(0.05)
     for i in range(4):
         producer.send(Message(topic, f"new{i}".encode()))
-    c, col = push(node, topic, consume_from_where="CONSUME_FROM_TIMESTAMP", consume_timestamp=cut)
+    c, col = push(node, topic, consume_from_where="CONSUME_FROM_TIMESTAMP", consume_timestamp=cut, consume_thread_max=1)
     try:
-        wait_until(lambda: col.count() >= 4, what="messages after the timestamp")
-        time.sleep(0.5)
+        got = settle(col, sentinels(producer, topic, 2))
     finally:
         c.shutdown()
-    assert sorted(col.bodies()) == sorted(f"new{i}".encode() for i in range(4))
+    assert got == sorted(f"new{i}".encode() for i in range(4))
 
 
 def test_flow_control_bounds_messages_held_per_queue(node, admin, producer):
@@ -293,3 +305,18 @@ def test_flow_control_bounds_messages_held_per_queue(node, admin, producer):
         c.shutdown()
     # one pull may land on top of a full queue: threshold + one pull batch at most
     assert max(held) <= 10 + 5
+
+
+def test_new_group_consuming_from_last_offset_skips_the_backlog(node, admin, producer):
+    topic = topic_with(admin, 2)
+    for i in range(6):
+        producer.send(Message(topic, f"backlog{i}".encode()))
+    c, col = push(node, topic, consume_from_where="CONSUME_FROM_LAST_OFFSET", consume_thread_max=1)
+    try:
+        wait_until(lambda: sum(1 for mq in list(c.assigned) if mq.topic == topic) == 2, what="both queues assigned")
+        for i in range(3):
+            producer.send(Message(topic, f"live{i}".encode()))
+        got = settle(col, sentinels(producer, topic, 2))
+    finally:
+        c.shutdown()
+    assert got == [b"live0", b"live1", b"live2"]
