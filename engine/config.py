@@ -55,6 +55,9 @@ class MessageStoreConfig:
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     timer_max_delay_sec: int = 3 * 86400  # RocketMQ 5: timer messages may be at most 3 days away
     timer_precision_ms: int = 1000  # timer wheel step
+    # Act on the Kafka record headers rmq.delay.level / rmq.deliver.ms (Rockafka-only key); costs a
+    # byte search per produced batch and a decompression per compressed batch.
+    kafka_delay_headers_enable: bool = True
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
     check_crc_on_recover: bool = True

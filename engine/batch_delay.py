@@ -1,0 +1,119 @@
+"""Delayed Kafka records: the reserved headers ``rmq.delay.level`` and ``rmq.deliver.ms``.
+
+A Kafka producer asks for a delay per record with a header (value as ASCII digits):
+
+    rmq.delay.level   a delay level, 1..N of ``messageDelayLevel`` (above N -> N)
+    rmq.deliver.ms    an absolute delivery time, epoch ms (a timer message, at most
+                      ``timerMaxDelaySec`` away)
+
+Owns the split done in ``MessageStore.put_record_batch``: a batch none of whose records carries
+such a header is stored as it is (one INNER_BATCH unit, no per-record work). Detection is a
+byte search for ``rmq.de`` over the batch (over its decompressed payload for compressed
+batches, which costs one decompression per compressed batch; ``kafkaDelayHeadersEnable=false``
+turns the feature and its cost off). A batch that has delayed records is split:
+
+- every delayed record becomes a native message (the shared mapping of
+  ``engine.batch_convert``: key -> KEYS, headers -> properties, reserved headers -> tags/keys),
+  with DELAY or TIMER_DELIVER_MS instead of its delay header, staged by the store like any
+  delayed message; when due it is appended to the same partition, gets its offset there and
+  Kafka consumers read it as a one-record batch (the delay header is gone, the others remain);
+- the other records are re-encoded (uncompressed, offsets renumbered, producer id / epoch /
+  sequence kept) into one batch stored as usual; the result's queue offset is that batch's
+  base offset, or -1 when every record was delayed (the records have no offset yet).
+
+Transactional and control batches are never split (their records must stay together).
+Invalid header values (not digits) leave the record undelayed, with the header kept, so a
+producer can see what it sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import batch_convert as bc
+from . import record_batch as rb
+from .message import (KEY_SEPARATOR, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_TAGS,
+                      PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, Message, MessageExt)
+
+HEADER_DELAY_LEVEL = bc.HEADER_DELAY_LEVEL
+HEADER_DELIVER_MS = bc.HEADER_DELIVER_MS
+_MARK = b"rmq.de"  # common prefix of both header names
+
+
+def may_have_delay_headers(batch: bytes, header: rb.BatchHeader) -> bool:
+    if header.is_transactional or header.is_control:
+        return False
+    if header.compression == rb.COMPRESSION_NONE:
+        return _MARK in batch
+    payload = memoryview(batch)[rb.HEADER_SIZE:header.size]
+    try:
+        return _MARK in rb.decompress(header.compression, payload)
+    except (ValueError, rb.CorruptRecordError):
+        return False  # stored as is; readers report the corruption as for any batch
+
+
+def _delay_of(record: rb.Record) -> tuple[str, str] | None:
+    """(property, value) the record's delay header asks for, or None."""
+    for name, value in record.headers:
+        if name in (HEADER_DELAY_LEVEL, HEADER_DELIVER_MS) and value is not None:
+            text = bytes(value).decode("ascii", "replace").strip()
+            if text.isdigit():
+                return (PROPERTY_DELAY_TIME_LEVEL if name == HEADER_DELAY_LEVEL else "TIMER_DELIVER_MS"), text
+    return None
+
+
+def _to_message(topic: str, queue_id: int, record: rb.Record, header: rb.BatchHeader, prop: tuple[str, str],
+                born_host: Any, store_host: Any) -> Message:
+    kept = [(n, v) for n, v in record.headers if n not in (HEADER_DELAY_LEVEL, HEADER_DELIVER_MS)]
+    plain = rb.Record(0, record.timestamp_delta, record.key, record.value, kept, record.attributes)
+    stub = MessageExt(topic=topic, body=b"", queue_id=queue_id, store_host=store_host or ("127.0.0.1", 0))
+    props = bc.record_properties(plain, stub, 0)
+    props.pop(bc.PROPERTY_KAFKA_PARTITION, None)
+    props.pop(bc.PROPERTY_KAFKA_OFFSET, None)
+    if not any(n == bc.HEADER_UNIQ_KEY for n, _ in kept):
+        props.pop(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, None)  # derived from a stub: the stored offset id serves
+    tags = props.pop(PROPERTY_TAGS, None)
+    keys = props.pop(PROPERTY_KEYS, None)
+    props[prop[0]] = prop[1]
+    return Message(topic=topic, body=bytes(record.value) if record.value is not None else b"", tags=tags,
+                   keys=keys.split(KEY_SEPARATOR) if keys else None, properties=props, queue_id=queue_id,
+                   born_timestamp=record.absolute_timestamp(header), born_host=born_host, store_host=store_host)
+
+
+def put_split_batch(store: Any, topic: str, queue_id: int, batch: bytes, *, born_host: Any = None,
+                    store_host: Any = None, properties: dict | None = None) -> Any:
+    """Stage the delayed records, store the rest as one batch; returns a PutMessageResult."""
+    try:
+        header, records = rb.decode_batch(batch)
+    except (ValueError, rb.CorruptRecordError) as exc:
+        return store._refuse(store_status("MESSAGE_ILLEGAL"), f"invalid record batch: {exc}")
+    delayed, immediate = [], []
+    for rec in records:
+        d = _delay_of(rec)
+        (delayed if d else immediate).append((rec, d))
+    if not delayed:
+        return store.put_record_batch(topic, queue_id, batch, born_host=born_host, store_host=store_host,
+                                      properties=properties, delay_headers=False)
+    staged = 0
+    for rec, d in delayed:
+        res = store.put_message(_to_message(topic, queue_id, rec, header, d, born_host, store_host))
+        if not res.stored:
+            return res
+        staged += 1
+    if not immediate:
+        from .store import PutMessageResult, PutMessageStatus
+
+        return PutMessageResult(status=PutMessageStatus.PUT_OK, queue_offset=-1, record_count=0)
+    renumbered = [rb.Record(i, rec.timestamp_delta, rec.key, rec.value, rec.headers, rec.attributes)
+                  for i, (rec, _d) in enumerate(immediate)]
+    rest = rb.build_batch(renumbered, base_timestamp=header.base_timestamp, producer_id=header.producer_id,
+                          producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                          timestamp_type=header.timestamp_type, partition_leader_epoch=header.partition_leader_epoch)
+    return store.put_record_batch(topic, queue_id, rest, born_host=born_host, store_host=store_host,
+                                  properties=properties, delay_headers=False)
+
+
+def store_status(name: str) -> Any:
+    from .store import PutMessageStatus
+
+    return PutMessageStatus[name]
