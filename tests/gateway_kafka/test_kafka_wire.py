@@ -352,3 +352,36 @@ def test_graceful_stop_with_parked_requests_and_busy_clients(make_node):
 
     got = consume("confluent-kafka", n.kafka_bootstrap, topic, 20)
     assert [g[3] for g in got] == [b"kept-%d" % i for i in range(20)]
+
+
+def test_client_that_never_reads_does_not_stall_others(node):
+    """A connection that pipelines big fetches and never reads its answers only blocks
+    itself (its socket buffers fill); other connections keep being served."""
+    topic = unique("slow")
+    create_topic(node.kafka_bootstrap, topic)
+    from gateway_kafka.protocol import encode_request
+
+    with RawKafka(node.kafka_bootstrap) as raw:
+        for _ in range(20):  # ~2 MB of records
+            assert produce_result(raw.request(PRODUCE, 9, produce_req(topic, batch([b"q" * 100_000]))))[
+                "error_code"] == 0
+    hog = RawKafka(node.kafka_bootstrap)
+    try:
+        frame = encode_request(FETCH, 11, 1, fetch_req(topic, 0), "hog")
+        hog.sock.settimeout(2)
+        sent = 0
+        try:
+            for _ in range(200):  # up to ~400 MB of answers requested, none read
+                hog.send_raw(frame)
+                sent += 1
+        except OSError:
+            pass  # our own send buffer filled up: the server stopped reading us, as it should
+        assert sent > 0
+        for _ in range(3):
+            still_served(node.kafka_bootstrap)
+            with RawKafka(node.kafka_bootstrap) as other:
+                resp = other.request(FETCH, 11, fetch_req(topic, 0))
+                assert resp["responses"][0]["partitions"][0]["high_watermark"] == 20
+    finally:
+        hog.close()
+    still_served(node.kafka_bootstrap)
