@@ -41,11 +41,15 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
                          scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000))
     own_host = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
     components.append(namesrv)
-    components.append(Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"]))
+    broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"])
+    components.append(broker)
     # -- kafka gateway --
     from gateway_kafka.server import KafkaGateway
 
-    components.append(KafkaGateway(store, config))
+    kafka = KafkaGateway(store, config)
+    components.append(kafka)
+    # a native offset reset must not rewind a Kafka group that has live members
+    broker.foreign_group_state = kafka.coordinator.state_of
     # -- admin http --
     from .admin_http import AdminHttp
 
