@@ -101,7 +101,7 @@ class MmapSegment:
         # them in the page cache), and unlike mmap.flush (msync) it releases the GIL, so
         # writers keep encoding while the group commit waits for the disk.
         end = self.size if end is None else end
-        if end > start:
+        if end > start and self._fd >= 0:  # closed: deleted by retention or topic deletion
             os.fdatasync(self._fd)
 
     def close(self) -> None:
