@@ -211,3 +211,104 @@ class Admin:
             return self._call(run())
         except (OSError, ConnectionError) as exc:
             raise MQClientError(f"message {msg_id} not found: {exc}") from None
+
+    # -- rewind, groups, dead letters ------------------------------------------------------------
+    def reset_offset_by_timestamp(self, group: str, topic: str, timestamp_ms: int, *,
+                                  force: bool = True) -> dict[MessageQueue, int]:
+        """Rewind (or forward) ``group`` on ``topic`` to the first message stored at or after
+        ``timestamp_ms`` (-1: the end) on every master; online consumers are told at once."""
+        from .consumer_base import parse_reset_offset_body
+
+        async def run() -> dict[MessageQueue, int]:
+            route = await self.runtime.update_route(topic)
+            if route is None:
+                raise MQClientError(f"No route info of this topic: {topic}")
+            out: dict[MessageQueue, int] = {}
+            for bd in route.get("brokerDatas") or []:
+                addr = bd["brokerAddrs"].get("0")
+                if addr is None:
+                    continue
+                resp = await self._ok(addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, {
+                    "topic": topic, "group": group, "timestamp": timestamp_ms, "isForce": force})
+                out.update(parse_reset_offset_body(resp.body))
+            return out
+        return self._call(run())
+
+    def consumer_groups(self) -> dict[str, dict[str, Any]]:
+        """Every group a master knows (committed offsets or subscription config), with its topics."""
+        masters = self._masters(None)
+
+        async def run() -> dict[str, dict[str, Any]]:
+            groups: dict[str, dict[str, Any]] = {}
+            for addr in masters:
+                resp = await self._ok(addr, RC.GET_ALL_CONSUMER_OFFSET)
+                for key in json.loads(resp.body).get("offsetTable", {}):
+                    topic, _, group = key.rpartition("@")
+                    groups.setdefault(group, {"topics": set(), "config": None})["topics"].add(topic)
+                resp = await self._ok(addr, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+                for group, cfg in json.loads(resp.body).get("subscriptionGroupTable", {}).items():
+                    groups.setdefault(group, {"topics": set(), "config": None})["config"] = cfg
+            return {g: {"topics": sorted(v["topics"]), "config": v["config"]} for g, v in sorted(groups.items())}
+        return self._call(run())
+
+    def update_subscription_group(self, group: str, **settings: Any) -> None:
+        """Create or change a group's config, e.g. ``retryMaxTimes=3`` (camelCase keys)."""
+        body = json.dumps({"groupName": group, **settings}).encode()
+        for addr in self._masters(None):
+            self._call(self._ok(addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body))
+
+    def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageExt]:
+        """Messages in ``%DLQ%<group>`` (oldest first), with their origin in RETRY_TOPIC /
+        ORIGIN_MESSAGE_ID and how often they were tried in ``reconsume_times``."""
+        from ..subscription import SubscriptionData
+        from .pull_api import PullAPI, PullStatus
+
+        topic = "%DLQ%" + group
+
+        async def run() -> list[MessageExt]:
+            route = await self.runtime.update_route(topic)
+            if route is None:
+                return []
+            api = PullAPI(self.runtime, "rockafka_admin")
+            sub = SubscriptionData.build(topic, "*")
+            out: list[MessageExt] = []
+            for mq in ClientRuntime.subscribe_queues(topic, route):
+                offset = await self._queue_offset(RC.GET_MIN_OFFSET, mq)
+                for _ in range(10_000):  # bounded: one pull per batch of messages
+                    if len(out) >= max_num:
+                        break
+                    res = await api.pull(mq, sub, offset, min(32, max_num - len(out)), suspend_ms=0, timeout_ms=5000)
+                    if res.status != PullStatus.FOUND or res.next_begin_offset <= offset:
+                        break
+                    for m in res.messages:
+                        m.broker_name = mq.broker_name
+                    out.extend(res.messages)
+                    offset = res.next_begin_offset
+            return out[:max_num]
+        return self._call(run())
+
+    def resend_dlq_message(self, group: str, msg_id: str) -> MessageExt:
+        """Send a dead letter back to ``%RETRY%<group>`` (reconsume count reset to 0), so that
+        group — and only it — consumes it again, under its original topic name."""
+        found = [m for m in self.dlq_messages(group, 10_000)
+                 if msg_id in (m.msg_id, m.offset_msg_id, m.properties.get("ORIGIN_MESSAGE_ID"))]
+        if not found:
+            raise MQClientError(f"message {msg_id} is not in %DLQ%{group}")
+        m = found[0]
+        props = dict(m.properties)
+        props.pop("DELAY", None)
+        retry = "%RETRY%" + group
+
+        async def run() -> None:
+            route = await self.runtime.update_route(retry)
+            if route is None:
+                raise MQClientError(f"No route info of the retry topic {retry}")
+            addr = next(bd["brokerAddrs"]["0"] for bd in route["brokerDatas"] if "0" in bd["brokerAddrs"])
+            from ..remoting.message_codec import properties_to_string
+
+            await self._ok(addr, RC.SEND_MESSAGE, {
+                "producerGroup": "rockafka_admin", "topic": retry, "defaultTopic": "TBW102", "defaultTopicQueueNums": 1,
+                "queueId": 0, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": m.flag,
+                "properties": properties_to_string(props), "reconsumeTimes": 0, "unitMode": False}, m.body)
+        self._call(run())
+        return m

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -32,7 +33,7 @@ from .message import MessageQueue, MessageSelector, MQBrokerError, MQClientError
 from .offset_store import LocalFileOffsetStore, RemoteBrokerOffsetStore
 from .pull_api import PullAPI
 from .rebalance import AllocateAverage, AllocateStrategy
-from .runtime import ClientRuntime
+from .runtime import CLIENT_PROCESSORS, ClientRuntime
 
 log = structlog.get_logger("rockafka.client.consumer")
 
@@ -366,3 +367,43 @@ class ConsumerBase:
 
     async def queue_dropped(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         return None
+
+
+# -- rewind: RESET_CONSUMER_CLIENT_OFFSET pushed by a broker ------------------------------------
+_RESET_ENTRY = re.compile(r'\{\s*"brokerName"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"queueId"\s*:\s*(\d+)\s*,'
+                          r'\s*"topic"\s*:\s*"((?:[^"\\]|\\.)*)"\s*\}\s*:\s*(-?\d+)')
+
+
+def parse_reset_offset_body(body: bytes) -> dict[MessageQueue, int]:
+    """``ResetOffsetBody``: fastjson writes the MessageQueue keys as JSON objects (not strings)."""
+    text = bytes(body or b"").decode("utf-8", "replace")
+    return {MessageQueue(topic, broker, int(qid)): int(off) for broker, qid, topic, off in _RESET_ENTRY.findall(text)}
+
+
+async def reset_consumer_offset(consumer: ConsumerBase, topic: str, offsets: dict[MessageQueue, int]) -> None:
+    """Drop the topic's process queues, take the new offsets, and let rebalance pull from them."""
+    store = consumer.offset_store
+    dropped = []
+    for mq in [q for q in consumer.assigned if q.topic == topic]:
+        pq = consumer.assigned.pop(mq)
+        pq.dropped = True
+        dropped.append((mq, pq))
+    for mq, off in offsets.items():
+        if store is not None:
+            store.update(mq, off, increase_only=False)
+    for mq, pq in dropped:
+        await consumer.queue_dropped(mq, pq)
+        if store is not None and mq not in offsets:
+            store.remove(mq)
+    log.info("consumer_offset_reset_by_broker", group=consumer.group, topic=topic,
+             offsets={str(k): v for k, v in offsets.items()})
+    consumer.rebalance_soon()
+
+
+@CLIENT_PROCESSORS.register(RC.RESET_CONSUMER_CLIENT_OFFSET)
+async def _reset_offset(rt: ClientRuntime, conn: Any, cmd: Any) -> None:
+    consumer = rt.consumers.get(cmd.get_str("group") or "")
+    topic = cmd.get_str("topic") or ""
+    if consumer is not None and topic:
+        await reset_consumer_offset(consumer, topic, parse_reset_offset_body(cmd.body))
+    return None

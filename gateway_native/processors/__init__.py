@@ -17,3 +17,4 @@ from . import send, pull, client_manage, consumer_offsets, queue_offsets, query,
 from . import transaction  # noqa: E402,F401  (registration)
 from . import queue_lock  # noqa: E402,F401  (registration)
 from . import send_back  # noqa: E402,F401  (registration)
+from . import admin_ops  # noqa: E402,F401  (registration)
