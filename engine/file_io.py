@@ -101,8 +101,14 @@ class MmapSegment:
         # them in the page cache), and unlike mmap.flush (msync) it releases the GIL, so
         # writers keep encoding while the group commit waits for the disk.
         end = self.size if end is None else end
-        if end > start and self._fd >= 0:  # closed: deleted by retention or topic deletion
-            os.fdatasync(self._fd)
+        fd = self._fd
+        if end <= start or fd < 0:  # closed: deleted by retention or topic deletion
+            return
+        try:
+            os.fdatasync(fd)
+        except OSError:
+            if self._fd >= 0:
+                raise  # a real I/O error; closed meanwhile is not one
 
     def close(self) -> None:
         if self._fd >= 0:
