@@ -87,6 +87,8 @@ final class Scenarios {
         SCENARIOS.put("lite-pull-assign", Scenarios::litePullAssign);
         SCENARIOS.put("push-orderly", Scenarios::pushOrderly);
         SCENARIOS.put("transaction", Scenarios::transaction);
+        SCENARIOS.put("transaction-exhaustion", Scenarios::transactionExhaustion);
+        SCENARIOS.put("push-orderly-rebalance", Scenarios::pushOrderlyRebalance);
     }
 
     static List<String> names() {
@@ -800,6 +802,120 @@ final class Scenarios {
         report.equal("rolled_back_never_delivered", Set.of(), leaked);
         report.equal("no_duplicates", 0, collector.duplicates());
         report.check("content_intact", collector.mismatches.isEmpty(), "mismatches " + first(collector.mismatches));
+    }
+
+    /**
+     * A transaction whose state stays UNKNOW: the broker checks back (every
+     * transactionCheckInterval after transactionTimeOut) until transactionCheckMax, then rolls it
+     * back. A committed transaction sent after it is delivered; the undecided one never is. The
+     * topic name is reported (info {@code transaction_exhaustion_topic}) so the driver can
+     * confirm the rollback on the broker once the checks stopped.
+     */
+    private void transactionExhaustion() throws Exception {
+        String topic = topic("txnx");
+        DefaultMQProducer admin = producer("txnxadmin");
+        createTopic(admin, topic, 1);
+        report.info("transaction_exhaustion_topic", topic);
+        AtomicInteger checks = new AtomicInteger();
+        TransactionMQProducer p = new TransactionMQProducer("P_txnx_" + runId);
+        p.setNamesrvAddr(namesrv);
+        p.setInstanceName(instanceName());
+        p.setVipChannelEnabled(false);
+        p.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                return "0".equals(msg.getUserProperty("idx")) ? LocalTransactionState.UNKNOW : LocalTransactionState.COMMIT_MESSAGE;
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                if (idx(msg) == 0) {
+                    checks.incrementAndGet();
+                }
+                return LocalTransactionState.UNKNOW;
+            }
+        });
+        p.start();
+        shutdowns.add(p::shutdown);
+        TransactionSendResult undecided = p.sendMessageInTransaction(message(topic, 0, "TagX"), null);
+        TransactionSendResult committed = p.sendMessageInTransaction(message(topic, 1, "TagX"), null);
+        report.equal("local_states", "UNKNOW,COMMIT_MESSAGE",
+                undecided.getLocalTransactionState() + "," + committed.getLocalTransactionState());
+        DefaultMQPushConsumer c = pushConsumer("C_txnx_" + runId);
+        Collector collector = new Collector(topic, k -> "TagX");
+        c.subscribe(topic, "*");
+        c.registerMessageListener(collector);
+        c.start();
+        await(() -> collector.received().contains(1) && checks.get() >= 2);
+        report.check("checked_back_repeatedly", checks.get() >= 2, "check-backs " + checks.get());
+        report.equal("only_committed_delivered", Set.of(1), collector.received());
+        report.info("transaction_exhaustion_checks", checks.get());
+    }
+
+    /**
+     * MessageListenerOrderly while the group changes: one consumer, a second joins, the first
+     * leaves, with sends in between. Every order's steps arrive complete, once, in send order.
+     */
+    private void pushOrderlyRebalance() throws Exception {
+        String topic = topic("orderly-rb");
+        DefaultMQProducer p = producer("orderly-rb");
+        createTopic(p, topic, 4);
+        int orders = 8;
+        int steps = Math.max(9, messages / orders) / 3 * 3;
+        Map<Integer, List<Integer>> seen = new ConcurrentHashMap<>();
+        AtomicInteger delivered = new AtomicInteger();
+        MessageListenerOrderly listener = (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                seen.computeIfAbsent(Integer.parseInt(m.getUserProperty("order")),
+                        k -> java.util.Collections.synchronizedList(new ArrayList<>()))
+                        .add(Integer.parseInt(m.getUserProperty("step")));
+                delivered.incrementAndGet();
+            }
+            return ConsumeOrderlyStatus.SUCCESS;
+        };
+        int[] idx = {0};
+        IntFunction<Integer> sendSteps = from -> {
+            try {
+                for (int step = from; step < from + steps / 3; step++) {
+                    for (int order = 0; order < orders; order++) {
+                        Message m = message(topic, idx[0]++, "TagR");
+                        m.putUserProperty("order", Integer.toString(order));
+                        m.putUserProperty("step", Integer.toString(step));
+                        p.send(m, (mqs, msg, arg) -> mqs.get((Integer) arg % mqs.size()), order);
+                    }
+                }
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+            return idx[0];
+        };
+        DefaultMQPushConsumer first = pushConsumer("C_orderly_rb_" + runId);
+        first.subscribe(topic, "*");
+        first.registerMessageListener(listener);
+        first.start();
+        int sent = sendSteps.apply(0);
+        final int firstThird = sent;
+        await(() -> delivered.get() >= firstThird);
+        DefaultMQPushConsumer second = pushConsumer("C_orderly_rb_" + runId);
+        second.subscribe(topic, "*");
+        second.registerMessageListener(listener);
+        second.start();
+        sent = sendSteps.apply(steps / 3);
+        final int twoThirds = sent;
+        await(() -> delivered.get() >= twoThirds);
+        first.shutdown();
+        sent = sendSteps.apply(2 * steps / 3);
+        final int total = sent;
+        await(() -> delivered.get() >= total);
+        report.equal("delivered_all_once", total, delivered.get());
+        List<String> outOfOrder = new ArrayList<>();
+        for (int order = 0; order < orders; order++) {
+            List<Integer> got = seen.getOrDefault(order, List.of());
+            if (!new ArrayList<>(range(0, steps)).equals(got)) {
+                outOfOrder.add("order " + order + " steps " + got);
+            }
+        }
+        report.check("each_order_complete_and_in_order", outOfOrder.isEmpty(), "wrong " + first(outOfOrder));
     }
 
     private static String first(Collection<String> items) {
