@@ -49,15 +49,24 @@ def flush_all(p, timeout: float = 30.0) -> None:
 
 
 def consume(bootstrap: str, topic: str, *, until, timeout: float = 90.0):
-    """Read ``topic`` from the beginning until ``until(records)`` is true (bounded)."""
-    from confluent_kafka import Consumer
+    """Read every partition of ``topic`` from the beginning until ``until(records)`` is true
+    (bounded). Partitions are assigned, not subscribed: like Spark's executors, no group."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("check"),
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                  "enable.auto.commit": False})
     records = []
     try:
-        c.subscribe([topic])
         deadline = time.monotonic() + timeout
+        partitions = []
+        while not partitions and time.monotonic() < deadline:
+            md = c.list_topics(topic, timeout=10).topics.get(topic)
+            if md is not None and md.error is None:
+                partitions = sorted(md.partitions)
+            else:
+                time.sleep(0.1)  # the topic is created by the first write to it
+        assert partitions, f"topic {topic} not found"
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         while time.monotonic() < deadline and not until(records):
             msg = c.poll(0.5)
             if msg is None:
