@@ -213,6 +213,9 @@ class KafkaGateway:
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                # clients that vanish without a FIN (power loss, partitions) are found by the
+                # kernel's keepalive rather than holding a connection task forever
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             except OSError:
                 pass
         try:
