@@ -111,12 +111,13 @@ class MmapSegment:
                 raise  # a real I/O error; closed meanwhile is not one
 
     def close(self) -> None:
-        if self._fd >= 0:
+        fd = self._fd
+        if fd >= 0:
+            self._fd = -1  # first, so a concurrent flush can tell its EBADF is this close
             try:
                 self.buf.close()
             finally:
-                os.close(self._fd)
-                self._fd = -1
+                os.close(fd)
 
 
 class MmapFileIO:
