@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("--broker-expired-ms", type=int, default=120_000, help="drop brokers silent this long (default 120000)")
     namesrv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     namesrv.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
+    from .admin_cli import add_admin_parser
+
+    add_admin_parser(sub)
     return parser
 
 
@@ -115,6 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(args)
         if args.command == "namesrv":
             return cmd_namesrv(args)
+        if args.command == "admin":
+            from .admin_cli import main as admin_main
+
+            return admin_main(args)
     except ConfigError as exc:
         print(f"rockafka: configuration error: {exc}", file=sys.stderr)
         return 2
