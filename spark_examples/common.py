@@ -43,7 +43,14 @@ def spark_session(app_name: str, master: str | None = None, conf: dict[str, str]
                .config("spark.sql.shuffle.partitions", os.environ.get("SPARK_SHUFFLE_PARTITIONS", "4"))
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
-    builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
+    master = master or os.environ.get("SPARK_MASTER", "local[2]")
+    builder = builder.master(master)
+    if master.startswith("local"):
+        # Everything runs in this process: keep Spark's own RPC and block manager on loopback
+        # instead of the first non-loopback interface it would otherwise pick.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read when the JVM starts
+        builder = (builder.config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1"))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
