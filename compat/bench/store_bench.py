@@ -4,7 +4,7 @@ Run: ``.venv/bin/python compat/bench/store_bench.py`` (about 1-2 minutes; ``--se
 case, ``--threads`` writers, ``--dir`` for the data directory, default a temp dir).
 
 For 128 B and 1 KiB bodies, under ASYNC_FLUSH and SYNC_FLUSH, several writer threads put
-messages for a fixed time; then one reader reads them all back with get_message. In the same
+messages for a fixed time (plus SYNC_FLUSH with 4x the writers, to show group commit); then one reader reads them all back with get_message. In the same
 run the physical reference writes the same bytes (the stored units) in the same chunks (one
 write per unit) to a plain file in the same directory: buffered for ASYNC (fsync at the end,
 as the periodic flush amounts to), and fsync after every chunk for SYNC (what a writer
@@ -164,22 +164,23 @@ def main(argv=None) -> int:
     base = tempfile.mkdtemp(prefix="store-bench-", dir=args.dir)
     results = []
     try:
-        for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
-            for body_size in (128, 1024):
-                root = os.path.join(base, f"{flush}-{body_size}")
-                r = put_case(root, body_size, flush, args.threads, args.seconds)
-                shutil.rmtree(root, ignore_errors=True)
-                raw = raw_write(os.path.join(base, "raw.bin"), r["unit_size"], r["count"],
-                                sync_each=(flush == "SYNC_FLUSH"), seconds=args.seconds)
-                r.update(flush=flush, body_size=body_size, threads=args.threads, raw=raw,
-                         ratio=r["msgs_per_s"] / raw["chunks_per_s"] if raw["chunks_per_s"] else 0.0)
-                results.append(r)
-                print(f"put {flush:11s} body={body_size:5d}B threads={args.threads}: "
-                      f"{r['msgs_per_s']:10.0f} msg/s {r['body_mb_per_s']:7.2f} MB/s body "
-                      f"({r['unit_mb_per_s']:6.2f} MB/s stored) | raw {raw['chunks_per_s']:10.0f} writes/s "
-                      f"{raw['mb_per_s']:8.2f} MB/s | ratio {r['ratio']:.3f} | "
-                      f"get {r['get_msgs_per_s']:9.0f} msg/s {r['get_mb_per_s']:7.2f} MB/s"
-                      + (f" | errors {r['errors']}" if r["errors"] else ""), flush=True)
+        cases = [(flush, size, args.threads) for flush in ("ASYNC_FLUSH", "SYNC_FLUSH") for size in (128, 1024)]
+        cases.append(("SYNC_FLUSH", 128, args.threads * 4))  # group commit with more writers
+        for flush, body_size, threads in cases:
+            root = os.path.join(base, f"{flush}-{body_size}-{threads}")
+            r = put_case(root, body_size, flush, threads, args.seconds)
+            shutil.rmtree(root, ignore_errors=True)
+            raw = raw_write(os.path.join(base, "raw.bin"), r["unit_size"], r["count"],
+                            sync_each=(flush == "SYNC_FLUSH"), seconds=args.seconds)
+            r.update(flush=flush, body_size=body_size, threads=threads, raw=raw,
+                     ratio=r["msgs_per_s"] / raw["chunks_per_s"] if raw["chunks_per_s"] else 0.0)
+            results.append(r)
+            print(f"put {flush:11s} body={body_size:5d}B threads={threads:2d}: "
+                  f"{r['msgs_per_s']:10.0f} msg/s {r['body_mb_per_s']:7.2f} MB/s body "
+                  f"({r['unit_mb_per_s']:6.2f} MB/s stored) | raw {raw['chunks_per_s']:10.0f} writes/s "
+                  f"{raw['mb_per_s']:8.2f} MB/s | ratio {r['ratio']:.3f} | "
+                  f"get {r['get_msgs_per_s']:9.0f} msg/s {r['get_mb_per_s']:7.2f} MB/s"
+                  + (f" | errors {r['errors']}" if r["errors"] else ""), flush=True)
         root = os.path.join(base, "batches")
         b = batch_case(root, 100, 128, args.threads, args.seconds / 2)
         shutil.rmtree(root, ignore_errors=True)
