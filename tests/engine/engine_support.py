@@ -13,6 +13,10 @@ def small_config(root, **overrides) -> MessageStoreConfig:
         max_hash_slot_num=64,
         max_index_num=256,
         flush_interval_consume_queue=50,
+        # disk-usage thresholds out of the way: tests must not depend on how full the disk is
+        disk_max_used_space_ratio=99,
+        disk_space_clean_forcibly_ratio=99,
+        disk_space_warning_level_ratio=99,
     )
     settings.update(overrides)
     return MessageStoreConfig(**settings)
