@@ -690,10 +690,13 @@ class MessageStore:
             if not chunk:
                 break
             stop = False
-            for i, (phy, size, tcode) in enumerate(chunk):
-                cur = chunk_start + i
-                if cur < index:  # further records of a batch unit already handled
-                    continue
+            n_chunk = len(chunk)
+            while True:
+                i = index - chunk_start  # jumps over the further records of a batch unit
+                if i >= n_chunk:
+                    break
+                cur = index
+                phy, size, tcode = chunk[i]
                 if size <= 0 or phy < cl_min:
                     index = cur + 1
                     continue
