@@ -210,7 +210,8 @@ class Message:
         if self.tags:
             props[PROPERTY_TAGS] = self.tags
         if self.keys:
-            props[PROPERTY_KEYS] = KEY_SEPARATOR.join(self.keys)
+            keys = [self.keys] if isinstance(self.keys, str) else self.keys  # a lone key, not its letters
+            props[PROPERTY_KEYS] = KEY_SEPARATOR.join(keys)
         return props
 
 

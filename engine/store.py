@@ -467,19 +467,32 @@ class MessageStore:
 
     def _encode(self, msg: Message, sys_flag: int | None = None,
                 crc: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
+        if not isinstance(msg.topic, str):
+            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"topic must be a string, not {type(msg.topic).__name__}"), 0
         topic_bytes, err = self._topic_bytes(msg.topic)
         if err:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, err), 0
-        if not 0 <= msg.queue_id <= _MAX_QUEUE_ID:
-            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"queue id {msg.queue_id} is outside 0..{_MAX_QUEUE_ID}"), 0
-        body = msg.body if isinstance(msg.body, (bytes, bytearray)) else bytes(msg.body)
+        if not isinstance(msg.queue_id, int) or not 0 <= msg.queue_id <= _MAX_QUEUE_ID:
+            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"queue id {msg.queue_id!r} is outside 0..{_MAX_QUEUE_ID}"), 0
+        body = msg.body
+        if not isinstance(body, (bytes, bytearray)):
+            if not isinstance(body, memoryview):
+                return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"message body must be bytes, not {type(body).__name__}"), 0
+            body = bytes(body)
         if len(body) > self.config.max_message_size:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
                                       f"message body is {len(body)} bytes, more than maxMessageSize {self.config.max_message_size}"), 0
-        try:
-            props = encode_properties(msg.all_properties()) if (msg.properties or msg.tags or msg.keys) else b""
-        except UnicodeEncodeError as exc:
-            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"properties are not encodable as UTF-8: {exc}"), 0
+        if msg.properties or msg.tags or msg.keys:
+            all_props = msg.all_properties()
+            try:
+                props = encode_properties(all_props)
+            except UnicodeEncodeError as exc:
+                return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"properties are not encodable as UTF-8: {exc}"), 0
+            if props.count(b"\x01") != len(all_props) or props.count(b"\x02") != len(all_props):
+                return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
+                                          "a property name or value contains \\x01 or \\x02, the properties separators"), 0
+        else:
+            props = b""
         if len(props) > self.config.max_properties_length or len(props) > 32767:
             return None, self._refuse(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                                       f"properties are {len(props)} bytes, more than the limit {min(self.config.max_properties_length, 32767)}"), 0

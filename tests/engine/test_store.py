@@ -274,3 +274,16 @@ def test_a_store_can_be_started_again_after_shutdown(make_store):
     assert store.get_max_offset_in_queue("Again", 0) == 1
     assert store.put_message(Message("Again", b"two")).queue_offset == 1
     assert len(os.listdir(os.path.join(store.root, "commitlog"))) == 1
+
+
+def test_malformed_messages_are_refused_not_raised(make_store):
+    store = make_store()
+    assert store.put_message(Message("T", "a str body")).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put_message(Message(b"bytes-topic", b"x")).status is PutMessageStatus.MESSAGE_ILLEGAL
+    r = store.put_message(Message("T", b"x", properties={"a\x01b": "v"}))
+    assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and "separator" in r.error
+    r = store.put_message(Message("T", b"x", properties={"k": "v\x02w"}))
+    assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.commitlog.max_offset == 0
+    r = store.put_message(Message("T", memoryview(b"view"), keys="single-key"))
+    assert r.ok and store.look_message_by_id(r.msg_id).keys == ["single-key"]
