@@ -26,6 +26,32 @@ GOLDEN_ROCKETMQ = bytes.fromhex(
 )
 
 
+# Captured from the stock Java client (a raw socket posing as the NameServer): the first request
+# rocketmq-client 4.9.8 sends, GET_ROUTEINFO_BY_TOPIC for TBW102, in each serialization, and the
+# same request from rocketmq-client 5.5.0 with ROCKETMQ headers.
+CAPTURED_JAVA_4_9_8_JSON = bytes.fromhex(
+    "00000084000000807b22636f6465223a3130352c226578744669656c6473223a7b22746f706963223a22544257313032227d2c22666c"
+    "6167223a302c226c616e6775616765223a224a415641222c226f7061717565223a302c2273657269616c697a65547970654375727265"
+    "6e74525043223a224a534f4e222c2276657273696f6e223a3430397d")
+CAPTURED_JAVA_4_9_8_ROCKETMQ = bytes.fromhex(
+    "0000002a010000260069000199000000010000000000000000000000110005746f70696300000006544257313032")
+CAPTURED_JAVA_5_5_0_ROCKETMQ = bytes.fromhex(
+    "0000002a010000260069000201000000000000000000000000000000110005746f70696300000006544257313032")
+
+
+@pytest.mark.parametrize("frame, stype, version, opaque", [
+    (CAPTURED_JAVA_4_9_8_JSON, SerializeType.JSON, 409, 0),
+    (CAPTURED_JAVA_4_9_8_ROCKETMQ, SerializeType.ROCKETMQ, 409, 1),
+    (CAPTURED_JAVA_5_5_0_ROCKETMQ, SerializeType.ROCKETMQ, 513, 0),
+])
+def test_frames_captured_from_the_java_client(frame, stype, version, opaque):
+    cmd = rc.FrameDecoder().feed(frame)[0]
+    assert (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag) == (RequestCode.GET_ROUTEINFO_BY_TOPIC, LanguageCode.JAVA,
+                                                                         version, opaque, 0)
+    assert cmd.ext_fields == {"topic": "TBW102"} and cmd.remark is None and cmd.serialize_type == stype
+    assert rc.encode(cmd) == frame  # byte for byte, fastjson's field order included
+
+
 def test_golden_rocketmq_header_decodes():
     cmds = rc.FrameDecoder().feed(GOLDEN_ROCKETMQ)
     assert len(cmds) == 1
