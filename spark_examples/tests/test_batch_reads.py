@@ -212,3 +212,58 @@ def test_partitions_added_while_streaming_are_read_from_offset_zero(node, spark,
                 + [(p, 5 + i, "b%d-%d" % (p, i)) for p in (0, 1) for i in range(3)]
                 + [(p, i, "b%d-%d" % (p, i)) for p in (2, 3) for i in range(3)])
     assert rows == sorted(expected)
+
+
+def test_fail_on_data_loss_when_partitions_are_gone(node, spark, tmp_path):
+    """The topic is deleted and recreated with fewer partitions: the query that still tracks the
+    vanished partition fails by default, and with failOnDataLoss=false goes on with what is
+    there now."""
+    from confluent_kafka.admin import AdminClient
+    from pyspark.errors import StreamingQueryException
+
+    topic = create_topic(node.kafka_bootstrap, unique("gone"), partitions=2)
+    for part in (0, 1):
+        produce_values(node.kafka_bootstrap, topic, [b"old%d-%d" % (part, i) for i in range(5)],
+                       partition=part)
+    checkpoint, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+
+    def run(fail_on_data_loss: bool):
+        q = (spark.readStream.format("kafka")
+             .option("kafka.bootstrap.servers", node.kafka_bootstrap)
+             .option("subscribe", topic)
+             .option("startingOffsets", "earliest")
+             .option("failOnDataLoss", str(fail_on_data_loss).lower())
+             .load().selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+             .writeStream.format("parquet").option("path", out)
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        try:
+            q.awaitTermination(180)
+        finally:
+            q.stop()
+        if q.exception() is not None:
+            raise q.exception()
+        return sorted(r.value for r in spark.read.parquet(out).collect())
+
+    assert len(run(True)) == 10
+
+    admin = AdminClient({"bootstrap.servers": node.kafka_bootstrap})
+    admin.delete_topics([topic], operation_timeout=15)[topic].result(timeout=30)
+    deadline = time.monotonic() + 60
+    while True:  # deletion may finish asynchronously, as in Kafka: retry the re-creation
+        try:
+            create_topic(node.kafka_bootstrap, topic, partitions=1)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    produce_values(node.kafka_bootstrap, topic, [b"new0-%d" % i for i in range(8)], partition=0)
+
+    with pytest.raises(StreamingQueryException) as failed:
+        run(True)
+    assert "failOnDataLoss" in str(failed.value)
+
+    rows = run(False)
+    old = sorted(b"old%d-%d" % (p, i) for p in (0, 1) for i in range(5))
+    # Partition 0 was read up to offset 5 before; the new partition 0 continues from there.
+    assert rows == sorted([v.decode() for v in old] + ["new0-%d" % i for i in range(5, 8)])
