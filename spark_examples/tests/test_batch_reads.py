@@ -1,7 +1,8 @@
-"""Batch reads and writes through Spark's Kafka connector against a real Rockafka.
+"""Reading and writing through Spark's Kafka connector against a real Rockafka.
 
-startingTimestamp, per-partition order over 8 partitions, headers byte for byte, and
-failOnDataLoss after DeleteRecords, each driven through the example modules.
+Batch: startingTimestamp, offsets JSON per partition, per-partition order over 8 partitions,
+headers byte for byte (through the example modules). Streaming: partitions added mid-stream,
+and failOnDataLoss after DeleteRecords and after a partition is gone.
 """
 
 from __future__ import annotations
