@@ -5,14 +5,20 @@ The runners (``compat/java`` for kafka-clients, ``compat/rocketmq-java`` for roc
 ``info`` lines and one closing ``summary`` line. ``run`` starts one JVM for a whole group of
 scenarios — JVM start-up dominates a scenario's cost — and returns a ``RunResult`` that tests
 query per scenario. Builds go through each directory's ``build.sh`` (idempotent, quick when up
-to date, no network once Maven has filled ~/.m2).
+to date, no network once Maven has filled ~/.m2). After a build, this process runs a snapshot
+of the built runner (jar copied, lib/ hard-linked into a private temp dir): a rebuild started
+meanwhile by another process (``make test-deps``, a developer extending the runner) then cannot
+pull jars from under a running JVM, which opens its class path lazily.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,13 +37,45 @@ class RunnerBuildError(RuntimeError):
     pass
 
 
+# built jar -> this process's snapshot of it (see the module docstring)
+_snapshots: dict[Path, Path] = {}
+_snapshot_root: Path | None = None
+
+
 def build(directory: Path) -> None:
-    """Run ``build.sh`` of a runner directory; raise with Maven's output when it fails."""
+    """Run ``build.sh`` of a runner directory (raise with Maven's output when it fails), then
+    snapshot every runner jar it built."""
     if shutil.which("java") is None or shutil.which("mvn") is None:
         raise RunnerBuildError("java and mvn are required: run `make test-deps` (deploy/dev/install-test-deps.sh)")
     proc = subprocess.run(["bash", str(directory / "build.sh")], capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         raise RunnerBuildError(f"{directory}/build.sh failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
+    for jar in [KAFKA_JAR, *ROCKETMQ_JARS.values()]:
+        if jar.is_relative_to(directory) and jar.exists():
+            _snapshots[jar] = _snapshot(jar)
+
+
+def _snapshot(jar: Path) -> Path:
+    global _snapshot_root
+    if _snapshot_root is None:
+        _snapshot_root = Path(tempfile.mkdtemp(prefix="java-runners-"))
+        atexit.register(shutil.rmtree, _snapshot_root, True)
+    dest = _snapshot_root / jar.parent.relative_to(ROOT).as_posix().replace("/", "_")
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "lib").mkdir(parents=True)
+    shutil.copy2(jar, dest / jar.name)  # Maven rewrites the jar in place: copy it
+    for lib in (jar.parent / "lib").iterdir():  # build.sh replaces lib/ wholesale: links suffice
+        try:
+            os.link(lib, dest / "lib" / lib.name)
+        except OSError:
+            shutil.copy2(lib, dest / "lib" / lib.name)
+    return dest / jar.name
+
+
+def runnable(jar: Path) -> Path:
+    """The jar to start: this process's snapshot when ``build`` made one."""
+    return _snapshots.get(jar, jar)
 
 
 @dataclass
@@ -100,10 +138,10 @@ def run(command: list[str], timeout: float) -> RunResult:
 
 
 def kafka_command(bootstrap: str, scenarios: list[str]) -> list[str]:
-    return ["java", "-Xmx256m", "-jar", str(KAFKA_JAR), "--bootstrap", bootstrap,
+    return ["java", "-Xmx256m", "-jar", str(runnable(KAFKA_JAR)), "--bootstrap", bootstrap,
             "--scenarios", ",".join(scenarios)]
 
 
 def rocketmq_command(client: str, namesrv: str, serialize: str, scenarios: list[str], work_dir: Path) -> list[str]:
-    return ["java", "-Xmx256m", "-jar", str(ROCKETMQ_JARS[client]), "--namesrv", namesrv,
+    return ["java", "-Xmx256m", "-jar", str(runnable(ROCKETMQ_JARS[client])), "--namesrv", namesrv,
             "--serialize", serialize, "--work-dir", str(work_dir), "--scenarios", ",".join(scenarios)]
