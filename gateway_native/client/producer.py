@@ -112,6 +112,7 @@ class Producer:
                                      heartbeat_broker_interval=heartbeat_broker_interval)
         self.fault = LatencyFaultTolerance()
         self._publish: dict[str, list[MessageQueue]] = {}
+        self._publish_route: dict[str, Any] = {}  # the route object the cached queues came from
         self._counter = itertools.count()
         self._uniq = UniqIdGenerator()
 
@@ -185,8 +186,11 @@ class Producer:
     async def _publish_queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
         queues = self._publish.get(topic)
         if queues and not refresh:
-            if topic in self.runtime.routes:
-                fresh = ClientRuntime.publish_queues(topic, self.runtime.routes[topic])
+            route = self.runtime.routes.get(topic)
+            if route is not None and self._publish_route.get(topic) is not route:
+                # the periodic refresh replaced the route: recompute once, not per message
+                fresh = ClientRuntime.publish_queues(topic, route)
+                self._publish_route[topic] = route
                 if fresh:
                     self._publish[topic] = queues = fresh
             return queues
