@@ -58,7 +58,7 @@ def restore_producer_state(store: Any, ps: ProducerStateManager) -> None:
                     h = parse_header(batch_of_unit(unit))
                 except (CorruptRecordError, ValueError):
                     continue
-                if h.producer_id >= 0:
+                if h.producer_id >= 0 and not h.is_control:  # markers carry no sequence
                     ps.replay(topic, q, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
                               h.base_offset, h.max_timestamp)
                     replayed += 1

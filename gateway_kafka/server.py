@@ -135,6 +135,8 @@ class KafkaGateway:
             initial_rebalance_delay_ms=self.settings.group_initial_rebalance_delay_ms,
             max_group_size=self.settings.group_max_size)
         self.producer_state = ProducerStateManager(store.config_dir)
+        from gateway_kafka.txn_coordinator import TransactionCoordinator
+        self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
         self.arrivals: ArrivalHub | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -151,6 +153,7 @@ class KafkaGateway:
         await loop.run_in_executor(None, recovery.restore_producer_state, self.store, self.producer_state)
         self.arrivals = ArrivalHub(loop)
         self.store.add_arrival_listener(self.arrivals.on_arrival)
+        await self.txn.start()
         self._server = await asyncio.start_server(self._on_connection, self.settings.host, self.settings.port,
                                                   reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
@@ -180,6 +183,7 @@ class KafkaGateway:
             await self._server.wait_closed()
         if self._snapshot_task is not None:
             self._snapshot_task.cancel()
+        await self.txn.stop()
         if self.arrivals is not None:
             self.store.remove_arrival_listener(self.arrivals.on_arrival)
         from gateway_kafka import recovery
@@ -285,6 +289,8 @@ class KafkaGateway:
                                  header.client_id)
             body = await spec.handler(ctx, req.body)
             if body is None:
+                if conn.extra.pop("close_now", False):
+                    return
                 continue
             writer.writelines(encode_response_chunks(header.api_key, header.api_version, header.correlation_id, body))
             if conn.extra.get("close_after_response"):

@@ -11,8 +11,12 @@ batch built on read (``batch_of_unit``). Offsets inside a stored batch return th
 - Long poll: while fewer than ``min_bytes`` are available the request waits up to
   ``max_wait_ms``, woken by the store's arrival listener for the partitions it reads. An
   errored partition answers at once.
-- Per partition: high watermark = next offset, last stable offset = high watermark (no open
-  transactions yet), log start offset = first readable offset; a fetch offset outside
+- Per partition: high watermark = next offset, last stable offset = first offset of the oldest
+  open transaction (``engine.txn_index``) or the high watermark, log start offset = first
+  readable offset. With isolation level 1 (read_committed) no batch at or past the last stable
+  offset is returned, and ``aborted_transactions`` lists the aborted transactions (producer id,
+  first offset) overlapping what is returned, so the client drops their records (it also sees
+  the ABORT markers); a fetch offset outside
   [log start, high watermark] gets OFFSET_OUT_OF_RANGE; unknown topic or partition
   UNKNOWN_TOPIC_OR_PARTITION.
 - Fetch sessions (KIP-227) are not created: the answer's session id is 0, so clients keep
@@ -39,7 +43,8 @@ def _empty(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = 
             "records": b""}
 
 
-def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, min_one: bool) -> tuple[dict, int]:
+def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, min_one: bool,
+                   isolation: int = 0) -> tuple[dict, int]:
     """(partition response, record bytes in it)."""
     tc = find_topic(gw, topic)
     if tc is None or not 0 <= index < partition_count(tc):
@@ -49,29 +54,39 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     hi = store.get_max_offset_in_queue(topic, index)
     if fetch_offset < lo or fetch_offset > hi:
         return _empty(index, E.OFFSET_OUT_OF_RANGE, hi, hi, lo), 0
-    if fetch_offset == hi or (limit <= 0 and not min_one):
-        return _empty(index, E.NONE, hi, hi, lo), 0
+    txn = gw.txn.index
+    lso = txn.last_stable_offset(topic, index, hi)
+    end = lso if isolation == 1 else hi
+    if fetch_offset >= end or (limit <= 0 and not min_one):
+        return _empty(index, E.NONE, hi, lso, lo), 0
     # The store counts whole units (batch + ~100 bytes of unit header, topic, properties); ask
     # for a little more and trim by batch bytes below, so the limit is about what is sent.
     res = store.get_message("", topic, index, fetch_offset, MAX_RECORDS_PER_READ,
                             max_bytes=max(limit, 1) + limit // 4 + UNIT_OVERHEAD_ALLOWANCE)
     parts = []
     size = 0
-    for unit in res.messages:
+    last_offset = fetch_offset
+    for unit, ref in zip(res.messages, res.units):
+        if ref.queue_offset >= end:
+            break  # read_committed: nothing at or past the last stable offset
         batch = batch_of_unit(unit)
         n = len(batch)
         if size + n > limit and not (min_one and not parts):
             break
         parts.append(batch)
         size += n
+        last_offset = ref.queue_offset + ref.record_count
     hi = max(hi, res.max_offset) if res.max_offset is not None else hi
-    resp = _empty(index, E.NONE, hi, hi, lo)
+    resp = _empty(index, E.NONE, hi, lso if lso < hi else hi, lo)
     if parts:
         resp["records"] = parts[0] if len(parts) == 1 else b"".join(parts)
+        if isolation == 1 and txn.has_aborted(topic, index):
+            resp["aborted_transactions"] = [{"producer_id": pid, "first_offset": first}
+                                            for pid, first in txn.aborted_between(topic, index, fetch_offset, last_offset)]
     return resp, size
 
 
-def read_all(gw, topics: list[dict], max_bytes: int) -> tuple[list[dict], int, bool]:
+def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0) -> tuple[list[dict], int, bool]:
     responses = []
     total = 0
     errored = False
@@ -82,7 +97,7 @@ def read_all(gw, topics: list[dict], max_bytes: int) -> tuple[list[dict], int, b
             budget = max_bytes - total
             limit = min(p.get("partition_max_bytes", 0), budget)
             resp, n = read_partition(gw, name, p.get("partition", -1), p.get("fetch_offset", 0), limit,
-                                     min_one=total == 0)
+                                     min_one=total == 0, isolation=isolation)
             if resp["error_code"] != E.NONE:
                 errored = True
             total += n
@@ -101,8 +116,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     if max_bytes <= 0:
         max_bytes = 0x7FFFFFFF
     keys = [(t.get("topic"), p.get("partition", -1)) for t in topics for p in t.get("partitions") or ()]
+    isolation = body.get("isolation_level", 0)
     if max_wait_ms == 0 or not keys:
-        responses, _, _ = read_all(gw, topics, max_bytes)
+        responses, _, _ = read_all(gw, topics, max_bytes, isolation)
     else:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000.0
@@ -112,14 +128,14 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         try:
             while True:
                 woken.clear()
-                responses, total, errored = read_all(gw, topics, max_bytes)
+                responses, total, errored = read_all(gw, topics, max_bytes, isolation)
                 remaining = deadline - loop.time()
                 if total >= min_bytes or errored or remaining <= 0:
                     break
                 try:
                     await asyncio.wait_for(woken.wait(), remaining)
                 except (asyncio.TimeoutError, TimeoutError):
-                    responses, _, _ = read_all(gw, topics, max_bytes)
+                    responses, _, _ = read_all(gw, topics, max_bytes, isolation)
                     break
         finally:
             gw.arrivals.unregister(keys, woken)

@@ -2,7 +2,8 @@
 
 Per partition, by the requested timestamp:
 - -2 (earliest) and -4 (earliest local): the log start offset; -1 (latest): the high
-  watermark (= last stable offset: no open transactions yet); -5 (latest tiered): -1, there
+  watermark, or with isolation level 1 (read_committed, v2+) the last stable offset (the first
+  offset of the oldest open transaction, ``engine.txn_index``); -5 (latest tiered): -1, there
   is no tiered storage.
 - -3 (max timestamp, v7+): the offset and timestamp of the record with the largest
   timestamp; -1/-1 when the partition is empty.
@@ -90,7 +91,7 @@ def max_timestamp_offset(store, topic: str, index: int) -> tuple[int, int]:
     return top.absolute_offset(h), top.absolute_timestamp(h)
 
 
-def lookup(gw, topic: str, index: int, timestamp: int) -> tuple[int, int, int]:
+def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tuple[int, int, int]:
     """(error_code, offset, timestamp)."""
     tc = find_topic(gw, topic)
     if tc is None or not 0 <= index < partition_count(tc):
@@ -99,7 +100,10 @@ def lookup(gw, topic: str, index: int, timestamp: int) -> tuple[int, int, int]:
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return E.NONE, store.get_min_offset_in_queue(topic, index), -1
     if timestamp == LATEST:
-        return E.NONE, store.get_max_offset_in_queue(topic, index), -1
+        hw = store.get_max_offset_in_queue(topic, index)
+        if isolation == 1:
+            return E.NONE, gw.txn.index.last_stable_offset(topic, index, hw), -1
+        return E.NONE, hw, -1
     if timestamp == LATEST_TIERED:
         return E.NONE, -1, -1
     if timestamp == MAX_TIMESTAMP:
@@ -122,7 +126,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             index = p.get("partition_index", -1)
             ts = p.get("timestamp", LATEST)
             if ts in (EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED):
-                code, off, rts = lookup(gw, name, index, ts)
+                code, off, rts = lookup(gw, name, index, ts, body.get("isolation_level", 0))
             else:  # may read and decode batches: keep it off the event loop
                 code, off, rts = await blocking(lookup, gw, name, index, ts)
             parts.append({"partition_index": index, "error_code": code, "timestamp": rts, "offset": off,

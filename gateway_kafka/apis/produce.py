@@ -6,7 +6,8 @@ sequence) and append each batch with ``store.put_record_batch`` as ONE commitlog
 store assigns and patches the base offset. The response carries the first batch's base
 offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
 
-- acks 0: no response at all; 1 and -1 (all): answered once the store accepted the batch
+- acks 0: no response at all (an error closes the connection, as Kafka does, so the producer
+  refreshes its metadata); 1 and -1 (all): answered once the store accepted the batch
   (durable as ``flushDiskType`` promises; a single node is its own full ISR). Other acks
   values: INVALID_REQUIRED_ACKS.
 - Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
@@ -17,8 +18,11 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
   with the offset it got the first time.
 - Check, append and record run under a per-partition lock so two connections of one producer
   cannot interleave their sequence checks.
-- Not implemented: transactional batches (AddPartitionsToTxn is not offered, so a
-  transactional producer fails at its start instead of here), LogAppendTime topics.
+- Transactional batches: the producer id and epoch must be the transactional id's current
+  ones (else INVALID_PRODUCER_EPOCH) and the partition part of its open transaction (else
+  INVALID_TXN_STATE); the first one of a transaction in a partition opens it in
+  ``engine.txn_index`` (which holds the last stable offset back).
+- Not implemented: LogAppendTime topics.
 """
 
 from __future__ import annotations
@@ -65,6 +69,11 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
     first_offset = -1
     async with gw.partition_locks[(topic, index)]:
         for view, h in batches:
+            if h.is_transactional:
+                txn_code = gw.txn.check_produce(h.producer_id, h.producer_epoch, topic, index)
+                if txn_code != E.NONE:
+                    return _result(index, txn_code, message=f"transactional batch of producer {h.producer_id} epoch "
+                                                            f"{h.producer_epoch} refused: {E.NAMES.get(txn_code)}")
             verdict = ps.check(topic, index, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
             if verdict.error_code != E.NONE:
                 return _result(index, verdict.error_code, message=verdict.message)
@@ -81,6 +90,8 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 gw.log.warning("produce_failed", topic=topic, partition=index, status=res.status.name,
                                error=res.error)
                 return _result(index, code, message=res.error or res.status.name)
+            if h.is_transactional:
+                await blocking(gw.txn.index.begin, topic, index, h.producer_id, res.queue_offset)
             if h.producer_id >= 0:
                 ps.record(topic, index, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
                           res.queue_offset, h.max_timestamp)
@@ -119,5 +130,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
                 if p["error_code"] != E.NONE:
                     gw.log.warning("produce_acks0_failed", topic=t["name"], partition=p["index"],
                                    error=E.NAMES.get(p["error_code"]), reason=p["error_message"])
+                    # as Kafka does: the only way to tell an acks=0 producer is to drop the
+                    # connection, which makes it refresh metadata and reconnect
+                    ctx.conn.extra["close_now"] = True
         return None
     return {"responses": responses, "throttle_time_ms": 0}

@@ -1,0 +1,50 @@
+"""AddPartitionsToTxn (key 24), versions 0-3 (one transaction per request, as producers send it).
+
+Adds partitions to the producer's open transaction (opening it when none is). Per partition:
+UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition (the others then answer
+OPERATION_NOT_ATTEMPTED, as Kafka does); otherwise the transaction's verdict for all of them:
+INVALID_PRODUCER_ID_MAPPING (unknown transactional id or producer id), PRODUCER_FENCED (an
+older epoch), CONCURRENT_TRANSACTIONS (a completion in progress). v4+ (broker-to-broker
+batching, KIP-890 verification) is not offered.
+"""
+
+from __future__ import annotations
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis import RequestContext, api
+from gateway_kafka.apis._common import find_topic, partition_count
+
+
+@api(key=24, min=0, max=3)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    gw = ctx.gateway
+    topics = body.get("v3_and_below_topics") or []
+    wanted: list[tuple[str, int]] = []
+    bad: set[tuple[str, int]] = set()
+    for t in topics:
+        name = t.get("name")
+        tc = find_topic(gw, name)
+        count = partition_count(tc) if tc is not None else 0
+        for p in t.get("partitions") or ():
+            if 0 <= p < count:
+                wanted.append((name, p))
+            else:
+                bad.add((name, p))
+    if bad:
+        code = None
+    else:
+        code = await gw.txn.add_partitions(body.get("v3_and_below_transactional_id", ""),
+                                           body.get("v3_and_below_producer_id", -1),
+                                           body.get("v3_and_below_producer_epoch", -1), wanted)
+    results = []
+    for t in topics:
+        name = t.get("name")
+        parts = []
+        for p in t.get("partitions") or ():
+            if code is None:
+                pc = E.UNKNOWN_TOPIC_OR_PARTITION if (name, p) in bad else E.OPERATION_NOT_ATTEMPTED
+            else:
+                pc = code
+            parts.append({"partition_index": p, "partition_error_code": pc})
+        results.append({"name": name, "results_by_partition": parts})
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}

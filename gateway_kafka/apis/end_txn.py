@@ -1,0 +1,20 @@
+"""EndTxn (key 26), versions 0-3.
+
+Commits or aborts the producer's open transaction: a COMMIT or ABORT control batch is written
+to every partition of the transaction, the outcome recorded in ``engine.txn_index`` (aborted
+ranges, last stable offset), and on commit the offsets staged by TxnOffsetCommit are applied.
+Answered once all of that is stored. A retried EndTxn of a completed transaction with the same
+outcome is answered NONE; any other EndTxn without an open transaction INVALID_TXN_STATE.
+v4+ (KIP-890 epoch bump on every transaction) is not offered.
+"""
+
+from __future__ import annotations
+
+from gateway_kafka.apis import RequestContext, api
+
+
+@api(key=26, min=0, max=3)
+async def handle(ctx: RequestContext, body: dict) -> dict:
+    code = await ctx.gateway.txn.end_txn(body.get("transactional_id", ""), body.get("producer_id", -1),
+                                         body.get("producer_epoch", -1), bool(body.get("committed")))
+    return {"throttle_time_ms": 0, "error_code": code}

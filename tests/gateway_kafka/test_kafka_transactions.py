@@ -1,0 +1,199 @@
+"""Kafka transactions with confluent-kafka's transactional producer against a real node:
+read_committed consumers see committed records once and aborted ones never, read_uncommitted
+consumers see both; consume-transform-produce commits its consumer offsets atomically with
+the output; a re-initialised producer fences the old one; a transaction left open past
+transaction.timeout.ms is aborted by the broker; committed state survives a restart."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from tests.gateway_kafka.kafka_helpers import create_topic, unique, wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def txn_producer(bootstrap: str, tid: str, **extra) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def read(bootstrap: str, topic: str, isolation: str, expect: int, partitions: int = 1,
+         group: str | None = None, stop_at_end: bool = True) -> list[bytes]:
+    """Every record value of ``topic`` from the beginning, until ``expect`` arrived and every
+    partition reached its end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group or unique("g"), "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, p, 0) if group is None else TopicPartition(topic, p) for p in range(partitions)])
+        got: list[bytes] = []
+        eof: set[int] = set()
+
+        def step():
+            m = c.poll(0.2)
+            if m is None:
+                return False
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    eof.add(m.partition())
+                    return len(got) >= expect and len(eof) == partitions
+                raise KafkaException(m.error())
+            got.append(m.value())
+            eof.discard(m.partition())
+            return False
+        wait_for(step, timeout=30, interval=0, what=f"{expect} records of {topic} ({isolation})")
+        return got
+    finally:
+        c.close()
+
+
+def test_committed_seen_once_aborted_never(node):
+    bs = node.kafka_bootstrap
+    topic = unique("txn")
+    create_topic(bs, topic, 2)
+    p = txn_producer(bs, unique("tid"))
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, value=f"c1-{i}".encode(), partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, value=f"ab-{i}".encode(), partition=i % 2)
+    p.flush(10)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    for i in range(6):
+        p.produce(topic, value=f"c2-{i}".encode(), partition=i % 2)
+    p.commit_transaction(30)
+
+    committed = read(bs, topic, "read_committed", 16, partitions=2)
+    assert sorted(committed) == sorted([f"c1-{i}".encode() for i in range(10)] + [f"c2-{i}".encode() for i in range(6)])
+    everything = read(bs, topic, "read_uncommitted", 26, partitions=2)
+    assert sorted(everything) == sorted([f"c1-{i}".encode() for i in range(10)] + [f"ab-{i}".encode() for i in range(10)]
+                                        + [f"c2-{i}".encode() for i in range(6)])
+
+
+def test_open_transaction_holds_back_read_committed(node):
+    bs = node.kafka_bootstrap
+    topic = unique("lso")
+    create_topic(bs, topic, 1)
+    p = txn_producer(bs, unique("tid"))
+    p.begin_transaction()
+    p.produce(topic, value=b"pending")
+    p.flush(10)
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce(topic, value=b"after-open")
+    plain.flush(10)
+    # read_uncommitted sees both; read_committed stops at the open transaction's first offset
+    assert sorted(read(bs, topic, "read_uncommitted", 2)) == [b"after-open", b"pending"]
+    def end_offsets(isolation: str) -> tuple[int, int]:
+        c = Consumer({"bootstrap.servers": bs, "group.id": unique("g"), "isolation.level": isolation})
+        try:
+            return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+        finally:
+            c.close()
+    # ListOffsets latest: the high watermark, or for read_committed the last stable offset
+    assert end_offsets("read_uncommitted") == (0, 2)
+    assert end_offsets("read_committed") == (0, 0)
+    assert read(bs, topic, "read_committed", 0) == []
+    p.commit_transaction(30)
+    assert read(bs, topic, "read_committed", 2) == [b"pending", b"after-open"]
+    assert end_offsets("read_committed") == (0, 3)  # past the COMMIT marker
+
+
+def test_consume_transform_produce_commits_offsets_with_output(node):
+    bs = node.kafka_bootstrap
+    src, dst, group = unique("src"), unique("dst"), unique("ctp")
+    create_topic(bs, src, 1)
+    create_topic(bs, dst, 1)
+    plain = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        plain.produce(src, value=f"in-{i}".encode())
+    plain.flush(10)
+    p = txn_producer(bs, unique("tid"))
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        c.subscribe([src])
+        inputs = []
+        wait_for(lambda: (m := c.poll(0.2)) is not None and not m.error() and inputs.append(m) is None and len(inputs) >= 5,
+                 timeout=30, interval=0, what="5 input records")
+        first, rest = inputs[:5], inputs[5:]
+        # an aborted round: neither output nor offsets
+        p.begin_transaction()
+        for m in first:
+            p.produce(dst, value=b"out-" + m.value())
+        p.send_offsets_to_transaction([TopicPartition(src, 0, first[-1].offset() + 1)], c.consumer_group_metadata())
+        p.abort_transaction(30)
+        assert c.committed([TopicPartition(src, 0)], timeout=10)[0].offset < 0
+        # the committed round
+        p.begin_transaction()
+        for m in first:
+            p.produce(dst, value=b"out-" + m.value())
+        p.send_offsets_to_transaction([TopicPartition(src, 0, first[-1].offset() + 1)], c.consumer_group_metadata())
+        p.commit_transaction(30)
+        assert c.committed([TopicPartition(src, 0)], timeout=10)[0].offset == first[-1].offset() + 1
+    finally:
+        c.close()
+    assert read(bs, dst, "read_committed", 5) == [f"out-in-{i}".encode() for i in range(5)]
+    assert len(rest) >= 0
+
+
+def test_new_incarnation_fences_the_old_producer(node):
+    bs = node.kafka_bootstrap
+    topic, tid = unique("fence"), unique("tid")
+    create_topic(bs, topic, 1)
+    old = txn_producer(bs, tid)
+    old.begin_transaction()
+    old.produce(topic, value=b"from-old")
+    old.flush(10)
+    new = txn_producer(bs, tid)  # aborts the old incarnation's open transaction
+    new.begin_transaction()
+    new.produce(topic, value=b"from-new")
+    new.commit_transaction(30)
+    with pytest.raises(KafkaException) as err:
+        old.commit_transaction(10)
+    assert err.value.args[0].fatal() or "fenced" in str(err.value).lower()
+    assert read(bs, topic, "read_committed", 1) == [b"from-new"]
+
+
+def test_transaction_timeout_aborts(make_node):
+    node = make_node({"transactionAbortTimedOutTransactionCleanupIntervalMs": 200})
+    bs = node.kafka_bootstrap
+    topic = unique("tmo")
+    create_topic(bs, topic, 1)
+    p = txn_producer(bs, unique("tid"), **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    p.produce(topic, value=b"left-open")
+    p.flush(10)
+    wait_for(lambda: "txn_completed" in node.log_tail(500_000) and "timed_out" in node.log_tail(500_000),
+             timeout=30, what="the broker's timeout abort")
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce(topic, value=b"later")
+    plain.flush(10)
+    assert read(bs, topic, "read_committed", 1) == [b"later"]
+
+
+def test_transactions_survive_restart(make_node):
+    node = make_node()
+    bs = node.kafka_bootstrap
+    topic, tid = unique("rst"), unique("tid")
+    create_topic(bs, topic, 1)
+    p = txn_producer(bs, tid)
+    p.begin_transaction()
+    p.produce(topic, value=b"aborted-before")
+    p.flush(10)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"committed-before")
+    p.commit_transaction(30)
+    node.restart()
+    bs = node.kafka_bootstrap
+    assert read(bs, topic, "read_committed", 1) == [b"committed-before"]
+    p2 = txn_producer(bs, tid)
+    p2.begin_transaction()
+    p2.produce(topic, value=b"committed-after")
+    p2.commit_transaction(30)
+    assert read(bs, topic, "read_committed", 2) == [b"committed-before", b"committed-after"]
