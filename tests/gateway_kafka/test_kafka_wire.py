@@ -385,3 +385,10 @@ def test_client_that_never_reads_does_not_stall_others(node):
     finally:
         hog.close()
     still_served(node.kafka_bootstrap)
+
+
+def test_acks0_error_closes_the_connection(node):
+    with RawKafka(node.kafka_bootstrap) as raw:
+        raw.request(PRODUCE, 9, produce_req(unique("nowhere"), batch([b"lost"]), acks=0), expect_response=False)
+        assert raw.closed_by_server()
+    still_served(node.kafka_bootstrap)
