@@ -28,6 +28,7 @@ test: test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: test-deps
+	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python compat/bench/run_all.py
 
 clean:
