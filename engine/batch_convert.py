@@ -219,8 +219,12 @@ def record_properties(record: rb.Record, unit: MessageExt, offset: int) -> dict[
     return props
 
 
-def expand_batch_unit(unit) -> list[bytes]:
+def expand_batch_unit(unit, is_aborted=None) -> list[bytes]:
     """One regular message unit per record of a stored INNER_BATCH unit.
+
+    Control batches (transaction markers) expand to nothing; so does a transactional batch when
+    ``is_aborted(producer_id, base_offset)`` (e.g. ``engine.txn_index``) says its transaction
+    was aborted.
 
     Queue offset = batch base + offset delta; commitlog offset, topic, queue, hosts and store
     timestamp are the batch unit's; born timestamp = the record's timestamp. Raises
@@ -232,6 +236,8 @@ def expand_batch_unit(unit) -> list[bytes]:
         raise ValueError("not an INNER_BATCH unit (sysflag 0x80 not set)")
     header, records = rb.decode_batch(msg.body)
     if header.is_control:
+        return []
+    if is_aborted is not None and header.is_transactional and is_aborted(header.producer_id, msg.queue_offset):
         return []
     topic = msg.topic.encode("utf-8")
     sys_flag = msg.sys_flag & ~INNER_BATCH_FLAG

@@ -8,6 +8,9 @@ Behaviour (RocketMQ's ``PullMessageProcessor``):
   the stored commitlog units as they are. A Kafka batch unit (INNER_BATCH) is expanded by
   ``engine.batch_convert.expand_batch_unit`` into one regular unit per record, records before
   the requested offset dropped, and each record filtered by the subscription;
+- Kafka transactions (``engine.txn_index``): reads stop at the queue's last stable offset (a
+  pull at it answers PULL_NOT_FOUND and is held until the transaction ends), and records of
+  aborted transactions and transaction markers are never handed out;
 - store statuses map to FOUND -> SUCCESS, NO_MATCHED_MESSAGE -> PULL_RETRY_IMMEDIATELY,
   OFFSET_TOO_SMALL / OFFSET_OVERFLOW_BADLY -> PULL_OFFSET_MOVED, empty queue at a non-zero
   offset -> PULL_OFFSET_MOVED, otherwise PULL_NOT_FOUND;
@@ -27,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from engine import txn_index
 from engine.sql92 import Sql92Error
 
 from ..dispatch import ProcessorError
@@ -50,8 +54,10 @@ def _status(result: Any) -> str:
     return getattr(result.status, "name", str(result.status))
 
 
-def _expand(units: list[bytes], refs: list[Any], offset: int, sub: SubscriptionData | None) -> list[bytes]:
-    """Replace Kafka batch units by per-record units; filter records as the subscription says."""
+def _expand(units: list[bytes], refs: list[Any], offset: int, sub: SubscriptionData | None,
+            is_aborted: Any = None) -> list[bytes]:
+    """Replace Kafka batch units by per-record units; filter records as the subscription says;
+    records of aborted Kafka transactions and transaction markers are left out."""
     out: list[bytes] = []
     for i, unit in enumerate(units):
         if not _SYSFLAG.unpack_from(unit, 36)[0] & SYSFLAG_INNER_BATCH:
@@ -62,7 +68,7 @@ def _expand(units: list[bytes], refs: list[Any], offset: int, sub: SubscriptionD
         except ImportError:  # the converter ships with the engine; without it batches cannot be served natively
             log.warning("batch_convert_missing")
             continue
-        for rec in expand_batch_unit(bytes(unit)):
+        for rec in expand_batch_unit(bytes(unit), is_aborted):
             if _QOFF.unpack_from(rec, 20)[0] < offset:
                 continue
             if sub is not None and not sub.is_all:
@@ -99,6 +105,16 @@ def _subscription(broker: Any, cmd: RemotingCommand, group: str, topic: str, sys
 def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_msgs: int, sub: SubscriptionData,
           max_bytes: int | None) -> tuple[int, dict[str, Any], bytes]:
     store = broker.store
+    # Kafka transactions: native consumers read committed data only, so never at or past the
+    # last stable offset (the first offset of the oldest open transaction in this queue)
+    txn = txn_index.for_store(store)
+    hw = store.get_max_offset_in_queue(topic, queue_id)
+    lso = txn.last_stable_offset(topic, queue_id, hw)
+    if lso < hw:
+        if offset >= lso:
+            return R.PULL_NOT_FOUND, {"nextBeginOffset": offset, "minOffset": store.get_min_offset_in_queue(topic, queue_id),
+                                      "maxOffset": lso, "suggestWhichBrokerId": 0}, b""
+        max_msgs = min(max_msgs, lso - offset)
     result = store.get_message(group, topic, queue_id, offset, max_msgs, message_filter(sub), max_bytes)
     status = _status(result)
     fields: dict[str, Any] = {"nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
@@ -110,7 +126,9 @@ def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_m
         refs = list(getattr(result, "units", []) or [])
         if any(getattr(r, "record_count", 1) > 1 for r in refs) or any(
                 _SYSFLAG.unpack_from(u, 36)[0] & SYSFLAG_INNER_BATCH for u in units):
-            units = _expand(units, refs, offset, sub)
+            aborted = ((lambda pid, off: txn.is_aborted(topic, queue_id, pid, off))
+                       if txn.has_aborted(topic, queue_id) else None)
+            units = _expand(units, refs, offset, sub, aborted)
         if units:
             body = b"".join(bytes(u) for u in units)
             return R.SUCCESS, fields, body
