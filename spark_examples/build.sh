@@ -2,11 +2,11 @@
 # Resolves Spark's stock Kafka connector (spark-sql-kafka-0-10_2.13, same version as the
 # installed PySpark) and its dependencies beyond PySpark's own jars into spark_examples/jars/.
 # Idempotent: when jars/ already holds a complete set for this version it returns at once.
-# Usage: bash spark_examples/build.sh   (PYTHON=... to pick the interpreter that has pyspark)
+# Usage: bash spark_examples/build.sh   (SPARK_PYTHON=... picks the interpreter that has pyspark)
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PY="${PYTHON:-../.venv/bin/python}"
+PY="${SPARK_PYTHON:-../.venv/bin/python}"
 [ -x "$PY" ] || PY=python3
 if ! SPARK_VERSION="$("$PY" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)"; then
     echo "spark_examples/build.sh: pyspark is not installed for $PY (pip install -e '.[test]')" >&2
