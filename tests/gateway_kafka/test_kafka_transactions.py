@@ -1,4 +1,4 @@
-"""Kafka transactions with confluent-kafka's transactional producer against a real node:
+"""Kafka transactions with confluent-kafka's transactional producer (and kafka-python's and aiokafka's) against a real node:
 read_committed consumers see committed records once and aborted ones never, read_uncommitted
 consumers see both; consume-transform-produce commits its consumer offsets atomically with
 the output; a re-initialised producer fences the old one; a transaction left open past
@@ -233,3 +233,71 @@ def test_native_consumers_see_committed_kafka_transactions_only(node):
         p.commit_transaction(30)
         wait_for(lambda: got.extend(lp.poll(200)) or len(got) >= 2, timeout=30, what="the second commit")
     assert [m.body for m in got] == [b"committed", b"open-then-committed"]
+
+
+def test_kafka_python_transactional_producer(node):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    bs = node.kafka_bootstrap
+    topic = unique("kp")
+    create_topic(bs, topic, 1)
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id=unique("kptid"))
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"kp-aborted")
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(topic, b"kp-committed")
+        p.commit_transaction()
+    finally:
+        p.close(timeout=10)
+    c = KafkaConsumer(topic, bootstrap_servers=bs, isolation_level="read_committed", auto_offset_reset="earliest",
+                      enable_auto_commit=False, consumer_timeout_ms=500)
+    try:
+        got: list[bytes] = []
+        wait_for(lambda: got.extend(m.value for m in c) or got, timeout=30, what="the committed record")
+        got.extend(m.value for m in c)  # and nothing else behind it
+    finally:
+        c.close()
+    assert got == [b"kp-committed"]
+    assert sorted(read(bs, topic, "read_uncommitted", 2)) == [b"kp-aborted", b"kp-committed"]
+
+
+def test_aiokafka_transactional_producer(node):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    bs = node.kafka_bootstrap
+    topic = unique("aio")
+    create_topic(bs, topic, 1)
+
+    async def scenario() -> list[bytes]:
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id=unique("aiotid"))
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(topic, b"aio-committed")
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"aio-aborted")
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bs, isolation_level="read_committed",
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+        await c.start()
+        try:
+            got: list[bytes] = []
+            deadline = asyncio.get_running_loop().time() + 30
+            while not got and asyncio.get_running_loop().time() < deadline:
+                batch = await c.getmany(timeout_ms=300)
+                got += [m.value for msgs in batch.values() for m in msgs]
+            batch = await c.getmany(timeout_ms=300)  # nothing after it
+            got += [m.value for msgs in batch.values() for m in msgs]
+            return got
+        finally:
+            await c.stop()
+
+    assert asyncio.run(scenario()) == [b"aio-committed"]
