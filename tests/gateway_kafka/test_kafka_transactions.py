@@ -301,3 +301,44 @@ def test_aiokafka_transactional_producer(node):
             await c.stop()
 
     assert asyncio.run(scenario()) == [b"aio-committed"]
+
+
+def test_bad_transaction_requests_get_error_codes(node):
+    """Wrong ids, epochs and states are answered with Kafka's error codes; the connection and
+    other producers carry on."""
+    from gateway_kafka import error_codes as E
+    from tests.gateway_kafka.kafka_helpers import RawKafka
+
+    bs = node.kafka_bootstrap
+    topic, tid = unique("bad"), unique("tid")
+    create_topic(bs, topic, 1)
+    with RawKafka(bs) as raw:
+        assert raw.request(22, 1, {"transactional_id": tid, "transaction_timeout_ms": 0})["error_code"] == \
+            E.INVALID_TRANSACTION_TIMEOUT
+        init = raw.request(22, 1, {"transactional_id": tid, "transaction_timeout_ms": 10_000})
+        assert init["error_code"] == E.NONE
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+
+        def add(t, p, producer_id=pid, producer_epoch=epoch, txn=tid):
+            resp = raw.request(24, 1, {"v3_and_below_transactional_id": txn, "v3_and_below_producer_id": producer_id,
+                                       "v3_and_below_producer_epoch": producer_epoch,
+                                       "v3_and_below_topics": [{"name": t, "partitions": [p]}]})
+            return resp["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"]
+
+        def end(committed, producer_id=pid, producer_epoch=epoch, txn=tid):
+            return raw.request(26, 1, {"transactional_id": txn, "producer_id": producer_id,
+                                       "producer_epoch": producer_epoch, "committed": committed})["error_code"]
+
+        assert add("no-such-topic-" + tid, 0) == E.UNKNOWN_TOPIC_OR_PARTITION
+        assert add(topic, 0, txn="unknown-" + tid) == E.INVALID_PRODUCER_ID_MAPPING
+        assert add(topic, 0, producer_id=pid + 12345) == E.INVALID_PRODUCER_ID_MAPPING
+        assert end(True) == E.INVALID_TXN_STATE  # nothing open
+        assert add(topic, 0) == E.NONE
+        assert raw.request(25, 1, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                   "group_id": ""})["error_code"] == E.INVALID_GROUP_ID
+        again = raw.request(22, 1, {"transactional_id": tid, "transaction_timeout_ms": 10_000})
+        assert again["producer_epoch"] == epoch + 1
+        assert add(topic, 0) == E.PRODUCER_FENCED       # the old epoch is fenced
+        assert end(True) == E.PRODUCER_FENCED
+        assert end(False, producer_epoch=epoch + 1) == E.INVALID_TXN_STATE  # re-init aborted the open one
+        assert raw.request(18, 0, {})["error_code"] == E.NONE  # the connection still works

@@ -128,3 +128,34 @@ def test_open_transaction_is_checked_after_restart(make_node):
         got = read_all(node, topic, 2)
         assert [m.body for m in got] == [b"committed-before", b"open-across-restart"]
         assert listener.check_count("b") == 0
+
+
+def test_bad_end_transaction_requests_are_refused(node):
+    """END_TRANSACTION for no half message, a wrong group or a bad state code gets SYSTEM_ERROR
+    with a reason; the connection keeps working."""
+    from gateway_native.remoting.codes import RequestCode as RC, ResponseCode as R
+
+    topic = one_queue_topic(node)
+    listener = Listener({"x": S.UNKNOW})
+    with TransactionProducer(uniq("tpg"), node.namesrv_addr, listener) as p:
+        sent = p.send_message_in_transaction(Message(topic, b"x", keys=["x"]))
+        from gateway_native.remoting.message_codec import decode_offset_msg_id
+        _, _, phy = decode_offset_msg_id(sent.offset_msg_id)
+        rt = p.runtime
+
+        def end(**fields):
+            base = {"producerGroup": p.group, "tranStateTableOffset": sent.queue_offset, "commitLogOffset": phy,
+                    "commitOrRollback": 8, "fromTransactionCheck": False}
+            base.update(fields)
+            return rt.call(rt.invoke(node.broker_addr, rt.request(RC.END_TRANSACTION, base)))
+
+        bad = end(commitLogOffset=phy + 999_999)
+        assert bad.code == R.SYSTEM_ERROR and "no prepared (half) message" in bad.remark
+        wrong_group = end(producerGroup="someone-else")
+        assert wrong_group.code == R.SYSTEM_ERROR and "belongs to producer group" in wrong_group.remark
+        wrong_offset = end(tranStateTableOffset=sent.queue_offset + 7)
+        assert wrong_offset.code == R.SYSTEM_ERROR and "tranStateTableOffset" in wrong_offset.remark
+        assert end(commitOrRollback=5).code == R.SYSTEM_ERROR
+        # none of that resolved it: the rightful rollback still applies, and nothing reached the topic
+        assert end(commitOrRollback=12).code == R.SUCCESS
+        assert max_offset(node, topic) == 0
