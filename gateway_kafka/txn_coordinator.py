@@ -255,6 +255,8 @@ class TransactionCoordinator:
                     log.error("txn_marker_failed", transactional_id=tid, topic=topic, partition=partition,
                               status=res.status.name, error=res.error)
                     continue
+                # aborted ranges whose records retention already deleted are no longer needed
+                self.index.forget_before(topic, partition, self.store.get_min_offset_in_queue(topic, partition))
                 await blocking(self.index.complete, topic, partition, m.producer_id, res.queue_offset, committed)
         if committed:
             offsets = self.store.consumer_offsets

@@ -36,7 +36,7 @@ import structlog
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import PROPERTY_RETRY_TOPIC, MessageExt
 from ..transport import ConnectionClosedError, RemotingTimeoutError
-from .consumer_base import RETRY_PREFIX, ProcessQueue
+from .consumer_base import CLUSTERING, RETRY_PREFIX, ProcessQueue
 from .message import MessageQueue, MQClientError
 
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ class OrderlyService:
         self.local_expiry = lock_local_expiry_ms / 1000
         self.states: dict[MessageQueue, QueueState] = {}
         self._sched_lock = threading.Lock()
+        # broadcasting consumers each read every queue: no one to exclude, so no locks (as RocketMQ)
+        self.needs_lock = consumer.message_model == CLUSTERING
 
     # -- locks -----------------------------------------------------------------------------------
     def state(self, mq: MessageQueue) -> QueueState:
@@ -88,6 +90,8 @@ class OrderlyService:
         return st
 
     def lock_valid(self, mq: MessageQueue) -> bool:
+        if not self.needs_lock:
+            return True
         st = self.states.get(mq)
         return st is not None and st.locked and time.monotonic() - st.last_lock <= self.local_expiry
 
@@ -145,7 +149,7 @@ class OrderlyService:
                 log.info("unlock_batch_failed", broker=broker_name, error=str(exc))
 
     async def renew_loop(self) -> None:
-        while True:
+        while self.needs_lock:
             await asyncio.sleep(self.renew_interval)
             try:
                 await self.lock(list(self.consumer.assigned))
@@ -173,7 +177,8 @@ class OrderlyService:
                         await self.consumer.offset_store.persist(mq)
                     except (ConnectionClosedError, RemotingTimeoutError, OSError, MQClientError) as exc:
                         log.warning("offset_persist_on_unlock_failed", mq=str(mq), error=str(exc))
-                await self.unlock([mq])
+                if self.needs_lock:
+                    await self.unlock([mq])
             finally:
                 if acquired:
                     st.consume_lock.release()

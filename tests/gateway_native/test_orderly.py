@@ -185,3 +185,22 @@ def test_order_kept_across_broker_restart(make_node):
     seen = log.snapshot()
     for key in keys:
         assert seen[key] == list(range(50)), f"{key} out of order across the restart"
+
+
+def test_broadcasting_orderly_consumers_each_get_everything_in_order(node, tmp_path):
+    topic, group = uniq("OB"), uniq("obg")
+    with Admin(node.namesrv_addr) as admin:
+        admin.create_topic(topic, 2)
+    logs = [OrderedLog(), OrderedLog()]
+    consumers = [orderly_consumer(node, group, topic, log, message_model="BROADCASTING",
+                                  offset_store_dir=str(tmp_path / f"c{i}")) for i, log in enumerate(logs)]
+    try:
+        with Producer(uniq("opg"), node.namesrv_addr) as p:
+            send_round(p, topic, ["b0", "b1", "b2"], 0, 20)
+        for log in logs:
+            wait_until(lambda log=log: log.total() >= 60, what="every message on every member")
+    finally:
+        for c in consumers:
+            c.shutdown()
+    for log in logs:
+        assert log.snapshot() == {k: list(range(20)) for k in ("b0", "b1", "b2")}
