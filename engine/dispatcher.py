@@ -84,6 +84,7 @@ class Dispatcher(threading.Thread):
         self._stopping = False
         self._pending = False
         self._idle = False
+        self.progress = threading.Condition()  # notified after every round
 
     def wake(self) -> None:
         # Cheap on the put path: take the condition's lock only when the thread sleeps. The
@@ -93,6 +94,14 @@ class Dispatcher(threading.Thread):
         if self._idle:
             with self.cond:
                 self.cond.notify()
+
+    def wait_dispatched(self, offset: int, timeout: float) -> bool:
+        """Wait until everything below commitlog ``offset`` is indexed (bounded)."""
+        if self.reput_offset >= offset:
+            return True
+        self.wake()
+        with self.progress:
+            return self.progress.wait_for(lambda: self.reput_offset >= offset or not self.is_alive(), timeout)
 
     def add_listener(self, cb: ArrivalListener) -> None:
         self.listeners = self.listeners + [cb]
@@ -183,6 +192,8 @@ class Dispatcher(threading.Thread):
                 if keys:
                     index.build_index(h.topic, keys, unit_offset, h.store_timestamp)
             self.reput_offset = offset
+            with self.progress:
+                self.progress.notify_all()
 
 
 def dispatch_for_recovery(store, offset: int, h: UnitHeader, buf, index_from: int) -> None:

@@ -807,6 +807,12 @@ class MessageStore:
         return self.look_message_by_offset(offset)
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
+        """Messages with ``key`` (KEYS, UNIQ_KEY or a Kafka record key), newest first.
+
+        Read-your-writes: waits (up to 1 s) for the index to cover every put that returned
+        before the call, since the dispatcher builds the index just behind the put path."""
+        if self.dispatcher is not None and self.running:
+            self.dispatcher.wait_dispatched(self.confirmed_offset, 1.0)
         res = QueryMessageResult(index_last_update_phyoffset=self.index_service.end_phy_offset)
         files = self.index_service.files
         if files:

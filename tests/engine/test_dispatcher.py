@@ -94,3 +94,10 @@ def test_query_checks_keys_exactly_despite_hash_collisions(make_store):
     assert [decode_message(m).body for m in store.query_message("I", "xAa", 10, 0, 2**62).messages] == [b"plain"]
     batch_hits = store.query_message("I", "xBB", 10, 0, 2**62).messages
     assert len(batch_hits) == 1 and decode_message(batch_hits[0]).is_inner_batch
+
+
+def test_query_right_after_put_finds_the_message(make_store):
+    store = make_store()
+    for i in range(50):
+        store.put_message(Message("Now", b"%d" % i, keys=[f"key-{i}"]))
+        assert len(store.query_message("Now", f"key-{i}", 4, 0, 2**62).messages) == 1
