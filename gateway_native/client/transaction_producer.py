@@ -10,7 +10,8 @@
    Java client, which sends it oneway, this waits for the broker's answer, so a committed
    message is in its topic when the call returns.
 
-Check-back: the broker sends CHECK_TRANSACTION_STATE (body = the message as stored, its real
+Check-back: at start the producer heartbeats to every broker serving TBW102 (as the Java
+client does), so it is a check-back target before its first send. The broker sends CHECK_TRANSACTION_STATE (body = the message as stored, its real
 topic restored) to one live connection of the producer group; ``listener.check_local_transaction``
 runs on a worker thread (``check_thread_pool_size``) and its answer goes back as a oneway
 END_TRANSACTION with ``fromTransactionCheck=true``, as the Java client does. UNKNOW leaves the
@@ -72,6 +73,21 @@ class TransactionProducer(Producer):
 
     def set_transaction_listener(self, listener: TransactionListener) -> None:
         self.listener = listener
+
+    def start(self) -> "TransactionProducer":
+        super().start()
+
+        async def register() -> None:
+            # as the Java producer does with its createTopicKey: learn the brokers serving TBW102
+            # and heartbeat to them at once, so a producer that only answers check-backs (say,
+            # restarted after a crash) is a check-back target before it sends anything
+            try:
+                await self.runtime.update_route("TBW102")
+            except MQClientError as exc:
+                log.warning("transaction_producer_route_failed", group=self.group, error=str(exc))
+            await self.runtime.send_heartbeat_to_all()
+        self.runtime.call(register(), timeout=self.send_msg_timeout / 1000 + 5)
+        return self
 
     def shutdown(self) -> None:
         super().shutdown()
