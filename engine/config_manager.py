@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,14 +114,10 @@ class DataVersion:
     """RocketMQ's ``DataVersion``: bumped on every change so peers can tell configs apart."""
 
     def __init__(self) -> None:
-        import time
-
         self.timestamp = int(time.time() * 1000)
         self.counter = 0
 
     def next(self) -> None:
-        import time
-
         self.timestamp = int(time.time() * 1000)
         self.counter += 1
 
