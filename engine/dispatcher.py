@@ -24,6 +24,7 @@ from typing import Callable
 
 import structlog
 
+from . import record_batch
 from .message import (BLANK_MAGIC_CODE, INNER_BATCH_FLAG, MAGIC_CODE_V1, MAGIC_CODE_V2, PROPERTY_KEYS,
                       PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageFormatError, UnitHeader,
                       decode_properties, tags_code)
@@ -56,8 +57,6 @@ def unit_keys(h: UnitHeader, buf, props: dict[str, str], index_record_keys: bool
 
 
 def record_keys(batch: bytes) -> list[str]:
-    from . import record_batch
-
     try:
         records = record_batch.decode_records(batch)
     except Exception as exc:  # a batch we cannot decode still stays readable; it is just not indexed

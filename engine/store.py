@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import errno
 import fcntl
+import ipaddress
 import os
 import re
 import shutil
@@ -173,8 +174,6 @@ def _store_host(broker_config: BrokerConfig | None) -> tuple[str, int]:
         return ("127.0.0.1", 10911)
     ip = broker_config.broker_ip1 or "127.0.0.1"
     try:
-        import ipaddress
-
         ipaddress.ip_address(ip)
     except ValueError:
         ip = "127.0.0.1"
