@@ -48,13 +48,13 @@ from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery, r
 from .errors import StoreError, StoreLockedError
 from .file_io import FileIO, MmapFileIO
 from .index_file import IndexService
-from .message import (INNER_BATCH_FLAG, MAGIC_CODE_V1, MAGIC_CODE_V2, Message, MessageExt, MessageFormatError,
+from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
                       PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, UnitHeader, body_crc, decode_message, decode_message_id, encode_properties,
-                      encode_unit, message_id, parse_host, patch_unit, tags_code)
+                      encode_unit, parse_host, patch_unit, tags_code)
 from .schedule_message import ScheduleMessageService
 from .subscription_group import SubscriptionGroupManager
 from .timer_message import TIMER_PROPERTIES, TimerMessageError, TimerMessageStore
-from .topic_config import TopicConfig, TopicConfigManager
+from .topic_config import TopicConfigManager
 
 log = structlog.get_logger("rockafka.engine.store")
 
