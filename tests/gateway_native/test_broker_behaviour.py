@@ -123,3 +123,28 @@ def test_auto_create_disabled_refuses_unknown_topics(make_node):
     raw = rpc(n.broker_addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, {
         "a": "g", "b": "NoAutoRaw", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}, b"x"), 10)
     assert raw.code == R.TOPIC_NOT_EXIST and "NoAutoRaw" in raw.remark
+
+
+def test_silent_consumer_channel_expires_and_members_are_told(make_node):
+    n = make_node({"channelExpiredTimeout": 1500})
+    group = f"exp_{uuid.uuid4().hex[:6]}"
+    hb = json.dumps({"clientID": "10.9.9.9@silent", "producerDataSet": [], "consumerDataSet": [{
+        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "subscriptionDataSet": [
+            {"topic": "ExpT", "subString": "*", "expressionType": "TAG", "subVersion": 1}]}]}).encode()
+    host, port = n.broker_addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as silent:  # open, but never heard from again
+        silent.sendall(encode(RemotingCommand.request(RC.HEART_BEAT, None, hb)))
+        dec = FrameDecoder()
+        frames: list = []
+        while not any(f.is_response for f in frames):
+            frames += dec.feed(silent.recv(65536))
+        assert [f.code for f in frames if f.is_response] == [R.SUCCESS]
+        # joining the group told its members (here: itself) to rebalance, oneway
+        told = [f for f in frames if not f.is_response]
+        assert told and told[0].code == RC.NOTIFY_CONSUMER_IDS_CHANGED and told[0].is_oneway
+        assert told[0].ext_fields == {"consumerGroup": group}
+        members = rpc(n.broker_addr, RemotingCommand.request(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), 10)
+        assert json.loads(members.body)["consumerIdList"] == ["10.9.9.9@silent"]
+        wait_until(lambda: rpc(n.broker_addr, RemotingCommand.request(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}),
+                               10).code == R.SYSTEM_ERROR, what="the silent channel to expire")
