@@ -42,6 +42,7 @@ import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.MQVersion;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
@@ -89,6 +90,9 @@ final class Scenarios {
         SCENARIOS.put("transaction", Scenarios::transaction);
         SCENARIOS.put("transaction-exhaustion", Scenarios::transactionExhaustion);
         SCENARIOS.put("push-orderly-rebalance", Scenarios::pushOrderlyRebalance);
+        SCENARIOS.put("delay", Scenarios::delay);
+        SCENARIOS.put("retry-reconsume-later", Scenarios::retryReconsumeLater);
+        SCENARIOS.put("dlq", Scenarios::deadLetters);
     }
 
     static List<String> names() {
@@ -916,6 +920,183 @@ final class Scenarios {
             }
         }
         report.check("each_order_complete_and_in_order", outOfOrder.isEmpty(), "wrong " + first(outOfOrder));
+    }
+
+    /**
+     * Delayed delivery (run the node with short levels, e.g. messageDelayLevel=1s 2s ...): half
+     * the messages with delay level 2, half as timer messages (TIMER_DELIVER_MS, 3 s ahead). All
+     * arrive once, intact, and none is stored in its topic before it was due.
+     */
+    private void delay() throws Exception {
+        String topic = topic("delay");
+        DefaultMQProducer p = producer("delay");
+        createTopic(p, topic, 2);
+        int n = Math.max(2, Math.min(messages, 20));
+        Map<Integer, Long> dueAt = new ConcurrentHashMap<>();
+        for (int i = 0; i < n; i++) {
+            Message m = message(topic, i, "TagD");
+            long now = System.currentTimeMillis();
+            if (i % 2 == 0) {
+                m.setDelayTimeLevel(2);
+                dueAt.put(i, now + 2000);
+            } else {
+                MessageAccessor.putProperty(m, "TIMER_DELIVER_MS", Long.toString(now + 3000));
+                dueAt.put(i, now + 3000 - 1000); // timer precision is one second
+            }
+            report.equal("send_ok_" + i, SendStatus.SEND_OK, p.send(m).getSendStatus());
+        }
+        ConcurrentLinkedQueue<String> early = new ConcurrentLinkedQueue<>();
+        Collector col = new Collector(topic, i -> "TagD");
+        DefaultMQPushConsumer c = pushConsumer("C_delay_" + runId);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                Long due = dueAt.get(idx(m));
+                if (due != null && m.getStoreTimestamp() < due - 100) {
+                    early.add("idx=" + idx(m) + " stored " + (due - m.getStoreTimestamp()) + " ms early");
+                }
+            }
+            return col.consumeMessage(msgs, ctx);
+        });
+        c.start();
+        await(() -> col.received().size() >= n);
+        report.equal("delayed_all_received", range(0, n), col.received());
+        report.equal("delayed_no_duplicates", 0, col.duplicates());
+        report.check("delayed_content_intact", col.mismatches.isEmpty(), "mismatches " + first(col.mismatches));
+        report.check("delayed_not_early", early.isEmpty(), "early " + first(early));
+    }
+
+    /**
+     * RECONSUME_LATER: each message fails twice, then succeeds. The client sends it back
+     * (CONSUMER_SEND_MSG_BACK), the broker redelivers through %RETRY%group with a growing
+     * delay: every message is seen with reconsumeTimes 0, 1, 2, under its own topic and msgId.
+     */
+    private void retryReconsumeLater() throws Exception {
+        String topic = topic("retry");
+        DefaultMQProducer p = producer("retry");
+        createTopic(p, topic, 2);
+        int n = Math.max(1, Math.min(messages, 10));
+        Map<Integer, String> ids = new HashMap<>();
+        for (SendResult r : sendSync(p, topic, 0, n, i -> "TagR")) {
+            ids.put(ids.size(), r.getMsgId());
+        }
+        Map<Integer, List<Integer>> attempts = new ConcurrentHashMap<>();
+        ConcurrentLinkedQueue<String> bad = new ConcurrentLinkedQueue<>();
+        DefaultMQPushConsumer c = pushConsumer("C_retry_" + runId);
+        // %RETRY%group is created with the group's first heartbeat, after the client fetched its
+        // routes: poll the NameServer often so the retry queue is assigned within seconds
+        c.setPollNameServerInterval(1000);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            boolean fail = false;
+            for (MessageExt m : msgs) {
+                attempts.computeIfAbsent(idx(m), k -> java.util.Collections.synchronizedList(new ArrayList<>()))
+                        .add(m.getReconsumeTimes());
+                String mm = mismatch(m, topic, i -> "TagR");
+                if (mm != null) {
+                    bad.add(mm);
+                }
+                if (!m.getMsgId().equals(ids.get(idx(m)))) {
+                    bad.add("idx=" + idx(m) + " msgId " + m.getMsgId() + " != sent " + ids.get(idx(m)));
+                }
+                fail |= m.getReconsumeTimes() < 2;
+            }
+            return fail ? ConsumeConcurrentlyStatus.RECONSUME_LATER : ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        assignRetryQueueSoon(c);
+        await(() -> attempts.size() >= n && attempts.values().stream().allMatch(a -> a.size() >= 3));
+        List<String> wrong = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            List<Integer> a = attempts.getOrDefault(i, List.of());
+            if (!List.of(0, 1, 2).equals(new ArrayList<>(a))) {
+                wrong.add("idx=" + i + " reconsumeTimes " + a);
+            }
+        }
+        report.check("redelivered_with_growing_reconsume_times", wrong.isEmpty(), "wrong " + first(wrong));
+        report.check("retried_content_intact", bad.isEmpty(), "mismatches " + first(bad));
+    }
+
+    /**
+     * Dead letters: maxReconsumeTimes = 1 and a listener that always fails: each message is
+     * delivered twice, then lands in %DLQ%group keeping its origin (RETRY_TOPIC, ORIGIN_MESSAGE_ID)
+     * and reconsume count; a lite pull consumer reads it there.
+     */
+    private void deadLetters() throws Exception {
+        String topic = topic("dlq");
+        DefaultMQProducer p = producer("dlq");
+        createTopic(p, topic, 1);
+        int n = Math.max(1, Math.min(messages, 5));
+        Map<Integer, String> ids = new HashMap<>();
+        for (SendResult r : sendSync(p, topic, 0, n, i -> "TagX")) {
+            ids.put(ids.size(), r.getMsgId());
+        }
+        String group = "C_dlq_" + runId;
+        AtomicInteger deliveries = new AtomicInteger();
+        DefaultMQPushConsumer c = pushConsumer(group);
+        // %RETRY%group is created with the group's first heartbeat, after the client fetched its
+        // routes: poll the NameServer often so the retry queue is assigned within seconds
+        c.setPollNameServerInterval(1000);
+        c.setMaxReconsumeTimes(1);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            deliveries.addAndGet(msgs.size());
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+        });
+        c.start();
+        assignRetryQueueSoon(c);
+        String dlq = "%DLQ%" + group;
+        DefaultLitePullConsumer reader = litePullConsumer("C_dlq_reader_" + runId);
+        reader.start();
+        List<MessageQueue> queues = new ArrayList<>();
+        boolean routed = await(() -> {
+            try {
+                queues.clear();
+                queues.addAll(reader.fetchMessageQueues(dlq));
+                return !queues.isEmpty();
+            } catch (MQClientException e) {
+                return false; // the DLQ topic appears with the first dead letter
+            }
+        });
+        report.check("dlq_topic_routed", routed, dlq);
+        reader.assign(queues);
+        for (MessageQueue mq : queues) {
+            reader.seek(mq, 0);
+        }
+        List<MessageExt> dead = new ArrayList<>();
+        await(() -> {
+            dead.addAll(reader.poll(500));
+            return dead.size() >= n;
+        });
+        report.equal("dead_letters", n, dead.size());
+        List<String> wrong = new ArrayList<>();
+        for (MessageExt m : dead) {
+            int i = idx(m);
+            if (!topic.equals(m.getProperty("RETRY_TOPIC"))) {
+                wrong.add("idx=" + i + " RETRY_TOPIC=" + m.getProperty("RETRY_TOPIC"));
+            }
+            if (!ids.get(i).equals(m.getProperty("ORIGIN_MESSAGE_ID"))) {
+                wrong.add("idx=" + i + " ORIGIN_MESSAGE_ID=" + m.getProperty("ORIGIN_MESSAGE_ID"));
+            }
+            if (m.getReconsumeTimes() != 2) {
+                wrong.add("idx=" + i + " reconsumeTimes=" + m.getReconsumeTimes());
+            }
+            if (!("body-" + i).equals(new String(m.getBody(), StandardCharsets.UTF_8))) {
+                wrong.add("idx=" + i + " body changed");
+            }
+        }
+        report.check("dead_letters_keep_origin", wrong.isEmpty(), "wrong " + first(wrong));
+        report.equal("deliveries_before_dlq", 2 * n, deliveries.get());
+    }
+
+    /**
+     * Once the client has routed the group's retry topic, rebalance at once instead of waiting
+     * for the client's 20 s rebalance period (the retry queue is then consumed within seconds).
+     */
+    private void assignRetryQueueSoon(DefaultMQPushConsumer c) throws Exception {
+        String retry = "%RETRY%" + c.getConsumerGroup();
+        await(() -> c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getTopicSubscribeInfoTable().containsKey(retry));
+        c.getDefaultMQPushConsumerImpl().doRebalance();
     }
 
     private static String first(Collection<String> items) {

@@ -1,0 +1,35 @@
+"""The stock RocketMQ Java client (4.9.8 and 5.x) against a real ``rockafka serve``: delayed
+messages (delay level and TIMER_DELIVER_MS), retry after RECONSUME_LATER through
+``%RETRY%<group>`` with growing reconsumeTimes, and dead letters in ``%DLQ%<group>`` keeping
+their origin. The node runs with one- and two-second delay levels so the scenarios take
+seconds (RocketMQ's defaults only make them slower)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.compat import java_runner
+from tests.support.node import RunningNode
+
+LEVELS = "1s 2s " + " ".join(["1s"] * 16)
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def delay_node(tmp_path_factory):
+    java_runner.build(java_runner.ROCKETMQ_DIR)
+    with RunningNode(tmp_path_factory.mktemp("delay-node") / "data",
+                     settings={"messageDelayLevel": LEVELS, "timerMaxDelaySec": 120}) as n:
+        yield n
+
+
+@pytest.mark.parametrize("client", ["4.9", "5.x"])
+def test_delay_retry_and_dlq_scenarios(delay_node, tmp_path, client):
+    result = java_runner.run(
+        java_runner.rocketmq_command(client, delay_node.namesrv_addr, "JSON", ["delay", "retry-reconsume-later", "dlq"],
+                                     tmp_path), timeout=400)
+    result.assert_passed("setup")
+    result.assert_passed("delay", min_checks=4)
+    result.assert_passed("retry-reconsume-later", min_checks=2)
+    result.assert_passed("dlq", min_checks=4)
