@@ -75,14 +75,19 @@ class TransactionIndex(ConfigManager):
         with self.lock:
             return producer_id in self.open.get((topic, queue_id), {})
 
-    def complete(self, topic: str, queue_id: int, producer_id: int, marker_offset: int, committed: bool) -> None:
-        """The transaction's marker was written at ``marker_offset``."""
+    def complete(self, topic: str, queue_id: int, producer_id: int, marker_offset: int, committed: bool,
+                 persist: bool = True) -> None:
+        """The transaction's marker was written at ``marker_offset``. With ``persist=False`` the
+        caller persists once after completing all partitions of a transaction."""
         with self.lock:
             first = self.open.get((topic, queue_id), {}).pop(producer_id, None)
             if not committed and first is not None:
                 entries = self.aborted.setdefault((topic, queue_id), [])
                 bisect.insort(entries, (producer_id, first, marker_offset), key=lambda e: e[2])
-            self.persist()
+            if persist:
+                self.persist()
+            else:
+                self.mark_dirty()
 
     def forget_before(self, topic: str, queue_id: int, min_offset: int) -> None:
         with self.lock:

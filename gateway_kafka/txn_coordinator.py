@@ -257,7 +257,8 @@ class TransactionCoordinator:
                     continue
                 # aborted ranges whose records retention already deleted are no longer needed
                 self.index.forget_before(topic, partition, self.store.get_min_offset_in_queue(topic, partition))
-                await blocking(self.index.complete, topic, partition, m.producer_id, res.queue_offset, committed)
+                self.index.complete(topic, partition, m.producer_id, res.queue_offset, committed, persist=False)
+        await blocking(self.index.persist_if_dirty)  # one write for all partitions, before Complete
         if committed:
             offsets = self.store.consumer_offsets
             for group, staged in m.offsets.items():
