@@ -38,15 +38,19 @@ def save_producer_state(store: Any, ps: ProducerStateManager, expiration_ms: int
     ps.save(log_end)
 
 
-def restore_producer_state(store: Any, ps: ProducerStateManager) -> None:
-    from gateway_kafka.apis._common import batch_of_unit
+def restore_producer_state(store: Any, ps: ProducerStateManager, max_records: int = 100_000) -> None:
+    """Load the snapshot, then replay batch headers stored after it — at most the last
+    ``max_records`` offsets of a partition, so a first start over a large existing log stays
+    quick; a producer whose batches all lie before that window counts as unknown (any
+    sequence accepted), as in Kafka once a producer's state has expired."""
+    from gateway_kafka.apis._common import stored_batch
 
     ps.load()
     replayed = 0
     for topic, q in _partitions(store):
         lo = store.get_min_offset_in_queue(topic, q)
         hi = store.get_max_offset_in_queue(topic, q)
-        offset = max(lo, ps.log_end.get((topic, q), lo))
+        offset = max(lo, hi - max_records, ps.log_end.get((topic, q), lo))
         for _ in range(1_000_000):
             if offset >= hi:
                 break
@@ -54,8 +58,11 @@ def restore_producer_state(store: Any, ps: ProducerStateManager) -> None:
             if not res.messages:
                 break
             for unit in res.messages:
+                batch = stored_batch(unit)
+                if batch is None:
+                    continue  # natively produced: no producer id
                 try:
-                    h = parse_header(batch_of_unit(unit))
+                    h = parse_header(batch)
                 except (CorruptRecordError, ValueError):
                     continue
                 if h.producer_id >= 0 and not h.is_control:  # markers carry no sequence

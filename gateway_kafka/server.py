@@ -71,6 +71,8 @@ class KafkaSettings:
         self.message_max_bytes: int = config.extra_int("message_max_bytes", config.store.max_message_size)
         self.producer_state_snapshot_ms: int = config.extra_int("producer_state_snapshot_ms", 1000)
         self.producer_id_expiration_ms: int = config.extra_int("producer_id_expiration_ms", 86_400_000)
+        self.producer_state_rebuild_max_records: int = config.extra_int("producer_state_rebuild_max_records",
+                                                                        100_000)
         self.list_offsets_time_skew_ms: int = config.extra_int("list_offsets_time_skew_ms", 600_000)
         self.delete_topic_enable: bool = config.extra_bool("delete_topic_enable", True)
         self.sasl_mechanisms: list[str] = [m.strip().upper() for m in
@@ -150,7 +152,8 @@ class KafkaGateway:
 
         apis.load_all()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, recovery.restore_producer_state, self.store, self.producer_state)
+        await loop.run_in_executor(None, recovery.restore_producer_state, self.store, self.producer_state,
+                                   self.settings.producer_state_rebuild_max_records)
         self.arrivals = ArrivalHub(loop)
         self.store.add_arrival_listener(self.arrivals.on_arrival)
         await self.txn.start()

@@ -102,6 +102,19 @@ async def auto_create(gateway: Any, name: str) -> TopicConfig:
     return tc
 
 
+def stored_batch(unit: Any) -> Any | None:
+    """The batch a unit produced as a Kafka batch carries (a view, no copy); None for a
+    natively produced unit (which has no producer id, sequence or batch header)."""
+    sys_flag = _I32.unpack_from(unit, _SYSFLAG_POS)[0]
+    if not sys_flag & msg.INNER_BATCH_FLAG:
+        return None
+    if not sys_flag & _V6_FLAGS:
+        n = _I32.unpack_from(unit, _BODYLEN_POS_V4)[0]
+        return memoryview(unit)[UNIT_BODY_POS_V4:UNIT_BODY_POS_V4 + n]
+    h = msg.UnitHeader(unit)
+    return memoryview(unit)[h.body_pos:h.body_pos + h.body_len]
+
+
 def batch_of_unit(unit: Any) -> Any:
     """The Kafka RecordBatch a stored unit is served as.
 
