@@ -27,6 +27,8 @@ walks every step from readTimeMs up to now: the slot's chain gives the staged un
 read, restored to their real topic/queue (timer properties removed) and put again.
 
 Invariants and recovery:
+- when every logged record is due before readTimeMs and nothing is left to enqueue, the log is
+  truncated to empty, so its size follows the timers pending at once, not all timers ever;
 - the wheel has twice as many steps as the longest allowed delay, so a pending record's slot is
   never reused before it is due;
 - a record due before readTimeMs goes into readTimeMs's slot (delivered on the next pass);
@@ -82,13 +84,16 @@ class TimerCheckpoint(ConfigManager):
         super().__init__(config_dir)
         self.enqueue_offset = 0
         self.read_time_ms = -1
+        self.max_step_ms = -1  # the latest step any record of the log is due at
 
     def encode(self) -> dict[str, Any]:
-        return {"formatVersion": FORMAT_VERSION, "enqueueOffset": self.enqueue_offset, "readTimeMs": self.read_time_ms}
+        return {"formatVersion": FORMAT_VERSION, "enqueueOffset": self.enqueue_offset, "readTimeMs": self.read_time_ms,
+                "maxStepMs": self.max_step_ms}
 
     def decode(self, doc: dict[str, Any]) -> None:
         self.enqueue_offset = int(doc.get("enqueueOffset", 0))
         self.read_time_ms = int(doc.get("readTimeMs", -1))
+        self.max_step_ms = int(doc.get("maxStepMs", -1))
 
 
 class TimerWheel:
@@ -164,6 +169,11 @@ class TimerLog:
 
     def flush(self) -> None:
         os.fdatasync(self._fd)
+
+    def reset(self) -> None:
+        """Drop every record (all were delivered); the file starts again at position 0."""
+        os.ftruncate(self._fd, 0)
+        self.end = 0
 
     def close(self) -> None:
         os.close(self._fd)
@@ -283,6 +293,7 @@ class TimerMessageStore:
                 first, last, num = wheel.get(step)
                 pos = tlog.append(last, phy, size, deliver_ms)
                 wheel.put(step, pos if first < 0 else first, pos, num + 1)
+                cp.max_step_ms = max(cp.max_step_ms, step)
             offset += len(units)
         cp.enqueue_offset = offset
         return offset != start
@@ -297,7 +308,17 @@ class TimerMessageStore:
                 break  # the store refused a write: try this step again on the next tick
             cp.read_time_ms += self.precision_ms
             moved = True
+        if moved and cp.read_time_ms > cp.max_step_ms and self.timer_log.end > 0 and self._caught_up():
+            # every record was delivered: the log restarts empty, so it stays as small as the
+            # timers pending at once. Slots still name older steps, never read again because
+            # the checkpoint (readTimeMs past them) is written before the log is emptied.
+            self._persist()
+            self.timer_log.reset()
         return moved
+
+    def _caught_up(self) -> bool:
+        cq = self.store.find_consume_queue(TIMER_TOPIC, 0)
+        return cq is None or self.checkpoint.enqueue_offset >= cq.max_offset
 
     def _deliver_step(self, step: int) -> bool:
         first, last, num = self.wheel.get(step)

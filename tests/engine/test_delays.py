@@ -134,3 +134,17 @@ def test_many_timers_survive_restart_and_each_arrives_once(make_store, tmp_path)
     # ...because every step up to the last timer is recorded as delivered and nothing is left to enqueue
     assert store3.timer.checkpoint.read_time_ms > now + 4000
     assert store3.timer.pending() == 0
+
+
+def test_timer_log_is_emptied_once_every_timer_was_delivered(make_store):
+    store = make_store(timer_max_delay_sec=60)
+    for i in range(50):
+        assert store.put_message(Message("tl", b"%d" % i, properties={"TIMER_DELAY_MS": "1500"})).ok
+    assert len(_wait_messages(store, "tl", 0, 50)) == 50
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and store.timer.timer_log.end != 0:
+        time.sleep(0.05)
+    assert store.timer.timer_log.end == 0
+    # and timers keep working on the emptied log
+    assert store.put_message(Message("tl", b"again", properties={"TIMER_DELAY_MS": "1500"})).ok
+    assert len(_wait_messages(store, "tl", 0, 51)) == 51
