@@ -204,3 +204,53 @@ def test_broadcasting_orderly_consumers_each_get_everything_in_order(node, tmp_p
             c.shutdown()
     for log in logs:
         assert log.snapshot() == {k: list(range(20)) for k in ("b0", "b1", "b2")}
+
+
+def test_crashed_member_queues_taken_over_after_lock_expiry(make_node, tmp_path):
+    """A member killed without unlocking: its queues stay locked until the broker-side expiry
+    (3 s here), then the survivor continues each queue in order from the committed offset (a
+    few messages the dead member had consumed may come again, never out of order or lost)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    node = make_node({"rebalanceLockMaxLiveTime": 3000})
+    topic, group = uniq("OC"), uniq("ocg")
+    keys = [f"c{i}" for i in range(4)]
+    with Admin(node.namesrv_addr) as admin:
+        admin.create_topic(topic, 4)
+    out = tmp_path / "member.txt"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    member = subprocess.Popen([sys.executable, "-m", "tests.gateway_native.orderly_member", node.namesrv_addr, group,
+                               topic, str(out)], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = OrderedLog()
+    survivor = None
+    try:
+        with Producer(uniq("opg"), node.namesrv_addr) as p:
+            send_round(p, topic, keys, 0, 30)
+            wait_until(lambda: out.exists() and len(out.read_text().splitlines()) >= 40, what="the member consuming")
+            member.send_signal(signal.SIGKILL)
+            member.wait(10)
+            survivor = orderly_consumer(node, group, topic, log)
+            send_round(p, topic, keys, 30, 50)
+            wait_until(lambda: all(log.snapshot().get(k, [None])[-1] == 49 for k in keys), timeout=60,
+                       what="the survivor reaching the end of every order")
+    finally:
+        if member.poll() is None:
+            member.kill()
+        if survivor is not None:
+            survivor.shutdown()
+    # the survivor got the queues by expiry of the dead member's locks, not by an unlock
+    assert "queue_lock_taken_over" in node.log_tail(2_000_000)
+    dead: dict[str, list[int]] = {}
+    for line in out.read_text().splitlines():
+        key, seq = line.split(":")
+        dead.setdefault(key, []).append(int(seq))
+    seen = log.snapshot()
+    for key in keys:
+        mine = seen[key]
+        before = dead.get(key, [])
+        assert before == list(range(len(before))), f"{key}: the killed member consumed out of order"
+        # the survivor resumes at or before where the dead member stopped, then strictly in order
+        assert mine[0] <= len(before) and mine == list(range(mine[0], 50)), f"{key}: {mine[:10]}..."
