@@ -72,7 +72,15 @@ def table(title: str, columns: dict[str, list[dict]], errors: dict[str, str] | N
     return "\n".join(lines) + "\n"
 
 
-def matrix(kafka_bootstrap: str, namesrv: str, work: Path) -> str:
+# what the pytest drivers run; the runner has more (delays, retries, DLQ) that need a node
+# configured with short delay levels
+ROCKETMQ_SCENARIOS = ("producer-sync,producer-async,query-message,push-tags,push-sql,push-broadcast,"
+                      "lite-pull-subscribe,lite-pull-assign,push-orderly,transaction")
+# short transaction check-back intervals, as the pytest drivers use
+ROCKAFKA_SETTINGS = {"transactionTimeOut": 1000, "transactionCheckInterval": 500}
+
+
+def matrix(kafka_bootstrap: str, namesrv: str, work: Path, rocketmq_scenarios: str = ROCKETMQ_SCENARIOS) -> str:
     out = []
     checks, _, err = run(["java", "-jar", str(KAFKA_JAR), "--bootstrap", kafka_bootstrap])
     out.append(table("Kafka protocol: kafka-clients 4.4.0", {"kafka-clients 4.4.0": checks}, {"kafka-clients 4.4.0": err}))
@@ -80,7 +88,8 @@ def matrix(kafka_bootstrap: str, namesrv: str, work: Path) -> str:
     for client, jar in ROCKETMQ_JARS.items():
         for serialize in ("JSON", "ROCKETMQ"):
             checks, info, err = run(["java", "-jar", str(jar), "--namesrv", namesrv, "--serialize", serialize,
-                                     "--work-dir", str(work / f"{client}-{serialize}")])
+                                     "--work-dir", str(work / f"{client}-{serialize}"),
+                                     "--scenarios", rocketmq_scenarios])
             name = f"{info.get('client_version', client)} {serialize}"
             columns[name], errors[name] = checks, err
     out.append(table("RocketMQ remoting protocol: rocketmq-client", columns, errors))
@@ -90,6 +99,7 @@ def matrix(kafka_bootstrap: str, namesrv: str, work: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", choices=["rockafka", "peers"], default="rockafka")
+    ap.add_argument("--rocketmq-scenarios", default=ROCKETMQ_SCENARIOS, help="comma-separated runner scenarios")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "compat" / "bench" / "peers"))
@@ -100,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.target == "rockafka":
             from tests.support.node import RunningNode
 
-            node = stack.enter_context(RunningNode(work / "node" / "data"))
+            node = stack.enter_context(RunningNode(work / "node" / "data", settings=ROCKAFKA_SETTINGS))
             kafka, namesrv = node.kafka_bootstrap, node.namesrv_addr
         else:
             from kafka_peer import KafkaPeer
@@ -108,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
             kafka = stack.enter_context(KafkaPeer()).bootstrap
             namesrv = stack.enter_context(RocketMQPeer()).namesrv_addr
-        print(matrix(kafka, namesrv, work))
+        print(matrix(kafka, namesrv, work, args.rocketmq_scenarios))
     return 0
 
 
