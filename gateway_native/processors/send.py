@@ -106,6 +106,9 @@ async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
         msg.properties = dict(msg.properties or {}, PGROUP=cmd.get_str("producerGroup") or "")
         result = await broker.put(service(broker).prepare, msg)
         return _response(cmd, broker, result, queue_id, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+    if topic.startswith("%RETRY%"):  # a client's own retry send (its send-back failed): DLQ past the limit
+        from .send_back import redirect_retry_send
+        redirect_retry_send(broker, cmd, msg)
     result = await broker.put(broker.store.put_message, msg)
     return _response(cmd, broker, result, queue_id, None)
 

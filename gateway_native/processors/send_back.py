@@ -101,6 +101,24 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
     return cmd.response(code, result.error or remark)
 
 
+def redirect_retry_send(broker: Any, cmd: RemotingCommand, msg: Message) -> None:
+    """SEND_MESSAGE to ``%RETRY%<group>`` (RocketMQ's ``handleRetryAndDLQ``): a message sent
+    there with reconsumeTimes above the group's limit goes to ``%DLQ%<group>`` instead."""
+    group = msg.topic[len(RETRY_PREFIX):]
+    cfg = broker.store.subscription_groups.find_or_create(group)
+    limit = cfg.retry_max_times if cfg is not None else 16
+    client_max = cmd.get_int("maxReconsumeTimes", -1)
+    if client_max is not None and client_max >= 0:
+        limit = min(limit, client_max)
+    if msg.reconsume_times > limit:
+        msg.topic = DLQ_PREFIX + group
+        msg.queue_id = 0
+        if msg.properties:
+            msg.properties.pop(PROPERTY_DELAY, None)
+        ensure_topic(broker, msg.topic)
+        log.info("message_to_dlq", group=group, reconsume_times=msg.reconsume_times, via="retry_send")
+
+
 def _look(store: Any, offset: int, origin_msg_id: str | None) -> Any:
     from engine.batch_convert import expand_batch_unit
     from engine.message import decode_message, encode_message

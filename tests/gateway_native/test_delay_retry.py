@@ -165,3 +165,27 @@ def test_retry_continues_across_a_broker_restart(delay_node):
         c.shutdown()
     retried = [m for m in listener2.attempts if m.reconsume_times == 1]
     assert retried[0].body == b"survivor" and retried[0].topic == topic
+
+
+def test_a_retry_send_past_the_limit_goes_to_the_dlq(delay_node):
+    """A client whose send-back failed sends the message to %RETRY%<group> itself (as the Java
+    client does); past maxReconsumeTimes the broker stores it in %DLQ%<group> instead."""
+    from gateway_native.remoting.codes import RequestCode as RC, ResponseCode as R
+
+    node = delay_node
+    group = uniq("rs")
+    with Admin(node.namesrv_addr) as admin:
+        rt = admin.runtime
+
+        def send(reconsume: int, body: bytes):
+            fields = {"producerGroup": "pg", "topic": "%RETRY%" + group, "defaultTopic": "TBW102",
+                      "defaultTopicQueueNums": 1, "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0,
+                      "properties": "RETRY_TOPIC\x01orig\x02DELAY\x013\x02", "reconsumeTimes": reconsume,
+                      "maxReconsumeTimes": 2}
+            return rt.call(rt.invoke(node.broker_addr, rt.request(RC.SEND_MESSAGE, fields, body)))
+
+        assert send(3, b"too-often").code == R.SUCCESS
+        assert send(1, b"once-more").code == R.SUCCESS
+        dead = wait_until(lambda: admin.dlq_messages(group), what="the dead letter")
+        assert [m.body for m in dead] == [b"too-often"]
+        assert dead[0].properties["RETRY_TOPIC"] == "orig" and "DELAY" not in dead[0].properties
