@@ -12,6 +12,9 @@ later) and, if the broker cannot take it back, consumes it again locally after
 process queue meanwhile, so its offset is never committed unconsumed. In broadcasting mode a
 failed message is not retried (as in RocketMQ).
 
+Orderly: ``register_message_listener_orderly`` hands each queue to one consume task at a time,
+in offset order, only while this client holds the queue's broker-side lock (``orderly.py``).
+
 Offsets: committed offsets are persisted every ``persist_consumer_offset_interval`` ms (5 s),
 piggy-backed on pulls (COMMIT_OFFSET flag), on rebalance and on ``shutdown``.
 """
