@@ -14,6 +14,7 @@ from ..dispatch import ProcessorTable
 BROKER_PROCESSORS = ProcessorTable("broker")
 
 from . import send, pull, client_manage, consumer_offsets, queue_offsets, query, topics  # noqa: E402,F401  (registration)
+from . import stats  # noqa: E402,F401  (registration)
 from . import transaction  # noqa: E402,F401  (registration)
 from . import queue_lock  # noqa: E402,F401  (registration)
 from . import send_back  # noqa: E402,F401  (registration)

@@ -148,3 +148,36 @@ def test_silent_consumer_channel_expires_and_members_are_told(make_node):
         assert json.loads(members.body)["consumerIdList"] == ["10.9.9.9@silent"]
         wait_until(lambda: rpc(n.broker_addr, RemotingCommand.request(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}),
                                10).code == R.SYSTEM_ERROR, what="the silent channel to expire")
+
+
+def _object_keyed(body: bytes) -> dict:
+    """fastjson's maps keyed by objects -> {(topic, brokerName, queueId): value}."""
+    import re
+
+    text = re.sub(r'(\{[^{}]*\}):', lambda m: json.dumps(m.group(1)) + ":", body.decode())
+    doc = json.loads(text)
+    return {k: ({(json.loads(mk)["topic"], json.loads(mk)["brokerName"], json.loads(mk)["queueId"]): mv
+                 for mk, mv in v.items()} if k == "offsetTable" else v) for k, v in doc.items()}
+
+
+def test_topic_and_consume_stats_for_admin_tools(node):
+    topic, group = f"ST_{uuid.uuid4().hex[:6]}", f"stg_{uuid.uuid4().hex[:6]}"
+    with Admin(node.namesrv_addr) as admin:
+        admin.create_topic(topic, 2)
+    with Producer("stp", node.namesrv_addr) as p:
+        for i in range(3):
+            p.send(Message(topic, f"s{i}".encode()), queue=MessageQueue(topic, "broker-a", 0))
+    upd = rpc(node.broker_addr, RemotingCommand.request(RC.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": group, "topic": topic, "queueId": 0, "commitOffset": 2}), 10)
+    assert upd.code == R.SUCCESS
+    stats = _object_keyed(rpc(node.broker_addr, RemotingCommand.request(RC.GET_TOPIC_STATS_INFO, {"topic": topic}), 10).body)
+    q0, q1 = stats["offsetTable"][(topic, "broker-a", 0)], stats["offsetTable"][(topic, "broker-a", 1)]
+    assert (q0["minOffset"], q0["maxOffset"]) == (0, 3) and q0["lastUpdateTimestamp"] > 0
+    assert (q1["minOffset"], q1["maxOffset"], q1["lastUpdateTimestamp"]) == (0, 0, 0)
+    for fields in ({"consumerGroup": group, "topic": topic}, {"consumerGroup": group}):
+        cs = _object_keyed(rpc(node.broker_addr, RemotingCommand.request(RC.GET_CONSUME_STATS, fields), 10).body)
+        e0 = cs["offsetTable"][(topic, "broker-a", 0)]
+        assert (e0["brokerOffset"], e0["consumerOffset"]) == (3, 2) and e0["lastTimestamp"] > 0
+        assert cs["offsetTable"][(topic, "broker-a", 1)]["brokerOffset"] == 0
+    missing = rpc(node.broker_addr, RemotingCommand.request(RC.GET_TOPIC_STATS_INFO, {"topic": "NoSuchStatsTopic"}), 10)
+    assert missing.code == R.TOPIC_NOT_EXIST
