@@ -57,8 +57,8 @@ HEADER_TAGS = "rmq.tags"
 HEADER_KEYS = "rmq.keys"
 HEADER_UNIQ_KEY = "rmq.uniq.key"
 HEADER_SYS_PREFIX = "rmq.sys."
-# Reserved for delayed delivery; not acted on yet, carried through escaped like unknown
-# ``rmq.`` headers so no producer can rely on a meaning they do not have yet.
+# Delayed delivery: acted on when a batch is stored (``engine.batch_delay`` splits delayed
+# records off and stages them); a record still carrying one here had a value that is not digits.
 HEADER_DELAY_LEVEL = "rmq.delay.level"
 HEADER_DELIVER_MS = "rmq.deliver.ms"
 RESERVED_HEADER_PREFIX = "rmq."
