@@ -67,8 +67,8 @@ SIZES = {
                  scale_native_seconds=2, scale_minutes=3, recovery_mib=32, recovery_reps=3, profile_records=10_000),
     # the real run: about 20 minutes on a 2-core machine
     "full": dict(reps=3, p1k=60_000, p100=200_000, consume=200_000, lat_rate=500, lat_seconds=6,
-                 spark_mib=128, native_seconds=4, scale_queues=[8, 256, 4096, 10_000],
-                 scale_records=30_000, scale_native_seconds=4, scale_minutes=4, recovery_mib=2048, recovery_reps=3,
+                 spark_mib=128, native_seconds=3, scale_queues=[8, 256, 4096, 10_000],
+                 scale_records=30_000, scale_native_seconds=3, scale_minutes=3, recovery_mib=2048, recovery_reps=3,
                  profile_records=150_000),
 }
 
@@ -185,7 +185,7 @@ def dir_size(path: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Rockafka vs Apache Kafka and Apache RocketMQ")
     ap.add_argument("--size", choices=sorted(SIZES), default="full")
-    ap.add_argument("--budget", type=float, default=22.0, help="minutes before remaining cases are skipped")
+    ap.add_argument("--budget", type=float, default=24.0, help="minutes before remaining cases are skipped")
     ap.add_argument("--out", default=None, help="results file (default compat/bench/results/<date>.md)")
     ap.add_argument("--only", default="", help="comma list of sections: kafka,spark,scale,recovery,profile,native")
     args = ap.parse_args(argv)
@@ -593,8 +593,11 @@ def write_results(out, size_name, sz, started, budget, machine, tables, profiles
     for t in tables:
         parts.append(t.render())
     parts += ["## Profiles of Rockafka", "",
-              "Self % = samples with the function on top of the stack; total % = samples with it anywhere "
-              "on the stack.", ""]
+              "Sampled with py-spy on the `rockafka serve` process while confluent-kafka produced to it and "
+              "then fetched the same records back (separate from the measured runs). Only the thread "
+              "holding the GIL is sampled, so the percentages are shares of the interpreter's CPU. "
+              "Self % = samples with the function on top of the stack; total % = samples with it "
+              "anywhere on the stack.", ""]
     parts += profiles or ["No profile was taken.\n"]
     if notes:
         parts += ["## Notes", "", *[n + "\n" for n in notes]]

@@ -1,6 +1,10 @@
 """Sampling profiles of a running ``rockafka serve`` with py-spy (an external sampler: the
 broker runs unmodified and unpaused, ``--nonblocking``).
 
+Only the thread holding the GIL is sampled (``--gil``): in a Python broker that is the CPU the
+interpreter spends, i.e. where throughput is lost; threads blocked in waits or in system calls
+that release the GIL (fdatasync, socket I/O) do not dilute the picture.
+
 ``Recorder`` starts ``py-spy record`` on a pid for a bounded time and returns py-spy's raw
 collapsed stacks; ``stats.render_profile`` turns them into the top-15 table.
 """
@@ -28,7 +32,7 @@ class Recorder:
         self._dir = tempfile.TemporaryDirectory(prefix="bench-profile-")
         self.out = Path(self._dir.name) / "stacks.txt"
         self.proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(int(seconds)),
-                                      "--rate", "100", "--nonblocking", "--format", "raw",
+                                      "--rate", "100", "--nonblocking", "--gil", "--format", "raw",
                                       "--output", str(self.out)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         # py-spy needs a moment to attach; a workload started earlier would be partly unsampled

@@ -201,7 +201,7 @@ def render_profile(title: str, collapsed: str, n: int = 15) -> str:
     total, top = top_functions(collapsed, n)
     if total == 0:
         return f"### {title}\n\nNo samples recorded.\n"
-    lines = [f"### {title}", "", f"{total} samples (py-spy, 100 Hz, idle threads excluded).", "",
+    lines = [f"### {title}", "", f"{total} samples (py-spy, 100 Hz, the thread holding the GIL).", "",
              "| # | function | self % | total % |", "|---|---|---|---|"]
     for i, (name, self_c, tot_c) in enumerate(top, 1):
         lines.append(f"| {i} | `{name}` | {100 * self_c / total:.1f} | {100 * tot_c / total:.1f} |")
