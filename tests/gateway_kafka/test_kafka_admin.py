@@ -103,8 +103,15 @@ def test_aiokafka_admin(node):
         await admin.start()
         try:
             name = unique("aio")
-            await admin.create_topics([NewTopic(name, 2, 1)])
+            await admin.create_topics([NewTopic(name, 2, 1, topic_configs={"retention.ms": "12345"})])
             assert name in await admin.list_topics()
+            from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+            described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+            error_code, _msg, _type, resource, entries = described[0].resources[0][:5]
+            assert (error_code, resource) == (0, name)
+            # (name, value, read_only, config_source, is_sensitive, synonyms); source 1 = set on the topic
+            assert [e[:2] + (e[3],) for e in entries if e[0] == "retention.ms"] == [("retention.ms", "12345", 1)]
             await admin.create_partitions({name: NewPartitions(3)})
             described = await admin.describe_topics([name])
             assert len(described[0]["partitions"]) == 3

@@ -85,3 +85,31 @@ def test_unauthenticated_request_closes_connection(sasl_node):
         bad = raw.request(36, 2, {"auth_bytes": b"\x00alice\x00nope"})
         assert bad["error_code"] == 58
         assert raw.closed_by_server()
+
+
+def test_aiokafka_with_password(sasl_node):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    bs = sasl_node.kafka_bootstrap
+    topic = unique("aiosasl")
+    auth = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "bob",
+            "sasl_plain_password": "b0b"}
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=bs, **auth)
+        await p.start()
+        try:
+            await p.send_and_wait(topic, b"over sasl")
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bs, auto_offset_reset="earliest", group_id=unique("g"), **auth)
+        await c.start()
+        try:
+            msg = await asyncio.wait_for(c.getone(), 30)
+            return msg.value
+        finally:
+            await c.stop()
+
+    assert asyncio.run(asyncio.wait_for(run(), 60)) == b"over sasl"
