@@ -1,4 +1,4 @@
-"""Helpers the API modules share: topic naming rules, topic lookup and creation, topic ids,
+"""What the API modules share: topic naming rules, topic lookup and creation, topic ids,
 running blocking store calls off the event loop, and unpacking stored units into batches.
 
 A Kafka topic is the engine topic of the same name; its partition count is the topic's
