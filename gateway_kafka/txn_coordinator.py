@@ -19,7 +19,10 @@ How a transaction maps onto the engine (the same queues RocketMQ clients read):
 
 Invariants: every state change is persisted before it is answered; markers are written before
 the state says Complete, so a crash in between re-runs the completion at the next start
-(``recover``), never loses it. Runs on the gateway's event loop; store writes go through an
+(``recover``), never loses it; a marker the store refuses (full disk, stopping) leaves the state
+Prepare*, EndTxn answers CONCURRENT_TRANSACTIONS (retriable) and the completion is retried by
+the client's next EndTxn or the timeout loop. A partition whose topic was deleted meanwhile
+gets no marker and its open entry is dropped, so a re-created topic is not held back. Runs on the gateway's event loop; store writes go through an
 executor.
 """
 
@@ -147,9 +150,13 @@ class TransactionCoordinator:
             return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
         async with self.lock(tid):
             m = self.txns.get(tid)
+            if m is not None and m.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                if not await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="retried"):
+                    return E.CONCURRENT_TRANSACTIONS, -1, -1
             if m is not None and m.state == ONGOING:
                 # a new incarnation: whatever the old one left open is aborted
-                await self._complete(tid, m, committed=False, reason="producer_reinitialised")
+                if not await self._complete(tid, m, committed=False, reason="producer_reinitialised"):
+                    return E.CONCURRENT_TRANSACTIONS, -1, -1
             from gateway_kafka.apis._common import blocking
 
             code, pid, new_epoch = await blocking(self.gw.producer_state.init_producer_id, tid, producer_id, epoch)
@@ -199,6 +206,9 @@ class TransactionCoordinator:
     async def end_txn(self, tid: str, producer_id: int, epoch: int, committed: bool) -> int:
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
+            if code == E.CONCURRENT_TRANSACTIONS and m is not None and m.state == (PREPARE_COMMIT if committed else PREPARE_ABORT):
+                # an earlier completion could not write every marker: the client's retry finishes it
+                return E.NONE if await self._complete(tid, m, committed) else E.CONCURRENT_TRANSACTIONS
             if code != E.NONE:
                 return code
             assert m is not None
@@ -207,8 +217,8 @@ class TransactionCoordinator:
                 if (m.state == COMPLETE_COMMIT and committed) or (m.state == COMPLETE_ABORT and not committed):
                     return E.NONE
                 return E.INVALID_TXN_STATE
-            await self._complete(tid, m, committed)
-            return E.NONE
+            # not stored yet (store full or stopping): retriable, the client sends EndTxn again
+            return E.NONE if await self._complete(tid, m, committed) else E.CONCURRENT_TRANSACTIONS
 
     def check_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
         """Verdict for a transactional batch: the producer's current epoch, partition in its open
@@ -238,15 +248,20 @@ class TransactionCoordinator:
     async def _persist(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.persist)
 
-    async def _complete(self, tid: str, m: TxnMetadata, committed: bool, reason: str = "end_txn") -> None:
+    async def _complete(self, tid: str, m: TxnMetadata, committed: bool, reason: str = "end_txn") -> bool:
+        """Write the markers and finish; False (state left Prepare*, retried later) when a
+        marker could not be stored. Writing a marker twice is harmless."""
         from gateway_kafka.apis._common import blocking
 
         m.state = PREPARE_COMMIT if committed else PREPARE_ABORT
         await self._persist()
         control = rb.CONTROL_TYPE_COMMIT if committed else rb.CONTROL_TYPE_ABORT
+        failed = 0
         for topic, partition in sorted(m.partitions):
             if self.store.topic_config.get(topic) is None:
-                continue  # deleted meanwhile: nothing to mark
+                # deleted meanwhile: nothing to mark, but no open entry may hold a re-created topic back
+                self.index.complete(topic, partition, m.producer_id, 0, True, persist=False)
+                continue
             batch = rb.build_control_batch(control, producer_id=m.producer_id, producer_epoch=m.epoch,
                                            timestamp=int(time.time() * 1000))
             async with self.gw.partition_locks[(topic, partition)]:
@@ -254,11 +269,14 @@ class TransactionCoordinator:
                 if not res.ok:
                     log.error("txn_marker_failed", transactional_id=tid, topic=topic, partition=partition,
                               status=res.status.name, error=res.error)
+                    failed += 1
                     continue
                 # aborted ranges whose records retention already deleted are no longer needed
                 self.index.forget_before(topic, partition, self.store.get_min_offset_in_queue(topic, partition))
                 self.index.complete(topic, partition, m.producer_id, res.queue_offset, committed, persist=False)
         await blocking(self.index.persist_if_dirty)  # one write for all partitions, before Complete
+        if failed:
+            return False
         if committed:
             offsets = self.store.consumer_offsets
             for group, staged in m.offsets.items():
@@ -272,6 +290,7 @@ class TransactionCoordinator:
         await self._persist()
         log.info("txn_completed", transactional_id=tid, producer_id=m.producer_id, epoch=m.epoch,
                  committed=committed, partitions=partitions, reason=reason)
+        return True
 
     async def _timeout_loop(self) -> None:
         interval = max(self.abort_check_ms, 50) / 1000
@@ -279,13 +298,22 @@ class TransactionCoordinator:
             await asyncio.sleep(interval)
             now = int(time.time() * 1000)
             for tid, m in list(self.txns.items()):
+                if m.state in (PREPARE_COMMIT, PREPARE_ABORT):  # a completion that could not finish
+                    try:
+                        async with self.lock(tid):
+                            if m.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                                await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="retried")
+                    except Exception:
+                        log.exception("txn_complete_retry_failed", transactional_id=tid)
+                    continue
                 if m.state != ONGOING or now - m.started_ms <= m.timeout_ms:
                     continue
                 try:
                     async with self.lock(tid):
                         if m.state != ONGOING:
                             continue
-                        await self._complete(tid, m, committed=False, reason="timed_out")
+                        if not await self._complete(tid, m, committed=False, reason="timed_out"):
+                            continue
                         # fence the producer that let it time out (Kafka bumps the epoch too)
                         code, pid, epoch = self.gw.producer_state.init_producer_id(tid, m.producer_id, m.epoch)
                         if code == E.NONE:

@@ -342,3 +342,23 @@ def test_bad_transaction_requests_get_error_codes(node):
         assert end(True) == E.PRODUCER_FENCED
         assert end(False, producer_epoch=epoch + 1) == E.INVALID_TXN_STATE  # re-init aborted the open one
         assert raw.request(18, 0, {})["error_code"] == E.NONE  # the connection still works
+
+
+def test_topic_deleted_during_a_transaction_does_not_hold_back_its_successor(node):
+    from confluent_kafka.admin import AdminClient
+
+    bs = node.kafka_bootstrap
+    topic = unique("del")
+    create_topic(bs, topic, 1)
+    p = txn_producer(bs, unique("tid"))
+    p.begin_transaction()
+    p.produce(topic, value=b"in-deleted-topic")
+    p.flush(10)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.delete_topics([topic], operation_timeout=10)[topic].result(timeout=30)
+    p.abort_transaction(30)
+    create_topic(bs, topic, 1)
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce(topic, value=b"new-topic")
+    plain.flush(10)
+    assert read(bs, topic, "read_committed", 1) == [b"new-topic"]
