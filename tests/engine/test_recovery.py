@@ -39,8 +39,10 @@ def wait_until(pred, timeout=10.0):
 
 def run_and_kill(root: Path, seed: int, run_for: float) -> list[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    err_path = root.parent / f"crash-writer-{seed}.err"
+    err_file = open(err_path, "wb")
     proc = subprocess.Popen([sys.executable, str(HERE / "crash_writer.py"), str(root), str(seed)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(ROOT), env=env)
+                            stdout=subprocess.PIPE, stderr=err_file, cwd=str(ROOT), env=env)
     lines: list[str] = []
     ready = threading.Event()
 
@@ -58,21 +60,25 @@ def run_and_kill(root: Path, seed: int, run_for: float) -> list[str]:
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     try:
-        assert ready.wait(60), "crash writer did not start"
+        deadline = time.monotonic() + 120
+        while not ready.wait(0.1):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"crash writer did not start: {err_path.read_text(errors='replace')[-3000:]}")
         time.sleep(run_for)  # the moment of the kill is the random variable here, not a sync
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         reader.join(30)
         proc.stdout.close()
+        err_file.close()
     return lines
 
 
-def verify(root: Path, acked: dict) -> None:
+def verify(root: Path, acked: dict, after_kill: bool = True) -> None:
     store = MessageStore(crash_config(root))
     store.start()
     try:
-        assert not store.last_exit_ok
+        assert store.last_exit_ok is not after_kill
         for (qid, qoff), (kind, phy, key, body) in acked.items():
             got = store.get_message("verify", "Crash", qid, qoff, 1)
             assert got.status is GetMessageStatus.FOUND, (qid, qoff, got.status)
