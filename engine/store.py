@@ -845,9 +845,9 @@ class MessageStore:
         with self._put_lock:
             cq.raise_min_offset(target)
             new_min = cq.min_offset
-            with self.min_offsets.lock:
-                self.min_offsets.table[f"{topic}@{queue_id}"] = new_min
-                self.min_offsets.persist()
+        with self.min_offsets.lock:  # the fsync happens outside the put lock
+            self.min_offsets.table[f"{topic}@{queue_id}"] = max(new_min, self.min_offsets.table.get(f"{topic}@{queue_id}", 0))
+            self.min_offsets.persist()
         log.info("records_deleted", topic=topic, queue_id=queue_id, low_watermark=new_min)
         return new_min
 
