@@ -869,10 +869,10 @@ class MessageStore:
                     cq.destroy()
                     self._queue_offsets.pop(key, None)
             shutil.rmtree(os.path.join(self.root, "consumequeue", topic), ignore_errors=True)
-            with self.min_offsets.lock:
-                for k in [k for k in self.min_offsets.table if k.rpartition("@")[0] == topic]:
-                    del self.min_offsets.table[k]
-                self.min_offsets.persist()
+        with self.min_offsets.lock:
+            for k in [k for k in self.min_offsets.table if k.rpartition("@")[0] == topic]:
+                del self.min_offsets.table[k]
+            self.min_offsets.persist()
         self.topic_config.delete(topic)
         self.consumer_offsets.delete_topic(topic)
         self.consumer_offsets.persist()
