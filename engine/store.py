@@ -876,6 +876,12 @@ class MessageStore:
         self.topic_config.delete(topic)
         self.consumer_offsets.delete_topic(topic)
         self.consumer_offsets.persist()
+        if self.running:
+            # move the checkpoint past the topic's units, so crash recovery (which re-dispatches
+            # from the checkpoint) cannot rebuild queues of the deleted topic
+            self.dispatcher.wait_dispatched(self.confirmed_offset, 1.0)
+            self.commitlog.flush()
+            self._flush_logics_and_checkpoint()
         log.info("topic_deleted", topic=topic)
 
     def queue_ids(self, topic: str) -> list[int]:

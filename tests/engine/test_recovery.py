@@ -284,3 +284,16 @@ def test_clean_restart_is_normal_recovery(make_store):
     store.shutdown()
     again = make_store()
     assert again.last_exit_ok and again.get_max_offset_in_queue("N", 0) == 1
+
+
+def test_deleted_topic_stays_deleted_after_a_crash(make_store):
+    fio = MemoryFileIO()
+    store = make_store(file_io=fio, flush_interval_consume_queue=60_000)
+    for i in range(5):
+        store.put_message(Message("Doomed", b"%d" % i))
+    store.delete_topic("Doomed")
+    store.put_message(Message("Kept", b"k"))
+    after = crash(store, fio)
+    again = make_store(file_io=after)
+    assert again.get_max_offset_in_queue("Doomed", 0) == 0
+    assert again.get_max_offset_in_queue("Kept", 0) == 1
