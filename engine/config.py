@@ -239,6 +239,18 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError("mappedFileSizeConsumeQueue must be a multiple of the 20-byte unit")
     if s.max_message_size <= 0:
         raise ConfigError("maxMessageSize must be positive")
+    for key in ("mapped_file_size_commit_log", "mapped_file_size_consume_queue", "max_hash_slot_num",
+                "flush_interval_commit_log", "flush_interval_consume_queue", "sync_flush_timeout"):
+        if getattr(s, key) <= 0:
+            raise ConfigError(f"{key} must be positive, got {getattr(s, key)}")
+    if s.max_index_num < 2:
+        raise ConfigError(f"max_index_num must be at least 2 (entry 0 is unused), got {s.max_index_num}")
+    for key in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio", "disk_space_warning_level_ratio"):
+        if not 0 <= getattr(s, key) <= 100:
+            raise ConfigError(f"{key} is a percentage 0..100, got {getattr(s, key)}")
+    for hour in filter(None, (h.strip() for h in s.delete_when.split(";"))):
+        if not hour.isdigit() or not 0 <= int(hour) <= 23:
+            raise ConfigError(f"deleteWhen lists hours of the day 00..23 separated by ';', got {s.delete_when!r}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):
         port = getattr(config, name)
         if not 0 <= port <= 65535:

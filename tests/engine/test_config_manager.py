@@ -72,3 +72,14 @@ def test_subscription_groups_auto_create_and_persist(tmp_path):
     assert set(again.all()) == {"G", "H"} and again.get("H").consume_broadcast_enable is False
     doc = json.loads((tmp_path / "subscriptionGroup.json").read_text())
     assert doc["subscriptionGroupTable"]["H"]["consumeBroadcastEnable"] is False
+
+
+def test_store_keys_are_validated_with_their_names():
+    from engine.config import ConfigError, load_node_config
+
+    assert load_node_config(overrides={"deleteWhen": "04;16", "fileReservedTime": "48"}).store.file_reserved_time == 48
+    for bad, named in (({"deleteWhen": "25"}, "deleteWhen"), ({"diskMaxUsedSpaceRatio": "120"}, "disk_max_used_space_ratio"),
+                       ({"mappedFileSizeCommitLog": "0"}, "mapped_file_size_commit_log"),
+                       ({"flushDiskType": "SOMETIMES"}, "flushDiskType")):
+        with pytest.raises(ConfigError, match=named):
+            load_node_config(overrides=bad)
