@@ -120,12 +120,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def free_broker_port(attempts: int = 200) -> int:
-    """A port p with p-2 .. p+1 free: the broker's listenPort, its optional fast (VIP) port
-    listenPort-2 and its HA port listenPort+1."""
+def free_broker_port(attempts: int = 200, avoid: tuple[int, ...] = ()) -> int:
+    """A port p with p-2 .. p+1 free (and none of them in ``avoid``): the broker's listenPort,
+    its fast (VIP) port listenPort-2 and its HA port listenPort+1."""
     for _ in range(attempts):
         p = free_port()
-        if 1026 < p < 65534 and all(_port_free(q) for q in (p - 2, p - 1, p + 1)):
+        block = (p - 2, p - 1, p, p + 1)
+        if 1026 < p < 65534 and not set(block) & set(avoid) and all(_port_free(q) for q in block):
             return p
     raise RocketMQPeerError("no block of four free loopback ports found for the broker")
 
@@ -219,7 +220,7 @@ class RocketMQPeer:
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="rocketmq-peer-"))
         self.namesrv_port = free_port()
-        self.broker_port = free_broker_port()
+        self.broker_port = free_broker_port(avoid=(self.namesrv_port,))
         self.overrides = dict(overrides or {})
         self.version = version
         self.heap = heap
