@@ -96,6 +96,17 @@ class TransactionIndex(ConfigManager):
                 self.aborted[(topic, queue_id)] = [e for e in entries if e[2] >= min_offset]
                 self.mark_dirty()
 
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic: a re-created one under the same name starts with no transactions."""
+        with self.lock:
+            changed = False
+            for table in (self.open, self.aborted):
+                for key in [k for k in table if k[0] == topic]:
+                    del table[key]
+                    changed = True
+            if changed:
+                self.persist()
+
     # -- reads ---------------------------------------------------------------------------------
     def last_stable_offset(self, topic: str, queue_id: int, high_watermark: int) -> int:
         with self.lock:

@@ -41,6 +41,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         else:
             await blocking(gw.store.delete_topic, name)
             gw.producer_state.forget_topic(name)
+            await blocking(gw.txn.index.forget_topic, name)
             gw.log.info("topic_deleted", topic=name)
             code, msg = E.NONE, None
         out.append({"name": name, "topic_id": tid, "error_code": code, "error_message": msg})

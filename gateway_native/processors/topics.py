@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine import txn_index
 from engine.topic_config import TopicConfig
 
 from ..broker import topic_config_json
@@ -50,6 +51,7 @@ async def delete_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
     if topic in SYSTEM_TOPICS:
         return cmd.response(R.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
     await broker.run_blocking(broker.store.delete_topic, topic)
+    await broker.run_blocking(txn_index.for_store(broker.store).forget_topic, topic)  # Kafka transactions of it
     broker.topics_changed()
     await broker.register_all()
     return cmd.response(R.SUCCESS)

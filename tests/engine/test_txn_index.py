@@ -35,3 +35,16 @@ def test_open_transaction_survives_reload(tmp_path):
     again = TransactionIndex(tmp_path)
     again.load()
     assert again.is_open("t", 1, 42) and again.last_stable_offset("t", 1, 200) == 100
+
+
+def test_forget_topic_clears_a_deleted_topic(tmp_path):
+    idx = TransactionIndex(tmp_path)
+    idx.begin("gone", 0, 5, 0)
+    idx.complete("gone", 0, 5, 3, committed=False)
+    idx.begin("gone", 1, 6, 7)
+    idx.begin("kept", 0, 6, 2)
+    idx.forget_topic("gone")
+    again = TransactionIndex(tmp_path)
+    again.load()
+    assert not again.has_aborted("gone", 0) and again.last_stable_offset("gone", 1, 9) == 9
+    assert again.last_stable_offset("kept", 0, 9) == 2

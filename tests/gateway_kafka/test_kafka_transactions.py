@@ -362,3 +362,26 @@ def test_topic_deleted_during_a_transaction_does_not_hold_back_its_successor(nod
     plain.produce(topic, value=b"new-topic")
     plain.flush(10)
     assert read(bs, topic, "read_committed", 1) == [b"new-topic"]
+
+
+def test_recreated_topic_forgets_aborted_transactions_of_its_predecessor(node):
+    from confluent_kafka.admin import AdminClient
+
+    bs = node.kafka_bootstrap
+    topic, tid = unique("rec"), unique("tid")
+    create_topic(bs, topic, 1)
+    p = txn_producer(bs, tid)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"old-{i}".encode())
+    p.flush(10)
+    p.abort_transaction(30)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.delete_topics([topic], operation_timeout=10)[topic].result(timeout=30)
+    create_topic(bs, topic, 1)
+    # the same transactional id (same producer id) writes at the same offsets again, and commits
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"new-{i}".encode())
+    p.commit_transaction(30)
+    assert read(bs, topic, "read_committed", 3) == [f"new-{i}".encode() for i in range(3)]
