@@ -56,3 +56,25 @@ def test_stopped_broker_fails_within_timeouts(spark, tmp_path):
     # The admin client gives up after kafka.default.api.timeout.ms instead of waiting forever.
     assert "TimeoutException" in str(failed.value)
     assert "timed out" in str(failed.value).lower()
+
+
+def test_streaming_from_offsets_past_the_end_fails_readably(node, spark, tmp_path):
+    from pyspark.errors import StreamingQueryException
+
+    topic = create_topic(node.kafka_bootstrap, unique("short"))
+    fill(node.kafka_bootstrap, topic, 10)
+    q = (spark.readStream.format("kafka")
+         .option("kafka.bootstrap.servers", node.kafka_bootstrap)
+         .option("subscribe", topic)
+         .option("startingOffsets", '{"%s": {"0": 1000}}' % topic)
+         .options(**FAST_FAIL_OPTIONS).load()
+         .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    try:
+        with pytest.raises(StreamingQueryException) as failed:
+            q.awaitTermination(120)
+    finally:
+        q.stop()
+    # Spark treats it like records that vanished: a data-loss error naming the partition.
+    assert f"Partition {topic}-0 offset was changed from 1000 to 10" in str(failed.value)
+    assert "failOnDataLoss" in str(failed.value)
