@@ -108,6 +108,8 @@ def ask_producer(broker: Any, req: CheckRequest) -> bool:
 
 async def check_loop(broker: Any) -> None:
     """Every transactionCheckInterval ms: one check round, then the check-backs."""
+    if not broker.is_master:
+        return  # a slave's half topic is a copy; the master checks its transactions
     cfg = broker.broker_config
     svc = service(broker)
     interval = max(int(cfg.transaction_check_interval), 50) / 1000
