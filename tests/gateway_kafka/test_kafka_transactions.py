@@ -385,3 +385,31 @@ def test_recreated_topic_forgets_aborted_transactions_of_its_predecessor(node):
         p.produce(topic, value=f"new-{i}".encode())
     p.commit_transaction(30)
     assert read(bs, topic, "read_committed", 3) == [f"new-{i}".encode() for i in range(3)]
+
+
+def test_describe_and_list_transactions(node):
+    from gateway_kafka import error_codes as E
+    from tests.gateway_kafka.kafka_helpers import RawKafka
+
+    bs = node.kafka_bootstrap
+    topic, tid = unique("desc"), unique("tid")
+    create_topic(bs, topic, 2)
+    p = txn_producer(bs, tid, **{"transaction.timeout.ms": 45_000})
+    p.begin_transaction()
+    p.produce(topic, value=b"x", partition=1)
+    p.flush(10)
+    with RawKafka(bs) as raw:
+        (state,) = raw.request(65, 0, {"transactional_ids": [tid]})["transaction_states"]
+        assert state["error_code"] == E.NONE and state["transaction_state"] == "Ongoing"
+        assert state["transaction_timeout_ms"] == 45_000 and state["transaction_start_time_ms"] > 0
+        assert state["topics"] == [{"topic": topic, "partitions": [1]}]
+        listed = raw.request(66, 1, {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [],
+                                     "duration_filter": -1})
+        assert {"transactional_id": tid, "producer_id": state["producer_id"], "transaction_state": "Ongoing"} in \
+            listed["transaction_states"]
+        assert listed["unknown_state_filters"] == ["Bogus"]
+        p.commit_transaction(30)
+        (after,) = raw.request(65, 0, {"transactional_ids": [tid]})["transaction_states"]
+        assert after["transaction_state"] == "CompleteCommit" and after["topics"] == []
+        (missing,) = raw.request(65, 0, {"transactional_ids": ["no-such-" + tid]})["transaction_states"]
+        assert missing["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND
