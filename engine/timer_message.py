@@ -32,7 +32,9 @@ Invariants and recovery:
 - the wheel has twice as many steps as the longest allowed delay, so a pending record's slot is
   never reused before it is due;
 - a record due before readTimeMs goes into readTimeMs's slot (delivered on the next pass);
-- the checkpoint is written after the log and wheel are flushed; after a crash, enqueue resumes
+- a chunk of records is written to the log before the wheel slots point at them;
+- the checkpoint is written after the log and wheel are flushed (every 0.5 s at most while
+  there is work, and at stop); after a crash, enqueue resumes
   at the checkpoint's offset, so records may be appended twice: a slot's chain is de-duplicated
   by commitlog offset when delivered. Steps between the checkpoint's readTimeMs and the crash
   are delivered again (at least once, as RocketMQ).
@@ -71,6 +73,7 @@ _RECORD = struct.Struct(">iqqiq")
 SLOT_SIZE = _SLOT.size  # 32
 RECORD_SIZE = _RECORD.size  # 32
 TICK_S = 0.1
+PERSIST_INTERVAL_S = 0.5  # log + wheel flush and checkpoint, at most this often (and at stop)
 
 
 class TimerMessageError(ValueError):
@@ -153,9 +156,15 @@ class TimerLog:
 
     def append(self, prev_pos: int, commitlog_offset: int, size: int, deliver_ms: int) -> int:
         pos = self.end
-        os.pwrite(self._fd, _RECORD.pack(_LOG_MAGIC, prev_pos, commitlog_offset, size, deliver_ms), pos)
-        self.end += RECORD_SIZE
+        self.append_records(_RECORD.pack(_LOG_MAGIC, prev_pos, commitlog_offset, size, deliver_ms))
         return pos
+
+    def append_records(self, records: bytes | bytearray) -> None:
+        """Records packed by the caller, the first at position ``end`` (one write for many)."""
+        written = os.pwrite(self._fd, records, self.end)
+        if written != len(records):
+            raise OSError(f"short write to the timer log: {written} of {len(records)} bytes")
+        self.end += written
 
     def read(self, pos: int) -> tuple[int, int, int, int] | None:
         """(prevPos, commitlogOffset, size, deliverMs), or None for a position that holds no record."""
@@ -266,12 +275,23 @@ class TimerMessageStore:
         self.checkpoint.persist()
 
     def _run(self) -> None:
+        dirty = False
+        last_persist = time.monotonic()
         while not self._stop.wait(TICK_S):
             try:
-                moved = self.enqueue()
-                moved |= self.dequeue()
-                if moved:
+                # a backlog is filed in rounds without waiting for the tick
+                for _ in range(1000):
+                    moved = self.enqueue()
+                    dirty |= moved
+                    dirty |= self.dequeue()
+                    if not moved or self._stop.is_set():
+                        break
+                    if dirty and time.monotonic() - last_persist >= PERSIST_INTERVAL_S:
+                        self._persist()
+                        dirty, last_persist = False, time.monotonic()
+                if dirty and time.monotonic() - last_persist >= PERSIST_INTERVAL_S:
                     self._persist()
+                    dirty, last_persist = False, time.monotonic()
             except Exception:
                 log.exception("timer_round_failed")
 
@@ -284,16 +304,32 @@ class TimerMessageStore:
         offset = max(cp.enqueue_offset, cq.min_offset)
         start = offset
         wheel, tlog = self.wheel, self.timer_log
+        precision, read_time = self.precision_ms, cp.read_time_ms
+        pack, magic = _RECORD.pack, _LOG_MAGIC
         while offset < cq.max_offset and offset - start < max_units:
-            units = cq.read_units(offset, 256)
+            units = cq.read_units(offset, 1024)
             if not units:
                 break
+            # the chunk's records are written to the log before any slot points at them, so a
+            # crash never leaves a slot naming a record that is not there
+            records = bytearray()
+            slots: dict[int, list[int]] = {}
+            pos = tlog.end
             for phy, size, deliver_ms in units:
-                step = max(self._step(deliver_ms), cp.read_time_ms)
-                first, last, num = wheel.get(step)
-                pos = tlog.append(last, phy, size, deliver_ms)
-                wheel.put(step, pos if first < 0 else first, pos, num + 1)
-                cp.max_step_ms = max(cp.max_step_ms, step)
+                step = max(deliver_ms - deliver_ms % precision, read_time)
+                slot = slots.get(step)
+                if slot is None:
+                    slot = slots[step] = list(wheel.get(step))
+                records += pack(magic, slot[1], phy, size, deliver_ms)
+                if slot[0] < 0:
+                    slot[0] = pos
+                slot[1] = pos
+                slot[2] += 1
+                pos += RECORD_SIZE
+            tlog.append_records(records)
+            for step, (first, last, num) in slots.items():
+                wheel.put(step, first, last, num)
+            cp.max_step_ms = max(cp.max_step_ms, max(slots))
             offset += len(units)
         cp.enqueue_offset = offset
         return offset != start
