@@ -148,9 +148,10 @@ def test_fail_on_data_loss_after_delete_records(node, spark, tmp_path):
         q = (df.writeStream.format("parquet").option("path", out)
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         try:
-            q.awaitTermination(180)
+            finished = q.awaitTermination(180)
         finally:
             q.stop()
+        assert finished, "availableNow query still running after 180 s"
         return q
 
     def offsets_written():
@@ -169,7 +170,8 @@ def test_fail_on_data_loss_after_delete_records(node, spark, tmp_path):
         q = run(True)
         if q.exception() is not None:
             raise q.exception()
-    assert "data may have been lost" in str(failed.value) or "failOnDataLoss" in str(failed.value)
+    assert "Some data may have been lost" in str(failed.value)
+    assert "failOnDataLoss" in str(failed.value)
     assert offsets_written() == list(range(20))  # the failed batch wrote nothing
 
     assert run(False).exception() is None
@@ -196,9 +198,10 @@ def test_partitions_added_while_streaming_are_read_from_offset_zero(node, spark,
              .writeStream.format("parquet").option("path", out)
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         try:
-            q.awaitTermination(180)
+            finished = q.awaitTermination(180)
         finally:
             q.stop()
+        assert finished, "availableNow query still running after 180 s"
         assert q.exception() is None
         return sorted((r.partition, r.offset, r.value) for r in spark.read.parquet(out).collect())
 
@@ -238,9 +241,10 @@ def test_fail_on_data_loss_when_partitions_are_gone(node, spark, tmp_path):
              .writeStream.format("parquet").option("path", out)
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         try:
-            q.awaitTermination(180)
+            finished = q.awaitTermination(180)
         finally:
             q.stop()
+        assert finished, "availableNow query still running after 180 s"
         if q.exception() is not None:
             raise q.exception()
         return sorted(r.value for r in spark.read.parquet(out).collect())

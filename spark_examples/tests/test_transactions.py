@@ -54,9 +54,10 @@ def test_read_committed_skips_aborted_records_and_markers(node, spark, tmp_path,
              .option("checkpointLocation", str(tmp_path / "ckpt"))
              .trigger(availableNow=True).start())
         try:
-            q.awaitTermination(180)
+            finished = q.awaitTermination(180)
         finally:
             q.stop()
+        assert finished, "availableNow query still running after 180 s"
         assert q.exception() is None
         got = [bytes(r.value) for r in spark.read.parquet(out).collect()]
     else:
