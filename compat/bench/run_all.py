@@ -63,12 +63,12 @@ ROCKETMQ_OVERRIDES = {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "ASYNC_MASTE
 SIZES = {
     # development: every path once, a couple of minutes
     "tiny": dict(reps=3, p1k=3_000, p100=10_000, consume=10_000, lat_rate=200, lat_seconds=2,
-                 spark_mib=4, native_seconds=2, scale_queues=[8, 256], scale_records=3_000,
+                 spark_mib=4, native_seconds=2, scale_queues=[8, 256], scale_records=3_000, scale_seconds=3,
                  scale_native_seconds=2, scale_minutes=3, recovery_mib=32, recovery_reps=3, profile_records=10_000),
     # the real run: about 20 minutes on a 2-core machine
     "full": dict(reps=3, p1k=60_000, p100=200_000, consume=200_000, lat_rate=500, lat_seconds=6,
                  spark_mib=128, native_seconds=3, scale_queues=[8, 256, 4096, 10_000],
-                 scale_records=30_000, scale_native_seconds=3, scale_minutes=3, recovery_mib=2048, recovery_reps=3,
+                 scale_records=30_000, scale_seconds=5, scale_native_seconds=3, scale_minutes=4, recovery_mib=2048, recovery_reps=3,
                  profile_records=150_000),
 }
 
@@ -162,6 +162,35 @@ def machine_details(data_root: Path) -> list[str]:
 
 # -- systems -------------------------------------------------------------------------------------
 
+def start_peer(name: str, make, attempts: int = 2):
+    """Start a peer, once more on fresh ports if the first start fails (on a shared machine a free
+    port can be taken between choosing and binding it); (peer, None) or (None, reason)."""
+    reason = ""
+    for i in range(attempts):
+        log("starting", system=name, attempt=i + 1)
+        peer = make(i)
+        try:
+            peer.start()
+            return peer, None
+        except Exception as e:
+            reason = concise_reason(str(e))
+            log("start_failed", system=name, reason=reason)
+            try:
+                peer.stop()
+            except Exception as stop_error:
+                log("stop_failed", system=name, error=stop_error)
+    return None, reason
+
+
+def concise_reason(text: str, limit: int = 600) -> str:
+    """The first line of a start-up failure plus the log lines that name an error."""
+    lines = text.splitlines()
+    keep = lines[:1] + [ln.strip() for ln in lines[1:]
+                        if any(w in ln for w in ("Exception", "ERROR", "Error", "error:", "FATAL", "Address already"))
+                        and "|-INFO" not in ln]
+    return " | ".join(keep)[:limit]
+
+
 def kill9_kafka(peer) -> None:
     if peer.proc is not None and peer.proc.poll() is None:
         os.killpg(peer.proc.pid, signal.SIGKILL)
@@ -228,15 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         if any(want(s) for s in ("kafka", "spark", "recovery", "profile", "scale")):
             from kafka_peer import KafkaPeer
 
-            log("starting", system="kafka")
-            kafka = KafkaPeer(work / "kafka", overrides=KAFKA_OVERRIDES, heap="1g")
-            try:
-                kafka.start()
+            kafka, reason = start_peer("kafka", lambda i: KafkaPeer(work / f"kafka{i}", overrides=KAFKA_OVERRIDES,
+                                                                    heap="1g"))
+            if kafka is not None:
                 systems_kafka["kafka"] = kafka.bootstrap
-            except Exception as e:
-                failed["kafka"] = f"Apache Kafka peer failed: {e}"[:800]
-                kafka.stop()
-                kafka = None
+            else:
+                failed["kafka"] = f"Apache Kafka peer failed: {reason}"
         if want("native") or want("scale"):
             try:
                 native_wl.build()
@@ -247,15 +273,12 @@ def main(argv: list[str] | None = None) -> int:
             if "rocketmq" not in failed:
                 from rocketmq_peer import RocketMQPeer
 
-                log("starting", system="rocketmq")
-                rocketmq = RocketMQPeer(work / "rocketmq", overrides=ROCKETMQ_OVERRIDES, heap="1g")
-                try:
-                    rocketmq.start()
+                rocketmq, reason = start_peer("rocketmq", lambda i: RocketMQPeer(
+                    work / f"rocketmq{i}", overrides=ROCKETMQ_OVERRIDES, heap="1g"))
+                if rocketmq is not None:
                     systems_native["rocketmq"] = rocketmq.namesrv_addr
-                except Exception as e:
-                    failed["rocketmq"] = f"Apache RocketMQ peer failed: {e}"[:800]
-                    rocketmq.stop()
-                    rocketmq = None
+                else:
+                    failed["rocketmq"] = f"Apache RocketMQ peer failed: {reason}"
         failed.setdefault("rockafka-native", failed.get("rockafka", ""))
         if not failed["rockafka-native"]:
             del failed["rockafka-native"]
@@ -265,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         # many-queue topics last: once created they stay, and must not weigh on the other cases
         if want("scale"):
             scale_kafka_part(sz, budget, systems_kafka, failed, tables)
+            if want("profile") and node is not None and node.running():
+                profile_many_partitions(node, node.kafka_bootstrap, profiles, notes)
             scale_native_part(sz, budget, node, systems_native, failed, tables)
     except KeyboardInterrupt:
         notes.append("The run was interrupted; the tables hold what was measured until then.")
@@ -392,9 +417,11 @@ def scale_kafka_part(sz, budget, systems, failed, tables) -> None:
                     scale.add(case, name, Failure(f"topic with {n:,} partitions not created"))
                     continue
                 attempt(scale, case, name,
-                        lambda: kafka_wl.produce(bs, topic, sz["scale_records"], 1024, partitions=n, timeout=90),
+                        lambda: kafka_wl.produce(bs, topic, sz["scale_records"], 1024, partitions=n, timeout=60,
+                                                 seconds=sz["scale_seconds"], max_queued=2_000),
                         section, value=lambda r: r["records_per_s"])
-    scale.notes.append(f"{sz['scale_records']:,} records per run, sent round robin to every partition; "
+    scale.notes.append(f"Up to {sz['scale_records']:,} records or {sz['scale_seconds']} s of sending per run "
+                       "(then the queued rest is awaited and counted), round robin over every partition; "
                        f"this section stops after {sz['scale_minutes']} minutes (later cases: skipped).")
     for t in (scale, create):
         fail_missing(t, failed, ["rockafka", "kafka"])
@@ -417,6 +444,24 @@ def profile_rockafka(sz, node, bs, backlog_topic, profiles, notes) -> None:
                                        f"{r['records_per_s']:,.0f} records/s while sampled)", rec.finish()))
     except Exception as e:
         notes.append(f"Profiling failed: {type(e).__name__}: {e}")
+        log("profile_failed", error=e)
+
+
+def profile_many_partitions(node, bs, profiles, notes) -> None:
+    """Produce round robin to 4,096 partitions under py-spy (run after the scale cases: the big
+    topic must not weigh on them)."""
+    from compat.bench.workloads.profile import Recorder
+
+    try:
+        topic = f"profile-many-{uuid.uuid4().hex[:6]}"
+        kafka_wl.create_topic(bs, topic, 4096)
+        rec = Recorder(node.proc.pid, 300)
+        r = kafka_wl.produce(bs, topic, 50_000, 1024, partitions=4096, seconds=8, max_queued=2_000, timeout=60)
+        profiles.append(render_profile(f"Rockafka during produce to a 4,096-partition topic ({r['records']:,} x 1 KiB "
+                                       f"round robin, {r['records_per_s']:,.0f} records/s while sampled)",
+                                       rec.finish()))
+    except Exception as e:
+        notes.append(f"Profiling (many partitions) failed: {type(e).__name__}: {e}")
         log("profile_failed", error=e)
 
 

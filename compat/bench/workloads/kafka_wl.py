@@ -42,16 +42,22 @@ def producer_config(bs: str, acks: str, compression: str, timeout: float = PRODU
 
 
 def produce(bs: str, topic: str, records: int, size: int, *, acks: str = "1",
-            compression: str = "none", partitions: int = 1, timeout: float = PRODUCE_TIMEOUT) -> dict:
+            compression: str = "none", partitions: int = 1, timeout: float = PRODUCE_TIMEOUT,
+            seconds: float | None = None, max_queued: int = 1_000_000) -> dict:
     """Send ``records`` records of ``size`` bytes as fast as the client allows; records/s, MiB/s.
 
     Records go round robin over ``partitions`` explicit partitions (so every partition of a
     many-partition topic gets traffic). Payloads are random-looking but compressible like text
-    (lz4 has something to do, as with real data).
+    (lz4 has something to do, as with real data). With ``seconds``, sending also stops at that
+    deadline (what was sent is then waited for and counted); ``max_queued`` bounds the client's
+    queue so that tail stays short when the broker is slow.
     """
     from confluent_kafka import Producer
 
-    p = Producer(producer_config(bs, acks, compression, timeout))
+    conf = producer_config(bs, acks, compression, timeout)
+    conf["queue.buffering.max.messages"] = max_queued
+    p = Producer(conf)
+    send_until = time.monotonic() + seconds if seconds else None
     base = (uuid.uuid4().hex * (size // 32 + 1)).encode()
     payloads = [base[i:i + size] for i in range(16)]
     errors: list = []
@@ -66,6 +72,9 @@ def produce(bs: str, topic: str, records: int, size: int, *, acks: str = "1",
     deadline = time.monotonic() + timeout
     start = time.perf_counter()
     for i in range(records):
+        if send_until is not None and time.monotonic() > send_until:
+            records = i
+            break
         while True:
             try:
                 p.produce(topic, payloads[i & 15], partition=i % partitions, on_delivery=cb)
