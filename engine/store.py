@@ -603,7 +603,7 @@ class MessageStore:
             unit = units[0][0]
             guess = self._queue_offsets.get(key, 0)
             body_pos = _body_pos(unit)
-            _I64.pack_into(unit, body_pos, guess)
+            record_batch.set_base_offset(memoryview(unit)[body_pos:], guess)
             _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
         with self._put_lock:
             if not self.running:
@@ -624,7 +624,7 @@ class MessageStore:
                 patch_unit(unit, qoff, phy, now)
                 if batch and qoff != guess:
                     body_pos = _body_pos(unit)
-                    _I64.pack_into(unit, body_pos, qoff)
+                    record_batch.set_base_offset(memoryview(unit)[body_pos:], qoff)
                     _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
                 pos = f.wrote_position
                 cl.write_unit(f, unit)
