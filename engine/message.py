@@ -363,7 +363,7 @@ class UnitHeader:
         self.body_pos = p + 4
         p = self.body_pos + self.body_len
         end = pos + self.total_size
-        if self.body_len < 0 or p > end:
+        if self.body_len < 0 or p + 3 > end:  # topic length (1) + properties length (2) must follow
             raise MessageFormatError(f"body length {self.body_len} overruns unit of {self.total_size} bytes at {pos}")
         if self.magic == MAGIC_CODE_V1:
             topic_len = buf[p]

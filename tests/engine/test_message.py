@@ -112,3 +112,44 @@ def test_unit_round_trip(topic, body, props, queue_id, qoff, phy, ts, v6):
         topic, body, props, queue_id, qoff, phy)
     assert (m.born_timestamp, m.store_timestamp, m.born_host, m.store_host, m.store_size) == (
         ts, ts + 1, host, host, len(unit))
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_mutated_units_fail_only_with_message_format_error(data):
+    from engine.message import MessageFormatError
+
+    unit = bytearray(encode_message(Message("Topic", data.draw(st.binary(max_size=64)), tags="t", keys=["k"]),
+                                    store_host=("1.2.3.4", 5)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(unit) - 1))
+        unit[pos] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(unit)))
+    try:
+        m = decode_message(bytes(unit[:cut]), check_crc=data.draw(st.booleans()))
+    except MessageFormatError:
+        return
+    assert m.store_size <= cut
+
+
+@given(st.binary(max_size=200))
+def test_random_bytes_fail_only_with_message_format_error(raw):
+    from engine.message import MessageFormatError
+
+    try:
+        decode_message(raw)
+    except MessageFormatError:
+        pass
+
+
+def test_unit_whose_body_reaches_its_end_is_rejected_cleanly():
+    from engine.message import MessageFormatError, UnitHeader
+
+    unit = bytearray(encode_message(Message("T", b"abc")))
+    struct.pack_into(">i", unit, 84, len(unit) - 88)  # body length swallowing topic and properties
+    try:
+        UnitHeader(bytes(unit), 0)
+    except MessageFormatError:
+        pass
+    else:
+        raise AssertionError("accepted a unit whose body overruns its topic")
