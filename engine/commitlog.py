@@ -139,7 +139,7 @@ class CommitLog:
                     return
                 try:
                     h = UnitHeader(buf, pos)
-                except (MessageFormatError, struct.error, UnicodeDecodeError):
+                except (MessageFormatError, struct.error, IndexError, ValueError):
                     self.scan_end = f.file_from_offset + pos
                     return
                 if h.physical_offset != f.file_from_offset + pos or (check_crc and not h.crc_ok(buf)):

@@ -165,7 +165,7 @@ class Dispatcher(threading.Thread):
                     break
                 try:
                     h = UnitHeader(buf, pos)
-                except MessageFormatError as exc:
+                except (MessageFormatError, struct.error, IndexError) as exc:
                     log.error("dispatch_bad_unit", offset=offset, error=str(exc))
                     limit = offset
                     break
