@@ -297,3 +297,32 @@ def test_deleted_topic_stays_deleted_after_a_crash(make_store):
     again = make_store(file_io=after)
     assert again.get_max_offset_in_queue("Doomed", 0) == 0
     assert again.get_max_offset_in_queue("Kept", 0) == 1
+
+
+def test_torn_tail_on_real_files(make_store):
+    store = make_store()
+    results = [store.put_message(Message("Real", b"payload-%d" % i * 10)) for i in range(20)]
+    root = Path(store.root)
+    store.shutdown()
+    # as if the process had died before the checkpoint covered its last writes
+    (root / "abort").touch()
+    (root / "checkpoint").unlink()
+    seg = root / "commitlog" / "00000000000000000000"
+    last = results[-1]
+    with open(seg, "r+b") as f:
+        f.seek(last.commitlog_offset + 50)
+        f.write(bytes(last.wrote_bytes - 50))  # the last unit lost its tail
+        f.seek(last.commitlog_offset + last.wrote_bytes + 17)
+        f.write(os.urandom(500))  # and there is garbage further on
+    again = make_store()
+    assert not again.last_exit_ok
+    assert again.get_max_offset_in_queue("Real", 0) == 19
+    got = again.get_message("g", "Real", 0, 0, 100)
+    assert [decode_message(m).body for m in got.messages] == [b"payload-%d" % i * 10 for i in range(19)]
+    r = again.put_message(Message("Real", b"after"))
+    assert (r.queue_offset, r.commitlog_offset) == (19, last.commitlog_offset)
+    again.shutdown()
+    third = make_store()
+    assert third.last_exit_ok
+    assert [decode_message(m).body for m in third.get_message("g", "Real", 0, 18, 5).messages] == [
+        b"payload-18" * 10, b"after"]
