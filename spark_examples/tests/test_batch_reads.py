@@ -91,6 +91,14 @@ def test_eight_partitions_read_fully_in_per_partition_order(node, spark):
         assert [off for off, _ in got] == list(range(per_partition)), f"partition {part}"
         assert [v for _, v in got] == [b"%d:%06d" % (part, i) for i in range(per_partition)]
 
+    # Split into more Spark tasks than Kafka partitions: executors seek into the middle of a
+    # partition, and the pieces still add up to every record exactly once.
+    split = batch_replay.read_slice(spark, node.kafka_bootstrap, topic, starting_offsets="earliest",
+                                    options={"minPartitions": "20"})
+    assert split.rdd.getNumPartitions() >= 20
+    assert sorted((r.partition, r.offset) for r in split.select("partition", "offset").collect()) \
+        == [(part, i) for part in range(8) for i in range(per_partition)]
+
 
 HEADER_CASES = [
     [("trace-id", b"abc-123")],
