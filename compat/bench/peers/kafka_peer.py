@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import fcntl
 import os
 import shutil
 import signal
@@ -62,6 +63,18 @@ def ensure_jars(version: str = DEFAULT_KAFKA_VERSION, *, quiet: bool = True) -> 
     stamp = LIB_DIR / f".kafka-{version}"
     if stamp.exists():
         return LIB_DIR
+    # Two runs may want the jars at once (benchmark and compat matrix): one resolves, the
+    # other waits and then finds the stamp.
+    lock_path = POM_DIR / "target" / "resolve.lock"  # target/ is gitignored
+    lock_path.parent.mkdir(exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists():
+            return LIB_DIR
+        return _resolve(version, stamp, quiet)
+
+
+def _resolve(version: str, stamp: Path, quiet: bool) -> Path:
     if shutil.which("mvn") is None:
         raise KafkaPeerError("mvn not found: Maven is needed once to fetch the Kafka broker jars")
     if LIB_DIR.exists():
