@@ -289,10 +289,11 @@ class GroupCoordinator:
         now = self._loop.time()
         if was_empty and self.initial_rebalance_delay_ms > 0:
             # Kafka's group.initial.rebalance.delay.ms: hold the first join phase open a little
-            # so a whole fleet starting together lands in one generation.
-            group.initial_delay_until = now + self.initial_rebalance_delay_ms / 1000.0
-            group.rebalance_timer = self._loop.call_later(
-                min(self.initial_rebalance_delay_ms, timeout_ms) / 1000.0, self._on_rebalance_timer, group.group_id)
+            # so a whole fleet starting together lands in one generation (never longer than
+            # the rebalance timeout, as Kafka's InitialDelayedJoin).
+            delay = min(self.initial_rebalance_delay_ms, timeout_ms) / 1000.0
+            group.initial_delay_until = now + delay
+            group.rebalance_timer = self._loop.call_later(delay, self._on_rebalance_timer, group.group_id)
         else:
             group.initial_delay_until = 0.0
             group.rebalance_timer = self._loop.call_later(timeout_ms / 1000.0, self._on_rebalance_timer,
@@ -306,7 +307,11 @@ class GroupCoordinator:
         if group is None or group.state != PREPARING_REBALANCE:
             return
         group.rebalance_timer = None
-        if group.initial_delay_until and self._loop.time() < group.initial_delay_until:
+        remaining = group.initial_delay_until - self._loop.time() if group.initial_delay_until else 0.0
+        if remaining > 0:
+            # fired a little early (clock granularity): wait out the rest, never just return,
+            # or the join phase would have no timer left and hang
+            group.rebalance_timer = self._loop.call_later(remaining, self._on_rebalance_timer, group.group_id)
             return
         if group.initial_delay_until:
             group.initial_delay_until = 0.0

@@ -176,3 +176,15 @@ def test_close_answers_parked_joins():
         assert (await parked)["error_code"] == E.COORDINATOR_NOT_AVAILABLE
     run(scenario())
 
+
+
+def test_initial_delay_longer_than_rebalance_timeout_still_completes():
+    """Found by fuzzing: a first join whose rebalance timeout is shorter than the initial
+    rebalance delay must still complete (it used to park forever)."""
+    async def scenario():
+        c = coordinator(initial_rebalance_delay_ms=100)
+        resp = await join(c, instance="static-1", rebalance_ms=97)
+        assert resp["error_code"] == E.NONE and resp["generation_id"] == 1
+        dynamic = await join_with_id(c, group="other", rebalance_ms=10)
+        assert dynamic["error_code"] == E.NONE
+    run(scenario())
