@@ -36,6 +36,8 @@ class Segment(Protocol):
 
     def read(self, pos: int, n: int) -> bytes: ...
 
+    def next_data(self, pos: int) -> int | None: ...
+
     def flush(self, start: int = 0, end: int | None = None) -> None: ...
 
     def close(self) -> None: ...
@@ -95,6 +97,15 @@ class MmapSegment:
 
     def read(self, pos: int, n: int) -> bytes:
         return self.buf[pos:pos + n]
+
+    def next_data(self, pos: int) -> int | None:
+        """The first offset >= pos that is not in a hole of the sparse file (None: all holes)."""
+        try:
+            return os.lseek(self._fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return None
+            return pos  # SEEK_DATA unsupported: assume data
 
     def flush(self, start: int = 0, end: int | None = None) -> None:
         # fdatasync writes back the pages dirtied through the shared mapping too (Linux tracks
@@ -191,6 +202,9 @@ class MemorySegment:
 
     def read(self, pos: int, n: int) -> bytes:
         return bytes(self.buf[pos:pos + n])
+
+    def next_data(self, pos: int) -> int | None:
+        return pos if pos < self.size else None
 
     def flush(self, start: int = 0, end: int | None = None) -> None:
         end = self.size if end is None else end

@@ -88,6 +88,10 @@ class MappedFile:
         step = len(_ZERO_CHUNK)
         p = pos
         while p < self.file_size:
+            nxt = self.segment.next_data(p)  # holes of a sparse segment read as zero: skip them
+            if nxt is None or nxt >= self.file_size:
+                break
+            p = max(p, nxt)
             n = min(step, self.file_size - p)
             if buf[p:p + n] != _ZERO_CHUNK[:n]:
                 self.segment.write(p, _ZERO_CHUNK[:n])
