@@ -137,6 +137,8 @@ class ScheduleMessageService:
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
         self.offsets.load()
+        if self.store.config.broker_role == "SLAVE":
+            return  # only a master delivers; a slave's copy arrives by replication
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="schedule-deliver", daemon=True)
         self._thread.start()

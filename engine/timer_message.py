@@ -243,6 +243,8 @@ class TimerMessageStore:
         self.timer_log = TimerLog(os.path.join(self.dir, "timerlog"))
         if self.checkpoint.read_time_ms < 0:
             self.checkpoint.read_time_ms = self._step(int(time.time() * 1000))
+        if self.store.config.broker_role == "SLAVE":
+            return  # only a master delivers; a slave's copy arrives by replication
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="timer-wheel", daemon=True)
         self._thread.start()
