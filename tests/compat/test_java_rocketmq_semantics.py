@@ -1,6 +1,7 @@
 """Transactions and orderly consumption through the stock Apache RocketMQ Java client (4.9.x and
-5.x, remoting): TransactionMQProducer commit / rollback / unknown -> check-back commit, check-back
-exhaustion -> rollback, and MessageListenerOrderly with a group that changes mid-stream.
+5.x, remoting; JSON and ROCKETMQ headers): TransactionMQProducer commit / rollback / unknown ->
+check-back commit, check-back exhaustion -> rollback, and MessageListenerOrderly with a group
+that changes mid-stream.
 
 The node runs with short transaction intervals (timeout 1 s, a check round every 500 ms, at most
 2 check-backs) so the check-back paths finish in seconds."""
@@ -17,6 +18,7 @@ from tests.gateway_native.helpers import wait_until
 from tests.support.node import RunningNode
 
 CLIENTS = ["4.9", "5.x"]
+SERIALIZATIONS = ["JSON", "ROCKETMQ"]
 SCENARIOS = ["transaction", "transaction-exhaustion", "push-orderly", "push-orderly-rebalance"]
 MIN_CHECKS = {"transaction": 6, "transaction-exhaustion": 3, "push-orderly": 3, "push-orderly-rebalance": 2}
 SETTINGS = {"transactionTimeOut": 1000, "transactionCheckInterval": 500, "transactionCheckMax": 2}
@@ -33,22 +35,24 @@ def semantics_node(tmp_path_factory):
 @pytest.fixture(scope="module")
 def runs(semantics_node, tmp_path_factory):
     java_runner.build(java_runner.ROCKETMQ_DIR)
-    cache: dict[str, java_runner.RunResult] = {}
+    cache: dict[tuple[str, str], java_runner.RunResult] = {}
 
-    def get(client: str) -> java_runner.RunResult:
-        if client not in cache:
-            work = tmp_path_factory.mktemp(f"rocketmq-sem-{client}")
-            cache[client] = java_runner.run(
-                java_runner.rocketmq_command(client, semantics_node.namesrv_addr, "JSON", SCENARIOS, work), timeout=420)
-        return cache[client]
+    def get(client: str, serialize: str = "JSON") -> java_runner.RunResult:
+        if (client, serialize) not in cache:
+            work = tmp_path_factory.mktemp(f"rocketmq-sem-{client}-{serialize}")
+            cache[(client, serialize)] = java_runner.run(
+                java_runner.rocketmq_command(client, semantics_node.namesrv_addr, serialize, SCENARIOS, work), timeout=420)
+        return cache[(client, serialize)]
 
     return get
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("serialize", SERIALIZATIONS)
 @pytest.mark.parametrize("client", CLIENTS)
-def test_rocketmq_java_client_semantics(runs, client, scenario):
-    result = runs(client)
+def test_rocketmq_java_client_semantics(runs, client, serialize, scenario):
+    result = runs(client, serialize)
+    result.assert_passed("setup")  # the client really used the requested header serialization
     result.assert_passed(scenario, MIN_CHECKS[scenario])
 
 
