@@ -74,7 +74,7 @@ def table(title: str, columns: dict[str, list[dict]], errors: dict[str, str] | N
 
 # what the pytest drivers run; the runner has more (delays, retries, DLQ) that need a node
 # configured with short delay levels
-ROCKETMQ_SCENARIOS = ("producer-sync,producer-async,query-message,push-tags,push-sql,push-broadcast,"
+ROCKETMQ_SCENARIOS = ("producer-sync,producer-async,producer-batch,query-message,push-tags,push-sql,push-broadcast,"
                       "lite-pull-subscribe,lite-pull-assign,push-orderly,transaction")
 # short transaction check-back intervals, as the pytest drivers use
 ROCKAFKA_SETTINGS = {"transactionTimeOut": 1000, "transactionCheckInterval": 500}

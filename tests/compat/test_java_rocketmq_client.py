@@ -18,10 +18,10 @@ from tests.compat import java_runner
 
 CLIENTS = ["4.9", "5.x"]
 SERIALIZATIONS = ["JSON", "ROCKETMQ"]
-SCENARIOS = ["producer-sync", "producer-async", "query-message", "push-tags", "push-sql", "push-broadcast",
+SCENARIOS = ["producer-sync", "producer-async", "producer-batch", "query-message", "push-tags", "push-sql", "push-broadcast",
              "lite-pull-subscribe", "lite-pull-assign", "push-orderly"]
 # the fewest checks each scenario reports when it runs to completion
-MIN_CHECKS = {"producer-sync": 7, "producer-async": 5, "query-message": 11, "push-tags": 3, "push-sql": 5,
+MIN_CHECKS = {"producer-sync": 7, "producer-async": 5, "producer-batch": 6, "query-message": 11, "push-tags": 3, "push-sql": 5,
               "push-broadcast": 6, "lite-pull-subscribe": 5, "lite-pull-assign": 6,
               "push-orderly": 3}
 
