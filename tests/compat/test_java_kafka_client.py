@@ -14,10 +14,11 @@ import pytest
 from tests.compat import java_runner
 
 SCENARIOS = ["producer", "consumer-group", "describe-cluster", "describe-topics", "list-offsets", "create-delete-topics",
-             "transactions"]
+             "transactions", "compression"]
 # the fewest checks each scenario reports when it runs to completion
 MIN_CHECKS = {"producer": 6, "consumer-group": 7, "describe-cluster": 3, "describe-topics": 7, "list-offsets": 9,
-              "create-delete-topics": 6, "transactions": 7}
+              "create-delete-topics": 6, "transactions": 7,
+              "compression": 12}
 
 pytestmark = pytest.mark.timeout(300)
 
