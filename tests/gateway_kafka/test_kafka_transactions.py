@@ -170,6 +170,9 @@ def test_transaction_timeout_aborts(make_node):
     p.flush(10)
     wait_for(lambda: "txn_completed" in node.log_tail(500_000) and "timed_out" in node.log_tail(500_000),
              timeout=30, what="the broker's timeout abort")
+    # the late producer's commit fails: the broker bumped its epoch when it aborted
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
     plain = Producer({"bootstrap.servers": bs})
     plain.produce(topic, value=b"later")
     plain.flush(10)
