@@ -205,6 +205,7 @@ class MessageStore:
         self._put_lock = threading.Lock()
         self._cq_lock = threading.RLock()
         self.confirmed_offset = 0
+        self._last_store_ts = 0
         self.checkpoint: StoreCheckpoint | None = None
         self.dispatcher: Dispatcher | None = None
         self._flush_service: FlushRealTimeService | None = None
@@ -613,6 +614,9 @@ class MessageStore:
             if qoff is None:
                 qoff = cq.max_offset
             now = _now_ms()
+            if now < self._last_store_ts:  # wall clock stepped back: keep store times ordered,
+                now = self._last_store_ts  # time search (binary) relies on it
+            self._last_store_ts = now
             for unit, tcode, count in units:
                 size = len(unit)
                 try:
