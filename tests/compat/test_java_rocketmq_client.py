@@ -2,8 +2,8 @@
 
 ``compat/rocketmq-java`` is one runner built twice, against rocketmq-client 4.9.x and 5.x; each
 build runs twice, once per remoting header serialization (JSON and ROCKETMQ, chosen by the
-client's ``rocketmq.serialize.type`` system property). That is four JVMs per module, each
-running every scenario through the node's NameServer and broker; one test per (client,
+client's ``rocketmq.serialize.type`` system property). That is four JVMs per module, run side by side,
+each running every scenario through the node's NameServer and broker; one test per (client,
 serialization, scenario) asserts that scenario's checks all passed and prints the failed checks
 with the client's exception and stack when not. The same runner passes all of these checks
 against Apache RocketMQ 5.5 (``compat/bench/peers/rocketmq_peer.py``), so a failure here is a
@@ -11,6 +11,8 @@ Rockafka incompatibility.
 """
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -30,17 +32,24 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def rocketmq_runs(node, tmp_path_factory):
-    """(client, serialization) -> RunResult, each run once, on first use."""
+    """(client, serialization) -> RunResult. The four JVMs run side by side (each is mostly
+    waiting on its clients' rebalance and poll intervals; their topics and groups are distinct),
+    started together on first use."""
     java_runner.build(java_runner.ROCKETMQ_DIR)
     runs: dict[tuple[str, str], java_runner.RunResult] = {}
 
+    def run_one(key: tuple[str, str]) -> java_runner.RunResult:
+        client, serialize = key
+        work = tmp_path_factory.mktemp(f"rocketmq-{client}-{serialize}")
+        return java_runner.run(
+            java_runner.rocketmq_command(client, node.namesrv_addr, serialize, SCENARIOS, work), timeout=420)
+
     def get(client: str, serialize: str) -> java_runner.RunResult:
-        key = (client, serialize)
-        if key not in runs:
-            work = tmp_path_factory.mktemp(f"rocketmq-{client}-{serialize}")
-            runs[key] = java_runner.run(
-                java_runner.rocketmq_command(client, node.namesrv_addr, serialize, SCENARIOS, work), timeout=420)
-        return runs[key]
+        if not runs:
+            keys = [(c, s) for c in CLIENTS for s in SERIALIZATIONS]
+            with ThreadPoolExecutor(len(keys)) as pool:
+                runs.update(zip(keys, pool.map(run_one, keys)))
+        return runs[(client, serialize)]
 
     return get
 
