@@ -94,6 +94,7 @@ final class Scenarios {
         SCENARIOS.put("delay", Scenarios::delay);
         SCENARIOS.put("retry-reconsume-later", Scenarios::retryReconsumeLater);
         SCENARIOS.put("dlq", Scenarios::deadLetters);
+        SCENARIOS.put("reset-offset", Scenarios::resetOffset);
     }
 
     static List<String> names() {
@@ -1134,6 +1135,56 @@ final class Scenarios {
         }
         report.check("dead_letters_keep_origin", wrong.isEmpty(), "wrong " + first(wrong));
         report.equal("deliveries_before_dlq", 2 * n, deliveries.get());
+    }
+
+    /**
+     * Rewind an online push consumer: after it consumed N messages the broker is asked, through
+     * the client's own MQClientAPIImpl (INVOKE_BROKER_TO_RESET_OFFSET), to reset the group to a
+     * time before them; the broker answers the offset table and pushes RESET_CONSUMER_CLIENT_OFFSET,
+     * and the consumer receives all N again.
+     */
+    private void resetOffset() throws Exception {
+        String topic = topic("reset");
+        DefaultMQProducer p = producer("reset");
+        createTopic(p, topic, 2);
+        long before = System.currentTimeMillis() - 1000;
+        int n = Math.max(2, Math.min(messages, 20));
+        sendSync(p, topic, 0, n, i -> "TagZ");
+        Collector col = new Collector(topic, i -> "TagZ");
+        String group = "C_reset_" + runId;
+        DefaultMQPushConsumer c = pushConsumer(group);
+        c.subscribe(topic, "*");
+        c.registerMessageListener(col);
+        c.start();
+        await(() -> col.received().size() >= n);
+        report.equal("first_pass", range(0, n), col.received());
+        Object factory = invoke(c.getDefaultMQPushConsumerImpl(), "getmQClientFactory");
+        Object api = invoke(factory, "getMQClientAPIImpl");
+        String brokerName = p.fetchPublishMessageQueues(topic).get(0).getBrokerName();
+        String addr = (String) invoke(factory, "findBrokerAddressInPublish", brokerName);
+        Object table = invoke(api, "invokeBrokerToResetOffset", addr, topic, group, before, true, 5000L);
+        report.check("reset_answer_parsed", table instanceof Map<?, ?> m && m.size() == 2
+                && m.values().stream().allMatch(v -> ((Number) v).longValue() == 0), "offset table " + table);
+        // the client drops the topic's queues (after its own 10 s pause), then a rebalance takes
+        // them back at the new offsets: ask for a rebalance every second instead of waiting for
+        // the client's 20 s period (a rebalance while the queues are still held changes nothing)
+        long[] nudged = {0};
+        await(() -> {
+            if (System.nanoTime() - nudged[0] > 1_000_000_000L) {
+                nudged[0] = System.nanoTime();
+                c.getDefaultMQPushConsumerImpl().doRebalance();
+            }
+            return col.counts.values().stream().filter(k -> k.get() >= 2).count() >= n;
+        });
+        List<Integer> twice = new ArrayList<>();
+        col.counts.forEach((i, k) -> {
+            if (k.get() >= 2) {
+                twice.add(i);
+            }
+        });
+        twice.sort(null);
+        report.equal("consumed_again_after_reset", new ArrayList<>(range(0, n)), twice);
+        report.check("content_intact", col.mismatches.isEmpty(), "mismatches " + first(col.mismatches));
     }
 
     /**
