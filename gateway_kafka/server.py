@@ -61,6 +61,9 @@ class KafkaSettings:
         self.auto_create_topics_enable: bool = config.extra_bool(
             "auto_create_topics_enable", config.broker.auto_create_topic_enable)
         self.socket_request_max_bytes: int = config.extra_int("socket_request_max_bytes", 100 * MiB)
+        # Kafka's connections.max.idle.ms: a connection with no request for this long is closed
+        # (clients reconnect on demand); 0 keeps connections forever.
+        self.connections_max_idle_ms: int = config.extra_int("connections_max_idle_ms", 600_000)
         self.group_min_session_timeout_ms: int = config.extra_int("group_min_session_timeout_ms", 6000)
         self.group_max_session_timeout_ms: int = config.extra_int("group_max_session_timeout_ms", 1_800_000)
         # Kafka's default is 3000 ms; a short delay keeps tests and small deployments snappy
@@ -246,14 +249,19 @@ class KafkaGateway:
 
         max_bytes = self.settings.socket_request_max_bytes
         sasl_required = bool(self.settings.sasl_mechanisms)
+        idle_s = self.settings.connections_max_idle_ms / 1000.0 if self.settings.connections_max_idle_ms > 0 else None
         registry = apis.REGISTRY
         transport = writer.transport
         peer = f"{conn.peer_host}:{conn.peer_port}"
         while not self._stopping:
             try:
-                head = await reader.readexactly(4)
+                async with asyncio.timeout(idle_s):
+                    head = await reader.readexactly(4)
             except asyncio.IncompleteReadError:
                 return  # clean close between requests
+            except TimeoutError:
+                log.info("connection_idle_closed", peer=peer, idle_ms=self.settings.connections_max_idle_ms)
+                return
             size = int.from_bytes(head, "big", signed=True)
             if size <= 0 or size > max_bytes:
                 log.warning("request_refused", peer=peer, reason="frame_size", size=size, max=max_bytes)

@@ -392,3 +392,13 @@ def test_acks0_error_closes_the_connection(node):
         raw.request(PRODUCE, 9, produce_req(unique("nowhere"), batch([b"lost"]), acks=0), expect_response=False)
         assert raw.closed_by_server()
     still_served(node.kafka_bootstrap)
+
+
+def test_idle_connections_are_closed(make_node):
+    n = make_node({"connections_max_idle_ms": 300})
+    with RawKafka(n.kafka_bootstrap) as idle:
+        assert idle.request(API_VERSIONS, 0, {})["error_code"] == 0
+        assert idle.closed_by_server(timeout=20)
+    with RawKafka(n.kafka_bootstrap) as busy:  # a connection that keeps talking stays open
+        for _ in range(5):
+            assert busy.request(API_VERSIONS, 0, {})["error_code"] == 0
