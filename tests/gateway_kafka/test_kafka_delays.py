@@ -132,3 +132,35 @@ def test_native_consumers_filter_kafka_records_by_tag(delay_node):
     assert sorted(col.bodies()) == [b"a1", b"a3", b"a5", b"a7", b"a9"]
     assert all(m.tags == "TagA" for m in col.messages)
     assert all(m.keys == [f"key{m.body[1:].decode()}", f"extra{m.body[1:].decode()}"] for m in col.messages)
+
+
+def test_a_native_consumer_retries_one_record_of_a_kafka_batch(delay_node):
+    """A record of a Kafka batch that a native listener fails is redelivered alone (the broker
+    narrows the batch unit to the record the consumer saw), with reconsumeTimes 1."""
+    import threading
+
+    node = delay_node
+    topic = _topic(node)
+    _produce(node, topic, [(b"r%d" % i, b"key%d" % i, [("n", str(i).encode())]) for i in range(5)])
+    lock = threading.Lock()
+    seen: list = []
+
+    def listener(msgs, ctx):
+        with lock:
+            seen.extend((m.body, m.reconsume_times) for m in msgs)
+        failing = any(m.body == b"r2" and m.reconsume_times == 0 for m in msgs)
+        return ConsumeStatus.RECONSUME_LATER if failing else ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(f"kr_{uuid.uuid4().hex[:6]}", node.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                     **FAST)
+    c.subscribe(topic, "*")
+    c.register_message_listener(listener)
+    c.start()
+    try:
+        wait_until(lambda: (b"r2", 1) in seen, timeout=30, what="the failed record redelivered")
+    finally:
+        c.shutdown()
+    with lock:
+        retried = [b for b, n in seen if n > 0]
+    assert retried == [b"r2"]
+    assert sorted(b for b, n in seen if n == 0) == [b"r%d" % i for i in range(5)]
