@@ -1,5 +1,5 @@
 """Admin requests for rewind and group settings: INVOKE_BROKER_TO_RESET_OFFSET (222),
-GET_ALL_CONSUMER_OFFSET (43), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
 
 Reset (RocketMQ's ``Broker2Client.resetOffset``): header topic, group, timestamp (ms; -1 = the
@@ -122,4 +122,13 @@ async def all_subscription_groups(broker: Any, conn: Connection, cmd: RemotingCo
     groups = broker.store.subscription_groups
     body = {"subscriptionGroupTable": {k: v.to_json() for k, v in groups.all().items()},
             "dataVersion": groups.data_version.to_json()}
+    return cmd.response(R.SUCCESS, body=json.dumps(body, separators=(",", ":")).encode())
+
+
+@BROKER_PROCESSORS.register(RC.GET_ALL_DELAY_OFFSET)
+async def all_delay_offsets(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """delayOffset.json as RocketMQ serves it (slaves and admin tools read delivery progress)."""
+    schedule = getattr(broker.store, "schedule", None)
+    table = dict(schedule.offsets.table) if schedule is not None else {}
+    body = {"offsetTable": {str(k): v for k, v in sorted(table.items())}}
     return cmd.response(R.SUCCESS, body=json.dumps(body, separators=(",", ":")).encode())

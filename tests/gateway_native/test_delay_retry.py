@@ -215,3 +215,24 @@ def test_delayed_messages_survive_a_broker_crash(delay_node):
     finally:
         c.shutdown()
     assert set(col.bodies()) == expected
+
+
+def test_delay_offsets_are_served_to_admin_tools(delay_node):
+    """GET_ALL_DELAY_OFFSET answers delayOffset.json: how far each delay level has delivered."""
+    import json
+
+    from gateway_native.remoting.codes import RequestCode as RC, ResponseCode as R
+
+    node = delay_node
+    topic = uniq("DO")
+    with Admin(node.namesrv_addr) as admin, Producer(uniq("pg"), node.namesrv_addr, poll_name_server_interval=1000) as p:
+        admin.create_topic(topic, 1)
+        for i in range(3):
+            p.send(Message(topic, b"x%d" % i, delay_level=1))
+        rt = admin.runtime
+
+        def level1() -> int:
+            resp = rt.call(rt.invoke(node.broker_addr, rt.request(RC.GET_ALL_DELAY_OFFSET)))
+            assert resp.code == R.SUCCESS
+            return json.loads(resp.body)["offsetTable"].get("1", 0)
+        assert wait_until(lambda: level1() >= 3, what="level 1 delivered") and level1() == 3
