@@ -2,7 +2,8 @@
 messages (delay level and TIMER_DELIVER_MS), retry after RECONSUME_LATER through
 ``%RETRY%<group>`` with growing reconsumeTimes, and dead letters in ``%DLQ%<group>`` keeping
 their origin, and an online push consumer rewound by an offset reset (the broker's
-RESET_CONSUMER_CLIENT_OFFSET parsed by the stock client). The node runs with one- and two-second delay levels so the scenarios take
+RESET_CONSUMER_CLIENT_OFFSET parsed by the stock client), and a new group starting from a
+timestamp (CONSUME_FROM_TIMESTAMP). The node runs with one- and two-second delay levels so the scenarios take
 seconds (RocketMQ's defaults only make them slower)."""
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ def delay_node(tmp_path_factory):
 
 @pytest.mark.parametrize("client", ["4.9", "5.x"])
 def test_delay_retry_dlq_and_reset_scenarios(delay_node, tmp_path, client):
+    scenarios = ["delay", "retry-reconsume-later", "dlq", "reset-offset", "consume-from-timestamp"]
     result = java_runner.run(
-        java_runner.rocketmq_command(client, delay_node.namesrv_addr, "JSON", ["delay", "retry-reconsume-later", "dlq", "reset-offset"],
-                                     tmp_path), timeout=400)
+        java_runner.rocketmq_command(client, delay_node.namesrv_addr, "JSON", scenarios, tmp_path), timeout=400)
     result.assert_passed("setup")
     result.assert_passed("delay", min_checks=4)
     result.assert_passed("retry-reconsume-later", min_checks=2)
     result.assert_passed("dlq", min_checks=4)
     result.assert_passed("reset-offset", min_checks=4)
+    result.assert_passed("consume-from-timestamp", min_checks=3)

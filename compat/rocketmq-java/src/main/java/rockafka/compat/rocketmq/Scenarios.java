@@ -95,6 +95,7 @@ final class Scenarios {
         SCENARIOS.put("retry-reconsume-later", Scenarios::retryReconsumeLater);
         SCENARIOS.put("dlq", Scenarios::deadLetters);
         SCENARIOS.put("reset-offset", Scenarios::resetOffset);
+        SCENARIOS.put("consume-from-timestamp", Scenarios::consumeFromTimestamp);
     }
 
     static List<String> names() {
@@ -1184,6 +1185,37 @@ final class Scenarios {
         });
         twice.sort(null);
         report.equal("consumed_again_after_reset", new ArrayList<>(range(0, n)), twice);
+        report.check("content_intact", col.mismatches.isEmpty(), "mismatches " + first(col.mismatches));
+    }
+
+    /**
+     * CONSUME_FROM_TIMESTAMP: a new group whose consumeTimestamp (yyyyMMddHHmmss, local time)
+     * falls between two halves of the messages starts at the second half (the broker's
+     * SEARCH_OFFSET_BY_TIMESTAMP), and receives each of those once.
+     */
+    private void consumeFromTimestamp() throws Exception {
+        String topic = topic("cft");
+        DefaultMQProducer p = producer("cft");
+        createTopic(p, topic, 2);
+        int half = Math.max(1, Math.min(messages, 20) / 2);
+        sendSync(p, topic, 0, half, i -> "TagT");
+        // the timestamp has one-second precision: start the second half in a later second
+        long boundary = (System.currentTimeMillis() / 1000 + 1) * 1000;
+        await(() -> System.currentTimeMillis() >= boundary);
+        String ts = java.time.format.DateTimeFormatter.ofPattern("yyyyMMddHHmmss")
+                .format(java.time.LocalDateTime.ofInstant(java.time.Instant.ofEpochMilli(boundary),
+                        java.time.ZoneId.systemDefault()));
+        sendSync(p, topic, half, 2 * half, i -> "TagT");
+        Collector col = new Collector(topic, i -> "TagT");
+        DefaultMQPushConsumer c = pushConsumer("C_cft_" + runId);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_TIMESTAMP);
+        c.setConsumeTimestamp(ts);
+        c.subscribe(topic, "*");
+        c.registerMessageListener(col);
+        c.start();
+        await(() -> col.received().size() >= half);
+        report.equal("starts_at_the_timestamp", range(half, 2 * half), col.received());
+        report.equal("no_duplicates", 0, col.duplicates());
         report.check("content_intact", col.mismatches.isEmpty(), "mismatches " + first(col.mismatches));
     }
 
