@@ -13,17 +13,25 @@ import time
 import uuid
 
 PRODUCE_TIMEOUT = 180.0
+CREATE_STEP = 5000  # partitions per CreateTopics / CreatePartitions request
 
 
 def create_topic(bs: str, topic: str, partitions: int, timeout: float = 180.0) -> float:
     """Create a topic and wait until its metadata lists every partition with a leader; seconds."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
     t0 = time.perf_counter()
     admin = AdminClient({"bootstrap.servers": bs})
-    fut = admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=timeout,
+    # A KRaft controller refuses a CreateTopics that needs more than 10,000 metadata records in
+    # one batch (POLICY_VIOLATION "excessively large batch"): big topics are created in steps.
+    first = min(partitions, CREATE_STEP)
+    fut = admin.create_topics([NewTopic(topic, first, 1)], request_timeout=timeout,
                               operation_timeout=timeout)[topic]
     fut.result(timeout)
+    for count in range(first + CREATE_STEP, partitions + CREATE_STEP, CREATE_STEP):
+        count = min(count, partitions)
+        admin.create_partitions([NewPartitions(topic, count)], request_timeout=timeout,
+                                operation_timeout=timeout)[topic].result(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=30).topics.get(topic)

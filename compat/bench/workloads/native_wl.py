@@ -43,6 +43,9 @@ def run(mode: str, namesrv: str, timeout: float = 300.0, **params: object) -> di
             raise NativeBenchError(f"{mode} did not finish within {timeout}s") from e
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        err = [ln for ln in proc.stderr.splitlines() if "Exception" in ln or "DESC" in ln]
+        desc = [ln.split("DESC:", 1)[1].strip() for ln in proc.stderr.splitlines() if "DESC:" in ln]
+        if desc:  # the broker's own answer (response code and remark) is the reason worth showing
+            raise NativeBenchError(f"{mode}: broker answered {desc[-1]}")
+        err = [ln for ln in proc.stderr.splitlines() if "Exception" in ln]
         raise NativeBenchError(f"{mode} exited {proc.returncode}: " + (" | ".join(err[-3:]) or proc.stderr[-500:]))
     return json.loads(lines[-1])
