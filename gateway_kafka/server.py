@@ -24,7 +24,6 @@ long-polling fetches.
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
 from collections import defaultdict
 from typing import Any
@@ -44,7 +43,6 @@ API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
 WRITE_HIGH_WATER = 4 * MiB
 _PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
-_TRAILING = re.compile(r"has (\d+) bytes after its last field")
 
 
 class KafkaSettings:
@@ -270,10 +268,8 @@ class KafkaGateway:
             try:
                 req = decode_request(frame)
             except MalformedRequestError as exc:
-                req = self._decode_ignoring_trailing_bytes(frame, exc, peer)
-                if req is None:
-                    log.warning("request_refused", peer=peer, reason="malformed", error=str(exc))
-                    return
+                log.warning("request_refused", peer=peer, reason="malformed", error=str(exc))
+                return
             except UnsupportedVersionError as exc:
                 if exc.api_key == API_VERSIONS_KEY:
                     # KIP-511: answer a too-new ApiVersions in a v0 body so the client can
@@ -310,27 +306,6 @@ class KafkaGateway:
             if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                 await writer.drain()
         # fall through: gateway stopping
-
-    @staticmethod
-    def _decode_ignoring_trailing_bytes(frame: bytes, exc: Exception, peer: str):
-        """Kafka brokers ignore bytes after a request's last field (some librdkafka versions
-        send a few, e.g. with Metadata v12); the codec is strict, so decode the frame again
-        without them. Fields are self-delimiting, so the body is the same."""
-        from gateway_kafka.protocol import MalformedRequestError, decode_request
-
-        m = _TRAILING.search(str(exc))
-        if m is None:
-            return None
-        extra = int(m.group(1))
-        if not 0 < extra < len(frame):
-            return None
-        try:
-            req = decode_request(memoryview(frame)[:len(frame) - extra])
-        except MalformedRequestError:
-            return None
-        log.debug("request_trailing_bytes_ignored", peer=peer, api_key=req.header.api_key,
-                  api_version=req.header.api_version, bytes=extra)
-        return req
 
     def _api_version_entries(self) -> list[dict]:
         return [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in apis.advertised()]
