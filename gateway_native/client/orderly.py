@@ -159,7 +159,7 @@ class OrderlyService:
     async def wait_locked(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         """Before a pull: True once the queue is locked. The first time, the caller must
         re-read the committed offset (``previously_locked`` tells)."""
-        st = self.state(mq)
+        self.state(mq)  # creates the per-queue state on first use
         if self.lock_valid(mq):
             return True
         await self.lock([mq])

@@ -19,7 +19,6 @@ marks its broker unavailable for 30/60/120/180/600 s (a failure counts as the 30
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import itertools
 import time

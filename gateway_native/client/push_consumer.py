@@ -33,7 +33,7 @@ from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import PROPERTY_RETRY_TOPIC, MessageExt
 from ..subscription import SubscriptionData
 from ..transport import ConnectionClosedError, RemotingTimeoutError
-from .consumer_base import BROADCASTING, CLUSTERING, RETRY_PREFIX, ConsumerBase, ProcessQueue
+from .consumer_base import CLUSTERING, RETRY_PREFIX, ConsumerBase, ProcessQueue
 from .message import ConsumeStatus, MessageQueue, MQClientError
 from .pull_api import PullStatus
 

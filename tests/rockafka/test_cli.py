@@ -4,7 +4,6 @@ graceful shutdown leaving no ``abort`` file."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 from tests.support.node import RunningNode, rockafka_command
 
