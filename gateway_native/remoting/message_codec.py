@@ -31,6 +31,8 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from engine.message import decode_properties, encode_properties, tags_code
+
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
@@ -79,33 +81,20 @@ class MessageDecodeError(ValueError):
 
 
 def properties_to_string(props: dict[str, str] | None) -> str:
+    """``name \\x01 value \\x02`` repeated; None values are left out (the client drops them)."""
     if not props:
         return ""
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None)
+    return encode_properties({k: v for k, v in props.items() if v is not None}).decode("utf-8")
 
 
 def string_to_properties(text: str | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    for item in text.split(PROPERTY_SEPARATOR):
-        if not item:
-            continue
-        k, sep, v = item.partition(NAME_VALUE_SEPARATOR)
-        if sep and k:
-            out[k] = v
-    return out
+    return {k: v for k, v in decode_properties(text or "").items() if k}
 
 
 def tags_hash(tags: str | None) -> int:
-    """Java ``String.hashCode`` (UTF-16 code units, 32-bit wrap), as a signed int."""
-    if not tags:
-        return 0
-    h = 0
-    data = tags.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+    """Java ``String.hashCode`` (UTF-16 code units, 32-bit wrap), as a signed int: the tags
+    code consume queues store, so it is the engine's own function."""
+    return tags_code(tags)
 
 
 # -- batch body (SEND_BATCH_MESSAGE) ------------------------------------------------------
