@@ -19,7 +19,9 @@ blocking store writes go through an executor so the event loop keeps serving rea
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import socket
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -250,8 +252,12 @@ class Broker:
 
     @property
     def advertised_ip(self) -> str:
+        """brokerIP1, else the listen address; on a wildcard listen address, this machine's
+        own address as RocketMQ picks it (clients elsewhere must be able to reach it)."""
         ip = self.broker_config.broker_ip1 or self.host
-        return "127.0.0.1" if ip in ("0.0.0.0", "", "::") else ip
+        if ip not in ("0.0.0.0", "", "::"):
+            return ip
+        return _local_address()
 
     @property
     def addr(self) -> str:
@@ -416,3 +422,12 @@ class Broker:
         if self.config.store.flush_disk_type == "ASYNC_FLUSH" and self.config.store.broker_role != "SYNC_MASTER":
             return fn(*args)
         return await self.run_blocking(fn, *args)
+
+
+@functools.lru_cache(maxsize=1)
+def _local_address() -> str:
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+    return ip
