@@ -89,6 +89,9 @@ class BrokerConfig:
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8  # TBW102's queue count, as in RocketMQ
+    # Upper bound on a topic's queue (partition) count, for both protocols. RocketMQ and Kafka
+    # set none; a bound keeps one request from creating millions of consume-queue files.
+    max_topic_queue_nums: int = 100_000
     register_broker_timeout_mills: int = 6000
     register_name_server_period: int = 30000  # ms
     transaction_time_out: int = 6000  # ms

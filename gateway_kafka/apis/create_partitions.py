@@ -14,7 +14,6 @@ from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, partition_count
 
-MAX_PARTITIONS = 100_000
 
 
 @api(key=37, min=0, max=3)
@@ -32,8 +31,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         elif count <= partition_count(tc):
             code, msg = E.INVALID_PARTITIONS, (f"topic {name!r} has {partition_count(tc)} partitions; "
                                                f"the new count {count} must be larger")
-        elif count > MAX_PARTITIONS:
-            code, msg = E.INVALID_PARTITIONS, f"at most {MAX_PARTITIONS} partitions"
+        elif count > gw.config.broker.max_topic_queue_nums:
+            code, msg = E.INVALID_PARTITIONS, f"at most {gw.config.broker.max_topic_queue_nums} partitions (maxTopicQueueNums)"
         elif assignments is not None and (len(assignments) != count - partition_count(tc) or any(
                 len(a.get("broker_ids") or []) != 1 or a["broker_ids"][0] not in node_ids for a in assignments)):
             code, msg = E.INVALID_REPLICA_ASSIGNMENT, "assignments must give one live broker per new partition"

@@ -18,7 +18,6 @@ from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, new_topic_config, topic_id, topic_name_error
 from gateway_kafka.apis._configs import SOURCE_DEFAULT, SOURCE_TOPIC, topic_defaults, validate_topic_config
 
-MAX_PARTITIONS = 100_000
 
 
 def _fail(name: str, code: int, message: str) -> dict:
@@ -55,9 +54,10 @@ def check_topic(ctx: RequestContext, t: dict) -> tuple[dict | None, int, dict[st
     else:
         if partitions == -1:
             partitions = gw.settings.num_partitions
-        if not 1 <= partitions <= MAX_PARTITIONS:
-            return _fail(name, E.INVALID_PARTITIONS, f"number of partitions must be 1..{MAX_PARTITIONS}, got "
-                         f"{t.get('num_partitions')}"), 0, {}
+        limit = gw.config.broker.max_topic_queue_nums
+        if not 1 <= partitions <= limit:
+            return _fail(name, E.INVALID_PARTITIONS, f"number of partitions must be 1..{limit} "
+                         f"(maxTopicQueueNums), got {t.get('num_partitions')}"), 0, {}
         if rf == 0 or rf < -1 or rf > len(node_ids):
             return _fail(name, E.INVALID_REPLICATION_FACTOR,
                          f"replication factor {rf} is not possible with {len(node_ids)} broker(s)"), 0, {}

@@ -31,8 +31,10 @@ async def create_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
     if topic in SYSTEM_TOPICS or topic == broker.broker_config.broker_cluster_name:
         return cmd.response(R.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
     read_q, write_q = cmd.get_int("readQueueNums", 8), cmd.get_int("writeQueueNums", 8)
-    if read_q is None or write_q is None or read_q <= 0 or write_q <= 0 or read_q > 1024 or write_q > 1024:
-        return cmd.response(R.INVALID_PARAMETER, f"queue numbers must be 1..1024, got read {read_q} write {write_q}")
+    limit = broker.broker_config.max_topic_queue_nums
+    if read_q is None or write_q is None or not 0 < read_q <= limit or not 0 < write_q <= limit:
+        return cmd.response(R.INVALID_PARAMETER,
+                            f"queue numbers must be 1..{limit} (maxTopicQueueNums), got read {read_q} write {write_q}")
     tc = TopicConfig(topic, read_queue_nums=read_q, write_queue_nums=write_q, perm=cmd.get_int("perm", 6) or 6,
                      topic_filter_type=cmd.get_str("topicFilterType") or "SINGLE_TAG",
                      topic_sys_flag=cmd.get_int("topicSysFlag", 0) or 0, order=cmd.get_bool("order"))

@@ -181,3 +181,20 @@ def test_topic_and_consume_stats_for_admin_tools(node):
         assert cs["offsetTable"][(topic, "broker-a", 1)]["brokerOffset"] == 0
     missing = rpc(node.broker_addr, RemotingCommand.request(RC.GET_TOPIC_STATS_INFO, {"topic": "NoSuchStatsTopic"}), 10)
     assert missing.code == R.TOPIC_NOT_EXIST
+
+
+def test_topic_queue_count_limit_is_maxTopicQueueNums(node):
+    """RocketMQ takes topics with thousands of queues; only an absurd count is refused, by name."""
+    import pytest
+    from gateway_native.client.message import MQBrokerError
+
+    topic = f"Wide_{uuid.uuid4().hex[:6]}"
+    with Admin(node.namesrv_addr) as admin:
+        admin.create_topic(topic, 4096)
+        route = admin.topic_route(topic)
+        assert route is not None
+        assert [q["writeQueueNums"] for q in route["queueDatas"]] == [4096]
+        with pytest.raises(MQBrokerError) as info:
+            admin.create_topic(f"TooWide_{uuid.uuid4().hex[:6]}", 200_000, wait_route=False)
+    assert info.value.code == R.INVALID_PARAMETER
+    assert "maxTopicQueueNums" in (info.value.remark or "")
