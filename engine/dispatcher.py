@@ -58,16 +58,15 @@ def unit_keys(h: UnitHeader, buf, props: dict[str, str], index_record_keys: bool
 
 def record_keys(batch: bytes) -> list[str]:
     try:
-        records = record_batch.decode_records(batch)
+        raw_keys = record_batch.record_keys(batch)
     except Exception as exc:  # a batch we cannot decode still stays readable; it is just not indexed
         log.warning("batch_keys_not_indexed", error=str(exc))
         return []
     out = []
-    for r in records:
-        key = r.key
+    for key in raw_keys:
         if key:
             try:
-                out.append(bytes(key).decode("utf-8"))
+                out.append(key.decode("utf-8"))
             except UnicodeDecodeError:
                 pass
     return out

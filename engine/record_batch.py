@@ -671,6 +671,64 @@ def decode_records(batch) -> list[Record]:
     return decode_batch(batch)[1]
 
 
+def record_keys(batch) -> list[bytes]:
+    """The non-null keys of a batch's records, in order, without building Records.
+
+    For the dispatcher's key index: each record is read only up to its key (length,
+    attributes, timestamp delta, offset delta, key) and then skipped by its length, so values
+    and headers cost nothing. Single-byte varints, the common case, are read inline.
+    Control batches carry markers, not user keys: none. Raises CorruptRecordError as
+    ``decode_records`` does.
+    """
+    header = parse_header(batch)
+    if header.is_control:
+        return []
+    if header.size > len(batch):
+        raise CorruptRecordError(
+            f"record batch length field says {header.size} bytes, buffer holds {len(batch)}"
+        )
+    data = decompress(header.compression, memoryview(batch)[HEADER_SIZE:header.size])
+    if not isinstance(data, (bytes, bytearray)):
+        data = bytes(data)
+    read = _read_varint
+    end = len(data)
+    pos = 0
+    keys: list[bytes] = []
+    for _ in range(header.records_count):
+        b = data[pos] if pos < end else 0x80
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            length, pos = read(data, pos)
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise CorruptRecordError(f"record length {length} runs past the batch end")
+        pos += 1  # attributes
+        for _field in range(2):  # timestamp delta, offset delta: skipped
+            while True:
+                if pos >= rec_end:
+                    raise CorruptRecordError("record truncated inside a varint")
+                b = data[pos]
+                pos += 1
+                if b < 0x80:
+                    break
+        b = data[pos] if pos < rec_end else 0x80
+        if b < 0x80:
+            klen, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            klen, pos = read(data, pos)
+        if klen >= 0:
+            if pos + klen > rec_end:
+                raise CorruptRecordError("record key runs past the record")
+            keys.append(bytes(data[pos:pos + klen]))
+        elif klen != -1:
+            raise CorruptRecordError(f"record key length {klen} is invalid")
+        pos = rec_end
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes left after the last of {header.records_count} records")
+    return keys
+
+
 def build_batch(records, *, base_offset: int = 0, compression: int = COMPRESSION_NONE,
                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
                 base_sequence: int = NO_SEQUENCE, is_transactional: bool = False,

@@ -300,3 +300,33 @@ def test_records_count_must_match_offset_range():
     buf[rb.RECORDS_COUNT_OFFSET:rb.RECORDS_COUNT_OFFSET + 4] = (1).to_bytes(4, "big")
     with pytest.raises(rb.CorruptRecordError, match="offset range"):
         rb.validate_batch(_reseal(buf))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=records_strategy, codec=st.sampled_from(CODECS))
+def test_record_keys_agrees_with_a_full_decode(raw, codec):
+    records = [rb.Record(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(raw)]
+    buf = rb.build_batch(records, compression=codec, base_timestamp=0)
+    assert rb.record_keys(buf) == [r.key for r in rb.decode_records(buf) if r.key is not None]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(codec=st.sampled_from(CODECS), data=st.data())
+def test_record_keys_of_mutated_batches_fail_only_with_corrupt_record_error(codec, data):
+    records = [rb.Record(i, i, b"k%d" % i, b"value-%d" % i * 20, [("h", b"v")]) for i in range(5)]
+    buf = bytearray(rb.build_batch(records, compression=codec, base_timestamp=0))
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(rb.ATTRIBUTES_OFFSET, len(buf) - 1))
+        buf[pos] = data.draw(st.integers(0, 255))
+    try:
+        keys = rb.record_keys(bytes(buf))
+    except rb.CorruptRecordError:
+        return
+    assert all(isinstance(k, bytes) for k in keys)
+
+
+def test_control_batches_have_no_record_keys():
+    marker = rb.build_control_batch(rb.CONTROL_TYPE_COMMIT, producer_id=7, producer_epoch=0)
+    assert rb.parse_header(marker).is_control
+    assert rb.decode_records(marker)[0].key is not None  # a marker's key is its control type
+    assert rb.record_keys(marker) == []
