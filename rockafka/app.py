@@ -57,6 +57,27 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     return components
 
 
+def raise_open_files_limit() -> None:
+    """Lift the soft limit on open files to the hard limit, as Go's runtime does for servers.
+
+    Every consume-queue segment is a mapped file (two descriptors with Python's mmap), so a
+    node with thousands of queues needs far more than the common soft default of 1024.
+    """
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        log.info("open_files_limit_raised", soft_before=soft, soft=target, hard=hard)
+    except (ValueError, OSError) as exc:
+        log.warning("open_files_limit_not_raised", soft=soft, hard=hard, error=str(exc))
+
+
 class Node:
     def __init__(self, config: NodeConfig):
         self.config = config
@@ -65,6 +86,7 @@ class Node:
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
+        raise_open_files_limit()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.store.start)
         self.components = build_components(self.store, self.config)

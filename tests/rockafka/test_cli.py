@@ -61,3 +61,26 @@ def test_sigterm_shuts_down_cleanly(tmp_path):
     assert node.stop() == 0
     assert not (node.data_dir / "abort").exists()
     assert (node.data_dir / "checkpoint").exists()
+
+
+def test_node_lifts_a_low_open_files_limit(tmp_path):
+    """A node with thousands of queues needs thousands of descriptors: a low soft limit is
+    lifted to the hard limit at start."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = min(512, hard)
+    node = RunningNode(tmp_path / "data")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))  # the child inherits it
+    try:
+        node.start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        limits = open(f"/proc/{node.proc.pid}/limits").read()
+        line = next(line for line in limits.splitlines() if line.startswith("Max open files"))
+        expected = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+        assert line.split()[3] == expected or hard == resource.RLIM_INFINITY
+        assert low == hard or "open_files_limit_raised" in node.log_tail(10**6)
+    finally:
+        node.stop()
