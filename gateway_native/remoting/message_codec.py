@@ -31,7 +31,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-from engine.message import decode_properties, encode_properties, tags_code
+from engine.message import MessageFormatError, decode_message, decode_properties, encode_properties, tags_code
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -73,7 +73,6 @@ PROPERTY_TRACE_SWITCH = "TRACE_ON"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
 
-_UNIT_HEAD = struct.Struct(">iiiiiqqiq")  # totalsize .. borntimestamp = 52 bytes
 
 
 class MessageDecodeError(ValueError):
@@ -214,17 +213,6 @@ class MessageExt:
         return self.properties.get(name, default)
 
 
-def _host(data: bytes, pos: int, v6: bool) -> tuple[str, bytes, int, int]:
-    if v6:
-        ipb = data[pos:pos + 16]
-        ip = socket.inet_ntop(socket.AF_INET6, ipb)
-        (port,) = struct.unpack_from(">i", data, pos + 16)
-        return f"{ip}:{port}", ipb, port, pos + 20
-    ipb = data[pos:pos + 4]
-    (port,) = struct.unpack_from(">i", data, pos + 4)
-    return f"{socket.inet_ntoa(ipb)}:{port}", ipb, port, pos + 8
-
-
 def _decompress(body: bytes, sys_flag: int) -> bytes:
     kind = sys_flag & COMPRESSION_TYPE_MASK
     if kind in (0, COMPRESSION_ZLIB):
@@ -238,49 +226,31 @@ def _decompress(body: bytes, sys_flag: int) -> bytes:
     raise MessageDecodeError(f"unknown compression type bits {kind:#x}")
 
 
+def _host_text(host: tuple[str, int]) -> str:
+    ip, port = host
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
 def decode_unit(data: bytes | memoryview, pos: int = 0, *, decompress: bool = True) -> MessageExt:
-    data = bytes(data) if isinstance(data, memoryview) else data
-    n = len(data)
-    if pos + 4 > n:
-        raise MessageDecodeError("message unit truncated before its size")
+    """A stored unit as the client sees it. The layout is parsed by the engine's codec (one
+    parser for the stored format); this adds what a client needs on top: decompressed bodies,
+    hosts as text and the offset message id."""
     try:
-        (total, magic, crc, qid, flag, qoff, phys, sysflag, born_ts) = _UNIT_HEAD.unpack_from(data, pos)
-        if total < 0 or pos + total > n:
-            raise MessageDecodeError(f"message unit of {total} bytes at {pos} runs past the buffer ({n} bytes)")
-        if magic not in (MAGIC_V1, MAGIC_V2):
-            raise MessageDecodeError(f"message unit at {pos} has an unknown magic code {magic & 0xFFFFFFFF:#x}")
-        p = pos + _UNIT_HEAD.size
-        born_host, _, _, p = _host(data, p, bool(sysflag & SYSFLAG_BORNHOST_V6))
-        (store_ts,) = struct.unpack_from(">q", data, p)
-        p += 8
-        store_host, sip, sport, p = _host(data, p, bool(sysflag & SYSFLAG_STOREHOST_V6))
-        reconsume, prep, blen = struct.unpack_from(">iqi", data, p)
-        p += 16
-        body = data[p:p + blen]
-        p += blen
-        if magic == MAGIC_V2:
-            (tlen,) = struct.unpack_from(">h", data, p)
-            p += 2
-        else:
-            tlen = data[p]
-            p += 1
-        topic = data[p:p + tlen].decode("utf-8", "replace")
-        p += tlen
-        (plen,) = struct.unpack_from(">h", data, p)
-        p += 2
-        props = string_to_properties(data[p:p + plen].decode("utf-8", "replace")) if plen > 0 else {}
-    except (struct.error, IndexError) as exc:
-        raise MessageDecodeError(f"message unit at {pos} is truncated: {exc}") from None
-    if decompress and sysflag & SYSFLAG_COMPRESSED:
+        m = decode_message(data, pos)
+    except (MessageFormatError, struct.error, IndexError) as exc:
+        raise MessageDecodeError(f"message unit at {pos} is malformed: {exc}") from None
+    body = bytes(m.body)
+    if decompress and m.sys_flag & SYSFLAG_COMPRESSED:
         try:
-            body = _decompress(body, sysflag)
+            body = _decompress(body, m.sys_flag)
         except Exception as exc:  # a corrupt body must not kill the consumer
             raise MessageDecodeError(f"cannot decompress message body at {pos}: {exc}") from None
-    return MessageExt(topic=topic, body=body, properties=props, flag=flag, queue_id=qid, queue_offset=qoff,
-                      commitlog_offset=phys, sys_flag=sysflag, born_timestamp=born_ts, born_host=born_host,
-                      store_timestamp=store_ts, store_host=store_host, reconsume_times=reconsume,
-                      prepared_transaction_offset=prep, body_crc=crc, store_size=total,
-                      offset_msg_id=create_offset_msg_id(sip, sport, phys))
+    return MessageExt(topic=m.topic, body=body, properties=m.properties, flag=m.flag, queue_id=m.queue_id,
+                      queue_offset=m.queue_offset, commitlog_offset=m.commitlog_offset, sys_flag=m.sys_flag,
+                      born_timestamp=m.born_timestamp, born_host=_host_text(m.born_host),
+                      store_timestamp=m.store_timestamp, store_host=_host_text(m.store_host),
+                      reconsume_times=m.reconsume_times, prepared_transaction_offset=m.prepared_transaction_offset,
+                      body_crc=m.body_crc, store_size=m.store_size, offset_msg_id=m.msg_id)
 
 
 def iter_units(data: bytes) -> list[tuple[int, int]]:
