@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import fcntl
 import os
 import shutil
 import signal
@@ -41,6 +40,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from maven_jars import resolve_runtime_jars  # sibling module: this folder is on sys.path
 
 HERE = Path(__file__).resolve().parent
 POM_DIR = HERE / "kafka"
@@ -60,35 +61,9 @@ def free_port() -> int:
 
 def ensure_jars(version: str = DEFAULT_KAFKA_VERSION, *, quiet: bool = True) -> Path:
     """Resolve the broker jars with Maven once; later calls only check the stamp file."""
-    stamp = LIB_DIR / f".kafka-{version}"
-    if stamp.exists():
-        return LIB_DIR
-    # Two runs may want the jars at once (benchmark and compat matrix): one resolves, the
-    # other waits and then finds the stamp.
-    lock_path = POM_DIR / "target" / "resolve.lock"  # target/ is gitignored
-    lock_path.parent.mkdir(exist_ok=True)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists():
-            return LIB_DIR
-        return _resolve(version, stamp, quiet)
-
-
-def _resolve(version: str, stamp: Path, quiet: bool) -> Path:
-    if shutil.which("mvn") is None:
-        raise KafkaPeerError("mvn not found: Maven is needed once to fetch the Kafka broker jars")
-    if LIB_DIR.exists():
-        shutil.rmtree(LIB_DIR)  # a different version or an interrupted copy: start clean
-    cmd = ["mvn", "-B", "dependency:copy-dependencies", f"-Dkafka.version={version}",
-           "-DincludeScope=runtime", f"-DoutputDirectory={LIB_DIR}"]
-    if quiet:
-        cmd.insert(1, "-q")
-    proc = subprocess.run(cmd, cwd=POM_DIR, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise KafkaPeerError(f"maven could not resolve kafka_2.13:{version}:\n"
-                             f"{(proc.stdout + proc.stderr)[-3000:]}")
-    stamp.touch()
-    return LIB_DIR
+    return resolve_runtime_jars(POM_DIR, version_property="kafka.version", version=version,
+                                stamp_name=f".kafka-{version}", what="Kafka broker (kafka_2.13)",
+                                error=KafkaPeerError, quiet=quiet)
 
 
 def new_cluster_id() -> str:

@@ -48,6 +48,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from maven_jars import resolve_runtime_jars  # sibling module: this folder is on sys.path
+
 HERE = Path(__file__).resolve().parent
 POM_DIR = HERE / "rocketmq"
 LIB_DIR = POM_DIR / "lib"
@@ -67,23 +69,9 @@ class RocketMQPeerError(RuntimeError):
 
 def ensure_jars(version: str = DEFAULT_ROCKETMQ_VERSION, *, quiet: bool = True) -> Path:
     """Resolve the server jars with Maven once; later calls only check the stamp file."""
-    stamp = LIB_DIR / f".rocketmq-{version}"
-    if stamp.exists():
-        return LIB_DIR
-    if shutil.which("mvn") is None:
-        raise RocketMQPeerError("mvn not found: Maven is needed once to fetch the RocketMQ server jars")
-    if LIB_DIR.exists():
-        shutil.rmtree(LIB_DIR)  # another version or an interrupted copy: start clean
-    cmd = ["mvn", "-B", "dependency:copy-dependencies", f"-Drocketmq.version={version}",
-           "-DincludeScope=runtime", f"-DoutputDirectory={LIB_DIR}"]
-    if quiet:
-        cmd.insert(1, "-q")
-    proc = subprocess.run(cmd, cwd=POM_DIR, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RocketMQPeerError(f"maven could not resolve rocketmq-broker:{version}:\n"
-                                f"{(proc.stdout + proc.stderr)[-3000:]}")
-    stamp.touch()
-    return LIB_DIR
+    return resolve_runtime_jars(POM_DIR, version_property="rocketmq.version", version=version,
+                                stamp_name=f".rocketmq-{version}", what="RocketMQ server (rocketmq-broker)",
+                                error=RocketMQPeerError, quiet=quiet)
 
 
 def ensure_ha_service() -> Path:
