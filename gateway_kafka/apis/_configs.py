@@ -10,7 +10,11 @@ engine); the design note lists which.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
+
+from gateway_kafka import error_codes as E
+from gateway_kafka.apis._common import blocking, find_topic
 
 # ConfigSource and ConfigType values of DescribeConfigs
 SOURCE_TOPIC = 1
@@ -160,3 +164,34 @@ def describe_broker(gw: Any, keys: list[str] | None) -> list[dict]:
                     "config_source": SOURCE_STATIC_BROKER, "is_sensitive": False, "synonyms": [],
                     "config_type": TYPE_STRING, "documentation": None})
     return out
+
+
+async def alter_topic_resources(gw: Any, body: dict, new_attributes, event: str) -> dict:
+    """The resource loop AlterConfigs and IncrementalAlterConfigs share.
+
+    ``new_attributes(topic_config, resource)`` returns (attributes, None) or (None, why);
+    ``why`` answers INVALID_CONFIG and changes nothing. Unknown topics answer
+    UNKNOWN_TOPIC_OR_PARTITION; broker configs are static here (INVALID_REQUEST);
+    ``validate_only`` validates without storing.
+    """
+    out = []
+    for r in body.get("resources") or ():
+        rtype, rname = r.get("resource_type", 0), r.get("resource_name", "")
+        code, msg = E.NONE, None
+        if rtype == TOPIC_RESOURCE:
+            tc = find_topic(gw, rname)
+            if tc is None:
+                code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {rname!r} does not exist"
+            else:
+                attrs, why = new_attributes(tc, r)
+                if why:
+                    code, msg = E.INVALID_CONFIG, why
+                elif not body.get("validate_only", False):
+                    await blocking(gw.store.topic_config.create_or_update, dataclasses.replace(tc, attributes=attrs))
+                    gw.log.info(event, topic=rname)
+        elif rtype == BROKER_RESOURCE:
+            code, msg = E.INVALID_REQUEST, "broker configs are static; set them with --set at start"
+        else:
+            code, msg = E.INVALID_REQUEST, f"resource type {rtype} is not supported"
+        out.append({"error_code": code, "error_message": msg, "resource_type": rtype, "resource_name": rname})
+    return {"throttle_time_ms": 0, "responses": out}

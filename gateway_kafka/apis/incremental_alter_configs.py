@@ -9,12 +9,8 @@ for broker resources (static here) and other types.
 
 from __future__ import annotations
 
-import dataclasses
-
-from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic
-from gateway_kafka.apis._configs import (BROKER_RESOURCE, TOPIC_CONFIGS, TOPIC_RESOURCE, TYPE_LIST, topic_defaults,
+from gateway_kafka.apis._configs import (TOPIC_CONFIGS, TYPE_LIST, alter_topic_resources, topic_defaults,
                                          validate_topic_config)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -57,24 +53,6 @@ def apply_ops(gw, attrs: dict[str, str], ops: list[dict]) -> tuple[dict[str, str
 @api(key=44, min=0, max=1)
 async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
-    out = []
-    for r in body.get("resources") or ():
-        rtype, rname = r.get("resource_type", 0), r.get("resource_name", "")
-        code, msg = E.NONE, None
-        if rtype == TOPIC_RESOURCE:
-            tc = find_topic(gw, rname)
-            if tc is None:
-                code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {rname!r} does not exist"
-            else:
-                attrs, why = apply_ops(gw, tc.attributes, r.get("configs") or [])
-                if why:
-                    code, msg = E.INVALID_CONFIG, why
-                elif not body.get("validate_only", False):
-                    await blocking(gw.store.topic_config.create_or_update, dataclasses.replace(tc, attributes=attrs))
-                    gw.log.info("topic_configs_altered", topic=rname)
-        elif rtype == BROKER_RESOURCE:
-            code, msg = E.INVALID_REQUEST, "broker configs are static; set them with --set at start"
-        else:
-            code, msg = E.INVALID_REQUEST, f"resource type {rtype} is not supported"
-        out.append({"error_code": code, "error_message": msg, "resource_type": rtype, "resource_name": rname})
-    return {"throttle_time_ms": 0, "responses": out}
+    return await alter_topic_resources(
+        gw, body, lambda tc, resource: apply_ops(gw, tc.attributes, resource.get("configs") or []),
+        "topic_configs_altered")
