@@ -55,6 +55,28 @@ def test_second_process_on_same_data_dir_is_refused(tmp_path):
         assert first.running()
 
 
+def test_a_listener_port_in_use_is_a_clear_error_and_a_clean_exit(tmp_path):
+    """Another program already holds the admin port: the node says which address is taken,
+    exits non-zero, releases the listeners it had opened and leaves the store closed cleanly."""
+    import socket
+
+    from tests.support.node import free_port
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        kafka_port = free_port()
+        out = run("serve", "--host", "127.0.0.1", "--data-dir", str(tmp_path / "data"),
+                  "--kafka-port", str(kafka_port), "--namesrv-port", "0", "--broker-port", "0",
+                  "--ha-port", "0", "--admin-port", str(busy))
+    assert out.returncode == 1
+    assert str(busy) in out.stderr and "in use" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "data" / "abort").exists()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as again:
+        again.bind(("127.0.0.1", kafka_port))  # the Kafka listener it had opened is closed
+
+
 def test_sigterm_shuts_down_cleanly(tmp_path):
     node = RunningNode(tmp_path / "data").start()
     assert (node.data_dir / "abort").exists()

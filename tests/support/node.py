@@ -9,6 +9,7 @@ the real entry point.
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
@@ -20,10 +21,50 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
+_ISSUED_PORTS: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A loopback port no other caller in this test run has been given.
+
+    Ports come from below the kernel's ephemeral range, so neither a later ``bind(0)`` nor the
+    local end of an outgoing client connection can take a port between the moment it is picked
+    and the moment the node binds it; and no port is handed out twice in one run, so the five
+    listeners of one node never collide with each other.
+    """
+    low, _ = _ephemeral_range()
+    if low > 11000:
+        rng = random.Random()
+        for _ in range(2000):
+            port = rng.randrange(10000, low)
+            if port not in _ISSUED_PORTS and _bindable(port):
+                _ISSUED_PORTS.add(port)
+                return port
+    for _ in range(2000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ISSUED_PORTS:
+            _ISSUED_PORTS.add(port)
+            return port
+    raise RuntimeError("no free loopback port found")
 
 
 def rockafka_command() -> list[str]:
@@ -37,6 +78,10 @@ class NodeStartError(RuntimeError):
     pass
 
 
+class _PortInUse(NodeStartError):
+    """The node could not bind one of its listener ports."""
+
+
 class RunningNode:
     def __init__(self, data_dir: str | os.PathLike[str], *, settings: dict[str, object] | None = None,
                  ready_timeout: float = 60.0):
@@ -44,11 +89,7 @@ class RunningNode:
         self.settings = dict(settings or {})
         self.ready_timeout = ready_timeout
         self.host = "127.0.0.1"
-        self.kafka_port = free_port()
-        self.namesrv_port = free_port()
-        self.broker_port = free_port()
-        self.ha_port = free_port()
-        self.admin_port = free_port()
+        self._pick_ports()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
         self._log_file = None
@@ -83,7 +124,34 @@ class RunningNode:
             cmd += ["--set", f"{key}={value}"]
         return cmd
 
+    def _pick_ports(self) -> None:
+        self.kafka_port = free_port()
+        self.namesrv_port = free_port()
+        self.broker_port = free_port()
+        self.ha_port = free_port()
+        self.admin_port = free_port()
+
     def start(self) -> "RunningNode":
+        """Start the node and wait for ``node_ready``.
+
+        A listener port taken by someone else is not the node's fault: on a first start the node
+        moves to fresh ports, on a restart (same ports, by design) it waits for the port and
+        tries again, a bounded number of times either way.
+        """
+        for attempt in range(6):
+            try:
+                return self._start_once()
+            except _PortInUse as exc:
+                if attempt == 5:
+                    raise NodeStartError(str(exc)) from None
+                if self.starts == 1:
+                    self._pick_ports()
+                else:
+                    time.sleep(0.5 * (attempt + 1))
+                self.starts -= 1
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> "RunningNode":
         assert self.proc is None or self.proc.poll() is not None, "node already running"
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -98,7 +166,11 @@ class RunningNode:
             if "node_ready" in text:
                 return self
             if self.proc.poll() is not None:
-                raise NodeStartError(f"rockafka exited with {self.proc.returncode}:\n{text[-4000:]}")
+                self._wait(5)
+                message = f"rockafka exited with {self.proc.returncode}:\n{text[-4000:]}"
+                if "address already in use" in text:
+                    raise _PortInUse(message)
+                raise NodeStartError(message)
             time.sleep(0.05)
         self.kill()
         raise NodeStartError(f"rockafka not ready after {self.ready_timeout}s:\n{self.log_tail()}")

@@ -178,6 +178,8 @@ class KafkaPeer:
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="kafka-peer-"))
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
+        while self.controller_port == self.port:  # two bind(0) calls may return one port
+            self.controller_port = free_port()
         self.overrides = dict(overrides or {})
         self.version = version
         self.heap = heap
