@@ -36,7 +36,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.path = os.path.join(root, topic, str(queue_id))
-        self.mfq = MappedFileQueue(fio, self.path, file_size)
+        self.mfq = MappedFileQueue(fio, self.path, file_size, random_access=True)
         self.file_size = self.mfq.file_size
         self.min_logic_offset = 0  # in unit-space bytes
         self.max_physic_offset = -1  # commitlog offset after the last unit's message

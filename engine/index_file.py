@@ -63,7 +63,7 @@ class IndexFile:
         self.slot_num = slot_num
         self.index_num = index_num
         self.size = HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
-        self.segment = fio.open_segment(path, self.size)
+        self.segment = fio.open_segment(path, self.size, random_access=True)  # hash slots: random pages
         self._fio = fio
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
          self.hash_slot_count, self.index_count) = _HEADER.unpack_from(self.segment.buf, 0)

@@ -60,7 +60,7 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
 def raise_open_files_limit() -> None:
     """Lift the soft limit on open files to the hard limit, as Go's runtime does for servers.
 
-    Every consume-queue segment is a mapped file (two descriptors with Python's mmap), so a
+    Every consume-queue segment is a mapped file holding one descriptor, so a
     node with thousands of queues needs far more than the common soft default of 1024.
     """
     try:

@@ -167,3 +167,43 @@ def stamp_at(bootstrap: str, topic: str, offset: int) -> int:
         raise AssertionError("record not fetched")
     finally:
         c.close()
+
+
+def test_thousands_of_partitions_within_a_tight_descriptor_limit(tmp_path):
+    """Every partition is a consume queue with its own mapped file, and each open mapped file
+    holds one descriptor: 2,000 partitions written and read back by a node allowed 2,600 open
+    files (descriptors for the commitlog, index, sockets and Python itself included)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.support.node import RunningNode
+
+    partitions = 2000
+    node = RunningNode(tmp_path / "data")
+    base_args = node.args
+    node.args = lambda: ["sh", "-c", 'ulimit -n 2600 && exec "$@"', "sh"] + base_args()  # type: ignore[method-assign]
+    with node:
+        admin = AdminClient({"bootstrap.servers": node.kafka_bootstrap})
+        admin.create_topics([NewTopic("wide", partitions, 1)])["wide"].result(30)
+        producer = Producer({"bootstrap.servers": node.kafka_bootstrap, "linger.ms": 20})
+        failures: list[str] = []
+        for p in range(partitions):
+            producer.produce("wide", f"v{p}".encode(), partition=p,
+                             on_delivery=lambda err, msg: err and failures.append(str(err)))
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        assert failures == []
+        consumer = Consumer({"bootstrap.servers": node.kafka_bootstrap, "group.id": "wide-reader",
+                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("wide", p, 0) for p in range(partitions)])
+            seen: dict[int, bytes] = {}
+            deadline = time.monotonic() + 60
+            while len(seen) < partitions and time.monotonic() < deadline:
+                for m in consumer.consume(500, 1.0):
+                    if m.error() is None:
+                        seen[m.partition()] = m.value()
+        finally:
+            consumer.close()
+        assert seen == {p: f"v{p}".encode() for p in range(partitions)}
+        assert "Too many open files" not in node.log_tail(10**6)
