@@ -54,7 +54,7 @@ from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
 from .schedule_message import ScheduleMessageService
 from .subscription_group import SubscriptionGroupManager
 from .timer_message import TIMER_PROPERTIES, TimerMessageError, TimerMessageStore
-from .topic_config import TopicConfigManager
+from .topic_config import TOPIC_RETENTION_MS, TopicConfigManager
 
 log = structlog.get_logger("rockafka.engine.store")
 
@@ -962,7 +962,48 @@ class MessageStore:
             log.info("commitlog_segments_deleted", count=len(deleted), first=deleted[0].path,
                      new_min_offset=self.commitlog.min_offset, disk_used_percent=round(ratio, 1))
         self.correct_min_offsets()
+        self.apply_topic_retention(now_ms)
         return len(deleted)
+
+    def apply_topic_retention(self, now_ms: float | None = None) -> int:
+        """Per-topic time retention: a topic whose attributes set ``retention.ms`` (the Kafka
+        config of that name, >= 0) stops serving records stored longer ago than that.
+
+        The commitlog is shared by every topic, so nothing is deleted here: each queue's min
+        (log start) offset moves to its first record stored at or after now - retention.ms, as
+        DeleteRecords does, and the commitlog space goes with the store-wide retention. Returns
+        the number of queues whose start moved.
+        """
+        now = time.time() * 1000 if now_ms is None else now_ms
+        retention_of: dict[str, int] = {}
+        for topic, tc in list(self.topic_config.all().items()):
+            try:
+                retention = int(tc.attributes.get(TOPIC_RETENTION_MS, -1))
+            except ValueError:
+                continue
+            if retention >= 0:
+                retention_of[topic] = retention
+        moved: dict[str, int] = {}
+        if not retention_of:
+            return 0
+        for (topic, queue_id), cq in list(self._cqs.items()):
+            retention = retention_of.get(topic)
+            if retention is None or cq.min_offset >= cq.max_offset:
+                continue
+            target = self.get_offset_in_queue_by_time(topic, queue_id, int(now - retention))
+            if target <= cq.min_offset:
+                continue
+            with self._put_lock:
+                cq.raise_min_offset(min(target, cq.max_offset))
+                moved[f"{topic}@{queue_id}"] = cq.min_offset
+        if moved:
+            with self.min_offsets.lock:
+                for key, low in moved.items():
+                    self.min_offsets.table[key] = max(low, self.min_offsets.table.get(key, 0))
+                self.min_offsets.persist()
+            log.info("topic_retention_applied", queues=len(moved),
+                     topics=sorted({k.rsplit("@", 1)[0] for k in moved}))
+        return len(moved)
 
     def correct_min_offsets(self) -> None:
         cl_min = self.commitlog.min_offset

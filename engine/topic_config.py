@@ -19,6 +19,11 @@ PERM_WRITE = 0x2
 PERM_INHERIT = 0x1
 
 
+# Topic attribute read by the engine: time retention of one topic, in ms (the Kafka config of
+# the same name; -1 or absent: only the store-wide fileReservedTime applies).
+TOPIC_RETENTION_MS = "retention.ms"
+
+
 @dataclass
 class TopicConfig:
     topic_name: str

@@ -3,9 +3,9 @@
 Topic configs set by clients are kept in ``TopicConfig.attributes`` under their Kafka names;
 a config not set there reports its default (derived from the engine's settings where one
 exists, e.g. retention.ms from fileReservedTime). Only the names below are accepted — an
-unknown name is INVALID_CONFIG, as Kafka answers — and values are type-checked. Most of them
-are recorded and reported rather than enforced per topic (retention is store-wide in the
-engine); the design note lists which.
+unknown name is INVALID_CONFIG, as Kafka answers — and values are type-checked. retention.ms
+is enforced by the engine's retention pass (``MessageStore.apply_topic_retention``); most others
+are recorded and reported only; the design note lists which.
 """
 
 from __future__ import annotations

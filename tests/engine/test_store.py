@@ -195,6 +195,27 @@ def test_offset_by_time_and_earliest_time(make_store):
     assert store.get_earliest_message_time("Empty", 0) == -1
 
 
+def test_topic_retention_ms_moves_the_start_of_that_topic_only(make_store):
+    """A topic with the ``retention.ms`` attribute stops serving what was stored longer ago; a
+    topic without it keeps everything; the new start survives a restart."""
+    from engine.topic_config import TopicConfig
+
+    store = make_store()
+    store.topic_config.create_or_update(TopicConfig("Short", 1, 1, attributes={"retention.ms": "60000"}))
+    store.topic_config.create_or_update(TopicConfig("Long", 1, 1))
+    stamps = [store.put_message(Message(t, b"%d" % i, queue_id=0)).store_timestamp
+              for i in range(6) for t in ("Short", "Long")]
+    assert store.apply_topic_retention(now_ms=stamps[0] + 30_000) == 0  # nothing older than 60 s yet
+    assert store.apply_topic_retention(now_ms=stamps[-1] + 60_001) == 1
+    assert store.get_min_offset_in_queue("Short", 0) == 6  # every record is past retention
+    assert store.get_min_offset_in_queue("Long", 0) == 0
+    assert store.get_message("g", "Short", 0, 0, 10).status.name == "OFFSET_TOO_SMALL"
+    store.shutdown()
+    again = make_store()
+    assert again.get_min_offset_in_queue("Short", 0) == 6 and again.get_max_offset_in_queue("Short", 0) == 6
+    assert again.get_min_offset_in_queue("Long", 0) == 0
+
+
 def test_delete_records_raises_low_watermark_and_persists(make_store):
     store = make_store()
     for i in range(10):

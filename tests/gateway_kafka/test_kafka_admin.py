@@ -138,6 +138,49 @@ def test_delete_records_moves_log_start(node):
     assert [g[1] for g in got] == [4, 5, 6, 7, 8, 9]
 
 
+def test_topic_retention_ms_is_enforced(make_node):
+    """retention.ms set per topic (at creation, or later with IncrementalAlterConfigs) makes
+    older records unreadable: the log start moves past them, consumers from the beginning
+    start after them; a topic without it keeps everything."""
+    import time
+
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    node = make_node({"cleanResourceInterval": 300})
+    bs = node.kafka_bootstrap
+    admin = confluent_admin(bs)
+    short, later, kept = unique("ret-short"), unique("ret-later"), unique("ret-kept")
+    admin.create_topics([NewTopic(short, 1, 1, config={"retention.ms": "2000"}),
+                         NewTopic(later, 1, 1), NewTopic(kept, 1, 1)])[short].result(20)
+    wait_for(lambda: all(t in admin.list_topics(timeout=10).topics for t in (later, kept)))
+    for topic in (short, later, kept):
+        produce("confluent-kafka", bs, topic, [(None, b"old%d" % i, []) for i in range(5)])
+    time.sleep(2.5)  # the old records are now older than 2 s
+    for topic in (short, later, kept):
+        produce("confluent-kafka", bs, topic, [(None, b"new%d" % i, []) for i in range(3)])
+    res = ConfigResource("topic", later, incremental_configs=[
+        ConfigEntry("retention.ms", "2000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(20)
+
+    def log_start(topic: str) -> int:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        return low
+
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": unique("ret-g")})
+    try:
+        wait_for(lambda: log_start(short) == 5 and log_start(later) == 5, timeout=20,
+                 what="log start past the expired records")
+        assert log_start(kept) == 0
+    finally:
+        consumer.close()
+    assert [(off, value) for _, off, _, value, _ in consume("kafka-python", bs, short, 3)] == [
+        (5, b"new0"), (6, b"new1"), (7, b"new2")]
+    assert len(consume("kafka-python", bs, kept, 8)) == 8
+
+
 def test_kcat_produce_consume_and_list(node):
     assert shutil.which("kcat"), "kcat is missing: run deploy/dev/install-test-deps.sh"
     bs = node.kafka_bootstrap
