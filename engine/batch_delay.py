@@ -17,9 +17,13 @@ turns the feature and its cost off). A batch that has delayed records is split:
   with DELAY or TIMER_DELIVER_MS instead of its delay header, staged by the store like any
   delayed message; when due it is appended to the same partition, gets its offset there and
   Kafka consumers read it as a one-record batch (the delay header is gone, the others remain);
-- the other records are re-encoded (uncompressed, offsets renumbered, producer id / epoch /
-  sequence kept) into one batch stored as usual; the result's queue offset is that batch's
-  base offset, or -1 when every record was delayed (the records have no offset yet).
+- the batch's offsets are kept: each run of undelayed records is re-encoded (uncompressed,
+  offset deltas from 0, producer id / epoch kept, base sequence advanced to the run's first
+  record) as its own batch, and each delayed record's offset holds a placeholder, a control
+  batch with one COMMIT marker of no producer (``placeholder_batch``), which Kafka consumers
+  skip like transaction markers and native consumers expand to nothing. All of them are stored
+  together (``MessageStore.put_record_batches``), so the producer's base offset + index is
+  right for every undelayed record; a delayed record's delivery report names its placeholder.
 
 Transactional and control batches are never split (their records must stay together).
 Invalid header values (not digits) leave the record undelayed, with the header kept, so a
@@ -82,35 +86,61 @@ def _to_message(topic: str, queue_id: int, record: rb.Record, header: rb.BatchHe
 
 def put_split_batch(store: Any, topic: str, queue_id: int, batch: bytes, *, born_host: Any = None,
                     store_host: Any = None, properties: dict | None = None) -> Any:
-    """Stage the delayed records, store the rest as one batch; returns a PutMessageResult."""
+    """Stage the delayed records; store the batch's offsets as runs of undelayed records and one
+    placeholder per delayed record, so every record keeps the offset its producer computes.
+    Returns a PutMessageResult whose queue offset is the batch's base offset."""
     try:
         header, records = rb.decode_batch(batch)
     except (ValueError, rb.CorruptRecordError) as exc:
         return store._refuse(store_status("MESSAGE_ILLEGAL"), f"invalid record batch: {exc}")
-    delayed, immediate = [], []
-    for rec in records:
-        d = _delay_of(rec)
-        (delayed if d else immediate).append((rec, d))
-    if not delayed:
+    delays = [_delay_of(rec) for rec in records]
+    if not any(delays):
         return store.put_record_batch(topic, queue_id, batch, born_host=born_host, store_host=store_host,
                                       properties=properties, delay_headers=False)
-    staged = 0
-    for rec, d in delayed:
-        res = store.put_message(_to_message(topic, queue_id, rec, header, d, born_host, store_host))
-        if not res.stored:
-            return res
-        staged += 1
-    if not immediate:
-        from .store import PutMessageResult, PutMessageStatus
+    for rec, d in zip(records, delays):
+        if d:
+            res = store.put_message(_to_message(topic, queue_id, rec, header, d, born_host, store_host))
+            if not res.stored:
+                return res
+    parts: list[bytes] = []
+    run: list[int] = []
 
-        return PutMessageResult(status=PutMessageStatus.PUT_OK, queue_offset=-1, record_count=0)
-    renumbered = [rb.Record(i, rec.timestamp_delta, rec.key, rec.value, rec.headers, rec.attributes)
-                  for i, (rec, _d) in enumerate(immediate)]
-    rest = rb.build_batch(renumbered, base_timestamp=header.base_timestamp, producer_id=header.producer_id,
-                          producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+    def close_run() -> None:
+        if run:
+            parts.append(_sub_batch(header, [records[i] for i in run], run[0]))
+            run.clear()
+
+    for i, d in enumerate(delays):
+        if d:
+            close_run()
+            parts.append(placeholder_batch(records[i].absolute_timestamp(header)))
+        else:
+            run.append(i)
+    close_run()
+    return store.put_record_batches(topic, queue_id, parts, born_host=born_host, store_host=store_host,
+                                    properties=properties)
+
+
+def placeholder_batch(timestamp: int) -> bytes:
+    """What stands at a delayed record's offset: a control batch holding one COMMIT marker of no
+    producer. Kafka consumers skip control batches (as they skip transaction markers), native
+    consumers expand them to nothing; the record itself appears at a later offset when due."""
+    return rb.build_control_batch(rb.CONTROL_TYPE_COMMIT, producer_id=rb.NO_PRODUCER_ID,
+                                  producer_epoch=rb.NO_PRODUCER_EPOCH, timestamp=timestamp)
+
+
+def _sub_batch(header: rb.BatchHeader, records: list[rb.Record], first_index: int) -> bytes:
+    """Records ``first_index``.. of a batch as their own uncompressed batch, offset deltas from 0
+    and the sequence number the first of them had (so idempotence state rebuilt from the log
+    matches what the producer sent)."""
+    renumbered = [rb.Record(i, r.timestamp_delta, r.key, r.value, r.headers, r.attributes)
+                  for i, r in enumerate(records)]
+    seq = header.base_sequence
+    if seq >= 0:
+        seq = (seq + first_index) % (1 << 31)  # sequences wrap at Int32.MAX_VALUE, as Kafka's
+    return rb.build_batch(renumbered, base_timestamp=header.base_timestamp, producer_id=header.producer_id,
+                          producer_epoch=header.producer_epoch, base_sequence=seq,
                           timestamp_type=header.timestamp_type, partition_leader_epoch=header.partition_leader_epoch)
-    return store.put_record_batch(topic, queue_id, rest, born_host=born_host, store_host=store_host,
-                                  properties=properties, delay_headers=False)
 
 
 def store_status(name: str) -> Any:

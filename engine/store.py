@@ -576,16 +576,42 @@ class MessageStore:
         if delay_headers and self.config.kafka_delay_headers_enable and batch_delay.may_have_delay_headers(batch, header):
             return batch_delay.put_split_batch(self, topic, queue_id, batch, born_host=born_host,
                                                store_host=store_host, properties=properties)
+        unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties)
+        if refused:
+            return refused
+        return self._append(topic, queue_id, [unit], wait=True, batch=True)
+
+    def put_record_batches(self, topic: str, queue_id: int, batches: list[bytes], *, born_host=None,
+                           store_host=None, properties: dict | None = None) -> PutMessageResult:
+        """Store several record batches at consecutive offsets of one queue, all or none (one
+        unit each; no delay-header split). The result's queue offset is the first batch's."""
+        refused = self._check_writable()
+        if refused:
+            return refused
+        units = []
+        for batch in batches:
+            try:
+                header = record_batch.validate_batch(batch)
+            except (ValueError, struct.error) as exc:
+                return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
+            unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties)
+            if refused:
+                return refused
+            units.append(unit)
+        return self._append(topic, queue_id, units, wait=True, batch=True)
+
+    def _batch_unit(self, topic: str, queue_id: int, batch, header, born_host, store_host,
+                    properties: dict | None) -> tuple[tuple[bytearray, int, int] | None, PutMessageResult | None]:
         count = header.last_offset_delta + 1
         if count <= 0:
-            return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"record batch has lastOffsetDelta {header.last_offset_delta}")
+            return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
+                                      f"record batch has lastOffsetDelta {header.last_offset_delta}")
         msg = Message(topic=topic, body=batch, properties=properties, queue_id=queue_id, born_host=born_host,
                       store_host=store_host, born_timestamp=header.max_timestamp if header.max_timestamp > 0 else None)
         unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG, crc=0)  # BODYCRC set once offsets are known
         if refused:
-            return refused
-        tcode = tags_code((properties or {}).get(PROPERTY_TAGS))
-        return self._append(topic, queue_id, [(unit, tcode, count)], wait=True, batch=True)
+            return None, refused
+        return (unit, tags_code((properties or {}).get(PROPERTY_TAGS)), count), None
 
     @staticmethod
     def _wants_wait(msg: Message) -> bool:
@@ -617,7 +643,7 @@ class MessageStore:
             if now < self._last_store_ts:  # wall clock stepped back: keep store times ordered,
                 now = self._last_store_ts  # time search (binary) relies on it
             self._last_store_ts = now
-            for unit, tcode, count in units:
+            for n, (unit, tcode, count) in enumerate(units):
                 size = len(unit)
                 try:
                     f = cl.segment_for(size)
@@ -626,7 +652,7 @@ class MessageStore:
                                         f"cannot create commitlog segment in {cl.mfq.store_path}: {exc.strerror or exc}")
                 phy = f.file_from_offset + f.wrote_position
                 patch_unit(unit, qoff, phy, now)
-                if batch and qoff != guess:
+                if batch and (n or qoff != guess):  # only the first was patched ahead, with a guess
                     body_pos = _body_pos(unit)
                     record_batch.set_base_offset(memoryview(unit)[body_pos:], qoff)
                     _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
