@@ -1,16 +1,20 @@
 """Admin HTTP listener: a JSON API, Prometheus ``/metrics`` and a dashboard page.
 
-It reads the engine through the same facade the gateways use and never writes to the store,
-so a slow or broken HTTP client cannot affect producers or consumers. Every store call runs in
-the default executor: listing thousands of queues is not done on the event loop.
+It reads the engine through the same facade the gateways use and never writes to the store
+itself, so a slow or broken HTTP client cannot affect producers or consumers. Every store call
+runs in the default executor: listing thousands of queues is not done on the event loop. The one
+write, resending a dead letter, goes through the node's own NameServer and broker with the
+Python SDK, exactly as ``rockafka admin dlq resend`` does.
 
-Routes (all GET):
+Routes (GET unless marked):
 - ``/`` dashboard (static HTML that renders the JSON below)
 - ``/api/health``
 - ``/api/topics`` and ``/api/topics/{topic}``: queues with min/max offsets and message counts
 - ``/api/groups`` and ``/api/groups/{group}``: committed offsets and lag per queue
 - ``/api/messages?topic=T&key=K`` (query by key, newest first) and ``/api/messages/{msg_id}``
 - ``/api/dlq/{group}?offset=N&max=M``: browse the group's dead-letter queue
+- POST ``/api/dlq/{group}/resend`` with ``{"msg_id": ID}``: send that dead letter back to
+  ``%RETRY%<group>`` (reconsume count 0), so the group consumes it again under its original topic
 - ``/metrics``: Prometheus text exposition
 Unknown topics, groups and message ids answer 404 with ``{"error": ...}``; bad parameters 400.
 """
@@ -20,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 from aiohttp import web
@@ -191,9 +195,11 @@ class AdminHttp:
 
     name = "admin"
 
-    def __init__(self, store: MessageStore, config: NodeConfig):
+    def __init__(self, store: MessageStore, config: NodeConfig,
+                 namesrv_resolver: Callable[[], str] | None = None):
         self.state = AdminState(store)
         self.config = config
+        self.namesrv_resolver = namesrv_resolver
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
 
@@ -212,6 +218,7 @@ class AdminHttp:
         r.add_get("/api/messages", self.query_messages)
         r.add_get("/api/messages/{msg_id}", self.message)
         r.add_get("/api/dlq/{group}", self.dlq)
+        r.add_post("/api/dlq/{group}/resend", self.dlq_resend)
         r.add_get("/metrics", self.metrics)
         return app
 
@@ -276,6 +283,33 @@ class AdminHttp:
         max_msgs = _int_param(request, "max", 32, 1, 1000)
         return web.json_response(await self._call(self.state.dlq, group, offset, max_msgs))
 
+    async def dlq_resend(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        try:
+            doc = await request.json()
+        except ValueError:
+            return web.json_response({"error": "the body must be JSON: {\"msg_id\": \"...\"}"}, status=400)
+        msg_id = doc.get("msg_id") if isinstance(doc, dict) else None
+        if not isinstance(msg_id, str) or not msg_id:
+            return web.json_response({"error": "msg_id (a message id string) is required"}, status=400)
+        if self.namesrv_resolver is None:
+            return web.json_response({"error": "resend needs the node's NameServer"}, status=503)
+        from gateway_native.client import Admin, MQClientError
+
+        def resend() -> dict[str, Any]:
+            with Admin(self.namesrv_resolver(), timeout_ms=10_000) as admin:
+                m = admin.resend_dlq_message(group, msg_id)
+            return {"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": "%RETRY%" + group,
+                    "originTopic": m.properties.get("RETRY_TOPIC")}
+
+        try:
+            result = await self._call(resend)
+        except MQClientError as exc:
+            status = 404 if "is not in %DLQ%" in str(exc) else 502
+            return web.json_response({"error": str(exc)}, status=status)
+        log.info("dlq_resent", group=group, msg_id=msg_id, origin_topic=result["originTopic"])
+        return web.json_response(result)
+
     async def metrics(self, request: web.Request) -> web.Response:
         text = await self._call(self.state.metrics)
         return web.Response(text=text, content_type="text/plain", charset="utf-8",
@@ -298,7 +332,8 @@ th{background:#f3f3f3} .num{text-align:right} h1{margin-top:0}
 <h2>Topics</h2><table id="topics"><thead><tr><th>topic</th><th>queues</th><th class="num">messages</th></tr></thead><tbody></tbody></table>
 <h2>Consumer groups</h2><table id="groups"><thead><tr><th>group</th><th>queues</th><th class="num">lag</th></tr></thead><tbody></tbody></table>
 <h2>Dead letters</h2><p>Browse a group's dead-letter queue: <input id="dlqgroup" placeholder="group"> <button id="dlqgo">show</button></p>
-<table id="dlq"><thead><tr><th>msg id</th><th>original topic</th><th class="num">reconsumed</th><th>body</th></tr></thead><tbody></tbody></table>
+<table id="dlq"><thead><tr><th>msg id</th><th>original topic</th><th class="num">reconsumed</th><th>body</th><th></th></tr></thead><tbody></tbody></table>
+<p id="dlqmsg"></p>
 <script>
 function cell(tr, text, cls){const td=document.createElement('td');td.textContent=text;if(cls)td.className=cls;tr.appendChild(td);}
 async function load(){
@@ -307,10 +342,15 @@ async function load(){
   const g=await (await fetch('api/groups')).json(); const gb=document.querySelector('#groups tbody'); gb.innerHTML='';
   for(const x of g.groups){const tr=document.createElement('tr');cell(tr,x.group);cell(tr,x.queues.length);cell(tr,x.lag,'num');gb.appendChild(tr);}
 }
+async function resend(grp, id){
+  const r=await fetch('api/dlq/'+encodeURIComponent(grp)+'/resend',{method:'POST',headers:{'Content-Type':'application/json'},body:JSON.stringify({msg_id:id})});
+  const d=await r.json(); document.getElementById('dlqmsg').textContent=r.ok?('resent '+d.resent+' to '+d.to):('resend failed: '+d.error);
+}
 document.getElementById('dlqgo').onclick=async()=>{
   const grp=document.getElementById('dlqgroup').value; if(!grp)return;
   const d=await (await fetch('api/dlq/'+encodeURIComponent(grp))).json(); const b=document.querySelector('#dlq tbody'); b.innerHTML='';
-  for(const m of d.messages){const tr=document.createElement('tr');cell(tr,m.msg_id);cell(tr,(m.properties||{}).RETRY_TOPIC||'');cell(tr,m.reconsume_times,'num');cell(tr,m.body);b.appendChild(tr);}
+  for(const m of d.messages){const tr=document.createElement('tr');const id=(m.properties||{}).ORIGIN_MESSAGE_ID||m.msg_id;cell(tr,id);cell(tr,(m.properties||{}).RETRY_TOPIC||'');cell(tr,m.reconsume_times,'num');cell(tr,m.body);
+    const td=document.createElement('td');const btn=document.createElement('button');btn.textContent='resend';btn.onclick=()=>resend(grp,id);td.appendChild(btn);tr.appendChild(td);b.appendChild(tr);}
 };
 load(); setInterval(load, 5000);
 </script>

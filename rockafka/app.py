@@ -53,7 +53,7 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     # -- admin http --
     from .admin_http import AdminHttp
 
-    components.append(AdminHttp(store, config))
+    components.append(AdminHttp(store, config, namesrv_resolver=lambda: f"{own_host}:{namesrv.port}"))
     return components
 
 
