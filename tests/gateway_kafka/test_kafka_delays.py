@@ -12,7 +12,7 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from gateway_native.client import Admin, ConsumeStatus, PushConsumer  # noqa: E402
-from tests.gateway_native.helpers import FAST, Collector, wait_until  # noqa: E402
+from tests.gateway_native.helpers import FAST, Collector, consume_until, wait_until  # noqa: E402
 
 LEVELS = "1s 2s " + " ".join(["1s"] * 16)
 
@@ -106,16 +106,8 @@ def test_every_client_skips_the_placeholders_of_delayed_records(delay_node, clie
     topic = _topic(node)
     _produce(node, topic, [(b"a", None, []), (b"later", None, [("rmq.delay.level", b"1")]), (b"b", None, [])])
     if client == "native":
-        col = Collector(ConsumeStatus.CONSUME_SUCCESS)
-        c = PushConsumer(f"ph_{uuid.uuid4().hex[:6]}", node.namesrv_addr,
-                         consume_from_where="CONSUME_FROM_FIRST_OFFSET", **FAST)
-        c.subscribe(topic, "*")
-        c.register_message_listener(col)
-        c.start()
-        try:
-            wait_until(lambda: col.count() >= 3, what="both records and the delayed one")
-        finally:
-            c.shutdown()
+        col = consume_until(node.namesrv_addr, f"ph_{uuid.uuid4().hex[:6]}", topic, 3,
+                            what="both records and the delayed one")
         got = sorted((m.queue_offset, m.body) for m in col.messages)
     elif client == "confluent-kafka-read-committed":
         c = confluent_kafka.Consumer({"bootstrap.servers": node.kafka_bootstrap, "group.id": f"rc_{uuid.uuid4().hex[:6]}",

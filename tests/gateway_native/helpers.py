@@ -42,3 +42,21 @@ class Collector:
     def count(self) -> int:
         with self.lock:
             return len(self.messages)
+
+
+def consume_until(namesrv_addr: str, group: str, topic: str, count: int, *, expression: str = "*",
+                  listener: Collector | None = None, timeout: float = 30.0, what: str | None = None) -> Collector:
+    """Run a push consumer of ``group`` (from the first offset, fast settings) on ``topic`` until
+    its listener has seen ``count`` messages; returns the listener."""
+    from gateway_native.client import PushConsumer
+
+    col = listener or Collector()
+    c = PushConsumer(group, namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **FAST)
+    c.subscribe(topic, expression)
+    c.register_message_listener(col)
+    c.start()
+    try:
+        wait_until(lambda: col.count() >= count, timeout=timeout, what=what or f"{count} messages of {topic}")
+    finally:
+        c.shutdown()
+    return col

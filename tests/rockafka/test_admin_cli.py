@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pytest
 
 from gateway_native.client import ConsumeStatus, Message, Producer, PushConsumer
-from tests.gateway_native.helpers import FAST, Collector, wait_until
+from tests.gateway_native.helpers import FAST, Collector, consume_until, wait_until
 from tests.support.node import rockafka_command
 
 LEVELS = "1s 1s " + " ".join(["1s"] * 16)
@@ -120,15 +120,7 @@ def test_group_retry_limit_dlq_list_and_resend(anode):
 
     resent = admin_json(anode, "dlq", "resend", group, sent.msg_id)
     assert resent == {"resent": sent.msg_id, "to": "%RETRY%" + group, "originTopic": topic}
-    col = Collector()
-    c = PushConsumer(group, anode.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **FAST)
-    c.subscribe(topic, "*")
-    c.register_message_listener(col)
-    c.start()
-    try:
-        wait_until(lambda: col.count() >= 1, timeout=30, what="the resent dead letter")
-    finally:
-        c.shutdown()
+    col = consume_until(anode.namesrv_addr, group, topic, 1, what="the resent dead letter")
     assert col.messages[0].body == b"poison" and col.messages[0].topic == topic
 
 

@@ -107,7 +107,7 @@ def test_dead_letter_resend_from_the_dashboard_api(make_node):
     import uuid
 
     from gateway_native.client import Admin, ConsumeStatus, Message, Producer, PushConsumer
-    from tests.gateway_native.helpers import FAST, Collector, wait_until
+    from tests.gateway_native.helpers import FAST, consume_until, wait_until
 
     node = make_node({"messageDelayLevel": " ".join(["1s"] * 18)})
     topic, group = f"DH_{uuid.uuid4().hex[:8]}", f"dhg_{uuid.uuid4().hex[:8]}"
@@ -134,15 +134,7 @@ def test_dead_letter_resend_from_the_dashboard_api(make_node):
     status, resent = post_json(node, f"/api/dlq/{group}/resend", json.dumps({"msg_id": sent.msg_id}).encode())
     assert status == 200 and resent == {"resent": sent.msg_id, "to": "%RETRY%" + group, "originTopic": topic}
 
-    col = Collector(ConsumeStatus.CONSUME_SUCCESS)
-    c = PushConsumer(group, node.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **FAST)
-    c.subscribe(topic, "*")
-    c.register_message_listener(col)
-    c.start()
-    try:
-        wait_until(lambda: col.count() >= 1, timeout=30, what="the resent dead letter")
-    finally:
-        c.shutdown()
+    col = consume_until(node.namesrv_addr, group, topic, 1, what="the resent dead letter")
     assert col.messages[0].body == b"poison" and col.messages[0].topic == topic
 
 
