@@ -42,6 +42,7 @@ import uuid
 from pathlib import Path
 
 from maven_jars import resolve_runtime_jars  # sibling module: this folder is on sys.path
+from net import free_port, listening, port_free, recv_exactly  # sibling module
 
 HERE = Path(__file__).resolve().parent
 POM_DIR = HERE / "kafka"
@@ -53,10 +54,6 @@ class KafkaPeerError(RuntimeError):
     """The peer could not be fetched, formatted or started; the message says which and why."""
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ensure_jars(version: str = DEFAULT_KAFKA_VERSION, *, quiet: bool = True) -> Path:
@@ -128,9 +125,9 @@ def api_versions_ok(host: str, port: int, timeout: float = 2.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(struct.pack(">i", len(body)) + body)
-            head = _recv_exactly(s, 4)
+            head = recv_exactly(s, 4)
             size = struct.unpack(">i", head)[0]
-            reply = _recv_exactly(s, min(size, 1 << 20))
+            reply = recv_exactly(s, min(size, 1 << 20))
     except OSError:
         return False
     if len(reply) < 6:
@@ -139,32 +136,10 @@ def api_versions_ok(host: str, port: int, timeout: float = 2.0) -> bool:
     return correlation_id == 7 and error_code == 0
 
 
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return bytes(buf)
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class KafkaPeer:
@@ -178,8 +153,6 @@ class KafkaPeer:
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="kafka-peer-"))
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
-        while self.controller_port == self.port:  # two bind(0) calls may return one port
-            self.controller_port = free_port()
         self.overrides = dict(overrides or {})
         self.version = version
         self.heap = heap
@@ -229,7 +202,7 @@ class KafkaPeer:
         ensure_jars(self.version)
         # Readiness is judged by an ApiVersions answer on the port, so a port someone else
         # already serves would look like success: refuse it up front.
-        busy = [p for p in (self.port, self.controller_port) if not _port_free(p)]
+        busy = [p for p in (self.port, self.controller_port) if not port_free(p)]
         if busy:
             raise KafkaPeerError(f"port(s) {busy} on 127.0.0.1 already in use")
         config = self._write_config()
@@ -263,7 +236,7 @@ class KafkaPeer:
                 pass
         self.proc = None
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (_listening(self.port) or _listening(self.controller_port)):
+        while time.monotonic() < deadline and (listening(self.port) or listening(self.controller_port)):
             time.sleep(0.1)
 
     def running(self) -> bool:

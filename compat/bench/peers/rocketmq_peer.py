@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 
 from maven_jars import resolve_runtime_jars  # sibling module: this folder is on sys.path
+from net import free_port, listening, port_free, recv_exactly  # sibling module
 
 HERE = Path(__file__).resolve().parent
 POM_DIR = HERE / "rocketmq"
@@ -93,19 +94,8 @@ def ensure_ha_service() -> Path:
     return CLASSES_DIR
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def free_broker_port(attempts: int = 200, avoid: tuple[int, ...] = ()) -> int:
@@ -114,27 +104,13 @@ def free_broker_port(attempts: int = 200, avoid: tuple[int, ...] = ()) -> int:
     for _ in range(attempts):
         p = free_port()
         block = (p - 2, p - 1, p, p + 1)
-        if 1026 < p < 65534 and not set(block) & set(avoid) and all(_port_free(q) for q in block):
+        if 1026 < p < 65534 and not set(block) & set(avoid) and all(port_free(q) for q in block):
             return p
     raise RocketMQPeerError("no block of four free loopback ports found for the broker")
 
 
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return bytes(buf)
 
 
 def remoting_call(addr: str, code: int, ext_fields: dict[str, str], timeout: float = 3.0) -> tuple[int, bytes]:
@@ -149,10 +125,10 @@ def remoting_call(addr: str, code: int, ext_fields: dict[str, str], timeout: flo
     frame = struct.pack(">ii", 4 + len(header), len(header)) + header
     with socket.create_connection((host, int(port)), timeout=timeout) as s:
         s.sendall(frame)
-        total = struct.unpack(">i", _recv_exactly(s, 4))[0]
+        total = struct.unpack(">i", recv_exactly(s, 4))[0]
         if not 4 <= total <= 16 << 20:
             raise OSError(f"bad remoting frame length {total}")
-        data = _recv_exactly(s, total)
+        data = recv_exactly(s, total)
     header_len = struct.unpack(">i", data[:4])[0] & 0xFFFFFF
     reply = json.loads(data[4:4 + header_len])
     return int(reply.get("code", -1)), data[4 + header_len:]
@@ -277,7 +253,7 @@ class RocketMQPeer:
             self.namesrv_proc = self._spawn(
                 self._java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(nconf), heap="256m"),
                 "namesrv.out")
-            self._wait_for(lambda: _listening(self.namesrv_port), "NameServer listening", self.namesrv_proc)
+            self._wait_for(lambda: listening(self.namesrv_port), "NameServer listening", self.namesrv_proc)
             self.broker_proc = self._spawn(
                 self._java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(bconf), heap=self.heap),
                 "broker.out")
@@ -318,7 +294,7 @@ class RocketMQPeer:
             self._end(self.namesrv_proc, timeout)
         self.broker_proc = self.namesrv_proc = None
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(_listening(p) for p in self.ports()):
+        while time.monotonic() < deadline and any(listening(p) for p in self.ports()):
             time.sleep(0.1)
 
     def running(self) -> bool:
