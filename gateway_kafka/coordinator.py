@@ -26,17 +26,30 @@ Invariants:
   with an unknown member id replaces the old member id and fences the old one.
 - Member ids are handed out by the coordinator (KIP-394): a v4+ JoinGroup without one gets
   MEMBER_ID_REQUIRED and a fresh id to rejoin with.
+
+Persistence (as Kafka keeps group metadata in __consumer_offsets): every group that reaches
+Stable is written to ``<config dir>/kafka_groups.json`` (generation, protocol, leader, members
+with their metadata and assignments), and removed from it when it becomes Empty or is deleted.
+After a restart those groups are Stable again with the same generation; their members keep
+heartbeating and committing without a rebalance, and each gets a fresh session timer (one that
+does not come back expires and triggers a rebalance, as usual). The file is written off the
+event loop, newest snapshot last; a graceful stop writes it once more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import threading
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 import structlog
 
+from engine.config_manager import write_atomic
 from gateway_kafka import error_codes as E
 
 log = structlog.get_logger("rockafka.kafka.coordinator")
@@ -46,6 +59,9 @@ PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+
+GROUPS_FILE = "kafka_groups.json"
+GROUPS_FORMAT = 1
 
 
 @dataclass
@@ -117,13 +133,92 @@ def parse_consumer_subscription(meta: bytes) -> list[str]:
 
 class GroupCoordinator:
     def __init__(self, *, min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1_800_000,
-                 initial_rebalance_delay_ms: int = 0, max_group_size: int = 1000):
+                 initial_rebalance_delay_ms: int = 0, max_group_size: int = 1000,
+                 state_dir: str | Path | None = None):
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.max_group_size = max_group_size
         self.groups: dict[str, Group] = {}
         self._closed = False
+        self.state_path = Path(state_dir) / GROUPS_FILE if state_dir is not None else None
+        self._stable: dict[str, dict] = {}  # group id -> its last Stable snapshot
+        self._save_seq = 0
+        self._written_seq = 0
+        self._write_lock = threading.Lock()
+
+    # -- persistence -----------------------------------------------------------------------
+    @staticmethod
+    def _snapshot(group: Group) -> dict:
+        b64 = lambda b: base64.b64encode(bytes(b)).decode("ascii")  # noqa: E731
+        return {"generation": group.generation_id, "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol_name, "leader": group.leader_id,
+                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                             "client_id": m.client_id, "client_host": m.client_host,
+                             "session_timeout_ms": m.session_timeout_ms,
+                             "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                             "protocols": [[name, b64(meta)] for name, meta in m.protocols],
+                             "assignment": b64(m.assignment)} for m in group.members.values()]}
+
+    def _note_state(self, group: Group) -> None:
+        """Record a group's change of persisted state (Stable: saved; Empty, Dead: dropped)."""
+        if self.state_path is None:
+            return
+        if group.state == STABLE:
+            self._stable[group.group_id] = self._snapshot(group)
+        elif self._stable.pop(group.group_id, None) is None:
+            return
+        self._save_seq += 1
+        data = json.dumps({"version": GROUPS_FORMAT, "groups": self._stable}, separators=(",", ":")).encode()
+        if self._closed:
+            self._write(self._save_seq, data)
+        else:
+            asyncio.get_running_loop().run_in_executor(None, self._write, self._save_seq, data)
+
+    def _write(self, seq: int, data: bytes) -> None:
+        with self._write_lock:
+            if seq <= self._written_seq:
+                return  # a newer snapshot is already on disk
+            try:
+                write_atomic(self.state_path, data)
+                self._written_seq = seq
+            except OSError as exc:
+                log.warning("groups_not_saved", path=str(self.state_path), error=str(exc))
+
+    def restore(self) -> int:
+        """Load the groups saved as Stable (call on the event loop, before serving); returns
+        how many. A missing file is no groups; an unreadable one is logged and ignored (members
+        then rejoin, as after a coordinator change)."""
+        if self.state_path is None or not self.state_path.exists():
+            return 0
+        try:
+            doc = json.loads(self.state_path.read_text("utf-8"))
+            saved = doc["groups"] if doc.get("version") == GROUPS_FORMAT else {}
+            groups = []
+            for group_id, g in saved.items():
+                group = Group(group_id, state=STABLE, generation_id=int(g["generation"]),
+                              protocol_type=g["protocol_type"], protocol_name=g["protocol_name"],
+                              leader_id=g["leader"])
+                for m in g["members"]:
+                    member = Member(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
+                                    int(m["session_timeout_ms"]), int(m["rebalance_timeout_ms"]),
+                                    g["protocol_type"] or "",
+                                    [(name, base64.b64decode(meta)) for name, meta in m["protocols"]],
+                                    base64.b64decode(m["assignment"]))
+                    group.members[member.member_id] = member
+                    if member.group_instance_id is not None:
+                        group.static_members[member.group_instance_id] = member.member_id
+                groups.append(group)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("groups_not_restored", path=str(self.state_path), error=str(exc))
+            return 0
+        for group in groups:
+            self.groups[group.group_id] = group
+            self._stable[group.group_id] = self._snapshot(group)
+            for member in group.members.values():
+                self._schedule_expiry(group, member)
+        log.info("groups_restored", groups=len(groups), members=sum(len(g.members) for g in groups))
+        return len(groups)
 
     # -- helpers ---------------------------------------------------------------------------
     @property
@@ -241,6 +336,7 @@ class GroupCoordinator:
             # KIP-345: a known static member coming back does not trigger a rebalance; it
             # keeps its assignment (SyncGroup in Stable hands it back).
             self._schedule_expiry(group, member)
+            self._note_state(group)  # the saved member id is the new one
             return self._join_response(group, member)
         return await self._await_join(group, member, reason="static_member_rejoin")
 
@@ -349,6 +445,7 @@ class GroupCoordinator:
             group.protocol_name = None
             group.leader_id = None
             log.info("group_empty", group=group.group_id, generation=group.generation_id)
+            self._note_state(group)
             return
         group.protocol_name = self._select_protocol(group)
         if group.leader_id not in group.members:
@@ -420,6 +517,7 @@ class GroupCoordinator:
                 m.assignment = bytes(given.get(m.member_id, b""))
             group.state = STABLE
             log.info("group_stable", group=group.group_id, generation=group.generation_id, members=len(group.members))
+            self._note_state(group)
             for m in group.members.values():
                 f, m.sync_future = m.sync_future, None
                 self._resolve(f, self._sync_ok(group, m))
@@ -590,6 +688,7 @@ class GroupCoordinator:
             handle.cancel()
         group.state = DEAD
         del self.groups[group_id]
+        self._note_state(group)
         return E.NONE
 
     def subscribed_topics(self, group_id: str) -> set[str]:
@@ -597,8 +696,13 @@ class GroupCoordinator:
         return group.subscribed_topics() if group is not None and group.state != EMPTY else set()
 
     def close(self) -> None:
-        """Answer every parked request and cancel every timer (server shutdown)."""
+        """Answer every parked request and cancel every timer (server shutdown); the Stable
+        groups are written once more, inline."""
         self._closed = True
+        if self.state_path is not None and self._save_seq > self._written_seq:
+            self._save_seq += 1
+            self._write(self._save_seq, json.dumps({"version": GROUPS_FORMAT, "groups": self._stable},
+                                                   separators=(",", ":")).encode())
         for group in self.groups.values():
             if group.rebalance_timer is not None:
                 group.rebalance_timer.cancel()

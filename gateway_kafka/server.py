@@ -136,7 +136,7 @@ class KafkaGateway:
             min_session_timeout_ms=self.settings.group_min_session_timeout_ms,
             max_session_timeout_ms=self.settings.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=self.settings.group_initial_rebalance_delay_ms,
-            max_group_size=self.settings.group_max_size)
+            max_group_size=self.settings.group_max_size, state_dir=store.config_dir)
         self.producer_state = ProducerStateManager(store.config_dir)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
@@ -158,6 +158,7 @@ class KafkaGateway:
         self.arrivals = ArrivalHub(loop)
         self.store.add_arrival_listener(self.arrivals.on_arrival)
         await self.txn.start()
+        self.coordinator.restore()
         self._server = await asyncio.start_server(self._on_connection, self.settings.host, self.settings.port,
                                                   reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -273,6 +274,64 @@ def test_static_member_restart_keeps_assignment_without_rebalance(node):
         for _ in range(20):  # a keeps polling through b's return and is never revoked
             a.poll(0.05)
         assert revoked["a"] == revoked_a_before
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["restart", "kill"])
+def test_group_membership_survives_a_broker_restart_without_rebalance(make_node, crash):
+    """As with Kafka (group metadata lives in __consumer_offsets), a broker restart does not
+    rebalance a stable group: its members keep their member ids, generation and partitions,
+    and go on committing. After a kill -9 too (the group was saved when it became Stable)."""
+    from confluent_kafka import Consumer
+
+    n = make_node()
+    bs = n.kafka_bootstrap
+    topic, group = unique("gsurv"), unique("gsv")
+    create_topic(bs, topic, partitions=4)
+    events: list[tuple[str, str]] = []
+
+    def make(name: str) -> Consumer:
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "session.timeout.ms": 30000,
+                      "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "reconnect.backoff.max.ms": 500})
+        c.subscribe([topic], on_assign=lambda c_, parts: events.append((name, "assign")),
+                     on_revoke=lambda c_, parts: events.append((name, "revoke")))
+        return c
+
+    a, b = make("a"), make("b")
+    try:
+        def both_assigned():
+            a.poll(0.05)
+            b.poll(0.05)
+            return len(a.assignment()) + len(b.assignment()) == 4 and a.assignment() and b.assignment()
+
+        wait_for(both_assigned, 60, interval=0, what="both members assigned")
+        for _ in range(20):  # let the join settle: no more rebalances before the restart
+            a.poll(0.05)
+            b.poll(0.05)
+        before = list(events)
+        parts = (sorted(tp.partition for tp in a.assignment()), sorted(tp.partition for tp in b.assignment()))
+        member_ids = (a.memberid(), b.memberid())
+        if crash:
+            n.kill()
+            n.start()
+        else:
+            n.restart()
+        produce("confluent-kafka", bs, topic, [(None, b"after", [])] * 8)
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 8 and time.monotonic() < deadline:
+            for c in (a, b):
+                m = c.poll(0.1)
+                if m is not None and m.error() is None:
+                    got += 1
+                    c.commit(message=m, asynchronous=False)  # the old generation is still valid
+        assert got == 8
+        assert events == before, "the restart rebalanced the group"
+        assert (a.memberid(), b.memberid()) == member_ids
+        assert (sorted(tp.partition for tp in a.assignment()), sorted(tp.partition for tp in b.assignment())) == parts
     finally:
         a.close()
         b.close()
