@@ -39,7 +39,7 @@ MIN_UNIT_SIZE = 91  # fixed fields (IPv4) + 1 topic byte + 2 properties-length b
 
 class CommitLog:
     def __init__(self, fio: FileIO, store_path: str, file_size: int):
-        self.mfq = MappedFileQueue(fio, store_path, file_size)
+        self.mfq = MappedFileQueue(fio, store_path, file_size, log_writes=True)
         self.file_size = file_size
 
     def load(self) -> None:

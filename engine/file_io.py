@@ -44,7 +44,8 @@ class Segment(Protocol):
 
 
 class FileIO(Protocol):
-    def open_segment(self, path: str, size: int, random_access: bool = False) -> Segment: ...
+    def open_segment(self, path: str, size: int, random_access: bool = False,
+                     log_writes: bool = False) -> Segment: ...
 
     def list_dir(self, path: str) -> list[str]: ...
 
@@ -59,6 +60,9 @@ class FileIO(Protocol):
     def touch(self, path: str) -> None: ...
 
 
+PWRITE_MIN = 4096  # writes at least this large go through pwrite on segments that keep a descriptor
+
+
 class MmapSegment:
     """One mapped segment file holding a single descriptor: the one ``mmap`` keeps for itself.
 
@@ -66,11 +70,18 @@ class MmapSegment:
     10,000 queues would otherwise hold two per consume-queue file). ``flush`` and ``next_data``
     open the file briefly by path; a path that is gone belongs to a segment that retention or
     topic deletion has removed, which needs no flush.
+
+    ``log_writes`` (the commitlog: few, large files written front to back) keeps that descriptor
+    instead, and writes of ``PWRITE_MIN`` bytes or more (Kafka batches) go through ``pwrite``:
+    the kernel copies into the page cache without a page fault per page, about three times
+    faster than a copy into the mapping, and without the GIL. Reads through the mapping see
+    those bytes at once (one page cache).
     """
 
-    __slots__ = ("path", "size", "buf", "_open")
+    __slots__ = ("path", "size", "buf", "_open", "_wfd")
 
-    def __init__(self, path: str, size: int, preallocate: bool = False, random_access: bool = False):
+    def __init__(self, path: str, size: int, preallocate: bool = False, random_access: bool = False,
+                 log_writes: bool = False):
         self.path = path
         self.size = size
         existed = os.path.exists(path)
@@ -99,13 +110,26 @@ class MmapSegment:
                 # costs ~1 ms (read-around over holes); with one file per queue that was the
                 # whole cost of a produce to a queue's first message.
                 self.buf.madvise(mmap.MADV_RANDOM)
-        finally:
+        except BaseException:
             if fd >= 0:
                 os.close(fd)
+            raise
+        if log_writes:
+            self._wfd = fd
+        else:
+            os.close(fd)
+            self._wfd = -1
         self._open = True
 
     def write(self, pos: int, data) -> None:
-        self.buf[pos:pos + len(data)] = data
+        n = len(data)
+        if n >= PWRITE_MIN and self._wfd >= 0:
+            view = memoryview(data)
+            done = 0
+            while done < n:
+                done += os.pwrite(self._wfd, view[done:], pos + done)
+        else:
+            self.buf[pos:pos + n] = data
 
     def read(self, pos: int, n: int) -> bytes:
         return self.buf[pos:pos + n]
@@ -114,6 +138,11 @@ class MmapSegment:
         """A fresh read-only descriptor of the file, or -1 when it is closed or gone."""
         if not self._open:
             return -1
+        if self._wfd >= 0:
+            try:
+                return os.dup(self._wfd)
+            except OSError:  # closed meanwhile
+                return -1
         try:
             return os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:  # closed and deleted meanwhile (retention, topic deletion)
@@ -152,7 +181,12 @@ class MmapSegment:
     def close(self) -> None:
         if self._open:
             self._open = False  # first, so a concurrent flush can tell a missing file is this close
-            self.buf.close()
+            try:
+                self.buf.close()
+            finally:
+                if self._wfd >= 0:
+                    fd, self._wfd = self._wfd, -1
+                    os.close(fd)
 
 
 class MmapFileIO:
@@ -162,9 +196,10 @@ class MmapFileIO:
     def __init__(self, preallocate: bool = False):
         self.preallocate = preallocate
 
-    def open_segment(self, path: str, size: int, random_access: bool = False) -> MmapSegment:
+    def open_segment(self, path: str, size: int, random_access: bool = False,
+                     log_writes: bool = False) -> MmapSegment:
         new = not os.path.exists(path)
-        seg = MmapSegment(path, size, self.preallocate, random_access)
+        seg = MmapSegment(path, size, self.preallocate, random_access, log_writes)
         if new:  # the directory entry must survive a power loss as well as the data
             dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
             try:
@@ -245,7 +280,8 @@ class MemoryFileIO:
         self.files: dict[str, _MemFile] = {}
         self.dirs: set[str] = set()
 
-    def open_segment(self, path: str, size: int, random_access: bool = False) -> MemorySegment:
+    def open_segment(self, path: str, size: int, random_access: bool = False,
+                     log_writes: bool = False) -> MemorySegment:
         f = self.files.get(path)
         if f is None:
             f = self.files[path] = _MemFile(size)

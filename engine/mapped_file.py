@@ -37,11 +37,12 @@ def segment_name(offset: int) -> str:
 class MappedFile:
     __slots__ = ("file_from_offset", "file_size", "segment", "wrote_position", "flushed_position", "path", "_fio")
 
-    def __init__(self, fio: FileIO, path: str, file_from_offset: int, file_size: int, random_access: bool = False):
+    def __init__(self, fio: FileIO, path: str, file_from_offset: int, file_size: int, random_access: bool = False,
+                 log_writes: bool = False):
         self._fio = fio
         self.path = path
         self.file_from_offset = file_from_offset
-        self.segment: Segment = fio.open_segment(path, file_size, random_access)
+        self.segment: Segment = fio.open_segment(path, file_size, random_access, log_writes)
         self.file_size = self.segment.size
         self.wrote_position = 0
         self.flushed_position = 0
@@ -107,13 +108,16 @@ class MappedFile:
 
 
 class MappedFileQueue:
-    def __init__(self, fio: FileIO, store_path: str, file_size: int, random_access: bool = False):
+    def __init__(self, fio: FileIO, store_path: str, file_size: int, random_access: bool = False,
+                 log_writes: bool = False):
         """``random_access``: segments are written in small units spread over many files (consume
-        queues), so page faults skip read-around (see ``MmapSegment``)."""
+        queues), so page faults skip read-around; ``log_writes``: few large files written front to
+        back (the commitlog), large writes by pwrite (see ``MmapSegment``)."""
         self.fio = fio
         self.store_path = store_path
         self.file_size = file_size
         self.random_access = random_access
+        self.log_writes = log_writes
         self.files: list[MappedFile] = []
         self._starts: list[int] = []
         self.lock = threading.RLock()
@@ -126,7 +130,7 @@ class MappedFileQueue:
         names = [n for n in self.fio.list_dir(self.store_path) if len(n) == 20 and n.isdigit()]
         for name in sorted(names):
             mf = MappedFile(self.fio, os.path.join(self.store_path, name), int(name), self.file_size,
-                            self.random_access)
+                            self.random_access, self.log_writes)
             mf.wrote_position = mf.flushed_position = mf.file_size
             self.files.append(mf)
         self._starts = [f.file_from_offset for f in self.files]
@@ -176,7 +180,7 @@ class MappedFileQueue:
         with self.lock:
             self.fio.makedirs(self.store_path)
             mf = MappedFile(self.fio, os.path.join(self.store_path, segment_name(start_offset)), start_offset,
-                            self.file_size, self.random_access)
+                            self.file_size, self.random_access, self.log_writes)
             self.files = self.files + [mf]  # a new list: readers keep a consistent snapshot
             self._starts = self._starts + [start_offset]
             return mf

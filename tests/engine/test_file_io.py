@@ -35,3 +35,42 @@ def test_memory_crash_keeps_written_bytes_power_loss_only_flushed():
     assert lost.open_segment("/d/a", 64).read(0, 16) == b"flushed" + bytes(9)
     fio.touch("/d/abort")
     assert fio.list_dir("/d") == ["a", "abort"]
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_log_segment_writes_large_chunks_by_pwrite_and_reads_them_through_the_mapping(tmp_path):
+    """A commitlog segment (log_writes): a large write goes through its descriptor, small ones
+    through the mapping; both read back at once, after a flush and after reopening."""
+    fio = MmapFileIO()
+    path = str(tmp_path / "log")
+    seg = fio.open_segment(path, 1 << 20, log_writes=True)
+    big = os.urandom(64 * 1024 + 3)
+    seg.write(10, big)
+    seg.write(10 + len(big), b"tail")
+    assert seg.read(10, len(big)) == big and seg.read(10 + len(big), 4) == b"tail"
+    assert seg.next_data(0) == 0
+    seg.flush()
+    seg.close()
+    again = fio.open_segment(path, 1 << 20)
+    assert again.read(10, len(big) + 4) == big + b"tail"
+    again.close()
+
+
+def test_segments_hold_one_descriptor_each_and_release_it(tmp_path):
+    """Consume-queue style segments keep only mmap's own descriptor (a node with 10,000 queues
+    needs ~10,000, not 20,000); closing releases it; flushing a closed, deleted one is a no-op."""
+    fio = MmapFileIO()
+    before = _open_fds()
+    segs = [fio.open_segment(str(tmp_path / f"q{i}"), 4096 * 4, random_access=True) for i in range(50)]
+    assert _open_fds() - before == 50
+    for i, seg in enumerate(segs):
+        seg.write(0, b"%d" % i)
+        seg.flush()
+    for seg in segs:
+        seg.close()
+    assert _open_fds() == before
+    fio.remove(segs[0].path)
+    segs[0].flush()  # closed and gone: nothing to do, no error

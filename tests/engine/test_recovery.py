@@ -223,8 +223,8 @@ class SlowDiskIO(MemoryFileIO):
         super().__init__()
         self.release = threading.Event()
 
-    def open_segment(self, path, size, random_access=False):
-        seg = super().open_segment(path, size, random_access)
+    def open_segment(self, path, size, random_access=False, log_writes=False):
+        seg = super().open_segment(path, size, random_access, log_writes)
         if "/commitlog/" not in path:
             return seg
         release = self.release

@@ -267,10 +267,10 @@ def test_full_disk_when_creating_a_segment_is_reported_and_harmless(make_store):
     class FullDisk(MemoryFileIO):
         full = False
 
-        def open_segment(self, path, size, random_access=False):
+        def open_segment(self, path, size, random_access=False, log_writes=False):
             if self.full and path not in self.files:
                 raise OSError(errno.ENOSPC, "No space left on device")
-            return super().open_segment(path, size, random_access)
+            return super().open_segment(path, size, random_access, log_writes)
 
     fio = FullDisk()
     store = make_store(file_io=fio, mapped_file_size_commit_log=4096)
