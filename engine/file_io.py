@@ -135,7 +135,7 @@ class MmapSegment:
         return self.buf[pos:pos + n]
 
     def _fd(self) -> int:
-        """A fresh read-only descriptor of the file, or -1 when it is closed or gone."""
+        """A descriptor of the caller's own for the file (to close), or -1 when it is closed or gone."""
         if not self._open:
             return -1
         if self._wfd >= 0:
