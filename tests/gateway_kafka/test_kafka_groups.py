@@ -236,6 +236,16 @@ def test_group_admin_describe_list_delete(node):
     assert group not in listed
 
 
+def wait_until_split(a, b, partitions: int, what: str) -> None:
+    """Poll two confluent-kafka members until they share all ``partitions`` between them."""
+    def split():
+        a.poll(0.05)
+        b.poll(0.05)
+        return len(a.assignment()) + len(b.assignment()) == partitions and a.assignment() and b.assignment()
+
+    wait_for(split, 60, interval=0, what=what)
+
+
 def test_static_member_restart_keeps_assignment_without_rebalance(node):
     """KIP-345: a static member (group.instance.id) that restarts within its session timeout
     gets its partitions back and the other member is not rebalanced."""
@@ -259,12 +269,7 @@ def test_static_member_restart_keeps_assignment_without_rebalance(node):
 
     a, b = make("a"), make("b")
     try:
-        def both_assigned():
-            a.poll(0.05)
-            b.poll(0.05)
-            return len(a.assignment()) + len(b.assignment()) == 4 and a.assignment() and b.assignment()
-
-        wait_for(both_assigned, 60, interval=0, what="two static members assigned")
+        wait_until_split(a, b, 4, what="two static members assigned")
         b_parts = sorted(tp.partition for tp in b.assignment())
         revoked_a_before = revoked["a"]
         b.close()  # a static member leaves no LeaveGroup behind: its slot is kept
@@ -302,12 +307,7 @@ def test_group_membership_survives_a_broker_restart_without_rebalance(make_node,
 
     a, b = make("a"), make("b")
     try:
-        def both_assigned():
-            a.poll(0.05)
-            b.poll(0.05)
-            return len(a.assignment()) + len(b.assignment()) == 4 and a.assignment() and b.assignment()
-
-        wait_for(both_assigned, 60, interval=0, what="both members assigned")
+        wait_until_split(a, b, 4, what="both members assigned")
         for _ in range(20):  # let the join settle: no more rebalances before the restart
             a.poll(0.05)
             b.poll(0.05)
