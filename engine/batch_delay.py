@@ -20,8 +20,8 @@ turns the feature and its cost off). A batch that has delayed records is split:
 - the batch's offsets are kept: each run of undelayed records is re-encoded (uncompressed,
   offset deltas from 0, producer id / epoch kept, base sequence advanced to the run's first
   record) as its own batch, and each delayed record's offset holds a placeholder, a control
-  batch with one COMMIT marker of no producer (``placeholder_batch``), which Kafka consumers
-  skip like transaction markers and native consumers expand to nothing. All of them are stored
+  batch with one COMMIT marker and the record's sequence (``placeholder_batch``), which Kafka
+  consumers skip like transaction markers and native consumers expand to nothing. All are stored
   together (``MessageStore.put_record_batches``), so the producer's base offset + index is
   right for every undelayed record; a delayed record's delivery report names its placeholder.
 
@@ -138,7 +138,7 @@ def put_split_batch(store: Any, topic: str, queue_id: int, batch: bytes, *, born
     for i, d in enumerate(delays):
         if d:
             close_run()
-            parts.append(placeholder_batch(records[i].absolute_timestamp(header)))
+            parts.append(placeholder_batch(records[i].absolute_timestamp(header), header, i))
         else:
             run.append(i)
     close_run()
@@ -146,12 +146,19 @@ def put_split_batch(store: Any, topic: str, queue_id: int, batch: bytes, *, born
                                     properties=properties)
 
 
-def placeholder_batch(timestamp: int) -> bytes:
-    """What stands at a delayed record's offset: a control batch holding one COMMIT marker of no
-    producer. Kafka consumers skip control batches (as they skip transaction markers), native
-    consumers expand them to nothing; the record itself appears at a later offset when due."""
-    return rb.build_control_batch(rb.CONTROL_TYPE_COMMIT, producer_id=rb.NO_PRODUCER_ID,
-                                  producer_epoch=rb.NO_PRODUCER_EPOCH, timestamp=timestamp)
+def placeholder_batch(timestamp: int, header: rb.BatchHeader | None = None, index: int = 0) -> bytes:
+    """What stands at a delayed record's offset: a control batch holding one COMMIT marker.
+    Kafka consumers skip control batches (as they skip transaction markers), native consumers
+    expand them to nothing; the record itself appears at a later offset when due. It carries
+    the producer id, epoch and the delayed record's sequence number (``index`` in its batch) of
+    an idempotent producer, so idempotence state rebuilt from the log after a crash ends where
+    the producer's batch ended (transaction markers carry no sequence; that tells them apart)."""
+    pid, epoch, seq = rb.NO_PRODUCER_ID, rb.NO_PRODUCER_EPOCH, rb.NO_SEQUENCE
+    if header is not None and header.producer_id >= 0 and header.base_sequence >= 0:
+        pid, epoch, seq = header.producer_id, header.producer_epoch, (header.base_sequence + index) % (1 << 31)
+    return rb.build_batch([rb.Record(0, 0, rb.control_key(rb.CONTROL_TYPE_COMMIT), rb.control_value(0), [])],
+                          producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_control=True,
+                          base_timestamp=timestamp)
 
 
 def _sub_batch(header: rb.BatchHeader, records: list[rb.Record], first_index: int) -> bytes:

@@ -785,14 +785,21 @@ class ControlRecord(NamedTuple):
     version: int = 0
 
 
+def control_key(control_type: int) -> bytes:
+    return _CONTROL_KEY.pack(0, control_type)
+
+
+def control_value(coordinator_epoch: int) -> bytes:
+    return _CONTROL_VALUE.pack(0, coordinator_epoch)
+
+
 def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: int,
                         coordinator_epoch: int = 0, base_offset: int = 0,
                         timestamp: int | None = None,
                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
     """A transaction marker batch (one control record, COMMIT or ABORT)."""
-    key = _CONTROL_KEY.pack(0, control_type)
-    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
-    return build_batch([Record(0, 0, key, value, [])], base_offset=base_offset,
+    return build_batch([Record(0, 0, control_key(control_type), control_value(coordinator_epoch), [])],
+                       base_offset=base_offset,
                        producer_id=producer_id, producer_epoch=producer_epoch,
                        is_transactional=True, is_control=True, base_timestamp=timestamp,
                        partition_leader_epoch=partition_leader_epoch)

@@ -65,7 +65,9 @@ def restore_producer_state(store: Any, ps: ProducerStateManager, max_records: in
                     h = parse_header(batch)
                 except (CorruptRecordError, ValueError):
                     continue
-                if h.producer_id >= 0 and not h.is_control:  # markers carry no sequence
+                # transaction markers carry no sequence; the placeholders of delayed records
+                # (control batches too) carry the delayed record's
+                if h.producer_id >= 0 and (not h.is_control or h.base_sequence >= 0):
                     ps.replay(topic, q, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
                               h.base_offset, h.max_timestamp)
                     replayed += 1
