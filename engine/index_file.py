@@ -85,9 +85,7 @@ class IndexFile:
         h = key_hash(key)
         slot_pos = HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE
         buf = self.segment.buf
-        slot_value = _I32.unpack_from(buf, slot_pos)[0]
-        if slot_value <= INVALID_INDEX or slot_value > self.index_count:
-            slot_value = INVALID_INDEX
+        slot_value = self._chain_head(buf, _I32.unpack_from(buf, slot_pos)[0])
         if self.index_count <= 1:
             self.begin_timestamp = store_timestamp
             self.begin_phy_offset = phy_offset
@@ -104,14 +102,29 @@ class IndexFile:
         self._write_header()
         return True
 
+    def _chain_head(self, buf, slot_value: int) -> int:
+        """The newest counted entry of a slot's chain, or INVALID_INDEX.
+
+        ``put_key`` writes the entry, then the slot, then the header. A process killed between
+        the slot and the header leaves the slot pointing at the one entry the header does not
+        count (it is overwritten by the next put): that entry's ``prev`` is the rest of the
+        chain, which would otherwise be cut off for good."""
+        count = self.index_count
+        if slot_value == count and count < self.index_num:
+            slot_value = _ENTRY.unpack_from(buf, HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE
+                                            + count * INDEX_SIZE)[3]
+        if slot_value <= INVALID_INDEX or slot_value >= count:
+            return INVALID_INDEX
+        return slot_value
+
     def select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> None:
         """Append to ``out`` (until it holds ``max_num``) the commitlog offsets for ``key`` stored in
         [begin, end], newest first."""
         h = key_hash(key)
         buf = self.segment.buf
-        slot_value = _I32.unpack_from(buf, HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE)[0]
         count = self.index_count
-        if slot_value <= INVALID_INDEX or slot_value >= count or count <= 1:
+        slot_value = self._chain_head(buf, _I32.unpack_from(buf, HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE)[0])
+        if slot_value == INVALID_INDEX or count <= 1:
             return
         base = HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE
         cur = slot_value

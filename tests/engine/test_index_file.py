@@ -42,3 +42,29 @@ def test_service_rolls_to_new_file_when_full_and_queries_all(tmp_path):
 
 def test_key_hash_is_non_negative():
     assert all(key_hash(k) >= 0 for k in ["", "a", "polygenelubricants", "T#" + "x" * 50])
+
+
+def test_a_put_killed_between_slot_and_header_keeps_the_older_chain():
+    """put_key writes entry, slot, header in that order. A process killed after the slot but
+    before the header leaves the slot pointing at an uncounted entry; after the restart the
+    older keys of that slot must still be found, before and after the next put."""
+    fio = MemoryFileIO()
+    f = IndexFile(fio, "/i/x", slot_num=1, index_num=16)  # one slot: every key shares the chain
+    f.put_key("T#a", 100, 1_000)
+    f.put_key("T#b", 200, 1_000)
+    # the interrupted put of T#c: entry at position index_count (prev = current head), then slot
+    count = f.index_count
+    entry = HEADER_SIZE + 1 * 4 + count * 20
+    f.segment.write(entry, struct.pack(">iqii", key_hash("T#c"), 300, 0, count - 1))
+    f.segment.write(HEADER_SIZE, struct.pack(">i", count))
+    restarted = IndexFile(fio.crash(power_loss=False), "/i/x", slot_num=1, index_num=16)
+    assert restarted.index_count == count  # the header never counted T#c
+
+    def find(key):
+        out: list[int] = []
+        restarted.select(key, 10, 0, 10_000, out)
+        return out
+
+    assert find("T#a") == [100] and find("T#b") == [200] and find("T#c") == []
+    restarted.put_key("T#d", 400, 1_000)  # overwrites the uncounted entry
+    assert find("T#a") == [100] and find("T#b") == [200] and find("T#d") == [400]
