@@ -169,11 +169,13 @@ class GroupCoordinator:
         elif self._stable.pop(group.group_id, None) is None:
             return
         self._save_seq += 1
-        data = json.dumps({"version": GROUPS_FORMAT, "groups": self._stable}, separators=(",", ":")).encode()
         if self._closed:
-            self._write(self._save_seq, data)
+            self._write(self._save_seq, self._encoded())
         else:
-            asyncio.get_running_loop().run_in_executor(None, self._write, self._save_seq, data)
+            asyncio.get_running_loop().run_in_executor(None, self._write, self._save_seq, self._encoded())
+
+    def _encoded(self) -> bytes:
+        return json.dumps({"version": GROUPS_FORMAT, "groups": self._stable}, separators=(",", ":")).encode()
 
     def _write(self, seq: int, data: bytes) -> None:
         with self._write_lock:
@@ -701,8 +703,7 @@ class GroupCoordinator:
         self._closed = True
         if self.state_path is not None and self._save_seq > self._written_seq:
             self._save_seq += 1
-            self._write(self._save_seq, json.dumps({"version": GROUPS_FORMAT, "groups": self._stable},
-                                                   separators=(",", ":")).encode())
+            self._write(self._save_seq, self._encoded())
         for group in self.groups.values():
             if group.rebalance_timer is not None:
                 group.rebalance_timer.cancel()

@@ -32,7 +32,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
@@ -169,24 +169,20 @@ class TransactionCoordinator:
 
     async def add_partitions(self, tid: str, producer_id: int, epoch: int,
                              partitions: list[tuple[str, int]]) -> int:
-        async with self.lock(tid):
-            code, m = self._check(tid, producer_id, epoch)
-            if code != E.NONE:
-                return code
-            assert m is not None
-            self._begin(m)
-            m.partitions.update(partitions)
-            await self._persist()
-            return E.NONE
+        return await self._add_to_txn(tid, producer_id, epoch, lambda m: m.partitions.update(partitions))
 
     async def add_offsets(self, tid: str, producer_id: int, epoch: int, group: str) -> int:
+        return await self._add_to_txn(tid, producer_id, epoch, lambda m: m.groups.add(group))
+
+    async def _add_to_txn(self, tid: str, producer_id: int, epoch: int, add: Callable[[TxnMetadata], Any]) -> int:
+        """Check the producer, begin its transaction if none is open, record what it adds."""
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code != E.NONE:
                 return code
             assert m is not None
             self._begin(m)
-            m.groups.add(group)
+            add(m)
             await self._persist()
             return E.NONE
 

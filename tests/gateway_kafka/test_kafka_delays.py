@@ -49,9 +49,10 @@ def _high_watermark(node, topic) -> int:
         c.close()
 
 
-def _consume_all(node, topic, count, timeout=30.0):
+def _consume_all(node, topic, count, timeout=30.0, isolation="read_uncommitted"):
     c = confluent_kafka.Consumer({"bootstrap.servers": node.kafka_bootstrap, "group.id": f"kd_{uuid.uuid4().hex[:6]}",
-                                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                  "isolation.level": isolation})
     c.subscribe([topic])
     got = []
     deadline = time.monotonic() + timeout
@@ -110,18 +111,7 @@ def test_every_client_skips_the_placeholders_of_delayed_records(delay_node, clie
                             what="both records and the delayed one")
         got = sorted((m.queue_offset, m.body) for m in col.messages)
     elif client == "confluent-kafka-read-committed":
-        c = confluent_kafka.Consumer({"bootstrap.servers": node.kafka_bootstrap, "group.id": f"rc_{uuid.uuid4().hex[:6]}",
-                                      "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
-        c.subscribe([topic])
-        got = []
-        deadline = time.monotonic() + 30
-        try:
-            while len(got) < 3 and time.monotonic() < deadline:
-                m = c.poll(0.5)
-                if m is not None and m.error() is None:
-                    got.append((m.offset(), m.value()))
-        finally:
-            c.close()
+        got = [(m.offset(), m.value()) for m in _consume_all(node, topic, 3, isolation="read_committed")]
     else:
         got = [(off, value) for _, off, _, value, _ in consume(client, node.kafka_bootstrap, topic, 3)]
     assert sorted(got) == [(0, b"a"), (2, b"b"), (3, b"later")]
