@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: serve test test-deps bench clean
+.PHONY: serve test test-deps bench clean grpc
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +18,14 @@ $(VENV)/.test-extras: pyproject.toml $(BIN)/rockafka
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-serve: $(BIN)/rockafka
+# gRPC messages for the RocketMQ 5 front, generated from the published definitions (never committed)
+grpc: $(BIN)/rockafka
+	$(BIN)/python -m gateway_grpc.build_proto
+
+serve: grpc
 	$(BIN)/rockafka serve --data-dir ./data
 
-test-deps: $(VENV)/.test-extras
+test-deps: $(VENV)/.test-extras grpc
 	bash deploy/dev/install-test-deps.sh
 
 test: test-deps
