@@ -50,6 +50,10 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     components.append(kafka)
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
+    # -- RocketMQ 5 gRPC proxy front --
+    from gateway_grpc.server import GrpcGateway
+
+    components.append(GrpcGateway(store, config))
     # -- admin http --
     from .admin_http import AdminHttp
 

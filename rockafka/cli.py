@@ -28,6 +28,8 @@ def _add_listener_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker-port", type=int, metavar="PORT", help=f"RocketMQ broker port (listenPort; default {d.broker_port})")
     p.add_argument("--ha-port", type=int, metavar="PORT", help=f"HA replication port (haListenPort; default {d.ha_port})")
     p.add_argument("--admin-port", type=int, metavar="PORT", help=f"admin HTTP port (default {d.admin_port})")
+    p.add_argument("--grpc-port", type=int, metavar="PORT",
+                   help="RocketMQ 5 gRPC proxy port for the official clients (grpcProxyPort; default 8081)")
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="any other broker.conf key, e.g. --set flushDiskType=SYNC_FLUSH (repeatable)",
@@ -47,6 +49,8 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         value = getattr(args, flag, None)
         if value is not None:
             overrides[flag] = value
+    if getattr(args, "grpc_port", None) is not None:
+        overrides["grpc_proxy_port"] = args.grpc_port
     return load_node_config(args.config, overrides)
 
 

@@ -11,11 +11,12 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("engine", "gateway_kafka", "gateway_native", "rockafka")
+PACKAGES = ("engine", "gateway_kafka", "gateway_native", "gateway_grpc", "rockafka")
 FORBIDDEN = {
-    "engine": {"gateway_kafka", "gateway_native", "rockafka"},
-    "gateway_kafka": {"gateway_native", "rockafka"},
-    "gateway_native": {"gateway_kafka", "rockafka"},
+    "engine": {"gateway_kafka", "gateway_native", "gateway_grpc", "rockafka"},
+    "gateway_kafka": {"gateway_native", "gateway_grpc", "rockafka"},
+    "gateway_native": {"gateway_kafka", "gateway_grpc", "rockafka"},
+    "gateway_grpc": {"gateway_kafka", "gateway_native", "rockafka"},
     "rockafka": set(),
 }
 
