@@ -271,6 +271,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return ExpressionFilter(kind, expr.expression or "*")
 
     async def ReceiveMessage(self, request: sv.ReceiveMessageRequest, context: Any) -> Any:
+        async for response in self._receive(request, context):
+            yield response
+        # the proxy ends every receive stream with the time it finished (clients measure latency with it)
+        yield sv.ReceiveMessageResponse(delivery_timestamp=_now_timestamp())
+
+    async def _receive(self, request: sv.ReceiveMessageRequest, context: Any) -> Any:
         gw = self.gw
         s = gw.session(context)
         group = request.group.name
@@ -373,6 +379,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return sv.ForwardMessageToDeadLetterQueueResponse(status=status(C.INVALID_RECEIPT_HANDLE,
                                                                             "the receipt handle is expired or unknown"))
         return sv.ForwardMessageToDeadLetterQueueResponse(status=ok())
+
+
+def _now_timestamp() -> Any:
+    from .convert import timestamp
+
+    return timestamp(int(time.time() * 1000))
 
 
 def _dur(ms: int) -> Any:
