@@ -48,6 +48,7 @@ class ProcessorTable:
     def __init__(self, name: str):
         self.name = name
         self._table: dict[int, Processor] = {}
+        self._refused: set[tuple[int, str, int, int]] = set()
 
     def register(self, *codes: int, suspends: bool = False) -> Callable[[Handler], Handler]:
         def deco(fn: Handler) -> Handler:
@@ -61,6 +62,18 @@ class ProcessorTable:
     def codes(self) -> list[int]:
         return sorted(self._table)
 
+    def _log_refused(self, conn: Connection, cmd: RemotingCommand, name: str) -> None:
+        """Log a refused request code once per (code, client address, client version), so an
+        operator sees which tool needs what without a line per request."""
+        key = (cmd.code, conn.remote_addr, cmd.language, cmd.version)
+        if key in self._refused:
+            return
+        if len(self._refused) > 10_000:
+            self._refused.clear()
+        self._refused.add(key)
+        log.warning("request_code_refused", server=self.name, code=cmd.code, request=name, peer=conn.remote_addr,
+                    language=cmd.language, version=cmd.version)
+
     def get(self, code: int) -> Processor | None:
         return self._table.get(code)
 
@@ -72,6 +85,7 @@ class ProcessorTable:
                     name = RequestCode(cmd.code).name
                 except ValueError:
                     name = str(cmd.code)
+                self._log_refused(conn, cmd, name)
                 await _reply(conn, cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                                      f"{self.name}: request type {name} not supported"))
                 return
