@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..namesrv import decode_route_json
+from ..remoting.route import decode_route_json
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import MessageDecodeError, MessageExt, decode_offset_msg_id, decode_units
 from .message import MessageQueue, MQBrokerError, MQClientError
@@ -260,7 +260,7 @@ class Admin:
     def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageExt]:
         """Messages in ``%DLQ%<group>`` (oldest first), with their origin in RETRY_TOPIC /
         ORIGIN_MESSAGE_ID and how often they were tried in ``reconsume_times``."""
-        from ..subscription import SubscriptionData
+        from ..remoting.subscription import SubscriptionData
         from .pull_api import PullAPI, PullStatus
 
         topic = "%DLQ%" + group
