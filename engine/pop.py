@@ -408,21 +408,34 @@ class PopService:
     def _checkpoint(self, group: str, topic: str, h: Handle) -> Checkpoint | None:
         return self._pending.get((group, h.real_topic(group, topic), h.queue_id, h.start_offset, h.pop_time))
 
-    def ack(self, group: str, topic: str, handle: str, now_ms: int | None = None) -> AckStatus:
+    def _live(self, group: str, topic: str, handle: str) -> tuple[Handle, Checkpoint] | AckStatus:
+        """The handle's checkpoint while its message is still unacked, else why not."""
         try:
             h = Handle.parse(handle)
         except PopError:
             return AckStatus.BAD_HANDLE
+        ck = self._checkpoint(group, topic, h)
+        if ck is None or h.queue_offset not in ck.remaining:
+            return AckStatus.NO_SUCH_CHECKPOINT
+        return h, ck
+
+    def _ack_record(self, ck: Checkpoint, offsets: list[int], revived: bool = False) -> None:
+        doc = {"g": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset, "pt": ck.pop_time, "os": offsets}
+        if revived:
+            doc["r"] = 1
+        self._append("ack", doc)
+
+    def ack(self, group: str, topic: str, handle: str, now_ms: int | None = None) -> AckStatus:
         with self._lock:
-            ck = self._checkpoint(group, topic, h)
-            if ck is None or h.queue_offset not in ck.remaining:
-                return AckStatus.NO_SUCH_CHECKPOINT
+            live = self._live(group, topic, handle)
+            if isinstance(live, AckStatus):
+                return live
+            h, ck = live
             now = int(time.time() * 1000) if now_ms is None else now_ms
             if now >= ck.revive_at and not ck.orderly:
                 # too late: revive owns it now (RocketMQ's proxy answers the handle is expired)
                 return AckStatus.NO_SUCH_CHECKPOINT
-            self._append("ack", {"g": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset,
-                                 "pt": ck.pop_time, "os": [h.queue_offset]})
+            self._ack_record(ck, [h.queue_offset])
             self._apply_ack(ck, [h.queue_offset])
         return AckStatus.OK
 
@@ -466,8 +479,7 @@ class PopService:
             new.remaining = {h.queue_offset}
             new.log_offset = self._append("ck", new.to_json())
             self._pending[new.key] = new
-            self._append("ack", {"g": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset,
-                                 "pt": ck.pop_time, "os": [h.queue_offset]})
+            self._ack_record(ck, [h.queue_offset])
             if ck.orderly:
                 # the orderly lock follows the message: keep the queue locked until it is done
                 ck.remaining.discard(h.queue_offset)
@@ -482,19 +494,15 @@ class PopService:
     def forward_to_dlq(self, group: str, topic: str, handle: str) -> AckStatus:
         """The consumer gave up on the message (gRPC ForwardMessageToDeadLetterQueue): it goes to
         ``%DLQ%<group>`` and its handle is acked."""
-        try:
-            h = Handle.parse(handle)
-        except PopError:
-            return AckStatus.BAD_HANDLE
         with self._lock:
-            ck = self._checkpoint(group, topic, h)
-            if ck is None or h.queue_offset not in ck.remaining:
-                return AckStatus.NO_SUCH_CHECKPOINT
+            live = self._live(group, topic, handle)
+            if isinstance(live, AckStatus):
+                return live
+            h, ck = live
             ext = self._message_at(ck.topic, ck.queue_id, h.queue_offset)
             if ext is not None:
                 self._to_dlq(group, topic, ext, reason="client")
-            self._append("ack", {"g": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset,
-                                 "pt": ck.pop_time, "os": [h.queue_offset]})
+            self._ack_record(ck, [h.queue_offset])
             self._apply_ack(ck, [h.queue_offset])
         return AckStatus.OK
 
@@ -520,8 +528,7 @@ class PopService:
             cur = self.store.consumer_offsets.query(ck.group, ck.topic, ck.queue_id)
             if offsets and offsets[0] > cur:
                 self.store.consumer_offsets.commit(ck.group, ck.topic, ck.queue_id, offsets[0])
-            self._append("ack", {"g": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset,
-                                 "pt": ck.pop_time, "os": offsets, "r": 1})
+            self._ack_record(ck, offsets, revived=True)
             ck.remaining.clear()
             self._finish(ck)
             return len(offsets)
@@ -537,8 +544,7 @@ class PopService:
                 self._to_dlq(ck.group, origin, ext, reason="max_attempts")
             else:
                 self._to_retry(ck.group, origin, ext)
-        self._append("ack", {"g": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset,
-                             "pt": ck.pop_time, "os": offsets, "r": 1})
+        self._ack_record(ck, offsets, revived=True)
         ck.remaining.clear()
         self._finish(ck)
         return len(offsets)

@@ -185,19 +185,18 @@ class GrpcGateway:
     # -- long polling ---------------------------------------------------------------------------
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, *_: Any) -> None:
         """Store arrival listener (dispatch thread)."""
-        loop = self._loop
-        if loop is not None and topic in self._waiters:
-            try:
-                loop.call_soon_threadsafe(self._wake, topic)
-            except RuntimeError:
-                pass
+        self._wake_threadsafe(topic)
 
     def _on_pop_change(self, group: str, topic: str) -> None:
+        """POP listener: an orderly queue of ``topic`` unlocked (any thread)."""
+        self._wake_threadsafe(topic)
+
+    def _wake_threadsafe(self, topic: str) -> None:
         loop = self._loop
         if loop is not None and topic in self._waiters:
             try:
                 loop.call_soon_threadsafe(self._wake, topic)
-            except RuntimeError:
+            except RuntimeError:  # loop closed during shutdown
                 pass
 
     def _wake(self, topic: str) -> None:
