@@ -81,6 +81,12 @@ def raise_open_files_limit() -> None:
 class Node:
     def __init__(self, config: NodeConfig):
         self.config = config
+        if config.broker.broker_ip1 is None and config.host in ("0.0.0.0", "::", ""):
+            # RocketMQ's default brokerIP1: the machine's own address, so that the NameServer
+            # routes, message ids (store host) and Kafka metadata send remote clients here
+            from gateway_native.broker import local_address
+
+            config.broker.broker_ip1 = local_address()
         self.store = MessageStore(config.store, broker_config=config.broker)
         self.components: list[Any] = []
         self._stopped = asyncio.Event()
