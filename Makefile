@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
+HTMX   := rockafka/console/static/htmx.min.js
 
 .PHONY: serve test test-deps bench clean
 
@@ -18,10 +19,13 @@ $(VENV)/.test-extras: pyproject.toml $(BIN)/rockafka
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-serve: $(BIN)/rockafka
+$(HTMX): deploy/dev/vendor-htmx.sh
+	bash deploy/dev/vendor-htmx.sh
+
+serve: $(BIN)/rockafka $(HTMX)
 	$(BIN)/rockafka serve --data-dir ./data
 
-test-deps: $(VENV)/.test-extras
+test-deps: $(VENV)/.test-extras $(HTMX)
 	bash deploy/dev/install-test-deps.sh
 
 test: test-deps

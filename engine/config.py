@@ -177,6 +177,8 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "short_polling_time_mills": ("1000", "pull hold without long polling (ms)"),
     "rebalance_lock_max_live_time": ("60000", "ordered consumption queue lock lifetime (ms)"),
     "slave_read_enable": ("false", "let consumers read from slaves"),
+    # admin listener
+    "console_sample_interval_ms": ("10000", "console charts: one throughput and lag sample this often"),
 }
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import structlog
 
-from . import batch_delay, record_batch
+from . import batch_delay, metrics, record_batch
 from .checkpoint import StoreCheckpoint, checkpoint_path
 from .commitlog import CommitLog, FlushRealTimeService, GroupCommitService, commitlog_dir
 from .config import BrokerConfig, MessageStoreConfig
@@ -619,6 +619,7 @@ class MessageStore:
 
     def _append(self, topic: str, queue_id: int, units: list[tuple[bytearray, int, int]], wait: bool,
                 batch: bool = False) -> PutMessageResult:
+        started = metrics.now()
         key = (topic, queue_id)
         cl = self.commitlog
         first_phy = -1
@@ -677,6 +678,7 @@ class MessageStore:
                 self.confirmed_offset = phy + size
             end = self.confirmed_offset
         self.dispatcher.wake()
+        metrics.STORE_APPEND_SECONDS.observe(metrics.now() - started)
         status = PutMessageStatus.PUT_OK
         error = None
         if self._sync and wait:
@@ -904,6 +906,7 @@ class MessageStore:
                 del self.min_offsets.table[k]
             self.min_offsets.persist()
         self.topic_config.delete(topic)
+        metrics.forget_topic(topic)
         self.consumer_offsets.delete_topic(topic)
         self.consumer_offsets.persist()
         if self.running:

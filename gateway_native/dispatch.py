@@ -19,6 +19,8 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
+from engine import metrics
+
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import HeaderFieldError, MAX_FRAME_SIZE, RemotingCommand
 from .transport import Connection, ConnectionClosedError
@@ -42,6 +44,19 @@ class Processor:
     code: int
     handler: Handler
     suspends: bool
+    stats: metrics.RequestStats  # counted and timed per request in _run
+
+
+# Answers that are a normal outcome, not an error: nothing new yet, pull again, key not found.
+_NOT_ERRORS = frozenset({ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+                         ResponseCode.QUERY_NOT_FOUND})
+
+
+def _code_name(enum: Any, code: int) -> str:
+    try:
+        return enum(code).name
+    except ValueError:
+        return str(code)
 
 
 class ProcessorTable:
@@ -54,7 +69,8 @@ class ProcessorTable:
             for code in codes:
                 if code in self._table:
                     raise ValueError(f"{self.name}: request code {code} already has a processor")
-                self._table[int(code)] = Processor(int(code), fn, suspends)
+                self._table[int(code)] = Processor(int(code), fn, suspends,
+                                                   metrics.RequestStats(self.name, _code_name(RequestCode, code)))
             return fn
         return deco
 
@@ -65,13 +81,18 @@ class ProcessorTable:
         return self._table.get(code)
 
     def dispatcher(self, context: Any) -> Callable[[Connection, RemotingCommand], Awaitable[None]]:
+        unsupported = metrics.RequestStats(self.name, "UNSUPPORTED")  # one series, whatever the code
+
         async def dispatch(conn: Connection, cmd: RemotingCommand) -> None:
             proc = self._table.get(cmd.code)
             if proc is None:
-                try:
-                    name = RequestCode(cmd.code).name
-                except ValueError:
-                    name = str(cmd.code)
+                name = _code_name(RequestCode, cmd.code)
+                refused = conn.attrs.setdefault("refused_codes", set())
+                if cmd.code not in refused:  # once per code and connection
+                    refused.add(cmd.code)
+                    log.warning("request_code_refused", server=self.name, code=cmd.code, request=name,
+                                peer=conn.remote_addr, language=cmd.language, version=cmd.version)
+                unsupported.observe(0.0, ("REQUEST_CODE_NOT_SUPPORTED",))
                 await _reply(conn, cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                                      f"{self.name}: request type {name} not supported"))
                 return
@@ -97,6 +118,7 @@ async def _reply(conn: Connection, cmd: RemotingCommand, resp: RemotingCommand |
 
 
 async def _run(proc: Processor, context: Any, conn: Connection, cmd: RemotingCommand) -> None:
+    start = metrics.now()
     try:
         resp = await proc.handler(context, conn, cmd)
     except ProcessorError as exc:
@@ -108,6 +130,8 @@ async def _run(proc: Processor, context: Any, conn: Connection, cmd: RemotingCom
     except Exception as exc:
         log.exception("processor_failed", code=cmd.code, peer=conn.remote_addr)
         resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    ok = resp is None or resp.code in _NOT_ERRORS
+    proc.stats.observe(metrics.now() - start, () if ok else (_code_name(ResponseCode, resp.code),))
     await _reply(conn, cmd, resp)
 
 

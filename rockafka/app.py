@@ -50,10 +50,26 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     components.append(kafka)
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
-    # -- admin http --
-    from .admin_http import AdminHttp
+    # -- admin http: sees the gateways only through these read-only views --
+    from gateway_kafka import ops_view as kafka_view
+    from gateway_native import ops_view as native_view
 
-    components.append(AdminHttp(store, config, namesrv_resolver=lambda: f"{own_host}:{namesrv.port}"))
+    from .admin_http import AdminHttp
+    from .admin_state import NodeViews
+
+    def node_info() -> dict[str, Any]:
+        return {"cluster_name": config.broker.broker_cluster_name, "broker_name": config.broker.broker_name,
+                "broker_id": config.broker.broker_id, "role": config.store.broker_role,
+                "data_dir": config.data_dir, "started_ms": int(broker.started_at * 1000),
+                "replication": None,  # replication state and lag go here once brokers replicate
+                "listeners": {"kafka": f"{kafka.cluster.self_node.host}:{kafka.cluster.self_node.port}" if kafka.cluster else "",
+                              "broker": broker.addr, "namesrv": f"{own_host}:{namesrv.port}"}}
+
+    views = NodeViews(group_views=[lambda: kafka_view.group_views(kafka), lambda: native_view.group_views(broker)],
+                      connections={"kafka": lambda: kafka_view.connection_count(kafka),
+                                   "broker": lambda: native_view.connection_count(broker)},
+                      node_info=node_info, namesrv_addr=lambda: f"{own_host}:{namesrv.port}")
+    components.append(AdminHttp(store, config, views))
     return components
 
 
