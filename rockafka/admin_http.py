@@ -32,7 +32,8 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.core import GaugeMetricFamily
 
 from engine import metrics
@@ -327,4 +328,5 @@ class AdminHttp:
             if isinstance(c, NodeCollector):
                 c.collect_now()  # gateway state is read on the loop that owns it
         body = await self.call(generate_latest, metrics.REGISTRY)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        # the 0.0.4 text format every Prometheus (Debian's 2.42 too) parses
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
