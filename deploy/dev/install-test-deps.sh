@@ -17,6 +17,7 @@ command -v chromium >/dev/null || need_apt+=(chromium)
 command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 command -v promtool >/dev/null || need_apt+=(prometheus)
 command -v ip >/dev/null || need_apt+=(iproute2)
+command -v curl >/dev/null || need_apt+=(curl)
 command -v unshare >/dev/null || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "installing Debian packages: ${need_apt[*]}"
