@@ -129,6 +129,9 @@ def test_bad_input_exits_nonzero_with_a_reason(anode):
     assert bad_ts.returncode == 1 and "ISO 8601" in bad_ts.stderr
     bad_id = admin(anode, "query", "id", "not-hex", ok=False)
     assert bad_id.returncode == 1 and bad_id.stderr.startswith("rockafka admin:")
+    # a client message id (UNIQ_KEY) given without --topic: one line saying what to do, no traceback
+    client_id = admin(anode, "query", "id", "7F000001A07C18B4AAC2B6A0E1D50000", ok=False)
+    assert client_id.returncode == 1 and "--topic" in client_id.stderr and "Traceback" not in client_id.stderr
     missing = admin(anode, "dlq", "resend", uniq("nogroup"), "ABC", ok=False)
     assert missing.returncode == 1 and "not in %DLQ%" in missing.stderr
     usage = admin(anode, "topics", ok=False)
