@@ -289,6 +289,10 @@ class Broker:
         self.ensure_system_topics()
         self.store.add_arrival_listener(self.pull_hold.on_arrival)
         self.server.on_connection_closed.append(self.consumers.connection_closed)
+        # a topic created by the Kafka gateway or the console is routed at once: a native producer
+        # must not fall back to TBW102's queue count for a topic that exists with fewer queues
+        self.store.topic_config.change_listeners.append(
+            lambda: loop.call_soon_threadsafe(self._register_now.set) if not loop.is_closed() else None)
         self.server.on_connection_closed.append(self.producers.connection_closed)
         await self.server.start()
         self._tasks.append(asyncio.ensure_future(self._register_loop()))

@@ -23,7 +23,7 @@ def _cell(value: Any) -> str:
 def table_lines(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[str]:
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    out = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    out = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
     out += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
     return out
 

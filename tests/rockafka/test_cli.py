@@ -121,9 +121,9 @@ def test_config_list_prints_every_key_as_an_aligned_table_and_as_json():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     header = lines[0]
-    assert header.split()[:3] == ["KEY", "VALUE", "DEFAULT"]
+    assert header.split()[:3] == ["key", "value", "default"]
     flush = next(line for line in lines if line.startswith("flushDiskType "))
     assert flush.split()[1:3] == ["SYNC_FLUSH", "ASYNC_FLUSH"]
-    assert flush.index("SYNC_FLUSH") == header.index("VALUE")  # columns line up
+    assert flush.index("SYNC_FLUSH") == header.index("value")  # columns line up
     rows = json.loads(run("config", "list", "--json").stdout)
     assert {"kafkaPort", "flushDiskType", "advertised_host"} <= {r["key"] for r in rows}
