@@ -63,8 +63,8 @@ def test_every_readme_command_runs_from_a_fresh_clone(tmp_path):
     assert ran == expected  # every block ran, none was left behind after a failure
     skipped = {s["reason"] for s in report2["skipped"]}
     assert skipped == {"it is the command that runs this test", "a 10-minute benchmark with its own make target"}
-    outputs = {o["first_line"]: o["output"] for o in report1["outcomes"] + report2["outcomes"]}
+    outputs = [o["output"] for o in report1["outcomes"] + report2["outcomes"]]
     # what a reader is told to expect is what they get
-    assert any("orders paid ['order-1'] b'paid'" in out for out in outputs.values())
-    assert any("order-42 shipped" in out for out in outputs.values())
-    assert any("SYNC_FLUSH" in out and "ASYNC_FLUSH" in out for out in outputs.values())
+    assert any("orders paid ['order-1'] b'paid'" in out for out in outputs)
+    assert any("order-42 shipped" in out for out in outputs)
+    assert any(out.startswith("rockafka 0.1.0") for out in outputs)  # `rockafka --version` on PATH

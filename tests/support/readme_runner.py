@@ -60,6 +60,10 @@ class Outcome:
     first_line: str = field(default="")
 
 
+def _clip(text: str, keep: int = 3000) -> str:
+    return text if len(text) <= 2 * keep else text[:keep] + "\n…\n" + text[-keep:]
+
+
 def parse(readme: str) -> list[Block]:
     blocks: list[Block] = []
     lines = readme.splitlines()
@@ -157,7 +161,7 @@ class Runner:
         if out.returncode == 0 and env_out.exists():
             self.env = json.loads(env_out.read_text())
         return Outcome(block.line, block.lang, block.mode, out.returncode == 0, out.returncode,
-                       (out.stdout + out.stderr)[-4000:])
+                       _clip(out.stdout + out.stderr))
 
     def run_background(self, block: Block) -> Outcome:
         m = re.search(r'until\s+"(.*)"', block.arg)
