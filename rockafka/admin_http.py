@@ -27,7 +27,6 @@ Unknown topics, groups and message ids answer 404 with ``{"error": ...}``; bad p
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
 from typing import Any
 
 import structlog
@@ -41,42 +40,10 @@ from engine.config import NodeConfig
 from engine.store import MessageStore
 
 from .admin_state import AdminState, NodeViews, with_members
+from .http_params import BadRequest, int_param, time_param
 from .history import History
 
 log = structlog.get_logger("rockafka.admin")
-
-
-class BadRequest(ValueError):
-    """A parameter a person must fix; answered 400 (API) or shown on the page (console)."""
-
-
-def int_param(query: Any, name: str, default: int | None, lo: int, hi: int) -> int | None:
-    raw = (query.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise BadRequest(f"{name} must be in {lo}..{hi}, got {value}")
-    return value
-
-
-def time_param(query: Any, name: str) -> int | None:
-    """Epoch milliseconds or ISO 8601 (no zone = UTC), as ``rockafka admin`` takes them."""
-    raw = (query.get(name) or "").strip()
-    if not raw:
-        return None
-    if raw.lstrip("-").isdigit():
-        return int(raw)
-    try:
-        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise BadRequest(f"{name} must be epoch milliseconds or an ISO 8601 time, got {raw!r}") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
 
 
 class NodeCollector:

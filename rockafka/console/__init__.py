@@ -123,7 +123,7 @@ class Console:
         return self.render(request, "topic.html", title=f"Topic {name}", topic=doc)
 
     async def messages(self, request: web.Request) -> web.Response:
-        from ..admin_http import BadRequest
+        from ..http_params import BadRequest
 
         query = request.query
         rows: list[dict[str, Any]] | None = None
@@ -155,7 +155,7 @@ class Console:
     async def group_reset(self, request: web.Request) -> web.Response:
         from gateway_native.client import MQClientError
 
-        from ..admin_http import BadRequest, time_param
+        from ..http_params import BadRequest, time_param
 
         form = await request.post()
         group = request.match_info["group"]
@@ -189,7 +189,7 @@ class Console:
     async def dlq_resend(self, request: web.Request) -> web.Response:
         from gateway_native.client import MQClientError
 
-        from ..admin_http import BadRequest
+        from ..http_params import BadRequest
 
         form = await request.post()
         msg_id = str(form.get("msg_id") or "").strip()
