@@ -1,13 +1,14 @@
 """The console in a real browser (Debian's headless Chromium driven through chromium-driver),
 against a node with Kafka and native traffic: what a person sees is a Kafka record's decoded
 value and headers in the message browser, a Kafka and a native group with the right lag, a
-dead letter that reappears in its group after Resend. Screenshots of each page are kept under
-the test's tmp directory (pytest keeps the last runs) as artifacts."""
+dead letter that reappears in its group after Resend. Screenshots of each page are kept in
+``test-artifacts/console/`` (git-ignored), replaced on every run."""
 
 from __future__ import annotations
 
 import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -38,8 +39,11 @@ def browser(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory):
-    return tmp_path_factory.mktemp("console-screenshots")
+def shots():
+    folder = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
 
 
 @pytest.fixture(scope="module")
