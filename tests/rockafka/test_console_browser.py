@@ -187,3 +187,39 @@ def test_overview_charts_draw_the_last_hour(cnode, browser, shots):
             By.CSS_SELECTOR, 'svg.chart polyline[data-series="produced"]')
     wait_until(produced_line, timeout=30, interval=0.2, what="a throughput line")
     assert "Broker" in browser.page_source and "broker-a" in text_of(browser, "#broker")
+
+
+def test_offset_reset_from_the_group_page(cnode, browser, shots):
+    """A Kafka group without members is moved to the end from its page: after confirming,
+    the page shows the reset and its lag is 0; the committed offset is what a Kafka client reads."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    topic, group = f"r_{uuid.uuid4().hex[:6]}", f"rg_{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": cnode.kafka_bootstrap})
+    for i in range(6):
+        p.produce(topic, value=b"%d" % i)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cnode.kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    page(browser, cnode, f"/groups/{group}", shots, "group-before-reset")
+    assert text_of(browser, f'#lag tr[data-topic="{topic}"] td.lag') == "5"
+    form = browser.find_element(By.ID, "reset")
+    form.find_element(By.CSS_SELECTOR, 'input[value="latest"]').click()
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 5).until(lambda b: _accept_confirm(b))  # htmx asks before it posts
+    wait_until(lambda: text_of(browser, "p.notice"), timeout=20, what="the reset notice")
+    browser.save_screenshot(str(shots / "group-after-reset.png"))
+    assert text_of(browser, f'#lag tr[data-topic="{topic}"] td.lag') == "0"
+    assert c.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 6
+    c.close()
+
+
+def _accept_confirm(browser) -> bool:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        browser.switch_to.alert.accept()
+        return True
+    except NoAlertPresentException:
+        return False
