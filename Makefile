@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
+HTMX   := rockafka/console/static/htmx.min.js
 
 .PHONY: serve test test-deps bench clean grpc
 
@@ -22,10 +23,13 @@ $(VENV)/.test-extras: pyproject.toml $(BIN)/rockafka
 grpc: $(BIN)/rockafka
 	$(BIN)/python -m gateway_grpc.build_proto
 
-serve: grpc
+$(HTMX): deploy/dev/vendor-htmx.sh
+	bash deploy/dev/vendor-htmx.sh
+
+serve: grpc $(HTMX)
 	$(BIN)/rockafka serve --data-dir ./data
 
-test-deps: $(VENV)/.test-extras grpc
+test-deps: $(VENV)/.test-extras grpc $(HTMX)
 	bash deploy/dev/install-test-deps.sh
 
 test: test-deps

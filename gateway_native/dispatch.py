@@ -11,6 +11,9 @@ from typing import Any, Callable
 
 import structlog
 
+from engine import metrics
+
+from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import MAX_FRAME_SIZE
 from .remoting.processor_table import Processor, ProcessorError, ProcessorTable
 from .transport import Connection
@@ -18,6 +21,35 @@ from .transport import Connection
 log = structlog.get_logger("rockafka.native.dispatch")
 
 __all__ = ["Processor", "ProcessorError", "ProcessorTable", "RemotingServer"]
+
+# Answers that are a normal outcome, not an error: nothing new yet, pull again, key not found.
+_NOT_ERRORS = frozenset({ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+                         ResponseCode.QUERY_NOT_FOUND})
+
+
+def _code_name(enum: Any, code: int) -> str:
+    try:
+        return enum(code).name
+    except ValueError:
+        return str(code)
+
+
+def request_metrics(table: ProcessorTable) -> Callable[[int, float, int | None], None]:
+    """An observer for ``table`` that counts and times each request per request code
+    (unknown codes share one ``UNSUPPORTED`` series, so a scanner cannot add series)."""
+    stats: dict[int, metrics.RequestStats] = {}
+    unsupported = metrics.RequestStats(table.name, "UNSUPPORTED")
+
+    def observe(code: int, seconds: float, resp_code: int | None) -> None:
+        if table.get(code) is None:
+            unsupported.observe(seconds, ("REQUEST_CODE_NOT_SUPPORTED",))
+            return
+        s = stats.get(code)
+        if s is None:
+            s = stats[code] = metrics.RequestStats(table.name, _code_name(RequestCode, code))
+        ok = resp_code is None or resp_code in _NOT_ERRORS
+        s.observe(seconds, () if ok else (_code_name(ResponseCode, resp_code),))
+    return observe
 
 
 class RemotingServer:
@@ -33,6 +65,8 @@ class RemotingServer:
         self.max_frame_size = max_frame_size
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
+        if table.observer is None:
+            table.observer = request_metrics(table)
         self._dispatch = table.dispatcher(context)
         self.on_connection_closed: list[Callable[[Connection], None]] = []
 

@@ -207,6 +207,9 @@ class Admin:
         async def run() -> MessageExt:
             resp = await self._ok(f"{ip}:{port}", RC.VIEW_MESSAGE_BY_ID, {"offset": offset})
             return decode_units(bytes(resp.body))[0]
+        if not 0 < port < 65536:  # a client (unique) id decodes to nonsense here
+            raise MQClientError(f"{msg_id} is not an offset message id (its store port would be {port}); "
+                                "for a client message id give the topic too (--topic)")
         try:
             return self._call(run())
         except (OSError, ConnectionError) as exc:

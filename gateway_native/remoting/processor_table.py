@@ -12,12 +12,15 @@ producer's sends are stored in the order it sent them. A processor registered wi
 answers are matched by opaque and a held pull must not block the requests behind it.
 
 The dispatcher only needs a connection object with ``send_and_drain``, ``closed`` and
-``remote_addr`` (``gateway_native.transport.Connection``).
+``remote_addr`` (``gateway_native.transport.Connection``). A server may set ``observer`` to be
+told of every request it answered (``observer(code, seconds, response_code)``, response code
+``None`` for no answer): the server shell counts and times requests with it, the SDK does not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -52,6 +55,7 @@ class ProcessorTable:
         self.name = name
         self._table: dict[int, Processor] = {}
         self._refused: set[tuple[int, str, int, int]] = set()
+        self.observer: Callable[[int, float, int | None], None] | None = None
 
     def register(self, *codes: int, suspends: bool = False) -> Callable[[Handler], Handler]:
         def deco(fn: Handler) -> Handler:
@@ -89,15 +93,17 @@ class ProcessorTable:
                 except ValueError:
                     name = str(cmd.code)
                 self._log_refused(conn, cmd, name)
+                if self.observer is not None:
+                    self.observer(cmd.code, 0.0, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
                 await _reply(conn, cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                                      f"{self.name}: request type {name} not supported"))
                 return
             if proc.suspends:
-                task = asyncio.ensure_future(_run(proc, context, conn, cmd))
+                task = asyncio.ensure_future(_run(proc, context, conn, cmd, self.observer))
                 _background.add(task)
                 task.add_done_callback(_background.discard)
             else:
-                await _run(proc, context, conn, cmd)
+                await _run(proc, context, conn, cmd, self.observer)
         return dispatch
 
 
@@ -115,7 +121,9 @@ async def _reply(conn: Any, cmd: RemotingCommand, resp: RemotingCommand | None) 
         pass
 
 
-async def _run(proc: Processor, context: Any, conn: Any, cmd: RemotingCommand) -> None:
+async def _run(proc: Processor, context: Any, conn: Any, cmd: RemotingCommand,
+               observer: Callable[[int, float, int | None], None] | None = None) -> None:
+    start = time.perf_counter()
     try:
         resp = await proc.handler(context, conn, cmd)
     except ProcessorError as exc:
@@ -127,4 +135,6 @@ async def _run(proc: Processor, context: Any, conn: Any, cmd: RemotingCommand) -
     except Exception as exc:
         log.exception("processor_failed", code=cmd.code, peer=conn.remote_addr)
         resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    if observer is not None:
+        observer(cmd.code, time.perf_counter() - start, None if resp is None else resp.code)
     await _reply(conn, cmd, resp)
