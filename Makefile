@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 HTMX   := rockafka/console/static/htmx.min.js
 
+GRPC   := gateway_grpc/proto/.generated
+
 .PHONY: serve test test-deps bench clean grpc
 
 $(BIN)/rockafka: pyproject.toml
@@ -20,16 +22,18 @@ $(VENV)/.test-extras: pyproject.toml $(BIN)/rockafka
 	touch $@
 
 # gRPC messages for the RocketMQ 5 front, generated from the published definitions (never committed)
-grpc: $(BIN)/rockafka
+$(GRPC): gateway_grpc/build_proto.py $(BIN)/rockafka
 	$(BIN)/python -m gateway_grpc.build_proto
+
+grpc: $(GRPC)
 
 $(HTMX): deploy/dev/vendor-htmx.sh
 	bash deploy/dev/vendor-htmx.sh
 
-serve: grpc $(HTMX)
+serve: $(GRPC) $(HTMX)
 	$(BIN)/rockafka serve --data-dir ./data
 
-test-deps: $(VENV)/.test-extras grpc $(HTMX)
+test-deps: $(VENV)/.test-extras $(GRPC) $(HTMX)
 	bash deploy/dev/install-test-deps.sh
 
 test: test-deps

@@ -185,10 +185,14 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # RocketMQ's MixAll.isSysConsumerGroup
+
+
 def _group_lag(admin: Any, group: str | None, js: bool) -> None:
     """Without a group: one line per group with its total lag. With one: a line per queue of
     every topic the group has offsets on, then the total."""
-    groups = admin.consumer_groups()
+    # the broker's own progress records (POP revive, ...) are not consumer groups a user runs
+    groups = {g: v for g, v in admin.consumer_groups().items() if not g.startswith(SYSTEM_GROUP_PREFIX)}
     if group is not None and group not in groups:
         raise AdminCliError(f"group {group!r} has no committed offsets and no config")
     rows = []
