@@ -223,6 +223,7 @@ class MessageStore:
         self.disk_full = False
         self._pending_listeners: list[Callable[[str, int, int], None]] = []
         self._sync = config.flush_disk_type == "SYNC_FLUSH"
+        self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
         self.ha = HAService(self)  # replication: master service or slave client, by broker_role
         if broker_config is None:  # an embedded store (tests, tools): its HA listener takes any free port
             self.ha.listen_port = 0
@@ -938,6 +939,10 @@ class MessageStore:
                 break
         res.next_begin_offset = min(index, max_off) if index > offset else offset
         res.buffer_total_size = total_bytes
+        if refs:
+            # RocketMQ's rule: a reader further behind the log's end than accessMessageInMemoryMaxRatio
+            # of RAM reads what the page cache no longer holds; a slave should serve it instead
+            res.suggest_pulling_from_slave = self.confirmed_offset - refs[-1].commitlog_offset > self._in_memory_bytes
         if messages:
             res.status = GetMessageStatus.FOUND
         elif filtered:
@@ -1202,6 +1207,13 @@ class MessageStore:
             except ValueError:
                 pass
         self.index_service.delete_below(cl_min)
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
 
 
 def _body_pos(unit) -> int:

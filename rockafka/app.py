@@ -50,6 +50,11 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     components.append(kafka)
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
+    # -- the broker group: what each member tells the NameServer, and the Kafka view built from it --
+    from .group import GroupViewRefresher, registration_extras
+
+    broker.registration_extras = lambda: registration_extras(store, config, kafka)
+    components.append(GroupViewRefresher(broker, kafka, config.extra_int("cluster_view_refresh_ms", 1000)))
     # -- admin http --
     from .admin_http import AdminHttp
 
@@ -88,6 +93,10 @@ class Node:
     async def start(self) -> None:
         raise_open_files_limit()
         loop = asyncio.get_running_loop()
+        from .group import ha_identity
+
+        self.store.ha.bind_host = self.config.host
+        self.store.ha.identity = ha_identity(self.config)
         await loop.run_in_executor(None, self.store.start)
         self.components = build_components(self.store, self.config)
         started: list[Any] = []
