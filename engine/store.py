@@ -222,6 +222,8 @@ class MessageStore:
         self.last_exit_ok = True
         self.disk_full = False
         self._pending_listeners: list[Callable[[str, int, int], None]] = []
+        # a slave: topics its replicated units name that its topic table lacks (-> queue count seen)
+        self.replicated_unknown_topics: dict[str, int] = {}
         self._sync = config.flush_disk_type == "SYNC_FLUSH"
         self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
         self.ha = HAService(self)  # replication: master service or slave client, by broker_role
@@ -804,6 +806,9 @@ class MessageStore:
             props = h.properties(f.buf) if h.props_len else {}
             cq = self.find_consume_queue(h.topic, h.queue_id, create=True)
             cq.put(h.queue_offset, off, total, queue_tags_code(self, h, props) if props else 0, count)
+            if h.topic not in self.topic_config.table:
+                seen = self.replicated_unknown_topics
+                seen[h.topic] = max(seen.get(h.topic, 0), h.queue_id + 1)
             self._queue_offsets[(h.topic, h.queue_id)] = h.queue_offset + count
             if is_batch and f.buf[h.body_pos + _BATCH_ATTR_LOW] & _TXN_FLAG:
                 if txn is None:

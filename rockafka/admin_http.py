@@ -7,7 +7,8 @@ write, resending a dead letter, goes through the node's own NameServer and broke
 Python SDK, exactly as ``rockafka admin dlq resend`` does.
 
 Routes (GET unless marked):
-- ``/`` dashboard (static HTML that renders the JSON below)
+- ``/`` dashboard (static HTML that renders the JSON below): replication (role, epoch, each
+  slave's state and lag), topics, consumer groups, dead letters
 - ``/api/health``
 - ``/api/topics`` and ``/api/topics/{topic}``: queues with min/max offsets and message counts
 - ``/api/groups`` and ``/api/groups/{group}``: committed offsets and lag per queue
@@ -379,6 +380,8 @@ th{background:#f3f3f3} .num{text-align:right} h1{margin-top:0}
 </style></head>
 <body>
 <h1>Rockafka</h1>
+<h2>Replication</h2><p id="harole"></p>
+<table id="ha"><thead><tr><th>slave</th><th>broker id</th><th>state</th><th>in sync</th><th class="num">lag bytes</th><th class="num">lag ms</th></tr></thead><tbody></tbody></table>
 <h2>Topics</h2><table id="topics"><thead><tr><th>topic</th><th>queues</th><th class="num">messages</th></tr></thead><tbody></tbody></table>
 <h2>Consumer groups</h2><table id="groups"><thead><tr><th>group</th><th>queues</th><th class="num">lag</th></tr></thead><tbody></tbody></table>
 <h2>Dead letters</h2><p>Browse a group's dead-letter queue: <input id="dlqgroup" placeholder="group"> <button id="dlqgo">show</button></p>
@@ -387,6 +390,10 @@ th{background:#f3f3f3} .num{text-align:right} h1{margin-top:0}
 <script>
 function cell(tr, text, cls){const td=document.createElement('td');td.textContent=text;if(cls)td.className=cls;tr.appendChild(td);}
 async function load(){
+  const h=await (await fetch('api/ha')).json(); const hb=document.querySelector('#ha tbody'); hb.innerHTML='';
+  document.getElementById('harole').textContent='role '+h.brokerRole+', master epoch '+h.masterEpoch+
+    (h.brokerRole==='SLAVE'?(', master '+(h.masterAddress||'unknown')+(h.connected?' (connected, '+h.behindBytes+' bytes behind)':' (not connected)')):'');
+  for(const x of (h.slaves||[])){const tr=document.createElement('tr');cell(tr,x.address);cell(tr,x.brokerId);cell(tr,x.state);cell(tr,x.inSync?'yes':'no');cell(tr,x.lagBytes,'num');cell(tr,x.lagMs,'num');hb.appendChild(tr);}
   const t=await (await fetch('api/topics')).json(); const tb=document.querySelector('#topics tbody'); tb.innerHTML='';
   for(const x of t.topics){const tr=document.createElement('tr');cell(tr,x.topic);cell(tr,x.queues.length);cell(tr,x.messages,'num');tb.appendChild(tr);}
   const g=await (await fetch('api/groups')).json(); const gb=document.querySelector('#groups tbody'); gb.innerHTML='';

@@ -54,6 +54,7 @@ class SlaveConnection:
         self.closed = threading.Event()
         self._send_lock = threading.Lock()
         self._sent_docs: dict[str, bytes] = {}
+        self._topics_version = -1
         self._reader = threading.Thread(target=self._read_loop, name=f"ha-read-{self.remote}", daemon=True)
         self._writer: threading.Thread | None = None
 
@@ -209,8 +210,11 @@ class SlaveConnection:
             while not self.closed.is_set():
                 self.wake.clear()
                 now = time.monotonic()
-                if now >= next_meta:
-                    self._send_metadata()
+                topics_version = self.store.topic_config.data_version.counter
+                if now >= next_meta or topics_version != self._topics_version:
+                    # a new topic goes out before the data that follows its creation
+                    self._topics_version = topics_version
+                    self._send_metadata(force=now < next_meta)
                     next_meta = now + svc.metadata_interval_s
                 chunk = svc.read_chunk(self.next_offset)
                 if chunk is not None:
@@ -246,8 +250,8 @@ class SlaveConnection:
             log.exception("ha_writer_failed", slave=self.remote)
         self.close(reason)
 
-    def _send_metadata(self) -> None:
-        for name, doc in self.service.metadata_snapshot().items():
+    def _send_metadata(self, force: bool = False) -> None:
+        for name, doc in self.service.metadata_snapshot(fresh=force).items():
             digest = hashlib.blake2b(doc, digest_size=16).digest()
             if self._sent_docs.get(name) != digest:
                 self._send(P.encode_metadata(name, doc))

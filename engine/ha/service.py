@@ -195,12 +195,13 @@ class HAService:
             return None
         return data, entry, end
 
-    def metadata_snapshot(self) -> dict[str, bytes]:
-        """The metadata documents, encoded at most once per interval for all connections."""
+    def metadata_snapshot(self, fresh: bool = False) -> dict[str, bytes]:
+        """The metadata documents, encoded at most once per half interval for all connections
+        (``fresh``: now, e.g. a topic was just created)."""
         with self._lock:
             cached = self._meta_cache
             now = time.monotonic()
-            if cached is None or now - cached[0] >= self.metadata_interval_s / 2:
+            if fresh or cached is None or now - cached[0] >= self.metadata_interval_s / 2:
                 self._meta_cache = cached = (now, metadata.collect(self.store))
             return cached[1]
 

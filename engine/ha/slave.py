@@ -238,6 +238,8 @@ class HAClient:
                             store.append_replicated(h.offset, body)
                             self.bytes_received += len(body)
                             applied = True
+                            if store.replicated_unknown_topics:
+                                self._learn_topics()
                         self.master_max_offset = h.master_max_offset
                         self.master_confirm_offset = h.confirm_offset
                     elif kind == P.METADATA:
@@ -254,6 +256,20 @@ class HAClient:
             if not acked_now and now - last_ack >= svc.heartbeat_s:
                 sock.sendall(P.encode_offset(P.ACK, self._end()))
                 last_ack = now
+
+    def _learn_topics(self) -> None:
+        """Messages of a topic the master's topics document has not brought yet (it is sent on
+        change, but a master may die between the two): the slave records the topic from the log,
+        so its messages stay consumable; the master's document replaces it when it arrives."""
+        from ..topic_config import TopicConfig
+
+        store = self.store
+        seen, store.replicated_unknown_topics = store.replicated_unknown_topics, {}
+        for topic, queues in seen.items():
+            if store.topic_config.get(topic) is None:
+                n = max(queues, store.broker_config.default_topic_queue_nums)
+                store.topic_config.create_or_update(TopicConfig(topic, read_queue_nums=n, write_queue_nums=n))
+                log.info("ha_topic_learned_from_log", topic=topic, queues=n)
 
     def _end(self) -> int:
         cl = self.store.commitlog

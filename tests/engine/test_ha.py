@@ -282,3 +282,16 @@ def test_consistent_point():
     # the same epoch number and start opened by another master (restored copy): not the same epoch
     assert consistent_point(m, 900, [EpochEntry(1, 0, 10), EpochEntry(2, 500, 21)], 1000) == 500
     assert consistent_point(m, 900, [EpochEntry(5, 0, 10)], 100) is None  # unrelated
+
+
+def test_slave_knows_every_topic_it_holds_messages_of(pair):
+    """A topic the master's topics document has not described yet (here: never configured at
+    all) is recorded by the slave from the log, so its messages can be consumed there."""
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    s = slave(m)
+    assert m.topic_config.get("NoConfig") is None
+    m.put_message(msg(1, topic="NoConfig", queue_id=11))
+    wait_until(lambda: s.topic_config.get("NoConfig") is not None, what="topic learned from the log")
+    assert s.topic_config.get("NoConfig").read_queue_nums == 12
+    assert s.get_max_offset_in_queue("NoConfig", 11) == 1

@@ -166,3 +166,28 @@ def test_master_down_consumers_read_everything_from_the_slave_then_master_back(g
     assert set(counts) == set(first + second)  # nothing lost
     duplicates = sum(n - 1 for n in counts.values())
     assert duplicates <= 10, f"{duplicates} duplicates: {[b for b, n in counts.items() if n > 1]}"
+
+
+def test_rockafka_admin_cluster_shows_the_group_with_roles(group):
+    import json
+    import subprocess
+
+    from tests.support.node import ROOT, rockafka_command
+
+    def rows():
+        out = subprocess.run(rockafka_command() + ["admin", "--namesrv", group.namesrv_addr, "--json", "cluster"],
+                             capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        return data if len(data) == 2 and data[1]["inSync"] == "yes" else None
+    data = wait_until(rows, 30, what="both members listed, the slave in sync")
+    assert [(r["brokerName"], r["brokerId"], r["role"]) for r in data] == [("broker-a", 0, "SYNC_MASTER"),
+                                                                          ("broker-a", 1, "SLAVE")]
+    assert data[0]["addr"] == group.master.broker_addr and data[1]["lagBytes"] == 0
+    assert data[0]["epoch"] >= 1 and str(group.master.kafka_port) in data[0]["kafka"]
+    table = subprocess.run(rockafka_command() + ["admin", "--namesrv", group.namesrv_addr, "cluster"],
+                           capture_output=True, text=True, timeout=60, cwd=str(ROOT)).stdout
+    assert "SYNC_MASTER" in table and "SLAVE" in table
+    # the slave's own admin page shows its role
+    assert http_json(f"{group.slaves[0].admin_url}/api/ha")["brokerRole"] == "SLAVE"
+    assert "Replication" in urllib_text(f"{group.slaves[0].admin_url}/")
