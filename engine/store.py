@@ -539,7 +539,9 @@ class MessageStore:
         return unit, None, tags_code(msg.tags)
 
     # ------------------------------------------------------------------ writes
-    def put_message(self, msg: Message) -> PutMessageResult:
+    def put_message(self, msg: Message, sync_replicas: bool | None = None) -> PutMessageResult:
+        """Store one message. ``sync_replicas`` as in ``put_record_batch`` (None: SYNC_MASTER
+        waits for the slaves here; False: the caller waits with ``ha.wait_replicated``)."""
         refused = self._check_writable()
         if refused:
             return refused
@@ -560,9 +562,10 @@ class MessageStore:
             return refused
         if staged_tcode is not None:
             tcode = staged_tcode
-        return self._append(msg.topic, msg.queue_id, [(unit, tcode, 1)], wait=self._wants_wait(msg))
+        return self._append(msg.topic, msg.queue_id, [(unit, tcode, 1)], wait=self._wants_wait(msg),
+                            sync_replicas=sync_replicas)
 
-    def put_messages(self, msgs: list[Message]) -> PutMessageResult:
+    def put_messages(self, msgs: list[Message], sync_replicas: bool | None = None) -> PutMessageResult:
         """RocketMQ batch: one unit per message, same topic and queue, contiguous offsets."""
         refused = self._check_writable()
         if refused:
@@ -583,7 +586,7 @@ class MessageStore:
         if total > self.config.max_message_size:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
                                 f"batch is {total} bytes, more than maxMessageSize {self.config.max_message_size}")
-        return self._append(topic, qid, encoded, wait=self._wants_wait(msgs[0]))
+        return self._append(topic, qid, encoded, wait=self._wants_wait(msgs[0]), sync_replicas=sync_replicas)
 
     def put_record_batch(self, topic: str, queue_id: int, batch, *, born_host=None, store_host=None,
                          properties: dict | None = None, delay_headers: bool = True,

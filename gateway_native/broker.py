@@ -472,8 +472,12 @@ class Broker:
 
     async def put(self, fn: Any, *args: Any) -> Any:
         """A store write: inline under ASYNC_FLUSH (it only touches mapped memory, and a thread hop
-        per message would halve throughput), through the executor when it may wait for a flush."""
-        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and self.store.config.broker_role != "SYNC_MASTER":
+        per message would halve throughput), through the executor when it may wait for a flush
+        or, SYNC_MASTER, for the slaves (unless the caller waits for them itself:
+        ``sync_replicas=False``, see processors/send.py)."""
+        no_replica_wait = isinstance(fn, functools.partial) and fn.keywords.get("sync_replicas") is False
+        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and (
+                no_replica_wait or self.store.config.broker_role != "SYNC_MASTER"):
             return fn(*args)
         return await self.run_blocking(fn, *args)
 

@@ -8,7 +8,10 @@ header field -> SYSTEM_ERROR naming the field; any other failure -> SYSTEM_ERROR
 Ordering: requests on a connection are processed one after another in arrival order, so a
 producer's sends are stored in the order it sent them. A processor registered with
 ``suspends=True`` (pull with long polling) runs as its own task instead, because remoting
-answers are matched by opaque and a held pull must not block the requests behind it.
+answers are matched by opaque and a held pull must not block the requests behind it. A
+processor may also return a ``DeferredResponse``: its work in order is done (a SYNC_MASTER send
+is stored), only the answer waits (for the slaves) while the next request is processed, as
+RocketMQ's asynchronous send processing does.
 """
 
 from __future__ import annotations
@@ -34,7 +37,16 @@ class ProcessorError(Exception):
         self.remark = remark
 
 
-Handler = Callable[[Any, Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
+class DeferredResponse:
+    """A processor's answer that is not ready yet: ``answer`` resolves to the response."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: Awaitable[RemotingCommand | None]):
+        self.answer = answer
+
+
+Handler = Callable[[Any, Connection, RemotingCommand], Awaitable["RemotingCommand | DeferredResponse | None"]]
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,22 @@ async def _run(proc: Processor, context: Any, conn: Connection, cmd: RemotingCom
         resp = cmd.response(exc.code, exc.remark)
     except HeaderFieldError as exc:
         resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request header: {exc}")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("processor_failed", code=cmd.code, peer=conn.remote_addr)
+        resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    if isinstance(resp, DeferredResponse):
+        task = asyncio.ensure_future(_deferred(resp, conn, cmd))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+        return
+    await _reply(conn, cmd, resp)
+
+
+async def _deferred(deferred: DeferredResponse, conn: Connection, cmd: RemotingCommand) -> None:
+    try:
+        resp = await deferred.answer
     except asyncio.CancelledError:
         raise
     except Exception as exc:

@@ -295,3 +295,43 @@ def test_slave_knows_every_topic_it_holds_messages_of(pair):
     wait_until(lambda: s.topic_config.get("NoConfig") is not None, what="topic learned from the log")
     assert s.topic_config.get("NoConfig").read_queue_nums == 12
     assert s.get_max_offset_in_queue("NoConfig", 11) == 1
+
+
+def test_slave_far_behind_the_masters_retention_starts_over_at_its_oldest_segment(pair):
+    master, slave = pair
+    m = master(role="ASYNC_MASTER", file_reserved_time=0)
+    s = slave(m, file_reserved_time=0)
+    for i in range(20):
+        m.put_message(msg(i))
+    wait_until(lambda: caught_up(m, s), what="first catch-up")
+    s.shutdown()
+    for i in range(20, 700):  # several 64 KiB segments
+        m.put_message(msg(i))
+    while m.clean_expired_files(force=True):  # retention drops all but the last segments
+        pass
+    assert m.commitlog.min_offset > s.confirmed_offset
+    s.start()
+    wait_until(lambda: caught_up(m, s), what="catch-up after the gap")
+    assert s.commitlog.min_offset == m.commitlog.min_offset
+    lo = m.commitlog.min_offset
+    assert commitlog_bytes(s, lo, m.confirmed_offset) == commitlog_bytes(m, lo, m.confirmed_offset)
+    # queue offsets keep their meaning: what is still in the log is read at the master's offsets
+    q_lo = m.get_min_offset_in_queue("T", 0)
+    wait_until(lambda: s.get_min_offset_in_queue("T", 0) == q_lo, what="queue start moved on the slave")
+    assert s.get_max_offset_in_queue("T", 0) == 700
+    assert decode_message(s.get_message("g", "T", 0, q_lo, 1).messages[0]).body == msg(q_lo).body
+
+
+def test_timer_messages_are_delivered_by_the_master_only(pair):
+    """The slave files replicated timer messages into its own wheel (for a later promotion) but
+    never delivers them: the delivered copy arrives once, by replication."""
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    s = slave(m)
+    due = int(time.time() * 1000) + 2500
+    assert m.put_message(Message(topic="Later", body=b"timer", properties={"TIMER_DELIVER_MS": str(due)})).ok
+    wait_until(lambda: m.get_max_offset_in_queue("Later", 0) == 1, timeout=20, what="delivered on the master")
+    wait_until(lambda: s.get_max_offset_in_queue("Later", 0) == 1, what="delivered copy on the slave")
+    wait_until(lambda: s.timer.checkpoint.enqueue_offset == 1, what="the slave's wheel has the timer message")
+    assert caught_up(m, s)
+    assert s.get_max_offset_in_queue("Later", 0) == 1  # not delivered a second time by the slave

@@ -191,3 +191,44 @@ def test_rockafka_admin_cluster_shows_the_group_with_roles(group):
     # the slave's own admin page shows its role
     assert http_json(f"{group.slaves[0].admin_url}/api/ha")["brokerRole"] == "SLAVE"
     assert "Replication" in urllib_text(f"{group.slaves[0].admin_url}/")
+
+
+def raw_pull(addr: str, topic: str, queue_id: int, offset: int, group_name: str = "redirect-g"):
+    import asyncio
+
+    from gateway_native.remoting.codes import PULL_FLAG_SUBSCRIPTION, RequestCode as RC
+    from gateway_native.remoting.command import RemotingCommand
+    from gateway_native.transport import open_connection
+
+    async def run():
+        conn = await open_connection(addr)
+        try:
+            return await conn.invoke(RemotingCommand.request(RC.PULL_MESSAGE, {
+                "consumerGroup": group_name, "topic": topic, "queueId": queue_id, "queueOffset": offset,
+                "maxMsgNums": 4, "sysFlag": PULL_FLAG_SUBSCRIPTION, "commitOffset": 0, "suspendTimeoutMillis": 0,
+                "subscription": "*", "subVersion": 0, "expressionType": "TAG"}), 5)
+        finally:
+            conn.close()
+    return asyncio.run(run())
+
+
+def test_slave_read_enable_redirects_readers_that_fell_behind(tmp_path):
+    """RocketMQ's rule: with slaveReadEnable, a pull further behind the log's end than
+    accessMessageInMemoryMaxRatio of RAM is told to go to brokerId 1; the slave serves it."""
+    from gateway_native.remoting.codes import ResponseCode as R
+
+    with BrokerGroup(tmp_path / "a", role="ASYNC_MASTER",
+                     master_settings={"slaveReadEnable": "true", "accessMessageInMemoryMaxRatio": 0}) as g:
+        with Producer("redirect-p", g.namesrv_addr) as p:
+            sent = [p.send(Message("Redirect", f"m{i}".encode()), ) for i in range(8)]
+        qid = sent[0].message_queue.queue_id
+        resp = raw_pull(g.master.broker_addr, "Redirect", qid, 0)
+        assert resp.code == R.SUCCESS and int(resp.get_int("suggestWhichBrokerId")) == 1
+        g.wait_caught_up(g.slaves[0])
+        served = raw_pull(g.slaves[0].broker_addr, "Redirect", qid, 0)
+        assert served.code == R.SUCCESS and served.body
+    with BrokerGroup(tmp_path / "b", role="ASYNC_MASTER", master_settings={"accessMessageInMemoryMaxRatio": 0}) as g:
+        with Producer("redirect-p", g.namesrv_addr) as p:
+            sent = p.send(Message("Redirect", b"m"))
+        resp = raw_pull(g.master.broker_addr, "Redirect", sent.message_queue.queue_id, 0)
+        assert resp.code == R.SUCCESS and int(resp.get_int("suggestWhichBrokerId")) == 0  # slaveReadEnable off

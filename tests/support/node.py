@@ -233,6 +233,7 @@ class StandaloneNamesrv:
 
     def __init__(self, tmp_path: Path, expired_ms: int = 120_000, ready_timeout: float = 30.0):
         self.port = free_port()
+        Path(tmp_path).mkdir(parents=True, exist_ok=True)
         self.path = Path(tmp_path) / f"namesrv-{self.port}.log"
         self.log = open(self.path, "wb")
         self.proc = subprocess.Popen(rockafka_command() + ["namesrv", "--host", "127.0.0.1", "--port", str(self.port),
