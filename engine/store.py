@@ -720,7 +720,8 @@ class MessageStore:
                 log.warning("flush_disk_timeout", topic=topic, queue_id=queue_id, offset=end)
         if status is PutMessageStatus.PUT_OK and wait and (
                 sync_replicas or (sync_replicas is None and self.config.broker_role == "SYNC_MASTER")):
-            status, error = self.ha.wait_replicated_blocking(end, 1, self.config.sync_flush_timeout / 1000.0)
+            name, error = self.ha.wait_replicated_blocking(end, 1, self.config.sync_flush_timeout / 1000.0)
+            status = PutMessageStatus[name]
         return PutMessageResult(status=status, msg_id=",".join(ids), queue_offset=first_qoff,
                                 commitlog_offset=first_phy, wrote_bytes=wrote, record_count=records,
                                 store_timestamp=now, error=error, end_offset=end)

@@ -196,6 +196,19 @@ def concise_reason(text: str, limit: int = 600) -> str:
     return " | ".join(keep)[:limit]
 
 
+def stop_systems(systems) -> None:
+    """Stop every (name, system) that started; a Rockafka node that does not stop is killed."""
+    for name, obj in systems:
+        if obj is None:
+            continue
+        try:
+            obj.stop()
+        except Exception as e:
+            log("stop_failed", system=name, error=e)
+            if name.startswith("rockafka"):
+                obj.kill()
+
+
 def kill9_kafka(peer) -> None:
     if peer.proc is not None and peer.proc.poll() is None:
         os.killpg(peer.proc.pid, signal.SIGKILL)
@@ -321,15 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("The run stopped on an unexpected error:\n\n```\n" + traceback.format_exc()[-3000:] + "```")
         log("run_error", error=traceback.format_exc())
     finally:
-        for name, obj in (("rocketmq", rocketmq), ("kafka", kafka), ("rockafka", node)):
-            if obj is None:
-                continue
-            try:
-                obj.stop()
-            except Exception as e:
-                log("stop_failed", system=name, error=e)
-                if name == "rockafka":
-                    obj.kill()
+        stop_systems((("rocketmq", rocketmq), ("kafka", kafka), ("rockafka", node)))
         shutil.rmtree(work, ignore_errors=True)
     write_results(out, args.size, sz, started, budget, machine, tables, profiles, notes)
     log("results_written", path=out, minutes=round(budget.spent() / 60, 1))
@@ -709,14 +714,8 @@ def replication_part(sz, budget, work, tables, notes) -> None:
                                      kafka_wl.produce(bs, topic, records, size, acks="all"))[1],
                             budget, value=lambda r: r["records_per_s"])
     finally:
-        for name, obj in (("kafka-rf2", kafka), ("rocketmq-ha", rocketmq), ("rockafka-slave", slave),
-                          ("rockafka-master", master)):
-            if obj is None:
-                continue
-            try:
-                obj.stop()
-            except Exception as e:
-                log("stop_failed", system=name, error=e)
+        stop_systems((("kafka-rf2", kafka), ("rocketmq-ha", rocketmq), ("rockafka-slave", slave),
+                      ("rockafka-master", master)))
     send.notes.append("Only SEND_OK counts (a send answered SLAVE_NOT_AVAILABLE or FLUSH_SLAVE_TIMEOUT is an "
                       f"error); {sz['native_seconds']} s per case after 100 warm-up sends; Rockafka's slave and "
                       "RocketMQ's slave learn their master from the NameServer; ASYNC_FLUSH everywhere.")

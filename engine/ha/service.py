@@ -237,14 +237,12 @@ class HAService:
             self._tick.notify_all()
         return fut
 
-    def wait_replicated_blocking(self, end_offset: int, min_replicas: int, timeout_s: float) -> tuple[Any, str | None]:
-        """For the store's SYNC_MASTER puts: (PutMessageStatus, error)."""
-        from ..store import PutMessageStatus
-
+    def wait_replicated_blocking(self, end_offset: int, min_replicas: int, timeout_s: float) -> tuple[str, str | None]:
+        """For the store's SYNC_MASTER puts: (status name, error)."""
         status, error = self.wait_replicated(end_offset, min_replicas, timeout_s).result(timeout_s + 5)
         if status != PUT_OK:
             log.warning("replication_wait_failed", status=status, offset=end_offset, error=error)
-        return PutMessageStatus[status], error
+        return status, error
 
     def _evaluate(self, now: float) -> None:
         """Under the lock: note in-sync changes and complete the waits that can be completed."""
