@@ -58,7 +58,9 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     # -- admin http --
     from .admin_http import AdminHttp
 
-    components.append(AdminHttp(store, config, namesrv_resolver=lambda: f"{own_host}:{namesrv.port}"))
+    # the NameServers the broker registers with (a group's shared one when namesrvAddr is set)
+    components.append(AdminHttp(store, config,
+                                namesrv_resolver=lambda: (broker.namesrv_addrs() or [f"{own_host}:{namesrv.port}"])[0]))
     return components
 
 

@@ -335,3 +335,26 @@ def test_timer_messages_are_delivered_by_the_master_only(pair):
     wait_until(lambda: s.timer.checkpoint.enqueue_offset == 1, what="the slave's wheel has the timer message")
     assert caught_up(m, s)
     assert s.get_max_offset_in_queue("Later", 0) == 1  # not delivered a second time by the slave
+
+
+def test_bad_bytes_on_the_ha_port_close_only_that_connection(pair):
+    import socket
+    import struct
+
+    master, slave = pair
+    m = master(role="SYNC_MASTER")
+    s = slave(m)
+    wait_until(lambda: m.ha.in_sync_count() == 1, what="slave in sync")
+    garbage = socket.create_connection(("127.0.0.1", m.ha.port))
+    garbage.sendall(b"GET / HTTP/1.1\r\n\r\n")  # not a frame: its size field is absurd
+    huge = socket.create_connection(("127.0.0.1", m.ha.port))
+    huge.sendall(struct.pack(">iB", 1 << 30, 1))  # a frame announced as 1 GiB: refused before buffering
+    ack_first = socket.create_connection(("127.0.0.1", m.ha.port))
+    ack_first.sendall(struct.pack(">iBq", 9, 3, 0))  # ACK before any handshake
+    for sock in (garbage, huge, ack_first):
+        sock.settimeout(10)
+        assert sock.recv(100) == b""  # the master closed it
+        sock.close()
+    r = m.put_message(msg(1))  # the real slave was not disturbed
+    assert r.status is PutMessageStatus.PUT_OK
+    assert s.commitlog.max_offset >= r.end_offset

@@ -89,9 +89,12 @@ def test_topics_created_through_a_slave_are_created_by_the_master(group):
     client = AdminClient({"bootstrap.servers": group.slaves[0].kafka_bootstrap})
     futs = client.create_topics([NewTopic(name, num_partitions=1, replication_factor=2)], request_timeout=15)
     futs[name].result(30)
-    assert name in admin(group).list_topics(timeout=10).topics
-    wait_until(lambda: name in AdminClient({"bootstrap.servers": group.slaves[0].kafka_bootstrap})
-               .list_topics(timeout=10).topics, 30, what="the topic copied to the slave")
+
+    def known_to(node) -> bool:
+        md = AdminClient({"bootstrap.servers": node.kafka_bootstrap}).list_topics(name, timeout=10).topics.get(name)
+        return md is not None and md.error is None and len(md.partitions) == 1
+    assert known_to(group.master)
+    wait_until(lambda: known_to(group.slaves[0]), 30, what="the topic copied to the slave")
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs java (make test-deps)")
