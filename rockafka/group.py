@@ -54,8 +54,6 @@ def registration_extras(store: Any, config: Any, kafka: Any) -> dict[str, Any]:
         out["masterAddress"] = info.get("masterAddress")
         out["behindBytes"] = info.get("behindBytes")
         out["connected"] = info.get("connected")
-    # the slave's Kafka listener also reaches its master through the HA handshake
-    store.ha.identity.update(_kafka_node(kafka))
     return out
 
 
