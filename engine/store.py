@@ -727,12 +727,13 @@ class MessageStore:
                                 store_timestamp=now, error=error, end_offset=end)
 
     # ------------------------------------------------------------------ replication (slave side)
-    def append_replicated(self, offset: int, data) -> int:
+    def append_replicated(self, offset: int, data, visible: bool = True) -> int:
         """A slave writes bytes of its master's commitlog at the master's offset ``offset`` (which
-        must be where its own log ends), then makes every complete unit visible: consume-queue
-        units, the Kafka transaction index, ``confirmed_offset`` (the dispatcher then indexes them
-        and wakes long polls). Bytes of a unit cut off at the end wait for the rest. Returns the
-        new end of the log (what the slave acknowledges). Raises ``ReplicationError`` when the
+        must be where its own log ends), then (``visible``; else ``make_replicated_visible``
+        later) makes every complete unit visible: consume-queue units, the Kafka transaction
+        index, ``confirmed_offset`` (the dispatcher then indexes them and wakes long polls). Bytes
+        of a unit cut off at the end wait for the rest. Returns the new end of the log (what the
+        slave acknowledges: the bytes are in its commitlog). Raises ``ReplicationError`` when the
         bytes do not continue the log."""
         from .ha.errors import ReplicationError
 
@@ -758,12 +759,18 @@ class MessageStore:
                 f.write_at(f.wrote_position, data[pos:pos + k] if (pos or k < n) else data)
                 f.wrote_position += k
                 pos += k
-            self._dispatch_replicated()
             new_end = cl.max_offset
         if new_first:  # queue units older than the log's new start expire now
             self.correct_min_offsets()
-        self.dispatcher.wake()
+        if visible:
+            self.make_replicated_visible()
         return new_end
+
+    def make_replicated_visible(self) -> None:
+        """A slave: consume-queue units (and the rest) for the complete replicated units."""
+        with self._put_lock:
+            self._dispatch_replicated()
+        self.dispatcher.wake()
 
     def _dispatch_replicated(self) -> None:
         """Under the put lock: consume-queue units for the complete units past ``confirmed_offset``."""

@@ -9,7 +9,8 @@ or — when the two logs share no epoch and the slave holds data — refuses (no
 tries again later. Then PULL from that point.
 
 Streaming: each DATA body is written at its offset (``MessageStore.append_replicated``), a
-newer epoch in a DATA header is recorded first, and one ACK answers everything read in one go;
+newer epoch in a DATA header is recorded first, and one ACK answers everything read in one go,
+sent as soon as the bytes are in the commitlog (the consume queues are built right after);
 an ACK also goes out every ``haSendHeartbeatInterval``. Silence for ``haHousekeepingInterval``,
 a protocol error or bytes that do not continue the log close the connection; the client
 reconnects after a second (five after a refusal).
@@ -235,11 +236,9 @@ class HAClient:
                                                       "the master did not list in its WELCOME")
                             epochs.append(entry)
                         if body:
-                            store.append_replicated(h.offset, body)
+                            store.append_replicated(h.offset, body, visible=False)
                             self.bytes_received += len(body)
                             applied = True
-                            if store.replicated_unknown_topics:
-                                self._learn_topics()
                         self.master_max_offset = h.master_max_offset
                         self.master_confirm_offset = h.confirm_offset
                     elif kind == P.METADATA:
@@ -248,9 +247,13 @@ class HAClient:
                     else:
                         raise P.ProtocolError(f"frame type {kind} is not one a master sends")
                 if applied:
+                    # acknowledged as soon as the bytes are in the commitlog; queues follow
                     sock.sendall(P.encode_offset(P.ACK, self._end()))
                     last_ack = now
                     acked_now = True
+                    store.make_replicated_visible()
+                    if store.replicated_unknown_topics:
+                        self._learn_topics()
             elif now - self.last_receive > svc.housekeeping_s:
                 raise ReplicationError(f"nothing from the master for {int(svc.housekeeping_s * 1000)} ms")
             if not acked_now and now - last_ack >= svc.heartbeat_s:
