@@ -467,6 +467,30 @@ class MessageStore:
     def is_slave(self) -> bool:
         return self.config.broker_role == "SLAVE"
 
+    def change_role(self, role: str, master_address: str | None = None) -> None:
+        """Switch between master (ASYNC_MASTER / SYNC_MASTER) and SLAVE while running: a new
+        master opens a new epoch at its log's end and delivers delayed and timer messages from
+        where its copied progress says; a master stepping down stops accepting puts at once,
+        stops delivering and follows ``master_address`` (or the NameServer's answer)."""
+        if role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, got {role!r}")
+        was_slave = self.is_slave
+        if role == self.config.broker_role:
+            return
+        if not was_slave and role != "SLAVE":  # between master flavours: only the wait changes
+            self.config.broker_role = role
+            return
+        if role == "SLAVE":
+            self.config.broker_role = role  # puts are refused from here on
+            self.schedule.stop()
+        with self._put_lock:  # no put in flight while the log changes hands
+            pass
+        self.ha.change_role(role, master_address)
+        self.timer.follower = role == "SLAVE"
+        if was_slave:
+            self.schedule.start()
+        log.info("store_role_changed", role=role, commitlog_max_offset=self.confirmed_offset)
+
     def _check_writable(self) -> PutMessageResult | None:
         if not self.running:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")

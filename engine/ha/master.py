@@ -40,6 +40,7 @@ class SlaveConnection:
         self.remote = f"{addr[0]}:{addr[1]}"
         self.state = "HANDSHAKE"
         self.broker_id = -1
+        self.hello_seen = False
         self.identity: dict = {}
         self.ack_offset = -1
         self.next_offset = -1
@@ -158,12 +159,11 @@ class SlaveConnection:
         elif hello.segment_size != store.config.mapped_file_size_commit_log:
             reason = (f"mappedFileSizeCommitLog differs: slave {hello.segment_size}, master "
                       f"{store.config.mapped_file_size_commit_log}; offsets name segments, so both must be equal")
-        elif hello.broker_id <= 0:
-            reason = f"brokerId {hello.broker_id} is a master's; a slave needs brokerId >= 1"
         elif not self.service.is_master:
             reason = "this broker is not a master"
         self.broker_id = hello.broker_id
         self.identity = hello.identity
+        self.hello_seen = True
         cl = store.commitlog
         welcome = P.Welcome(P.PROTOCOL_VERSION, P.WELCOME_REFUSED if reason else P.WELCOME_OK,
                             min_offset=cl.min_offset, max_offset=store.confirmed_offset,
@@ -175,7 +175,7 @@ class SlaveConnection:
         log.info("ha_slave_hello", slave=self.remote, broker_id=hello.broker_id, identity=hello.identity)
 
     def _on_pull(self, offset: int) -> None:
-        if self.state != "HANDSHAKE" or self.broker_id <= 0:
+        if self.state != "HANDSHAKE" or not self.hello_seen:
             raise P.ProtocolError("PULL before HELLO or twice")
         store = self.store
         lo, hi = store.commitlog.min_offset, store.confirmed_offset

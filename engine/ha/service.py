@@ -122,10 +122,30 @@ class HAService:
         self._transfer = threading.Thread(target=self._transfer_loop, name="ha-transfer", daemon=True)
         self._transfer.start()
 
-    def shutdown(self) -> None:
-        if not self.running:
+    def change_role(self, role: str, master_address: str | None = None) -> None:
+        """Become master (a new epoch opens at the log's end, the HA port listens) or slave (of
+        ``master_address``, or the one the NameServer names next). Waits in progress fail with
+        SLAVE_NOT_AVAILABLE when a master steps down. The store's ``change_role`` calls this."""
+        if (role == "SLAVE") == (self._client is not None) and (self._server is not None or self._client is not None):
+            self.store.config.broker_role = role  # already on that side (a master flavour change)
             return
-        self.running = False
+        self._stop_side()
+        self.store.config.broker_role = role
+        self._stop.clear()
+        if role != "SLAVE":
+            self._become_master()
+        else:
+            from .slave import HAClient
+
+            self._client = HAClient(self)
+            if master_address:
+                self._client.learned = master_address
+            self._client.start()
+        self.state_version += 1
+        log.info("ha_role_changed", role=role, epoch=self.master_epoch)
+
+    def _stop_side(self) -> None:
+        """Stop the master's listener and connections or the slave's client."""
         self._stop.set()
         with self._tick:
             self._tick.notify_all()
@@ -136,13 +156,19 @@ class HAService:
         with self._lock:
             conns = list(self._conns)
         for c in conns:
-            c.close("store shutting down")
+            c.close("role change or shutdown")
         for c in conns:
             c.join(5)
         if self._transfer is not None:
             self._transfer.join(5)
-        self._fail_all(SLAVE_NOT_AVAILABLE, "the store is shutting down")
+        self._fail_all(SLAVE_NOT_AVAILABLE, "this broker is no longer the master")
         self._server = self._client = self._transfer = None
+
+    def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self._stop_side()
 
     # -- master: connections -------------------------------------------------------------------
     def accept(self, conn: Any) -> None:

@@ -358,3 +358,32 @@ def test_bad_bytes_on_the_ha_port_close_only_that_connection(pair):
     r = m.put_message(msg(1))  # the real slave was not disturbed
     assert r.status is PutMessageStatus.PUT_OK
     assert s.commitlog.max_offset >= r.end_offset
+
+
+def test_roles_change_at_run_time_and_the_old_master_follows_the_new_one(pair, tmp_path):
+    """A manual switch (what failover will automate): the slave becomes master with a new epoch,
+    the old master, started again as a slave of it, drops the tail it wrote alone and follows."""
+    master, slave = pair
+    a = master(role="SYNC_MASTER")
+    b = slave(a)
+    wait_until(lambda: a.ha.in_sync_count() == 1, what="slave in sync")
+    for i in range(10):
+        assert a.put_message(msg(i)).ok
+    a.shutdown()  # the master goes away
+    b.broker_config.ha_listen_port = free_port()
+    b.change_role("SYNC_MASTER")
+    assert b.ha.master_epoch == a.ha.master_epoch + 1
+    assert b.put_message(msg(100)).status is PutMessageStatus.SLAVE_NOT_AVAILABLE  # no slave of its own yet
+    # the old master comes back as a slave of b; it had written one message b never got
+    a.start()
+    lonely = a.put_message(msg(99))
+    assert lonely.stored
+    a.change_role("SLAVE", master_address=f"127.0.0.1:{b.ha.port}")
+    assert a.put_message(msg(98)).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    wait_until(lambda: b.ha.in_sync_count() == 1, what="the old master in sync with the new one")
+    assert a.ha.truncated_bytes > 0  # its lone message is gone
+    r = b.put_message(msg(101))
+    assert r.status is PutMessageStatus.PUT_OK
+    bodies = [decode_message(u).body for u in a.get_message("g", "T", 0, 0, 50).messages]
+    assert bodies == [msg(i).body for i in list(range(10)) + [100, 101]]
+    assert commitlog_bytes(a, 0, b.confirmed_offset) == commitlog_bytes(b, 0, b.confirmed_offset)
