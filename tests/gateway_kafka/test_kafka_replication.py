@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.group import BrokerGroup, wait_until
+from tests.support.group import BrokerGroup, http_json, wait_until
 from tests.support.node import ROOT
 
 pytestmark = pytest.mark.timeout(300)
@@ -90,10 +90,15 @@ def test_topics_created_through_a_slave_are_created_by_the_master(group):
     futs = client.create_topics([NewTopic(name, num_partitions=1, replication_factor=2)], request_timeout=15)
     futs[name].result(30)
 
+    clients = {n.kafka_bootstrap: AdminClient({"bootstrap.servers": n.kafka_bootstrap}) for n in group.nodes()}
+
     def known_to(node) -> bool:
-        md = AdminClient({"bootstrap.servers": node.kafka_bootstrap}).list_topics(name, timeout=10).topics.get(name)
+        # polled: a client's first metadata answer may be its broker-only bootstrap request
+        md = clients[node.kafka_bootstrap].list_topics(name, timeout=10).topics.get(name)
         return md is not None and md.error is None and len(md.partitions) == 1
-    assert known_to(group.master)
+    # the master holds it (its admin API, which never creates topics)
+    assert http_json(f"{group.master.admin_url}/api/topics/{name}")["topic"] == name
+    wait_until(lambda: known_to(group.master), 30, what="the topic in the master's metadata")
     wait_until(lambda: known_to(group.slaves[0]), 30, what="the topic copied to the slave")
 
 
