@@ -9,7 +9,7 @@ HTMX   := rockafka/console/static/htmx.min.js
 
 GRPC   := gateway_grpc/proto/.generated
 
-.PHONY: serve test test-deps bench clean grpc
+.PHONY: serve test test-deps bench chaos clean grpc
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ test-deps: $(VENV)/.test-extras $(GRPC) $(HTMX)
 
 test: test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# fault loops outside `make test`: kill -9 of a SYNC_MASTER master under load, 20 cycles
+# (CHAOS_ARGS="--cycles 50 --seed 7" to change); exits non-zero if an acknowledged message is lost
+CHAOS_ARGS ?= --cycles 20
+chaos: test-deps
+	$(BIN)/python compat/chaos/ha_kill.py $(CHAOS_ARGS)
 
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy

@@ -52,6 +52,18 @@ class MessageStoreConfig:
     max_index_num: int = 5_000_000 * 4
     message_index_enable: bool = True
     broker_role: str = "ASYNC_MASTER"  # ASYNC_MASTER, SYNC_MASTER, SLAVE
+    # -- replication (docs/design/replication.md) --
+    # A slave's master HA address (host:port); unset = learned from the NameServer, as RocketMQ's slaves do.
+    ha_master_address: str | None = None
+    ha_send_heartbeat_interval: int = 5000  # ms of silence before a heartbeat, both ways
+    ha_housekeeping_interval: int = 20000  # ms: a connection silent this long is closed
+    # Most bytes per data frame. RocketMQ: 32 KiB; larger frames cost Python less per byte.
+    ha_transfer_batch_size: int = 256 * 1024
+    ha_max_time_slave_not_catchup: int = 15000  # ms: a slave not caught up this long leaves the in-sync set
+    # ms between metadata syncs to slaves (topics, offsets, delay/timer progress). RocketMQ's
+    # SlaveSynchronize runs every 10 s; changed documents only are sent, so a short period is cheap.
+    ha_sync_metadata_interval: int = 1000
+    access_message_in_memory_max_ratio: int = 40  # % of RAM: a pull further behind is "slow" (slave suggested)
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     timer_max_delay_sec: int = 3 * 86400  # RocketMQ 5: timer messages may be at most 3 days away
     timer_precision_ms: int = 1000  # timer wheel step
@@ -100,6 +112,8 @@ class BrokerConfig:
     max_reconsume_times: int = 16
     long_polling_enable: bool = True
     serialize_type: str = "JSON"  # reply serialization of remoting headers: JSON or ROCKETMQ
+    slave_read_enable: bool = False  # masters may redirect pulls of slow consumers to a slave
+    broker_rack: str | None = None  # Kafka's broker.rack: follower fetching picks a replica in the client's rack
 
 
 @dataclass
@@ -193,6 +207,8 @@ _ALIASES = {
     "data_dir": "store_path_root_dir",
     "store_path_rootdir": "store_path_root_dir",
     "store_path_root_dir": "store_path_root_dir",
+    "broker.rack": "broker_rack",
+    "min.insync.replicas": "min_insync_replicas",  # Kafka's broker key (a Kafka gateway setting)
 }
 
 
@@ -364,6 +380,19 @@ def validate(config: NodeConfig) -> None:
     for hour in filter(None, (h.strip() for h in s.delete_when.split(";"))):
         if not hour.isdigit() or not 0 <= int(hour) <= 23:
             raise ConfigError(f"deleteWhen lists hours of the day 00..23 separated by ';', got {s.delete_when!r}")
+    for key in ("ha_send_heartbeat_interval", "ha_housekeeping_interval", "ha_transfer_batch_size",
+                "ha_max_time_slave_not_catchup", "ha_sync_metadata_interval"):
+        if getattr(s, key) <= 0:
+            raise ConfigError(f"{key} must be positive, got {getattr(s, key)}")
+    if not 0 <= s.access_message_in_memory_max_ratio <= 100:
+        raise ConfigError(f"accessMessageInMemoryMaxRatio is a percentage 0..100, got {s.access_message_in_memory_max_ratio}")
+    b = config.broker
+    if s.broker_role == "SLAVE" and b.broker_id == 0:
+        raise ConfigError("brokerRole=SLAVE needs a brokerId other than 0 (brokerId 0 is the master of the group)")
+    if s.broker_role != "SLAVE" and b.broker_id != 0:
+        raise ConfigError(f"brokerId {b.broker_id} is a slave id: set brokerRole=SLAVE, or brokerId=0 for a master")
+    if s.ha_master_address and ":" not in s.ha_master_address:
+        raise ConfigError(f"haMasterAddress must be host:port, got {s.ha_master_address!r}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):
         port = getattr(config, name)
         if not 0 <= port <= 65535:

@@ -83,6 +83,7 @@ class Dispatcher(threading.Thread):
         self._pending = False
         self._idle = False
         self.progress = threading.Condition()  # notified after every round
+        self.round_lock = threading.Lock()  # held for a round; truncation takes it to move reput_offset back
 
     def wake(self) -> None:
         # Cheap on the put path: take the condition's lock only when the thread sleeps. The
@@ -117,7 +118,8 @@ class Dispatcher(threading.Thread):
                 self._pending = False
                 stopping = self._stopping
             try:
-                self.do_reput()
+                with self.round_lock:
+                    self.do_reput()
             except Exception:
                 log.exception("dispatch_failed", reput_offset=self.reput_offset)
             if stopping:
@@ -128,6 +130,11 @@ class Dispatcher(threading.Thread):
             self._stopping = True
             self.cond.notify()
         self.join(timeout=30)
+
+    def rewind(self, offset: int) -> None:
+        """The commitlog was cut at ``offset`` (a slave truncating): continue from there."""
+        with self.round_lock:
+            self.reput_offset = min(self.reput_offset, offset)
 
     def do_reput(self) -> None:
         """Follow the commitlog up to the confirmed offset, in rounds of at most ROUND units:
@@ -194,16 +201,38 @@ class Dispatcher(threading.Thread):
                 self.progress.notify_all()
 
 
+_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # engine.schedule_message.SCHEDULE_TOPIC
+_TIMER_TOPIC = "rmq_sys_wheel_timer"  # engine.timer_message.TIMER_TOPIC
+
+
+def queue_tags_code(store, h: UnitHeader, props: dict[str, str]) -> int:
+    """The consume-queue tags code of a unit built from the commitlog (recovery, a slave): the
+    tag's hash, except for staged delayed messages, whose code is their delivery time (as the
+    put path writes it; RocketMQ's CommitLog computes it the same way for SCHEDULE_TOPIC)."""
+    if h.topic == _SCHEDULE_TOPIC:
+        try:
+            return h.store_timestamp + store.schedule.delay_ms(int(props.get("DELAY", "1")))
+        except ValueError:
+            return h.store_timestamp
+    if h.topic == _TIMER_TOPIC:
+        try:
+            return int(props["TIMER_OUT_MS"])
+        except (KeyError, ValueError):
+            return h.store_timestamp
+    return tags_code(props.get(PROPERTY_TAGS))
+
+
 def dispatch_for_recovery(store, offset: int, h: UnitHeader, buf, index_from: int) -> None:
     """Rebuild what a crash may have lost for one unit: its consume-queue units and index keys."""
     count = batch_record_count(buf, h.body_pos) if h.sys_flag & INNER_BATCH_FLAG else 1
     props = h.properties(buf)
     cq = store.find_consume_queue(h.topic, h.queue_id, create=True)
-    cq.put(h.queue_offset, offset, h.total_size, tags_code(props.get(PROPERTY_TAGS)), count)
+    cq.put(h.queue_offset, offset, h.total_size, queue_tags_code(store, h, props), count)
     if store.config.message_index_enable and offset >= index_from:
         keys = unit_keys(h, buf, props, store.config.index_kafka_record_keys)
         if keys:
             store.index_service.build_index(h.topic, keys, offset, h.store_timestamp)
 
 
-__all__ = ["Dispatcher", "dispatch_for_recovery", "batch_record_count", "unit_keys", "decode_properties"]
+__all__ = ["Dispatcher", "dispatch_for_recovery", "queue_tags_code", "batch_record_count", "unit_keys",
+           "decode_properties"]

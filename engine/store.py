@@ -48,6 +48,7 @@ from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery, r
 from .errors import StoreError, StoreLockedError
 from .progress import Progress
 from .file_io import FileIO, MmapFileIO
+from .ha import HAService
 from .index_file import IndexService
 from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
                       PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, UnitHeader, body_crc, decode_message, decode_message_id, encode_properties,
@@ -63,6 +64,8 @@ TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_.-]+$")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _MAX_QUEUE_ID = 65535
+_BATCH_ATTR_LOW = 22  # low byte of a Kafka RecordBatch's attributes (engine.record_batch layout)
+_TXN_FLAG = 0x10  # attributes bit: transactional batch (data or marker)
 
 
 class PutMessageStatus(enum.Enum):
@@ -93,6 +96,7 @@ class PutMessageResult:
     record_count: int = 0
     store_timestamp: int = 0
     error: str | None = None
+    end_offset: int = -1  # commitlog offset just past the last unit written (what replication must cover)
 
     @property
     def ok(self) -> bool:
@@ -219,7 +223,13 @@ class MessageStore:
         self.last_exit_ok = True
         self.disk_full = False
         self._pending_listeners: list[Callable[[str, int, int], None]] = []
+        # a slave: topics its replicated units name that its topic table lacks (-> queue count seen)
+        self.replicated_unknown_topics: dict[str, int] = {}
         self._sync = config.flush_disk_type == "SYNC_FLUSH"
+        self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
+        self.ha = HAService(self)  # replication: master service or slave client, by broker_role
+        if broker_config is None:  # an embedded store (tests, tools): its HA listener takes any free port
+            self.ha.listen_port = 0
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -267,13 +277,15 @@ class MessageStore:
         self.running = True
         self.schedule.start()
         self.timer.start()
-        log.info("store_started", root=self.root, flush_disk_type=self.config.flush_disk_type,
+        self.ha.start()
+        log.info("store_started", broker_role=self.config.broker_role, root=self.root, flush_disk_type=self.config.flush_disk_type,
                  last_exit_ok=self.last_exit_ok, commitlog_max_offset=self.commitlog.max_offset,
                  consume_queues=len(self._cqs))
 
     def shutdown(self) -> None:
         if not self.running:
             return
+        self.ha.shutdown()
         self.timer.stop()
         self.schedule.stop()
         self.running = False
@@ -417,6 +429,11 @@ class MessageStore:
                 progress.update(offset - start)
         return n
 
+    def apply_min_offsets(self) -> None:
+        """Raise queue min offsets to the persisted low watermarks (a slave applying its master's)."""
+        with self._put_lock:
+            self._apply_min_offsets()
+
     def _apply_min_offsets(self) -> None:
         for key, off in self.min_offsets.table.items():
             topic, _, qid = key.rpartition("@")
@@ -452,9 +469,41 @@ class MessageStore:
     def _refuse(self, status: PutMessageStatus, error: str) -> PutMessageResult:
         return PutMessageResult(status=status, error=error)
 
+    @property
+    def is_slave(self) -> bool:
+        return self.config.broker_role == "SLAVE"
+
+    def change_role(self, role: str, master_address: str | None = None) -> None:
+        """Switch between master (ASYNC_MASTER / SYNC_MASTER) and SLAVE while running: a new
+        master opens a new epoch at its log's end and delivers delayed and timer messages from
+        where its copied progress says; a master stepping down stops accepting puts at once,
+        stops delivering and follows ``master_address`` (or the NameServer's answer)."""
+        if role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, got {role!r}")
+        was_slave = self.is_slave
+        if role == self.config.broker_role:
+            return
+        if not was_slave and role != "SLAVE":  # between master flavours: only the wait changes
+            self.config.broker_role = role
+            return
+        if role == "SLAVE":
+            self.config.broker_role = role  # puts are refused from here on
+            self.schedule.stop()
+        with self._put_lock:  # no put in flight while the log changes hands
+            pass
+        self.ha.change_role(role, master_address)
+        self.timer.follower = role == "SLAVE"
+        if was_slave:
+            self.schedule.start()
+        log.info("store_role_changed", role=role, commitlog_max_offset=self.confirmed_offset)
+
     def _check_writable(self) -> PutMessageResult | None:
         if not self.running:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
+        if self.is_slave:
+            return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                "this broker is a slave (brokerRole=SLAVE): its log is written by replication only; "
+                                "write to the master of the group")
         if self.disk_full:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 f"disk of {self.root} is more than {self.config.disk_space_warning_level_ratio}% full "
@@ -520,7 +569,9 @@ class MessageStore:
         return unit, None, tags_code(msg.tags)
 
     # ------------------------------------------------------------------ writes
-    def put_message(self, msg: Message) -> PutMessageResult:
+    def put_message(self, msg: Message, sync_replicas: bool | None = None) -> PutMessageResult:
+        """Store one message. ``sync_replicas`` as in ``put_record_batch`` (None: SYNC_MASTER
+        waits for the slaves here; False: the caller waits with ``ha.wait_replicated``)."""
         refused = self._check_writable()
         if refused:
             return refused
@@ -541,9 +592,10 @@ class MessageStore:
             return refused
         if staged_tcode is not None:
             tcode = staged_tcode
-        return self._append(msg.topic, msg.queue_id, [(unit, tcode, 1)], wait=self._wants_wait(msg))
+        return self._append(msg.topic, msg.queue_id, [(unit, tcode, 1)], wait=self._wants_wait(msg),
+                            sync_replicas=sync_replicas)
 
-    def put_messages(self, msgs: list[Message]) -> PutMessageResult:
+    def put_messages(self, msgs: list[Message], sync_replicas: bool | None = None) -> PutMessageResult:
         """RocketMQ batch: one unit per message, same topic and queue, contiguous offsets."""
         refused = self._check_writable()
         if refused:
@@ -564,14 +616,17 @@ class MessageStore:
         if total > self.config.max_message_size:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
                                 f"batch is {total} bytes, more than maxMessageSize {self.config.max_message_size}")
-        return self._append(topic, qid, encoded, wait=self._wants_wait(msgs[0]))
+        return self._append(topic, qid, encoded, wait=self._wants_wait(msgs[0]), sync_replicas=sync_replicas)
 
     def put_record_batch(self, topic: str, queue_id: int, batch, *, born_host=None, store_host=None,
-                         properties: dict | None = None, delay_headers: bool = True) -> PutMessageResult:
+                         properties: dict | None = None, delay_headers: bool = True,
+                         sync_replicas: bool | None = None) -> PutMessageResult:
         """Store one Kafka RecordBatch v2 as one INNER_BATCH unit with N queue offsets.
 
         Records with a delay header (``rmq.delay.level`` / ``rmq.deliver.ms``) are split off and
-        staged (``engine.batch_delay``) unless ``delay_headers`` is False."""
+        staged (``engine.batch_delay``) unless ``delay_headers`` is False. ``sync_replicas``:
+        None waits for the slaves as ``brokerRole`` says (SYNC_MASTER), False never (the caller
+        waits itself with ``ha.wait_replicated``, e.g. Kafka's acks), True always."""
         refused = self._check_writable()
         if refused:
             return refused
@@ -581,14 +636,16 @@ class MessageStore:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
         if delay_headers and self.config.kafka_delay_headers_enable and batch_delay.may_have_delay_headers(batch, header):
             return batch_delay.put_split_batch(self, topic, queue_id, batch, born_host=born_host,
-                                               store_host=store_host, properties=properties)
+                                               store_host=store_host, properties=properties,
+                                               sync_replicas=sync_replicas)
         unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties)
         if refused:
             return refused
-        return self._append(topic, queue_id, [unit], wait=True, batch=True)
+        return self._append(topic, queue_id, [unit], wait=True, batch=True, sync_replicas=sync_replicas)
 
     def put_record_batches(self, topic: str, queue_id: int, batches: list[bytes], *, born_host=None,
-                           store_host=None, properties: dict | None = None) -> PutMessageResult:
+                           store_host=None, properties: dict | None = None,
+                           sync_replicas: bool | None = None) -> PutMessageResult:
         """Store several record batches at consecutive offsets of one queue, all or none (one
         unit each; no delay-header split). The result's queue offset is the first batch's."""
         refused = self._check_writable()
@@ -604,7 +661,7 @@ class MessageStore:
             if refused:
                 return refused
             units.append(unit)
-        return self._append(topic, queue_id, units, wait=True, batch=True)
+        return self._append(topic, queue_id, units, wait=True, batch=True, sync_replicas=sync_replicas)
 
     def _batch_unit(self, topic: str, queue_id: int, batch, header, born_host, store_host,
                     properties: dict | None) -> tuple[tuple[bytearray, int, int] | None, PutMessageResult | None]:
@@ -624,7 +681,7 @@ class MessageStore:
         return not (msg.properties and msg.properties.get("WAIT") == "false")
 
     def _append(self, topic: str, queue_id: int, units: list[tuple[bytearray, int, int]], wait: bool,
-                batch: bool = False) -> PutMessageResult:
+                batch: bool = False, sync_replicas: bool | None = None) -> PutMessageResult:
         started = metrics.now()
         key = (topic, queue_id)
         cl = self.commitlog
@@ -685,6 +742,7 @@ class MessageStore:
             end = self.confirmed_offset
         self.dispatcher.wake()
         metrics.STORE_APPEND_SECONDS.observe(metrics.now() - started)
+        self.ha.notify_append()
         status = PutMessageStatus.PUT_OK
         error = None
         if self._sync and wait:
@@ -692,9 +750,155 @@ class MessageStore:
                 status = PutMessageStatus.FLUSH_DISK_TIMEOUT
                 error = f"flush to disk did not finish within syncFlushTimeout {self.config.sync_flush_timeout} ms"
                 log.warning("flush_disk_timeout", topic=topic, queue_id=queue_id, offset=end)
+        if status is PutMessageStatus.PUT_OK and wait and (
+                sync_replicas or (sync_replicas is None and self.config.broker_role == "SYNC_MASTER")):
+            name, error = self.ha.wait_replicated_blocking(end, 1, self.config.sync_flush_timeout / 1000.0)
+            status = PutMessageStatus[name]
         return PutMessageResult(status=status, msg_id=",".join(ids), queue_offset=first_qoff,
                                 commitlog_offset=first_phy, wrote_bytes=wrote, record_count=records,
-                                store_timestamp=now, error=error)
+                                store_timestamp=now, error=error, end_offset=end)
+
+    # ------------------------------------------------------------------ replication (slave side)
+    def append_replicated(self, offset: int, data, visible: bool = True) -> int:
+        """A slave writes bytes of its master's commitlog at the master's offset ``offset`` (which
+        must be where its own log ends), then (``visible``; else ``make_replicated_visible``
+        later) makes every complete unit visible: consume-queue units, the Kafka transaction
+        index, ``confirmed_offset`` (the dispatcher then indexes them and wakes long polls). Bytes
+        of a unit cut off at the end wait for the rest. Returns the new end of the log (what the
+        slave acknowledges: the bytes are in its commitlog). Raises ``ReplicationError`` when the
+        bytes do not continue the log."""
+        from .ha.errors import ReplicationError
+
+        cl = self.commitlog
+        n = len(data)
+        new_first = False
+        with self._put_lock:
+            end = cl.max_offset if cl.mfq.last() is not None else offset
+            if offset != end:
+                raise ReplicationError(f"data at offset {offset} does not continue the log, which ends at {end}")
+            pos = 0
+            while pos < n:
+                f = cl.mfq.last()
+                at = offset + pos
+                if f is None or f.is_full:
+                    if at % cl.file_size:
+                        raise ReplicationError(f"a new commitlog segment cannot start at {at} "
+                                               f"(not a multiple of mappedFileSizeCommitLog {cl.file_size})")
+                    f = cl.mfq.create(at)
+                    if len(cl.mfq.files) == 1:
+                        new_first = True
+                k = min(f.remaining, n - pos)
+                f.write_at(f.wrote_position, data[pos:pos + k] if (pos or k < n) else data)
+                f.wrote_position += k
+                pos += k
+            new_end = cl.max_offset
+        if new_first:  # queue units older than the log's new start expire now
+            self.correct_min_offsets()
+        if visible:
+            self.make_replicated_visible()
+        return new_end
+
+    def make_replicated_visible(self) -> None:
+        """A slave: consume-queue units (and the rest) for the complete replicated units."""
+        with self._put_lock:
+            self._dispatch_replicated()
+        self.dispatcher.wake()
+
+    def _dispatch_replicated(self) -> None:
+        """Under the put lock: consume-queue units for the complete units past ``confirmed_offset``."""
+        from .dispatcher import queue_tags_code
+        from .ha.errors import ReplicationError
+        from .message import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
+        from .txn_index import for_store as txn_index_of
+
+        cl = self.commitlog
+        off = self.confirmed_offset
+        txn = None
+        while True:
+            f = cl.mfq.find(off)
+            if f is None:
+                first = cl.mfq.first()
+                if first is not None and off < first.file_from_offset:  # the log was restarted further on
+                    off = first.file_from_offset
+                    continue
+                break
+            pos = off - f.file_from_offset
+            written = f.wrote_position
+            if pos + 8 > written:
+                break
+            total, magic = struct.unpack_from(">ii", f.buf, pos)
+            if magic == BLANK_MAGIC_CODE:
+                if total != f.file_size - pos:
+                    raise ReplicationError(f"BLANK unit at {off} of size {total} does not end its segment")
+                if written < f.file_size:
+                    break
+                off = f.end_offset
+                continue
+            if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2) or total <= 0:
+                raise ReplicationError(f"no unit at commitlog offset {off} (magic {magic & 0xFFFFFFFF:#x})")
+            if pos + total > written:
+                break
+            try:
+                h = UnitHeader(f.buf, pos)
+            except (MessageFormatError, struct.error, IndexError) as exc:
+                raise ReplicationError(f"unit at {off} is malformed: {exc}") from None
+            if h.physical_offset != off:
+                raise ReplicationError(f"unit at {off} says it is at {h.physical_offset}")
+            is_batch = h.sys_flag & INNER_BATCH_FLAG
+            count = batch_record_count(f.buf, h.body_pos) if is_batch else 1
+            props = h.properties(f.buf) if h.props_len else {}
+            cq = self.find_consume_queue(h.topic, h.queue_id, create=True)
+            cq.put(h.queue_offset, off, total, queue_tags_code(self, h, props) if props else 0, count)
+            if h.topic not in self.topic_config.table:
+                seen = self.replicated_unknown_topics
+                seen[h.topic] = max(seen.get(h.topic, 0), h.queue_id + 1)
+            self._queue_offsets[(h.topic, h.queue_id)] = h.queue_offset + count
+            if is_batch and f.buf[h.body_pos + _BATCH_ATTR_LOW] & _TXN_FLAG:
+                if txn is None:
+                    txn = txn_index_of(self)
+                txn.observe_batch(h.topic, h.queue_id, bytes(f.buf[h.body_pos:h.body_pos + h.body_len]))
+            off += total
+            self.confirmed_offset = off
+
+    def truncate_log(self, offset: int) -> int:
+        """A slave cuts its log at ``offset`` (its master's log differs from there): commitlog,
+        consume queues and the Kafka transaction index drop everything at or past it. Returns
+        how many commitlog bytes were dropped."""
+        from .txn_index import for_store as txn_index_of
+
+        cl = self.commitlog
+        with self._put_lock:
+            old_end = cl.max_offset
+            if offset >= old_end:
+                return 0
+            if self.dispatcher is not None:
+                self.dispatcher.rewind(offset)
+            cl.truncate(offset, zero=True)
+            with self._cq_lock:
+                for cq in self._cqs.values():
+                    cq.truncate_dirty(offset)
+                self._queue_offsets = {k: cq.max_offset for k, cq in self._cqs.items()}
+            self.confirmed_offset = min(self.confirmed_offset, offset)
+            txn_index_of(self).truncate_to({k: cq.max_offset for k, cq in self._cqs.items()})
+        if self.checkpoint is not None:
+            self._flush_logics_and_checkpoint()
+        log.warning("commitlog_truncated", offset=offset, dropped_bytes=old_end - offset)
+        return old_end - offset
+
+    def restart_log_at(self, offset: int) -> None:
+        """A slave whose log ends before its master's oldest segment: the commitlog is dropped and
+        continues at ``offset`` (a segment start). Consume queues keep their offsets; their units
+        pointing at dropped bytes expire as after retention."""
+        cl = self.commitlog
+        with self._put_lock:
+            with cl.mfq.lock:
+                for f in list(cl.mfq.files):
+                    f.destroy()
+                cl.mfq.files = []
+                cl.mfq._starts = []
+                cl.mfq.flushed_where = offset
+            self.confirmed_offset = offset
+        log.warning("commitlog_restarted", offset=offset)
 
     # ------------------------------------------------------------------ reads
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
@@ -783,6 +987,10 @@ class MessageStore:
                 break
         res.next_begin_offset = min(index, max_off) if index > offset else offset
         res.buffer_total_size = total_bytes
+        if refs:
+            # RocketMQ's rule: a reader further behind the log's end than accessMessageInMemoryMaxRatio
+            # of RAM reads what the page cache no longer holds; a slave should serve it instead
+            res.suggest_pulling_from_slave = self.confirmed_offset - refs[-1].commitlog_offset > self._in_memory_bytes
         if messages:
             res.status = GetMessageStatus.FOUND
         elif filtered:
@@ -1057,6 +1265,13 @@ class MessageStore:
             progress.update(n)
         progress.finish()
         self.index_service.delete_below(cl_min)
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
 
 
 def _body_pos(unit) -> int:

@@ -200,6 +200,7 @@ class TimerMessageStore:
         self.timer_log: TimerLog | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.follower = False
 
     # -- put path ------------------------------------------------------------------------------
     def rewrite(self, msg: Message) -> tuple[Message, int] | None:
@@ -243,8 +244,10 @@ class TimerMessageStore:
         self.timer_log = TimerLog(os.path.join(self.dir, "timerlog"))
         if self.checkpoint.read_time_ms < 0:
             self.checkpoint.read_time_ms = self._step(int(time.time() * 1000))
-        if self.store.config.broker_role == "SLAVE":
-            return  # only a master delivers; a slave's copy arrives by replication
+        # A slave files the replicated timer messages into its own wheel but never delivers (its
+        # master does, and the delivered copies arrive by replication); its read time follows
+        # the master's (engine.ha.metadata), so a slave made master later resumes from there.
+        self.follower = self.store.config.broker_role == "SLAVE"
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="timer-wheel", daemon=True)
         self._thread.start()
@@ -285,7 +288,8 @@ class TimerMessageStore:
                 for _ in range(1000):
                     moved = self.enqueue()
                     dirty |= moved
-                    dirty |= self.dequeue()
+                    if not self.follower:
+                        dirty |= self.dequeue()
                     if not moved or self._stop.is_set():
                         break
                     if dirty and time.monotonic() - last_persist >= PERSIST_INTERVAL_S:

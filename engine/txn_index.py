@@ -107,6 +107,48 @@ class TransactionIndex(ConfigManager):
             if changed:
                 self.persist()
 
+    def observe_batch(self, topic: str, queue_id: int, batch: bytes) -> None:
+        """Follow the log instead of the produce path (a slave replicating its master): a
+        transactional data batch opens its producer's transaction at its base offset, a
+        transaction marker ends it. Other batches are ignored."""
+        from . import record_batch as rb
+
+        try:
+            h = rb.parse_header(batch)
+        except (ValueError, rb.CorruptRecordError):
+            return
+        if not h.is_transactional or h.producer_id < 0:
+            return
+        if not h.is_control:
+            self.begin(topic, queue_id, h.producer_id, h.base_offset)
+            return
+        try:
+            records = rb.decode_records(batch)
+            control = rb.parse_control_record(records[0]) if records else None
+        except (ValueError, rb.CorruptRecordError):
+            return
+        if control is not None and control.type in (rb.CONTROL_TYPE_ABORT, rb.CONTROL_TYPE_COMMIT):
+            self.complete(topic, queue_id, h.producer_id, h.base_offset, control.type == rb.CONTROL_TYPE_COMMIT)
+
+    def truncate_to(self, max_offsets: dict[Key, int]) -> None:
+        """The log was cut: forget transactions that begin, and aborts whose marker lies, at or
+        past each queue's new end (a queue missing from ``max_offsets`` is empty)."""
+        with self.lock:
+            changed = False
+            for key, opened in list(self.open.items()):
+                end = max_offsets.get(key, 0)
+                for pid in [p for p, first in opened.items() if first >= end]:
+                    del opened[pid]
+                    changed = True
+            for key, entries in list(self.aborted.items()):
+                end = max_offsets.get(key, 0)
+                keep = [e for e in entries if e[2] < end]
+                if len(keep) != len(entries):
+                    self.aborted[key] = keep
+                    changed = True
+            if changed:
+                self.persist()
+
     # -- reads ---------------------------------------------------------------------------------
     def last_stable_offset(self, topic: str, queue_id: int, high_watermark: int) -> int:
         with self.lock:

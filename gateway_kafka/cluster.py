@@ -1,9 +1,18 @@
-"""Who serves what: the broker nodes and partition leaders the gateway reports to clients.
+"""Who serves what: the broker nodes, partition leaders, replicas and in-sync replicas the gateway
+reports to clients.
 
-Metadata, FindCoordinator and DescribeCluster answer from a ``ClusterView`` rather than from
-the listener's own address, so a multi-broker deployment can report several nodes and
-per-partition leaders without touching the API handlers. ``LocalCluster`` is the all-in-one
-node: one broker that leads every partition and coordinates every group.
+Metadata, FindCoordinator, DescribeCluster, CreateTopics and Fetch answer from a ``ClusterView``
+rather than from the listener's own address, so no handler knows whether it runs on one node or
+on a broker group. The view is data: ``GroupView`` values (a broker group's members, their Kafka
+listeners, roles, the master's in-sync set) that the node builds from NameServer registrations
+and hands to ``update``; until it has any, the node knows only itself (an all-in-one node is
+exactly that: one broker that leads every partition and coordinates every group).
+
+A broker group replicates its whole commitlog, so every partition of this node has the same
+replicas: the group's members. The master leads, coordinates and is the controller; ``isr`` is
+the master plus the slaves in sync — on the master from its engine's live view (what acks=all
+waits for), elsewhere as the master last registered it. A member seen once stays a replica (an
+absent one is listed offline), as Kafka lists assigned replicas whether or not they are alive.
 
 Invariant: node ids are stable for the life of a process (Kafka clients cache them).
 """
@@ -11,6 +20,7 @@ Invariant: node ids are stable for the life of a process (Kafka clients cache th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -21,25 +31,167 @@ class BrokerNode:
     rack: str | None = None
 
 
-class LocalCluster:
-    """A single node: leader of every partition, coordinator of every group."""
+@dataclass(frozen=True)
+class GroupMember:
+    broker_id: int  # RocketMQ brokerId: 0 = master
+    node: BrokerNode  # its Kafka listener
+    role: str = "ASYNC_MASTER"
 
-    def __init__(self, cluster_id: str, node_id: int, host: str, port: int):
+
+@dataclass(frozen=True)
+class GroupView:
+    """A broker group as the NameServer last reported it."""
+
+    broker_name: str
+    members: tuple[GroupMember, ...] = ()
+    in_sync_broker_ids: tuple[int, ...] = ()  # the master's in-sync slaves
+
+    @property
+    def master(self) -> GroupMember | None:
+        return next((m for m in self.members if m.broker_id == 0), None)
+
+
+@dataclass
+class LocalReplication:
+    """What the node's own engine says right now (for the group this node belongs to)."""
+
+    is_master: Callable[[], bool] = lambda: True
+    in_sync_broker_ids: Callable[[], list[int]] = lambda: []
+    # a connected slave's Kafka node, from what it told the master (before the NameServer says)
+    slave_nodes: Callable[[], dict[int, BrokerNode]] = lambda: {}
+
+
+class LocalCluster:
+    """This node's view: itself, plus the members of its broker group once ``update`` named them."""
+
+    def __init__(self, cluster_id: str, node_id: int, host: str, port: int, *, rack: str | None = None,
+                 broker_name: str = "broker-a", broker_id: int = 0, local: LocalReplication | None = None):
         self.cluster_id = cluster_id
-        self.self_node = BrokerNode(node_id, host, port)
+        self.self_node = BrokerNode(node_id, host, port, rack)
+        self.broker_name = broker_name
+        self.broker_id = broker_id
+        self.local = local or LocalReplication()
+        self.group = GroupView(broker_name, (GroupMember(broker_id, self.self_node),))
+        self._seen: dict[int, BrokerNode] = {}  # node id -> node, every member ever reported
+
+    # -- updates from the node -------------------------------------------------------------------
+    def update(self, groups: dict[str, GroupView]) -> None:
+        view = groups.get(self.broker_name)
+        if view is None:
+            return
+        members = [m for m in view.members if m.broker_id != self.broker_id]
+        me = GroupMember(self.broker_id, self.self_node, "SLAVE" if not self.local.is_master() else "MASTER")
+        self.group = GroupView(view.broker_name, tuple(sorted(members + [me], key=lambda m: m.broker_id)),
+                               view.in_sync_broker_ids)
+        for m in self.group.members:
+            self._seen[m.node.node_id] = m.node
+
+    # -- roles ---------------------------------------------------------------------------------
+    @property
+    def is_master(self) -> bool:
+        return self.local.is_master()
+
+    def master_node(self) -> BrokerNode | None:
+        if self.is_master:
+            return self.self_node
+        m = self.group.master
+        return m.node if m is not None else None
 
     @property
     def controller_id(self) -> int:
-        return self.self_node.node_id
+        node = self.master_node()
+        return node.node_id if node is not None else -1
 
+    # -- answers -------------------------------------------------------------------------------
     def nodes(self) -> list[BrokerNode]:
-        return [self.self_node]
+        out = {m.node.node_id: m.node for m in self.group.members}
+        out[self.self_node.node_id] = self.self_node
+        if self.is_master:
+            for bid, node in self.local.slave_nodes().items():
+                out.setdefault(node.node_id, node)
+        return sorted(out.values(), key=lambda n: n.node_id)
 
-    def leader(self, topic: str, partition: int) -> BrokerNode:
-        return self.self_node
+    def leader(self, topic: str, partition: int) -> BrokerNode | None:
+        return self.master_node()
+
+    def coordinator(self, key: str, key_type: int) -> BrokerNode | None:
+        return self.master_node()
+
+    def _node_of_broker(self, broker_id: int) -> BrokerNode | None:
+        for m in self.group.members:
+            if m.broker_id == broker_id:
+                return m.node
+        return self.local.slave_nodes().get(broker_id) if self.is_master else None
 
     def replicas(self, topic: str, partition: int) -> list[int]:
-        return [self.self_node.node_id]
+        master = self.master_node()
+        ids = [n.node_id for n in self.nodes()]
+        for nid in self._seen:
+            if nid not in ids:
+                ids.append(nid)
+        if master is not None and master.node_id in ids:
+            ids.remove(master.node_id)
+            ids.insert(0, master.node_id)
+        return ids
 
-    def coordinator(self, key: str, key_type: int) -> BrokerNode:
-        return self.self_node
+    def isr(self, topic: str, partition: int) -> list[int]:
+        master = self.master_node()
+        if master is None:
+            return []
+        slave_ids = self.local.in_sync_broker_ids() if self.is_master else list(self.group.in_sync_broker_ids)
+        out = [master.node_id]
+        for bid in slave_ids:
+            node = self._node_of_broker(bid)
+            if node is not None and node.node_id not in out:
+                out.append(node.node_id)
+        return out
+
+    def offline_replicas(self, topic: str, partition: int) -> list[int]:
+        live = {n.node_id for n in self.nodes()}
+        return [nid for nid in self.replicas(topic, partition) if nid not in live]
+
+    def group_size(self) -> int:
+        """Live members of this node's broker group (the most replicas a topic can have)."""
+        return len(self.nodes())
+
+    def preferred_read_replica(self, topic: str, partition: int, client_rack: str | None) -> int:
+        """KIP-392: an in-sync replica in the client's rack (the leader when it is there), else -1."""
+        if not client_rack or not self.is_master:
+            return -1
+        if self.self_node.rack == client_rack:
+            return -1
+        in_sync = set(self.isr(topic, partition))
+        for node in self.nodes():
+            if node.rack == client_rack and node.node_id in in_sync:
+                return node.node_id
+        return -1
+
+    def describe(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "self": self.self_node.node_id,
+                "members": [{"brokerId": m.broker_id, "nodeId": m.node.node_id, "host": m.node.host,
+                             "port": m.node.port, "rack": m.node.rack, "role": m.role} for m in self.group.members]}
+
+
+def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
+    """NameServer cluster info (with ``brokerExtraTable``) -> one ``GroupView`` per broker name.
+    A broker that registered no Kafka listener is left out (it serves no Kafka client)."""
+    extras = info.get("brokerExtraTable") or {}
+    out: dict[str, GroupView] = {}
+    for name, bd in (info.get("brokerAddrTable") or {}).items():
+        members = []
+        in_sync: tuple[int, ...] = ()
+        for bid, addr in (bd.get("brokerAddrs") or {}).items():
+            ex = extras.get(addr) or {}
+            host, port, node_id = ex.get("kafkaHost"), ex.get("kafkaPort"), ex.get("kafkaNodeId")
+            if host is None or port is None or node_id is None:
+                continue
+            members.append(GroupMember(int(bid), BrokerNode(int(node_id), str(host), int(port), ex.get("brokerRack") or None),
+                                       str(ex.get("brokerRole") or "")))
+            if int(bid) == 0:
+                in_sync = tuple(int(x) for x in ex.get("inSyncBrokerIds") or ())
+        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync)
+    return out
+
+
+__all__ = ["BrokerNode", "GroupMember", "GroupView", "LocalCluster", "LocalReplication",
+           "group_views_from_cluster_info"]

@@ -32,7 +32,7 @@ import structlog
 
 from gateway_kafka import apis
 from gateway_kafka.apis import ConnectionState, RequestContext
-from gateway_kafka.cluster import LocalCluster
+from gateway_kafka.cluster import BrokerNode, LocalCluster, LocalReplication
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.producer_state import ProducerStateManager
 
@@ -75,6 +75,9 @@ class KafkaSettings:
         self.producer_state_rebuild_max_records: int = config.extra_int("producer_state_rebuild_max_records",
                                                                         100_000)
         self.list_offsets_time_skew_ms: int = config.extra_int("list_offsets_time_skew_ms", 600_000)
+        # Kafka's broker.rack (follower fetching) and min.insync.replicas (acks=all), broker-wide defaults
+        self.broker_rack: str | None = config.broker.broker_rack or config.extra_str("broker_rack")
+        self.min_insync_replicas: int = config.extra_int("min_insync_replicas", 1)
         self.delete_topic_enable: bool = config.extra_bool("delete_topic_enable", True)
         self.sasl_mechanisms: list[str] = [m.strip().upper() for m in
                                            (config.extra_str("sasl_enabled_mechanisms", "") or "").split(",")
@@ -88,6 +91,26 @@ class KafkaSettings:
         # loop (an executor hop costs more than the put); SYNC_FLUSH puts wait on disk and go
         # through the executor.
         self.direct_put: bool = config.extra_bool("kafka_direct_put", config.store.flush_disk_type == "ASYNC_FLUSH")
+
+
+def _local_replication(store: Any) -> LocalReplication:
+    """The engine's live replication state, as the cluster view needs it."""
+    ha = getattr(store, "ha", None)
+    if ha is None:
+        return LocalReplication()
+
+    def slave_nodes() -> dict[int, BrokerNode]:
+        out = {}
+        for c in ha.connections():
+            ident = c.identity
+            if all(k in ident for k in ("kafkaNodeId", "kafkaHost", "kafkaPort")):
+                out[c.broker_id] = BrokerNode(int(ident["kafkaNodeId"]), str(ident["kafkaHost"]),
+                                              int(ident["kafkaPort"]), ident.get("brokerRack") or None)
+        return out
+
+    return LocalReplication(is_master=lambda: ha.is_master,
+                            in_sync_broker_ids=lambda: [v["brokerId"] for v in ha.in_sync_slaves()],
+                            slave_nodes=slave_nodes)
 
 
 class ArrivalHub:
@@ -164,7 +187,9 @@ class KafkaGateway:
         self.port = self._server.sockets[0].getsockname()[1]
         host = self.settings.advertised_host or self._default_advertised_host()
         self.cluster = LocalCluster(self.settings.cluster_id, self.settings.node_id, host,
-                                    self.settings.advertised_port or self.port)
+                                    self.settings.advertised_port or self.port, rack=self.settings.broker_rack,
+                                    broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
+                                    local=_local_replication(self.store))
         self._snapshot_task = asyncio.create_task(self._snapshot_loop())
         log.info("kafka_gateway_started", host=self.settings.host, port=self.port, advertised=f"{host}:"
                  f"{self.settings.advertised_port or self.port}", apis=len(apis.REGISTRY))

@@ -239,7 +239,13 @@ class Broker:
         self._namesrv_conns: dict[str, Connection] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
-        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-store")
+        # extra registration facts (Kafka listener, rack, replication state) the node adds:
+        # a callable -> dict, sent as the body's "rockafka" object (docs/design/replication.md)
+        self.registration_extras: Any = None
+        # SYNC_MASTER sends wait for the slaves' acks in these threads: more of them, so one
+        # round trip to the slaves does not cap the whole broker at four sends in flight
+        workers = 32 if config.store.broker_role == "SYNC_MASTER" else 4
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="broker-store")
         self.channel_expired_ms = config.extra_int("channel_expired_timeout", 120_000)
         self.short_polling_ms = config.extra_int("short_polling_time_mills", 1000)
         self.data_version_counter = 0
@@ -266,12 +272,18 @@ class Broker:
 
     @property
     def is_master_only(self) -> bool:
-        """No slave serves reads, so pulls are never redirected away from this broker."""
-        return not self.config.extra_bool("slave_read_enable", False)
+        """No slave serves reads (slaveReadEnable off), so pulls are never redirected to one."""
+        return not (self.broker_config.slave_read_enable or self.config.extra_bool("slave_read_enable", False))
 
     @property
     def is_master(self) -> bool:
-        return int(self.broker_config.broker_id) == 0
+        """The store's role decides (it may change at run time), not the configured id."""
+        return not self.store.is_slave
+
+    @property
+    def ha_server_addr(self) -> str:
+        port = getattr(getattr(self.store, "ha", None), "port", None) or self.config.ha_port
+        return f"{self.advertised_ip}:{port}"
 
     def namesrv_addrs(self) -> list[str]:
         if self._namesrv_addrs is not None:
@@ -330,6 +342,10 @@ class Broker:
                                              perm=PERM_READ | PERM_WRITE | PERM_INHERIT))
 
     # -- NameServer registration -------------------------------------------------------------
+    def request_registration(self) -> None:
+        """Register with every NameServer at once (what this broker registers changed)."""
+        self._register_now.set()
+
     def topics_changed(self) -> None:
         self.data_version_counter += 1
         self._register_now.set()
@@ -341,6 +357,11 @@ class Broker:
             "dataVersion": {"stateVersion": self.state_version, "timestamp": int(time.time() * 1000),
                             "counter": self.data_version_counter + int(getattr(getattr(self.store.topic_config, "data_version", None), "counter", 0))}},
             "filterServerList": []}
+        if self.registration_extras is not None:
+            try:
+                body["rockafka"] = self.registration_extras()
+            except Exception:
+                log.exception("registration_extras_failed")
         return json.dumps(body, separators=(",", ":")).encode()
 
     async def _namesrv_conn(self, addr: str) -> Connection:
@@ -354,7 +375,7 @@ class Broker:
         body = self.register_body()
         fields = {"brokerAddr": self.addr, "brokerId": self.broker_config.broker_id,
                   "brokerName": self.broker_config.broker_name, "clusterName": self.broker_config.broker_cluster_name,
-                  "haServerAddr": f"{self.advertised_ip}:{self.config.ha_port}", "compressed": False,
+                  "haServerAddr": self.ha_server_addr, "compressed": False,
                   "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
         timeout = self.broker_config.register_broker_timeout_mills / 1000
 
@@ -364,11 +385,31 @@ class Broker:
                 resp = await conn.invoke(RemotingCommand.request(RC.REGISTER_BROKER, fields, body, language=0), timeout)
                 if resp.code != R.SUCCESS:
                     log.warning("register_broker_refused", namesrv=addr, code=resp.code, remark=resp.remark)
-                elif first:
+                    return
+                if first:
                     log.info("register_broker_ok", namesrv=addr, broker_addr=self.addr)
+                if not self.is_master:  # a slave learns its master from the answer, as RocketMQ's do
+                    master_ha = resp.ext_fields.get("haServerAddr") if resp.ext_fields else None
+                    if master_ha:
+                        self.store.ha.update_master_address(str(master_ha))
             except (ConnectionClosedError, RemotingTimeoutError, OSError, ValueError) as exc:
                 log.warning("register_broker_failed", namesrv=addr, error=str(exc))
         await asyncio.gather(*(one(a) for a in self.namesrv_addrs()))
+
+    async def cluster_info(self) -> dict[str, Any] | None:
+        """GET_BROKER_CLUSTER_INFO from the first NameServer that answers (None when none does):
+        the node builds its Kafka cluster view from it (members, listeners, roles, in-sync sets)."""
+        from .namesrv import decode_route_json
+
+        for addr in self.namesrv_addrs():
+            try:
+                conn = await self._namesrv_conn(addr)
+                resp = await conn.invoke(RemotingCommand.request(RC.GET_BROKER_CLUSTER_INFO, {}, language=0), 3.0)
+                if resp.code == R.SUCCESS and resp.body:
+                    return decode_route_json(bytes(resp.body))
+            except (ConnectionClosedError, RemotingTimeoutError, OSError, ValueError):
+                continue
+        return None
 
     async def unregister_all(self) -> None:
         fields = {"brokerAddr": self.addr, "brokerId": self.broker_config.broker_id,
@@ -382,6 +423,13 @@ class Broker:
             except (ConnectionClosedError, RemotingTimeoutError, OSError):
                 pass
 
+    def _ha_state_version(self) -> int:
+        return int(getattr(getattr(self.store, "ha", None), "state_version", 0))
+
+    def _knows_master(self) -> bool:
+        info = self.store.ha.runtime_info()
+        return bool(info.get("masterAddress"))
+
     def _store_topics_version(self) -> int:
         return int(getattr(getattr(self.store.topic_config, "data_version", None), "counter", 0))
 
@@ -390,6 +438,7 @@ class Broker:
         # topics created elsewhere (the Kafka gateway, admin HTTP) show up within a second
         check = min(period, 1.0)
         seen = self._store_topics_version()
+        ha_seen = self._ha_state_version()
         last = time.monotonic()
         while True:
             try:
@@ -397,11 +446,16 @@ class Broker:
             except asyncio.TimeoutError:
                 pass
             version = self._store_topics_version()
-            due = self._register_now.is_set() or version != seen or time.monotonic() - last >= period
+            ha_version = self._ha_state_version()
+            # a slave that does not know its master yet asks every second (the answer names it);
+            # a master re-registers when its in-sync slaves change, so routes and ISR follow
+            waiting_for_master = not self.is_master and not self._knows_master()
+            due = (self._register_now.is_set() or version != seen or ha_version != ha_seen
+                   or waiting_for_master or time.monotonic() - last >= period)
             if not due:
                 continue
             self._register_now.clear()
-            seen, last = version, time.monotonic()
+            seen, ha_seen, last = version, ha_version, time.monotonic()
             try:
                 await self.register_all()
             except Exception:
@@ -423,8 +477,12 @@ class Broker:
 
     async def put(self, fn: Any, *args: Any) -> Any:
         """A store write: inline under ASYNC_FLUSH (it only touches mapped memory, and a thread hop
-        per message would halve throughput), through the executor when it may wait for a flush."""
-        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and self.config.store.broker_role != "SYNC_MASTER":
+        per message would halve throughput), through the executor when it may wait for a flush
+        or, SYNC_MASTER, for the slaves (unless the caller waits for them itself:
+        ``sync_replicas=False``, see processors/send.py)."""
+        no_replica_wait = isinstance(fn, functools.partial) and fn.keywords.get("sync_replicas") is False
+        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and (
+                no_replica_wait or self.store.config.broker_role != "SYNC_MASTER"):
             return fn(*args)
         return await self.run_blocking(fn, *args)
 

@@ -15,12 +15,12 @@ from engine import metrics
 
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import MAX_FRAME_SIZE
-from .remoting.processor_table import Processor, ProcessorError, ProcessorTable
+from .remoting.processor_table import DeferredResponse, Processor, ProcessorError, ProcessorTable
 from .transport import Connection
 
 log = structlog.get_logger("rockafka.native.dispatch")
 
-__all__ = ["Processor", "ProcessorError", "ProcessorTable", "RemotingServer"]
+__all__ = ["DeferredResponse", "Processor", "ProcessorError", "ProcessorTable", "RemotingServer"]
 
 # Answers that are a normal outcome, not an error: nothing new yet, pull again, key not found.
 _NOT_ERRORS = frozenset({ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,

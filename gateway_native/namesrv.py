@@ -47,6 +47,7 @@ class BrokerLive:
     cluster: str
     broker_name: str
     broker_id: int
+    extras: dict[str, Any] = field(default_factory=dict)  # the body's "rockafka" object (Kafka listener, role, ...)
 
 
 @dataclass
@@ -58,7 +59,8 @@ class RouteInfo:
 
     # -- registration -------------------------------------------------------------------------
     def register(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_server_addr: str | None,
-                 topic_configs: dict[str, dict[str, Any]], data_version: dict[str, Any], conn: Connection | None) -> dict[str, Any]:
+                 topic_configs: dict[str, dict[str, Any]], data_version: dict[str, Any], conn: Connection | None,
+                 extras: dict[str, Any] | None = None) -> dict[str, Any]:
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         bd = self.broker_addr_table.setdefault(broker_name, {"cluster": cluster, "brokerName": broker_name,
                                                              "brokerAddrs": {}, "enableActingMaster": False})
@@ -71,8 +73,10 @@ class RouteInfo:
         addrs[broker_id] = broker_addr
         prev = self.broker_live_table.get(broker_addr)
         changed = prev is None or prev.data_version != data_version or first
-        if broker_id == 0 and changed:
-            # the master's topic set is authoritative for this broker name
+        master_missing = broker_id != 0 and 0 not in addrs
+        if changed and (broker_id == 0 or (master_missing and topic_configs)):
+            # the master's topic set is authoritative for this broker name; while no master is
+            # registered, a slave's keeps the group routable (consumers read from the slave)
             for topic, qmap in list(self.topic_queue_table.items()):
                 if broker_name in qmap and topic not in topic_configs:
                     del qmap[broker_name]
@@ -85,7 +89,7 @@ class RouteInfo:
                     "topicSysFlag": int(tc.get("topicSysFlag", 0)),
                 }
         self.broker_live_table[broker_addr] = BrokerLive(time.monotonic(), data_version, conn, ha_server_addr,
-                                                         cluster, broker_name, broker_id)
+                                                         cluster, broker_name, broker_id, dict(extras or {}))
         if prev is None:
             log.info("broker_registered", cluster=cluster, broker_name=broker_name, broker_id=broker_id, addr=broker_addr,
                      topics=len(topic_configs))
@@ -150,10 +154,14 @@ class RouteInfo:
         return {"brokerDatas": broker_datas, "filterServerTable": {}, "queueDatas": queue_datas}
 
     def cluster_info(self) -> dict[str, Any]:
+        """RocketMQ's ClusterInfo, plus ``brokerExtraTable`` (broker address -> what it registered
+        under "rockafka": Kafka listener, role, replication state); Java tools ignore the extra key."""
         return {
             "brokerAddrTable": {name: {**bd, "brokerAddrs": dict(sorted(bd["brokerAddrs"].items()))}
                                 for name, bd in sorted(self.broker_addr_table.items())},
             "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())},
+            "brokerExtraTable": {addr: dict(live.extras) for addr, live in sorted(self.broker_live_table.items())
+                                 if live.extras},
         }
 
 
@@ -216,16 +224,21 @@ async def register_broker(ns: "NameServer", conn: Connection, cmd: RemotingComma
         return cmd.response(R.SYSTEM_ERROR, "compressed register-broker bodies are not supported; register with compressed=false")
     topic_configs: dict[str, Any] = {}
     data_version: dict[str, Any] = {}
+    extras: dict[str, Any] = {}
     if cmd.body:
         try:
             body = json.loads(cmd.body)
             wrapper = body.get("topicConfigSerializeWrapper") or {}
             topic_configs = wrapper.get("topicConfigTable") or {}
             data_version = wrapper.get("dataVersion") or {}
+            extras = body.get("rockafka") or {}
+            if not isinstance(extras, dict):
+                extras = {}
         except (ValueError, AttributeError) as exc:
             return cmd.response(R.SYSTEM_ERROR, f"register-broker body is not valid JSON: {exc}")
     result = ns.routes.register(cmd.require_str("clusterName"), cmd.require_str("brokerAddr"), cmd.require_str("brokerName"),
-                                cmd.require_int("brokerId"), cmd.get_str("haServerAddr"), topic_configs, data_version, conn)
+                                cmd.require_int("brokerId"), cmd.get_str("haServerAddr"), topic_configs, data_version, conn,
+                                extras)
     order = ns.kv.table.get(ORDER_TOPIC_CONFIG_NAMESPACE, {})
     return cmd.response(R.SUCCESS, None, {k: v for k, v in result.items() if v}, _json({"table": order}))
 

@@ -4,6 +4,7 @@ Talks to the NameServer given by ``--namesrv`` (default ``$ROCKAFKA_NAMESRV`` or
 127.0.0.1:9876) through the SDK's ``Admin`` (gateway_native/client/admin.py); it never opens the
 store. Commands:
 
+    cluster                          every broker group: members, roles, epoch, in-sync, lag
     topics list | topics create TOPIC [--queues N] | topics delete TOPIC
     groups list | groups lag [GROUP] | groups offsets GROUP --topic T
     groups set GROUP --retry-max-times N
@@ -58,6 +59,7 @@ def add_admin_parser(sub: Any) -> None:
     admin.add_argument("--timeout-ms", type=int, default=5000, help="per-request timeout (default 5000)")
     what = admin.add_subparsers(dest="admin_command", metavar="WHAT")
 
+    what.add_parser("cluster", help="broker groups with their members' roles, in-sync state and replication lag")
     topics = what.add_parser("topics", help="list, create or delete topics").add_subparsers(dest="action", metavar="ACTION")
     topics.add_parser("list", help="every topic the NameServer routes", parents=[leaf])
     create = topics.add_parser("create", help="create or update a topic on every master", parents=[leaf])
@@ -114,7 +116,8 @@ def _message_row(m: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from gateway_native.client import Admin
 
-    if args.admin_command is None or (args.admin_command != "reset-offset" and getattr(args, "action", None) is None):
+    if args.admin_command is None or (args.admin_command not in ("reset-offset", "cluster")
+                                      and getattr(args, "action", None) is None):
         raise AdminCliError("missing command; see `rockafka admin --help`")
     admin = Admin(args.namesrv, timeout_ms=args.timeout_ms)
     admin.start()
@@ -124,8 +127,41 @@ def run(args: argparse.Namespace) -> int:
         admin.shutdown()
 
 
+def cluster_rows(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per broker from NameServer cluster info (with Rockafka's ``brokerExtraTable``)."""
+    extras = info.get("brokerExtraTable") or {}
+    cluster_of = {name: c for c, names in (info.get("clusterAddrTable") or {}).items() for name in names}
+    rows = []
+    for name, bd in sorted((info.get("brokerAddrTable") or {}).items()):
+        master_ex = extras.get((bd.get("brokerAddrs") or {}).get("0"), {})
+        slaves = {int(s["brokerId"]): s for s in master_ex.get("slaves") or []}
+        for bid, addr in sorted((bd.get("brokerAddrs") or {}).items(), key=lambda kv: int(kv[0])):
+            ex = extras.get(addr, {})
+            bid = int(bid)
+            row = {"cluster": cluster_of.get(name, bd.get("cluster", "")), "brokerName": name, "brokerId": bid,
+                   "addr": addr, "role": ex.get("brokerRole", "MASTER" if bid == 0 else "SLAVE"),
+                   "epoch": ex.get("masterEpoch", ""), "kafka": (f"{ex['kafkaHost']}:{ex['kafkaPort']} (node {ex['kafkaNodeId']})"
+                                                             if "kafkaPort" in ex else ""),
+                   "inSync": "", "lagBytes": "", "lagMs": ""}
+            if bid != 0:
+                s = slaves.get(bid)
+                if s is not None:
+                    row.update(inSync="yes" if s["inSync"] else "no", lagBytes=s["lagBytes"], lagMs=s["lagMs"])
+                else:
+                    row.update(inSync="no", lagBytes=ex.get("behindBytes", ""))
+            rows.append(row)
+    return rows
+
+
 def _dispatch(admin: Any, args: argparse.Namespace) -> int:
     cmd, action, js = args.admin_command, getattr(args, "action", None), args.json
+    if cmd == "cluster":
+        rows = cluster_rows(admin.cluster_info())
+        if not rows:
+            raise AdminCliError("no broker is registered with the NameServer")
+        _print(rows, js, ["cluster", "brokerName", "brokerId", "role", "addr", "epoch", "inSync", "lagBytes", "lagMs",
+                          "kafka"])
+        return 0
     if cmd == "topics":
         if action == "list":
             emit(sorted(admin.topic_list()), js)

@@ -20,6 +20,8 @@ Routes (GET unless marked):
   nothing: the newest) and ``max=M``; ``/api/messages/{msg_id}``. Kafka records come back
   decoded (key, value, headers, timestamp), native messages with tags, keys and properties.
 - ``/api/dlq/{group}?offset=N&max=M``; POST ``/api/dlq/{group}/resend`` with ``{"msg_id": ID}``
+- ``/api/ha``: replication (``MessageStore.ha.runtime_info()``): role, epoch, slaves and their
+  lag on a master, the master and how far behind on a slave
 - ``/metrics``: Prometheus text exposition of engine.metrics.REGISTRY
 Unknown topics, groups and message ids answer 404 with ``{"error": ...}``; bad parameters 400.
 """
@@ -41,6 +43,7 @@ from engine.store import MessageStore
 
 from .admin_state import AdminState, NodeViews, with_members
 from .http_params import BadRequest, int_param, time_param
+from .ha_metrics import HACollector
 from .history import History
 
 log = structlog.get_logger("rockafka.admin")
@@ -103,12 +106,13 @@ class AdminHttp:
         r.add_get("/api/messages/{msg_id}", self.message)
         r.add_get("/api/dlq/{group}", self.dlq)
         r.add_post("/api/dlq/{group}/resend", self.dlq_resend)
+        r.add_get("/api/ha", self.ha)
         r.add_get("/metrics", self.metrics)
         Console(self).add_routes(app)
         return app
 
     async def start(self) -> None:
-        self._collectors = [metrics.StoreCollector(self.store), NodeCollector(self.views)]
+        self._collectors = [metrics.StoreCollector(self.store), NodeCollector(self.views), HACollector(self.store)]
         for c in self._collectors:
             metrics.REGISTRY.register(c)
         self._runner = web.AppRunner(self.app(), access_log=None)
@@ -206,6 +210,9 @@ class AdminHttp:
 
     async def cluster(self, request: web.Request) -> web.Response:
         return web.json_response(self.node_info())
+
+    async def ha(self, request: web.Request) -> web.Response:
+        return web.json_response(await self.call(self.store.ha.runtime_info))
 
     async def topics(self, request: web.Request) -> web.Response:
         return web.json_response({"topics": await self.call(self.state.topics, self.node_info().get("broker_name", ""))})

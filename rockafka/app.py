@@ -50,6 +50,11 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     components.append(kafka)
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
+    # -- the broker group: what each member tells the NameServer, and the Kafka view built from it --
+    from .group import GroupViewRefresher, registration_extras
+
+    broker.registration_extras = lambda: registration_extras(store, config, kafka)
+    components.append(GroupViewRefresher(broker, kafka, config.extra_int("cluster_view_refresh_ms", 1000)))
     # -- RocketMQ 5 gRPC proxy front --
     from gateway_grpc.server import GrpcGateway
 
@@ -66,14 +71,16 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
         return {"cluster_name": config.broker.broker_cluster_name, "broker_name": config.broker.broker_name,
                 "broker_id": config.broker.broker_id, "role": config.store.broker_role,
                 "data_dir": config.data_dir, "started_ms": int(broker.started_at * 1000),
-                "replication": None,  # replication state and lag go here once brokers replicate
+                "replication": store.ha.runtime_info(),
                 "listeners": {"kafka": f"{kafka.cluster.self_node.host}:{kafka.cluster.self_node.port}" if kafka.cluster else "",
                               "broker": broker.addr, "namesrv": f"{own_host}:{namesrv.port}"}}
 
     views = NodeViews(group_views=[lambda: kafka_view.group_views(kafka), lambda: native_view.group_views(broker)],
                       connections={"kafka": lambda: kafka_view.connection_count(kafka),
                                    "broker": lambda: native_view.connection_count(broker)},
-                      node_info=node_info, namesrv_addr=lambda: f"{own_host}:{namesrv.port}")
+                      node_info=node_info,
+                      # the NameServers the broker registers with (a group's shared one when namesrvAddr is set)
+                      namesrv_addr=lambda: (broker.namesrv_addrs() or [f"{own_host}:{namesrv.port}"])[0])
     components.append(AdminHttp(store, config, views))
     return components
 
@@ -115,6 +122,10 @@ class Node:
     async def start(self) -> None:
         raise_open_files_limit()
         loop = asyncio.get_running_loop()
+        from .group import ha_identity
+
+        self.store.ha.bind_host = self.config.host
+        self.store.ha.identity = ha_identity(self.config)
         await loop.run_in_executor(None, self.store.start)
         self.components = build_components(self.store, self.config)
         started: list[Any] = []

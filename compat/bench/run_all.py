@@ -10,6 +10,10 @@ What runs (sizes per ``--size``; the results file records the ones used):
 - Native protocol, the stock RocketMQ Java client (compat/bench/rocketmq-bench/) against
   Rockafka and Apache RocketMQ 5.5 (NameServer + broker): sync and async send of 1 KiB,
   pull and push consume, async send on topics of 8 .. 10,000 queues.
+- Replication (``--only replication``): Rockafka master + slave with brokerRole=SYNC_MASTER vs
+  Apache RocketMQ master + slave with SYNC_MASTER, the stock Java client (sync and async send);
+  Rockafka ``acks=all`` with its slave in sync vs Apache Kafka with two brokers and
+  ``replication.factor=2``, confluent-kafka. Every system here waits for one replica per write.
 - py-spy profiles of Rockafka's process during produce and during fetch (top 15 functions).
 
 Invariants:
@@ -192,6 +196,19 @@ def concise_reason(text: str, limit: int = 600) -> str:
     return " | ".join(keep)[:limit]
 
 
+def stop_systems(systems) -> None:
+    """Stop every (name, system) that started; a Rockafka node that does not stop is killed."""
+    for name, obj in systems:
+        if obj is None:
+            continue
+        try:
+            obj.stop()
+        except Exception as e:
+            log("stop_failed", system=name, error=e)
+            if name.startswith("rockafka"):
+                obj.kill()
+
+
 def kill9_kafka(peer) -> None:
     if peer.proc is not None and peer.proc.poll() is None:
         os.killpg(peer.proc.pid, signal.SIGKILL)
@@ -217,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", choices=sorted(SIZES), default="full")
     ap.add_argument("--budget", type=float, default=24.0, help="minutes before remaining cases are skipped")
     ap.add_argument("--out", default=None, help="results file (default compat/bench/results/<date>.md)")
-    ap.add_argument("--only", default="", help="comma list of sections: kafka,spark,scale,recovery,profile,native")
+    ap.add_argument("--only", default="",
+                    help="comma list of sections: kafka,spark,scale,recovery,profile,native,replication")
     args = ap.parse_args(argv)
     sz = SIZES[args.size]
     only = set(filter(None, args.only.split(",")))
@@ -286,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         kafka_part(sz, want, budget, systems_kafka, failed, tables, profiles, notes, node, kafka)
         if want("native"):
             native_part(sz, budget, node, systems_native, failed, tables)
+        if want("replication"):
+            # the single-node systems rest meanwhile: two more brokers per protocol run now
+            replication_part(sz, budget, work, tables, notes)
         # many-queue topics last: once created they stay, and must not weigh on the other cases
         if want("scale"):
             scale_native_part(sz, budget, node, systems_native, failed, tables)
@@ -313,15 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("The run stopped on an unexpected error:\n\n```\n" + traceback.format_exc()[-3000:] + "```")
         log("run_error", error=traceback.format_exc())
     finally:
-        for name, obj in (("rocketmq", rocketmq), ("kafka", kafka), ("rockafka", node)):
-            if obj is None:
-                continue
-            try:
-                obj.stop()
-            except Exception as e:
-                log("stop_failed", system=name, error=e)
-                if name == "rockafka":
-                    obj.kill()
+        stop_systems((("rocketmq", rocketmq), ("kafka", kafka), ("rockafka", node)))
         shutil.rmtree(work, ignore_errors=True)
     write_results(out, args.size, sz, started, budget, machine, tables, profiles, notes)
     log("results_written", path=out, minutes=round(budget.spent() / 60, 1))
@@ -607,6 +620,109 @@ def native_part(sz, budget, node, systems, failed, tables) -> None:
     for t, _cases in all_tables:
         fail_missing(t, failed, ["rockafka", "rocketmq"])
         tables.append(t)
+
+
+def replication_part(sz, budget, work, tables, notes) -> None:
+    """Every write waits for one replica: Rockafka (master + slave, SYNC_MASTER; Kafka acks=all)
+    against Apache RocketMQ master + slave (SYNC_MASTER) and Apache Kafka 2 brokers, RF=2."""
+    from kafka_peer import KafkaCluster
+    from rocketmq_peer import RocketMQPeer
+
+    from tests.support.group import http_json, wait_until
+    from tests.support.node import RunningNode
+
+    send = Table("Replication, native protocol: send throughput to a master + slave with SYNC_MASTER "
+                 "(stock RocketMQ Java client 5.5.0, 1 KiB, 8 queues)", "messages/s", "rocketmq", "higher")
+    lat = Table("Replication, native protocol: sync send latency to a SYNC_MASTER group (1 thread)", "ms",
+                "rocketmq", "lower")
+    produce = Table("Replication, Kafka protocol: acks=all produce with one follower (Rockafka master + slave vs "
+                    "Apache Kafka 2 brokers, replication.factor=2; confluent-kafka, 1 partition)", "records/s",
+                    "kafka", "higher")
+    send_cases = ["sync send, 1 thread", "sync send, 4 threads", "async send, 256 in flight"]
+    produce_cases = ["1024 B, acks=all, none", "100 B, acks=all, none"]
+    for t, cases in ((send, send_cases), (lat, ["p50", "p99"]), (produce, produce_cases)):
+        for c in cases:
+            t.cell(c, "rockafka")
+    master = slave = rocketmq = kafka = None
+    native: dict[str, str] = {}
+    kafka_bs: dict[str, str] = {}
+    try:
+        native_wl.build()
+    except Exception as e:
+        for t in (send, lat):
+            for c in t.cases:
+                for name in ("rockafka", "rocketmq"):
+                    t.add(c, name, Failure(f"native bench program not built: {e}"[:400]))
+    try:
+        master = RunningNode(work / "ha-master" / "data", settings=dict(ROCKAFKA_SETTINGS, brokerRole="SYNC_MASTER"),
+                             ready_timeout=120)
+        try:
+            master.start()
+            slave = RunningNode(work / "ha-slave" / "data", ready_timeout=120, settings=dict(
+                ROCKAFKA_SETTINGS, brokerRole="SLAVE", brokerId=1, namesrvAddr=master.namesrv_addr))
+            slave.start()
+            wait_until(lambda: http_json(f"{master.admin_url}/api/ha").get("inSyncSlaves") == 1, 60,
+                       what="the Rockafka slave in sync")
+            native["rockafka"] = master.namesrv_addr
+            kafka_bs["rockafka"] = master.kafka_bootstrap
+        except Exception as e:
+            for t in (send, lat, produce):
+                for c in t.cases:
+                    t.add(c, "rockafka", Failure(f"Rockafka master + slave did not start: {e}"[:400]))
+        rocketmq, reason = start_peer("rocketmq-ha", lambda i: RocketMQPeer(
+            work / f"rocketmq-ha{i}", overrides=dict(ROCKETMQ_OVERRIDES, brokerRole="SYNC_MASTER"), heap="1g",
+            slaves=1))
+        if rocketmq is not None:
+            native["rocketmq"] = rocketmq.namesrv_addr
+        else:
+            for t in (send, lat):
+                for c in t.cases:
+                    t.add(c, "rocketmq", Failure(f"Apache RocketMQ master + slave failed: {reason}"))
+        kafka, reason = start_peer("kafka-rf2", lambda i: KafkaCluster(
+            work / f"kafka-rf2-{i}", brokers=2, heap="1g",
+            overrides=dict(KAFKA_OVERRIDES, **{"default.replication.factor": 2, "offsets.topic.replication.factor": 2})))
+        if kafka is not None:
+            kafka_bs["kafka"] = kafka.bootstrap
+        else:
+            for c in produce.cases:
+                produce.add(c, "kafka", Failure(f"Apache Kafka 2-broker cluster failed: {reason}"))
+        for rep in range(sz["reps"]):
+            for name, ns in native.items():
+                topic = f"ha{rep}_{uuid.uuid4().hex[:6]}"
+                if attempt(None, "create-topic", name, lambda: native_wl.run("create-topic", ns, topic=topic, queues=8),
+                           budget) is None:
+                    continue
+                r = attempt(send, send_cases[0], name, lambda: native_wl.run(
+                    "send-sync", ns, topic=topic, seconds=sz["native_seconds"], threads=1), budget,
+                    value=lambda r: r["msgs_per_s"])
+                if r:
+                    lat.add("p50", name, r["p50_ms"])
+                    lat.add("p99", name, r["p99_ms"])
+                attempt(send, send_cases[1], name, lambda: native_wl.run(
+                    "send-sync", ns, topic=topic, seconds=sz["native_seconds"], threads=4), budget,
+                    value=lambda r: r["msgs_per_s"])
+                attempt(send, send_cases[2], name, lambda: native_wl.run(
+                    "send-async", ns, topic=topic, seconds=sz["native_seconds"], window=256), budget,
+                    value=lambda r: r["msgs_per_s"])
+            for case in produce_cases:
+                size = int(case.split()[0])
+                records = sz["p1k"] if size == 1024 else sz["p100"]
+                for name, bs in kafka_bs.items():
+                    topic = f"ha{rep}-{size}-{uuid.uuid4().hex[:6]}"
+                    attempt(produce, case, name,
+                            lambda: (kafka_wl.create_topic(bs, topic, 1, replication_factor=2),
+                                     kafka_wl.produce(bs, topic, records, size, acks="all"))[1],
+                            budget, value=lambda r: r["records_per_s"])
+    finally:
+        stop_systems((("kafka-rf2", kafka), ("rocketmq-ha", rocketmq), ("rockafka-slave", slave),
+                      ("rockafka-master", master)))
+    send.notes.append("Only SEND_OK counts (a send answered SLAVE_NOT_AVAILABLE or FLUSH_SLAVE_TIMEOUT is an "
+                      f"error); {sz['native_seconds']} s per case after 100 warm-up sends; Rockafka's slave and "
+                      "RocketMQ's slave learn their master from the NameServer; ASYNC_FLUSH everywhere.")
+    produce.notes.append("Rockafka: brokerRole=SYNC_MASTER (acks=all waits for the in-sync slave whatever the role); "
+                         "Apache Kafka: node 1 broker+controller, node 2 broker, min.insync.replicas=1 (ISR of 2, "
+                         "so every write waits for the follower, as Rockafka's does); linger.ms=5, batch.size=1 MB.")
+    tables += [send, lat, produce]
 
 
 def scale_native_part(sz, budget, node, systems, failed, tables) -> None:

@@ -73,7 +73,7 @@ def topic_defaults(gw: Any) -> dict[str, str]:
         "message.timestamp.difference.max.ms": "9223372036854775807",
         "min.cleanable.dirty.ratio": "0.5",
         "min.compaction.lag.ms": "0",
-        "min.insync.replicas": "1",
+        "min.insync.replicas": str(gw.settings.min_insync_replicas),
         "preallocate": "false",
         "retention.bytes": "-1",
         "retention.ms": str(store.file_reserved_time * 3_600_000),

@@ -26,7 +26,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         count = t.get("count", 0)
         tc = find_topic(gw, name)
         assignments = t.get("assignments")
-        if tc is None:
+        if not gw.cluster.is_master:
+            code, msg = E.NOT_CONTROLLER, "this broker is a slave; change topics on the master of the group"
+        elif tc is None:
             code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
         elif count <= partition_count(tc):
             code, msg = E.INVALID_PARTITIONS, (f"topic {name!r} has {partition_count(tc)} partitions; "
@@ -34,8 +36,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         elif count > gw.config.broker.max_topic_queue_nums:
             code, msg = E.INVALID_PARTITIONS, f"at most {gw.config.broker.max_topic_queue_nums} partitions (maxTopicQueueNums)"
         elif assignments is not None and (len(assignments) != count - partition_count(tc) or any(
-                len(a.get("broker_ids") or []) != 1 or a["broker_ids"][0] not in node_ids for a in assignments)):
-            code, msg = E.INVALID_REPLICA_ASSIGNMENT, "assignments must give one live broker per new partition"
+                not a.get("broker_ids") or not set(a["broker_ids"]) <= node_ids for a in assignments)):
+            code, msg = E.INVALID_REPLICA_ASSIGNMENT, "assignments must name live brokers of the group, one list per new partition"
         else:
             code, msg = E.NONE, None
             if not body.get("validate_only", False):

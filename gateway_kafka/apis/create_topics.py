@@ -1,9 +1,11 @@
 """CreateTopics (key 19), versions 0-7.
 
 Creates the engine topic (read = write queues = partitions) with the given Kafka configs in
-its attributes. ``num_partitions`` -1 takes the gateway's ``num_partitions``; replication
-factor must be 1 or -1 on a single node (INVALID_REPLICATION_FACTOR otherwise); manual
-assignments may only name this node. ``validate_only`` checks everything and creates nothing.
+its attributes. ``num_partitions`` -1 takes the gateway's ``num_partitions``; the replication
+factor may be at most the number of live brokers of the group (a master and its slaves
+replicate every topic whatever the factor, so v5+ answers with the real replica count;
+INVALID_REPLICATION_FACTOR when larger); manual assignments may name the group's live brokers.
+A slave answers NOT_CONTROLLER. ``validate_only`` checks everything and creates nothing.
 Errors: INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_REQUEST (a
 name twice in one request). v5+ answers with the partitions, replication factor and configs.
@@ -34,6 +36,8 @@ def check_topic(ctx: RequestContext, t: dict) -> tuple[dict | None, int, dict[st
         return _fail(name, E.INVALID_TOPIC_EXCEPTION, why), 0, {}
     if find_topic(gw, name) is not None:
         return _fail(name, E.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"), 0, {}
+    if not gw.cluster.is_master:
+        return _fail(name, E.NOT_CONTROLLER, "this broker is a slave; create topics on the master of the group"), 0, {}
     assignments = t.get("assignments") or []
     partitions = t.get("num_partitions", -1)
     rf = t.get("replication_factor", -1)
@@ -47,9 +51,9 @@ def check_topic(ctx: RequestContext, t: dict) -> tuple[dict | None, int, dict[st
             return _fail(name, E.INVALID_REPLICA_ASSIGNMENT, "partition indexes must be 0..n-1, each once"), 0, {}
         for a in assignments:
             ids = a.get("broker_ids") or []
-            if len(ids) != 1 or ids[0] not in node_ids:
+            if not ids or len(set(ids)) != len(ids) or not set(ids) <= node_ids:
                 return _fail(name, E.INVALID_REPLICA_ASSIGNMENT,
-                             f"replicas {ids} are not one of the live brokers {sorted(node_ids)}"), 0, {}
+                             f"replicas {ids} are not distinct live brokers of {sorted(node_ids)}"), 0, {}
         partitions = len(assignments)
     else:
         if partitions == -1:
@@ -58,9 +62,11 @@ def check_topic(ctx: RequestContext, t: dict) -> tuple[dict | None, int, dict[st
         if not 1 <= partitions <= limit:
             return _fail(name, E.INVALID_PARTITIONS, f"number of partitions must be 1..{limit} "
                          f"(maxTopicQueueNums), got {t.get('num_partitions')}"), 0, {}
-        if rf == 0 or rf < -1 or rf > len(node_ids):
+        size = gw.cluster.group_size()
+        if rf == 0 or rf < -1 or rf > size:
             return _fail(name, E.INVALID_REPLICATION_FACTOR,
-                         f"replication factor {rf} is not possible with {len(node_ids)} broker(s)"), 0, {}
+                         f"replication factor {rf} is larger than the {size} live broker(s) of the group "
+                         "(a master and its slaves replicate every topic)"), 0, {}
     configs = {}
     for c in t.get("configs") or ():
         why = validate_topic_config(c.get("name", ""), c.get("value"))
@@ -94,5 +100,6 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                   "config_source": SOURCE_TOPIC if k in configs else SOURCE_DEFAULT, "is_sensitive": False}
                  for k, v in sorted(defaults.items())]
         out.append({"name": name, "topic_id": topic_id(name), "error_code": E.NONE, "error_message": None,
-                    "num_partitions": partitions, "replication_factor": 1, "configs": shown})
+                    "num_partitions": partitions, "replication_factor": len(gw.cluster.replicas(name, 0)),
+                    "configs": shown})
     return {"throttle_time_ms": 0, "topics": out}

@@ -44,10 +44,12 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             if emitted >= limit:
                 next_cursor = {"topic_name": name, "partition_index": p}
                 break
-            replicas = cluster.replicas(name, p)
-            parts.append({"error_code": E.NONE, "partition_index": p, "leader_id": cluster.leader(name, p).node_id,
-                          "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": replicas,
-                          "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []})
+            leader = cluster.leader(name, p)
+            parts.append({"error_code": E.NONE if leader is not None else E.LEADER_NOT_AVAILABLE,
+                          "partition_index": p, "leader_id": leader.node_id if leader is not None else -1,
+                          "leader_epoch": 0, "replica_nodes": cluster.replicas(name, p),
+                          "isr_nodes": cluster.isr(name, p), "eligible_leader_replicas": [], "last_known_elr": [],
+                          "offline_replicas": cluster.offline_replicas(name, p)})
             emitted += 1
         topics.append({"error_code": E.NONE, "name": name, "topic_id": topic_id(name), "is_internal": is_internal(name),
                        "partitions": parts})

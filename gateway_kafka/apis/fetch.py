@@ -20,7 +20,12 @@ batch built on read (``batch_of_unit``). Offsets inside a stored batch return th
   [log start, high watermark] gets OFFSET_OUT_OF_RANGE; unknown topic or partition
   UNKNOWN_TOPIC_OR_PARTITION.
 - Fetch sessions (KIP-227) are not created: the answer's session id is 0, so clients keep
-  sending full fetch requests, which the protocol allows. No follower fetching (no replicas).
+  sending full fetch requests, which the protocol allows.
+- Follower fetching (KIP-392): a master asked by a client with a ``rack_id`` (v11+) answers a
+  partition with no records and ``preferred_read_replica`` = an in-sync slave whose
+  ``brokerRack`` is that rack (``ClusterView.preferred_read_replica``), when there is one and
+  the master itself is elsewhere; the client then fetches from the slave. A slave serves what
+  it has replicated; asked past its end (its master is ahead) it answers no records, no error.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ def _empty(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = 
 
 
 def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, min_one: bool,
-                   isolation: int = 0) -> tuple[dict, int]:
+                   isolation: int = 0, rack: str | None = None) -> tuple[dict, int]:
     """(partition response, record bytes in it)."""
     tc = find_topic(gw, topic)
     if tc is None or not 0 <= index < partition_count(tc):
@@ -54,6 +59,15 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     store = gw.store
     lo = store.get_min_offset_in_queue(topic, index)
     hi = store.get_max_offset_in_queue(topic, index)
+    if rack:
+        preferred = gw.cluster.preferred_read_replica(topic, index, rack)
+        if preferred >= 0:  # KIP-392: no records, the client fetches from that replica instead
+            resp = _empty(index, E.NONE, hi, gw.txn.index.last_stable_offset(topic, index, hi), lo)
+            resp["preferred_read_replica"] = preferred
+            return resp, 0
+    if fetch_offset > hi and not gw.cluster.is_master:
+        # a slave behind its master: the client's position came from the master; nothing yet
+        return _empty(index, E.NONE, hi, hi, lo), 0
     if fetch_offset < lo or fetch_offset > hi:
         return _empty(index, E.OFFSET_OUT_OF_RANGE, hi, hi, lo), 0
     txn = gw.txn.index
@@ -88,7 +102,8 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     return resp, size
 
 
-def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0) -> tuple[list[dict], int, bool]:
+def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0,
+             rack: str | None = None) -> tuple[list[dict], int, bool]:
     responses = []
     total = 0
     errored = False
@@ -99,9 +114,9 @@ def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0) -> tupl
             budget = max_bytes - total
             limit = min(p.get("partition_max_bytes", 0), budget)
             resp, n = read_partition(gw, name, p.get("partition", -1), p.get("fetch_offset", 0), limit,
-                                     min_one=total == 0, isolation=isolation)
-            if resp["error_code"] != E.NONE:
-                errored = True
+                                     min_one=total == 0, isolation=isolation, rack=rack)
+            if resp["error_code"] != E.NONE or resp["preferred_read_replica"] >= 0:
+                errored = True  # answer at once: the client has somewhere else to go
             total += n
             out.append(resp)
         responses.append({"topic": name, "partitions": out})
@@ -119,8 +134,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         max_bytes = 0x7FFFFFFF
     keys = [(t.get("topic"), p.get("partition", -1)) for t in topics for p in t.get("partitions") or ()]
     isolation = body.get("isolation_level", 0)
+    rack = body.get("rack_id") or None
     if max_wait_ms == 0 or not keys:
-        responses, _, _ = read_all(gw, topics, max_bytes, isolation)
+        responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack)
     else:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000.0
@@ -130,14 +146,14 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         try:
             while True:
                 woken.clear()
-                responses, total, errored = read_all(gw, topics, max_bytes, isolation)
+                responses, total, errored = read_all(gw, topics, max_bytes, isolation, rack)
                 remaining = deadline - loop.time()
                 if total >= min_bytes or errored or remaining <= 0:
                     break
                 try:
                     await asyncio.wait_for(woken.wait(), remaining)
                 except (asyncio.TimeoutError, TimeoutError):
-                    responses, _, _ = read_all(gw, topics, max_bytes, isolation)
+                    responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack)
                     break
         finally:
             gw.arrivals.unregister(keys, woken)

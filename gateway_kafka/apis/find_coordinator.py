@@ -1,7 +1,8 @@
 """FindCoordinator (key 10), versions 0-6.
 
 Every group and transactional id is coordinated by the node the gateway's ``ClusterView``
-names (for an all-in-one node, itself). v4+ batches keys (``coordinator_keys``) and answers
+names: the broker group's master (for an all-in-one node, itself); COORDINATOR_NOT_AVAILABLE
+while the group has no master. v4+ batches keys (``coordinator_keys``) and answers
 one entry per key. An empty group id gets INVALID_REQUEST; key types other than group (0) and
 transaction (1) get INVALID_REQUEST, as share groups are not offered.
 """
@@ -17,6 +18,9 @@ def _locate(ctx: RequestContext, key: str, key_type: int) -> dict:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": E.INVALID_REQUEST,
                 "error_message": f"coordinator key type {key_type} is not supported"}
     node = ctx.gateway.cluster.coordinator(key, key_type)
+    if node is None:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": E.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "the broker group has no master now; coordinators live on the master"}
     return {"key": key, "node_id": node.node_id, "host": node.host, "port": node.port, "error_code": E.NONE,
             "error_message": None}
 

@@ -1,8 +1,10 @@
 """Metadata (key 3), versions 0-12.
 
-Brokers come from the gateway's ``ClusterView`` (one node for an all-in-one node; a cluster
-reports several), topics from the engine's topic config: partitions = read queues, every
-partition led by the node the view names, replicas and ISR = that node, leader epoch 0.
+Brokers come from the gateway's ``ClusterView`` (one node for an all-in-one node; a broker group
+reports its master and slaves), topics from the engine's topic config: partitions = read
+queues, every partition led by the group's master (LEADER_NOT_AVAILABLE while no master is
+known), replicas = the group's members, ISR = the master and its in-sync slaves, members that
+went away in ``offline_replicas``, leader epoch 0. A slave never auto-creates topics.
 
 - ``topics`` null (v1+) or empty (v0) lists every Kafka-visible topic (RocketMQ system topics
   are hidden); a named topic that does not exist is created when the request allows it
@@ -30,9 +32,11 @@ def partition_entries(gw, name: str, count: int) -> list[dict]:
     cluster = gw.cluster
     out = []
     for p in range(count):
-        replicas = cluster.replicas(name, p)
-        out.append({"error_code": E.NONE, "partition_index": p, "leader_id": cluster.leader(name, p).node_id,
-                    "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": replicas, "offline_replicas": []})
+        leader = cluster.leader(name, p)
+        out.append({"error_code": E.NONE if leader is not None else E.LEADER_NOT_AVAILABLE, "partition_index": p,
+                    "leader_id": leader.node_id if leader is not None else -1, "leader_epoch": 0,
+                    "replica_nodes": cluster.replicas(name, p), "isr_nodes": cluster.isr(name, p),
+                    "offline_replicas": cluster.offline_replicas(name, p)})
     return out
 
 
@@ -52,7 +56,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     if ctx.api_version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     allow_auto = body.get("allow_auto_topic_creation", True) if ctx.api_version >= 4 else True
-    allow_auto = allow_auto and gw.settings.auto_create_topics_enable
+    # a slave never creates topics: its topic table is its master's copy
+    allow_auto = allow_auto and gw.settings.auto_create_topics_enable and gw.cluster.is_master
     topics = []
     if requested is None:
         for name, tc in sorted(visible_topics(gw).items()):

@@ -7,9 +7,15 @@ store assigns and patches the base offset. The response carries the first batch'
 offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
 
 - acks 0: no response at all (an error closes the connection, as Kafka does, so the producer
-  refreshes its metadata); 1 and -1 (all): answered once the store accepted the batch
-  (durable as ``flushDiskType`` promises; a single node is its own full ISR). Other acks
-  values: INVALID_REQUIRED_ACKS.
+  refreshes its metadata); 1: answered once the master stored the batch (durable as
+  ``flushDiskType`` promises), whatever ``brokerRole`` says; -1 (all): also waits until every
+  in-sync slave of the broker group acknowledged it (``store.ha.wait_replicated``; a lone node
+  is its own full ISR). With fewer in-sync replicas (master included) than the topic's
+  ``min.insync.replicas`` (else the broker's): NOT_ENOUGH_REPLICAS before anything is stored,
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it during the wait (the batch is
+  stored on the master; an idempotent retry is recognised as a duplicate and waited for again),
+  REQUEST_TIMED_OUT when the slaves did not answer within the request's ``timeout_ms``. A
+  slave answers NOT_LEADER_OR_FOLLOWER. Other acks values: INVALID_REQUIRED_ACKS.
 - Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
   MESSAGE_TOO_LARGE (a batch above ``message_max_bytes``), UNKNOWN_TOPIC_OR_PARTITION,
   INVALID_TOPIC_EXCEPTION, OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER /
@@ -26,6 +32,8 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
@@ -49,9 +57,23 @@ def _result(index: int, code: int, base_offset: int = -1, log_start: int = -1, m
             "log_start_offset": log_start, "record_errors": [], "error_message": message}
 
 
-async def produce_partition(ctx: RequestContext, topic: str, index: int, records) -> dict:
+def min_insync_replicas(gw, tc) -> int:
+    raw = (tc.attributes or {}).get("min.insync.replicas") if tc is not None else None
+    try:
+        return max(1, int(raw)) if raw is not None else max(1, gw.settings.min_insync_replicas)
+    except ValueError:
+        return max(1, gw.settings.min_insync_replicas)
+
+
+async def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int = 1,
+                            timeout_ms: int = 30_000, min_isr: int = 1) -> dict:
     gw = ctx.gateway
     store = gw.store
+    ha = store.ha
+    replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()))
+    if replicate and 1 + ha.in_sync_count() < min_isr:
+        return _result(index, E.NOT_ENOUGH_REPLICAS,
+                       message=f"{1 + ha.in_sync_count()} in-sync replica(s), min.insync.replicas is {min_isr}")
     if not records:
         return _result(index, E.CORRUPT_MESSAGE, message="produce request carries no record batch")
     max_bytes = gw.settings.message_max_bytes
@@ -68,6 +90,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
     sync_put = gw.settings.direct_put
     born = (ctx.conn.peer_host, ctx.conn.peer_port)
     first_offset = -1
+    end_offset = -1
     async with gw.partition_locks[(topic, index)]:
         for view, h in batches:
             if h.is_transactional:
@@ -81,11 +104,13 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             if verdict.duplicate_of is not None:
                 if first_offset < 0:
                     first_offset = verdict.duplicate_of.base_offset
+                end_offset = max(end_offset, store.confirmed_offset)  # it is at or below the log's end
                 continue
             if sync_put:
-                res = store.put_record_batch(topic, index, bytes(view), born_host=born)
+                res = store.put_record_batch(topic, index, bytes(view), born_host=born, sync_replicas=False)
             else:
-                res = await blocking(store.put_record_batch, topic, index, bytes(view), born_host=born)
+                res = await blocking(store.put_record_batch, topic, index, bytes(view), born_host=born,
+                                     sync_replicas=False)
             if not res.ok:
                 code = _STORE_ERRORS.get(res.status.name, E.KAFKA_STORAGE_ERROR)
                 gw.log.warning("produce_failed", topic=topic, partition=index, status=res.status.name,
@@ -98,8 +123,24 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                           res.queue_offset, h.max_timestamp)
             if first_offset < 0:
                 first_offset = res.queue_offset
+            end_offset = max(end_offset, res.end_offset)
     metrics.topic_in("kafka", topic, sum(len(v) for v, _h in batches), sum(h.last_offset_delta + 1 for _v, h in batches))
-    return _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, index))
+    result = _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, index))
+    if replicate and end_offset >= 0:  # waited for by ``handle`` after every partition appended
+        result[_WAIT] = ha.wait_replicated(end_offset, min_isr - 1, timeout_ms / 1000)
+    return result
+
+
+_WAIT = "_replication_wait"
+
+
+async def _await_replication(gw, topic: str, result: dict) -> None:
+    status, error = await asyncio.wrap_future(result.pop(_WAIT))
+    if status != "PUT_OK":
+        result["error_code"] = (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND if status == "SLAVE_NOT_AVAILABLE"
+                                else E.REQUEST_TIMED_OUT)
+        result["error_message"] = error
+        gw.log.warning("produce_not_replicated", topic=topic, partition=result["index"], status=status, error=error)
 
 
 @api(key=0, min=3, max=11)
@@ -119,13 +160,20 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
             out = [_result(p.get("index", -1), code) for p in parts]
         else:
             count = partition_count(tc)
+            min_isr = min_insync_replicas(gw, tc)
+            timeout_ms = max(0, body.get("timeout_ms", 30_000) or 0)
             for p in parts:
                 index = p.get("index", -1)
                 if not 0 <= index < count:
                     out.append(_result(index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 else:
-                    out.append(await produce_partition(ctx, name, index, p.get("records")))
+                    out.append(await produce_partition(ctx, name, index, p.get("records"), acks, timeout_ms,
+                                                       min_isr))
         responses.append({"name": name, "partition_responses": out})
+    # acks=all: every partition appended first, then all replication waits at once
+    waits = [_await_replication(gw, t["name"], p) for t in responses for p in t["partition_responses"] if _WAIT in p]
+    if waits:
+        await asyncio.gather(*waits)
     if acks == 0:
         for t in responses:
             for p in t["partition_responses"]:

@@ -59,7 +59,8 @@ class RemoteBrokerOffsetStore:
         offset = self.table.get(mq)
         if offset is None or offset < 0 or self._persisted.get(mq) == offset:
             return
-        addr = self.runtime.master_addr(mq.broker_name)
+        # the master, or (as RocketMQ's clients do) a slave of the group while the master is away
+        addr = self.runtime.master_addr(mq.broker_name) or self.runtime.broker_addr_in_subscribe(mq.broker_name)
         if addr is None:
             return
         resp = await self.runtime.invoke(addr, self.runtime.request(RC.UPDATE_CONSUMER_OFFSET, {

@@ -18,7 +18,11 @@ Behaviour (RocketMQ's ``PullMessageProcessor``):
   or ``shortPollingTimeMills`` when long polling is disabled) and answered as soon as the store
   reports an arrival on that queue; the held request is re-run without committing again;
 - the COMMIT_OFFSET flag commits ``commitOffset`` for the group on a master, once per request;
-- ``suggestWhichBrokerId`` is 0 (master) unless the store suggests reading from a slave.
+- ``suggestWhichBrokerId`` (RocketMQ's rule): 0 (the master) unless ``slaveReadEnable``; with it,
+  1 (``whichBrokerWhenConsumeSlowly``) when the pull is further behind the log's end than
+  ``accessMessageInMemoryMaxRatio``% of RAM, else the group's ``brokerId`` (0). A slave serves
+  pulls whatever it suggests, so consumers keep reading from it while the master is down; the
+  COMMIT_OFFSET flag is honoured on a master only.
 """
 
 from __future__ import annotations
@@ -102,6 +106,19 @@ def _subscription(broker: Any, cmd: RemotingCommand, group: str, topic: str, sys
     return sub
 
 
+def _suggest_broker(broker: Any, group: str, result: Any) -> int:
+    """RocketMQ's PullMessageProcessor: with slaveReadEnable a reader that fell behind (the store
+    suggests it) goes to the group's whichBrokerWhenConsumeSlowly (1), else to its brokerId (0,
+    the master); without it every reader is sent to the master. A slave serves what it is asked
+    either way (with the master down, consumers read from it)."""
+    if broker.is_master_only:
+        return 0
+    sg = broker.store.subscription_groups.get(group)
+    if result.suggest_pulling_from_slave:
+        return int(getattr(sg, "which_broker_when_consume_slowly", 1) or 1)
+    return int(getattr(sg, "broker_id", 0) or 0)
+
+
 def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_msgs: int, sub: SubscriptionData,
           max_bytes: int | None) -> tuple[int, dict[str, Any], bytes]:
     store = broker.store
@@ -119,7 +136,7 @@ def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_m
     status = _status(result)
     fields: dict[str, Any] = {"nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
                               "maxOffset": result.max_offset,
-                              "suggestWhichBrokerId": 1 if result.suggest_pulling_from_slave and not broker.is_master_only else 0}
+                              "suggestWhichBrokerId": _suggest_broker(broker, group, result)}
     body = b""
     if status == "FOUND":
         units = list(result.messages)

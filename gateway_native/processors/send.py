@@ -7,6 +7,8 @@ enabled, picks a queue when queueId < 0, stores through the engine (bodies and s
 client sent them, so a compressed body stays compressed), and answers msgId (the offset id),
 queueId, queueOffset plus MSG_REGION / TRACE_ON. Put statuses map to RocketMQ's response codes
 (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE keep the stored message's ids).
+Under SYNC_MASTER a send is stored at once and its answer deferred until the in-sync slaves
+have it (``DeferredResponse``), so the next request on the connection is not held up.
 A batch body is ``MessageDecoder.encodeMessages``; all of it lands contiguously in one queue.
 
 Prepared (transactional) messages go to ``transaction.py``'s service (stored in the half topic,
@@ -15,13 +17,15 @@ with the sending producer group in PGROUP); a prepared batch is refused with MES
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import random
 from typing import Any
 
 from engine import metrics
 from engine.message import Message
 
-from ..dispatch import ProcessorError
+from ..dispatch import DeferredResponse, ProcessorError
 from ..remoting.codes import PERM_WRITE, RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import (
@@ -64,15 +68,45 @@ def _message(broker: Any, conn: Connection, topic: str, queue_id: int, body: byt
                    born_host=conn.remote_addr, store_host=broker.addr, reconsume_times=reconsume)
 
 
-def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn_id: str | None) -> RemotingCommand:
-    status = getattr(result.status, "name", str(result.status))
+async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id: int) -> RemotingCommand | DeferredResponse:
+    """Store ``arg`` with ``put`` (``put_message`` / ``put_messages``) and answer. Under
+    SYNC_MASTER the message is stored in arrival order and the answer deferred until the slaves
+    acknowledged it (``store.ha.wait_replicated``), so one connection has many sends in flight
+    as with RocketMQ; the statuses are the store's own (SEND_OK, SLAVE_NOT_AVAILABLE,
+    FLUSH_SLAVE_TIMEOUT)."""
+    store = broker.store
+    msgs = [arg] if isinstance(arg, Message) else arg
+    first = msgs[0]
+    if store.config.broker_role != "SYNC_MASTER":
+        result = await broker.put(put, arg)
+    else:
+        result = await broker.put(functools.partial(put, arg, sync_replicas=False))
+    if result.stored:
+        metrics.topic_in("broker", first.topic, sum(len(m.body) for m in msgs), len(msgs))
+    if store.config.broker_role != "SYNC_MASTER":
+        return _response(cmd, broker, result, queue_id, None)
+    if not result.ok or (first.properties or {}).get("WAIT") == "false":  # waitStoreMsgOK=false: no wait
+        return _response(cmd, broker, result, queue_id, None)
+    waiting = store.ha.wait_replicated(result.end_offset, 1, store.config.sync_flush_timeout / 1000)
+
+    async def answer() -> RemotingCommand:
+        status, error = await asyncio.wrap_future(waiting)
+        if status != "PUT_OK":
+            return _response(cmd, broker, result, queue_id, None, status=status, error=error)
+        return _response(cmd, broker, result, queue_id, None)
+    return DeferredResponse(answer())
+
+
+def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn_id: str | None,
+              status: str | None = None, error: str | None = None) -> RemotingCommand:
+    status = status or getattr(result.status, "name", str(result.status))
     code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status))
     if code in (R.SUCCESS, R.FLUSH_DISK_TIMEOUT, R.FLUSH_SLAVE_TIMEOUT, R.SLAVE_NOT_AVAILABLE):
         fields = {"msgId": result.msg_id, "queueId": queue_id, "queueOffset": result.queue_offset,
                   "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
         if txn_id:
             fields["transactionId"] = txn_id
-        return cmd.response(code, remark, fields)
+        return cmd.response(code, error or remark, fields)
     return cmd.response(code, result.error or remark)
 
 
@@ -110,10 +144,7 @@ async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
     if topic.startswith("%RETRY%"):  # a client's own retry send (its send-back failed): DLQ past the limit
         from .send_back import redirect_retry_send
         redirect_retry_send(broker, cmd, msg)
-    result = await broker.put(broker.store.put_message, msg)
-    if result.stored:
-        metrics.topic_in("broker", topic, len(msg.body), 1)
-    return _response(cmd, broker, result, queue_id, None)
+    return await _store(broker, cmd, broker.store.put_message, msg, queue_id)
 
 
 @BROKER_PROCESSORS.register(RC.SEND_BATCH_MESSAGE)
@@ -131,7 +162,4 @@ async def send_batch(broker: Any, conn: Connection, cmd: RemotingCommand) -> Rem
         return cmd.response(R.MESSAGE_ILLEGAL, "batch messages cannot be transactional (half) messages")
     born = cmd.get_int("bornTimestamp")
     msgs = [_message(broker, conn, topic, queue_id, it.body, it.properties, it.flag, sys_flag, born, 0) for it in items]
-    result = await broker.put(broker.store.put_messages, msgs)
-    if result.stored:
-        metrics.topic_in("broker", topic, sum(len(m.body) for m in msgs), len(msgs))
-    return _response(cmd, broker, result, queue_id, None)
+    return await _store(broker, cmd, broker.store.put_messages, msgs, queue_id)

@@ -9,7 +9,10 @@ SYSTEM_ERROR, logged).
 Ordering: requests on a connection are processed one after another in arrival order, so a
 producer's sends are stored in the order it sent them. A processor registered with
 ``suspends=True`` (pull with long polling) runs as its own task instead, because remoting
-answers are matched by opaque and a held pull must not block the requests behind it.
+answers are matched by opaque and a held pull must not block the requests behind it. A
+processor may also return a ``DeferredResponse``: its work in order is done (a SYNC_MASTER send
+is stored), only the answer waits (for the slaves) while the next request is processed, as
+RocketMQ's asynchronous send processing does.
 
 The dispatcher only needs a connection object with ``send_and_drain``, ``closed`` and
 ``remote_addr`` (``gateway_native.transport.Connection``). A server may set ``observer`` to be
@@ -40,7 +43,16 @@ class ProcessorError(Exception):
         self.remark = remark
 
 
-Handler = Callable[[Any, Any, RemotingCommand], Awaitable[RemotingCommand | None]]
+class DeferredResponse:
+    """A processor's answer that is not ready yet: ``answer`` resolves to the response."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: Awaitable[RemotingCommand | None]):
+        self.answer = answer
+
+
+Handler = Callable[[Any, Any, RemotingCommand], Awaitable["RemotingCommand | DeferredResponse | None"]]
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,25 @@ async def _run(proc: Processor, context: Any, conn: Any, cmd: RemotingCommand,
         resp = cmd.response(exc.code, exc.remark)
     except HeaderFieldError as exc:
         resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request header: {exc}")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("processor_failed", code=cmd.code, peer=conn.remote_addr)
+        resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    if isinstance(resp, DeferredResponse):
+        task = asyncio.ensure_future(_deferred(resp, conn, cmd, observer, start))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+        return
+    if observer is not None:
+        observer(cmd.code, time.perf_counter() - start, None if resp is None else resp.code)
+    await _reply(conn, cmd, resp)
+
+
+async def _deferred(deferred: DeferredResponse, conn: Any, cmd: RemotingCommand,
+                    observer: Callable[[int, float, int | None], None] | None, start: float) -> None:
+    try:
+        resp = await deferred.answer
     except asyncio.CancelledError:
         raise
     except Exception as exc:

@@ -118,6 +118,11 @@ def run(command: list[str], timeout: float) -> RunResult:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         err = (e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")) + f"\n[timed out after {timeout}s]"
         code = -1
+    return parse(command, code, out, err)
+
+
+def parse(command: list[str], code: int, out: str, err: str) -> RunResult:
+    """A finished runner's output as a ``RunResult`` (for runners started with ``Popen``)."""
     result = RunResult(command, code, out, err)
     for line in out.splitlines():
         line = line.strip()

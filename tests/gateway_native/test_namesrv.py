@@ -7,7 +7,6 @@ import asyncio
 import json
 import re
 import socket
-import subprocess
 import sys
 import time
 
@@ -19,28 +18,7 @@ from gateway_native.remoting.codes import RequestCode as RC, ResponseCode as R, 
 from gateway_native.remoting.command import FrameDecoder, RemotingCommand, encode
 from gateway_native.transport import open_connection
 from tests.gateway_native.helpers import wait_until
-from tests.support.node import ROOT, free_port, rockafka_command
-
-
-class StandaloneNamesrv:
-    def __init__(self, tmp_path, expired_ms: int = 120_000):
-        self.port = free_port()
-        self.log = open(tmp_path / f"namesrv-{self.port}.log", "wb")
-        self.proc = subprocess.Popen(rockafka_command() + ["namesrv", "--host", "127.0.0.1", "--port", str(self.port),
-                                                           "--broker-expired-ms", str(expired_ms)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
-        self.path = tmp_path / f"namesrv-{self.port}.log"
-        wait_until(lambda: b"namesrv_ready" in self.path.read_bytes() or self.proc.poll() is not None, what="namesrv ready")
-        assert self.proc.poll() is None, self.path.read_text()
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
-        self.log.close()
+from tests.support.node import StandaloneNamesrv
 
 
 def call(addr: str, code: int, fields=None, body: bytes = b"", version: int = 441, serialize_type: int = 0) -> RemotingCommand:

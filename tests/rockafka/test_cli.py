@@ -28,6 +28,18 @@ def test_bad_config_value_is_a_clear_error(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_inconsistent_broker_group_settings_are_clear_errors(tmp_path):
+    cases = [(["--set", "brokerRole=SLAVE"], "brokerId"),  # a slave with the master's id 0
+             (["--set", "brokerId=2"], "brokerRole=SLAVE"),  # a slave id on a master
+             (["--set", "brokerRole=SLAVE", "--set", "brokerId=1", "--set", "haMasterAddress=nohostport"],
+              "haMasterAddress"),
+             (["--set", "brokerRole=MASTER"], "brokerRole")]
+    for args, says in cases:
+        out = run("serve", "--data-dir", str(tmp_path / "d"), *args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert says in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+
+
 def test_missing_config_file_is_a_clear_error(tmp_path):
     out = run("serve", "--config", str(tmp_path / "nope.conf"))
     assert out.returncode == 2 and "nope.conf" in out.stderr and "Traceback" not in out.stderr

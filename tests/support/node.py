@@ -230,3 +230,37 @@ class RunningNode:
             self.stop()
         except Exception:
             self.kill()
+
+
+class StandaloneNamesrv:
+    """``rockafka namesrv`` in a child process on a free loopback port (a NameServer that outlives
+    the brokers registered with it, as in a RocketMQ deployment)."""
+
+    def __init__(self, tmp_path: Path, expired_ms: int = 120_000, ready_timeout: float = 30.0):
+        self.port = free_port()
+        Path(tmp_path).mkdir(parents=True, exist_ok=True)
+        self.path = Path(tmp_path) / f"namesrv-{self.port}.log"
+        self.log = open(self.path, "wb")
+        self.proc = subprocess.Popen(rockafka_command() + ["namesrv", "--host", "127.0.0.1", "--port", str(self.port),
+                                                           "--broker-expired-ms", str(expired_ms)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True)
+        deadline = time.monotonic() + ready_timeout
+        while b"namesrv_ready" not in self.path.read_bytes():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise NodeStartError(f"namesrv did not start:\n{self.path.read_text('utf-8', 'replace')[-3000:]}")
+            time.sleep(0.05)
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.log.close()

@@ -69,13 +69,19 @@ def new_cluster_id() -> str:
 
 
 def server_properties(*, port: int, controller_port: int, log_dir: Path,
-                      overrides: dict[str, object] | None = None) -> dict[str, str]:
-    """Kafka's shipped KRaft ``config/server.properties``, bound to loopback on our ports."""
+                      overrides: dict[str, object] | None = None, node_id: int = 1,
+                      voter_port: int | None = None) -> dict[str, str]:
+    """Kafka's shipped KRaft ``config/server.properties``, bound to loopback on our ports.
+
+    ``node_id`` 1 is a combined broker+controller (the quorum's one voter); another node id is a
+    broker only, whose controller is node 1 at ``voter_port`` (a second broker of one cluster)."""
+    controller = node_id == 1
     props: dict[str, object] = {
-        "process.roles": "broker,controller",
-        "node.id": 1,
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "process.roles": "broker,controller" if controller else "broker",
+        "node.id": node_id,
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port if controller else voter_port}",
+        "listeners": (f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}" if controller
+                      else f"PLAINTEXT://127.0.0.1:{port}"),
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "inter.broker.listener.name": "PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
@@ -148,7 +154,8 @@ class KafkaPeer:
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, port: int | None = None,
                  controller_port: int | None = None, overrides: dict[str, object] | None = None,
                  version: str = DEFAULT_KAFKA_VERSION, heap: str = "1g",
-                 start_timeout: float = 120.0):
+                 start_timeout: float = 120.0, node_id: int = 1, voter_port: int | None = None,
+                 cluster_id: str | None = None):
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="kafka-peer-"))
         self.port = port or free_port()
@@ -159,7 +166,9 @@ class KafkaPeer:
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir / "server.log"
-        self.cluster_id: str | None = None
+        self.cluster_id: str | None = cluster_id
+        self.node_id = node_id
+        self.voter_port = voter_port
 
     @property
     def bootstrap(self) -> str:
@@ -180,7 +189,7 @@ class KafkaPeer:
         (self.data_dir / "log4j2.properties").write_text(LOG4J2_CONFIG)
         props = server_properties(port=self.port, controller_port=self.controller_port,
                                   log_dir=self.data_dir / "kraft-combined-logs",
-                                  overrides=self.overrides)
+                                  overrides=self.overrides, node_id=self.node_id, voter_port=self.voter_port)
         path = self.data_dir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         return path
@@ -189,7 +198,7 @@ class KafkaPeer:
         meta = self.data_dir / "kraft-combined-logs" / "meta.properties"
         if meta.exists():
             return  # formatted by an earlier start on this data dir: keep its cluster id
-        self.cluster_id = new_cluster_id()
+        self.cluster_id = self.cluster_id or new_cluster_id()
         proc = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                                          "-c", str(config)),
                               capture_output=True, text=True, timeout=120)
@@ -202,7 +211,7 @@ class KafkaPeer:
         ensure_jars(self.version)
         # Readiness is judged by an ApiVersions answer on the port, so a port someone else
         # already serves would look like success: refuse it up front.
-        busy = [p for p in (self.port, self.controller_port) if not port_free(p)]
+        busy = [p for p in (self.port, self.controller_port if self.node_id == 1 else self.port) if not port_free(p)]
         if busy:
             raise KafkaPeerError(f"port(s) {busy} on 127.0.0.1 already in use")
         config = self._write_config()
@@ -275,6 +284,47 @@ class KafkaPeer:
             self.stop()
         finally:
             self.cleanup()
+
+
+class KafkaCluster:
+    """``brokers`` Apache Kafka brokers of one KRaft cluster: node 1 is broker and the quorum's
+    controller, the others brokers only (what a replication factor > 1 needs); use as a
+    context manager. ``bootstrap`` lists every broker."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], *, brokers: int = 2,
+                 overrides: dict[str, object] | None = None, version: str = DEFAULT_KAFKA_VERSION,
+                 heap: str = "1g", start_timeout: float = 120.0):
+        cluster_id = new_cluster_id()
+        first = KafkaPeer(Path(data_dir) / "node1", overrides=overrides, version=version, heap=heap,
+                          start_timeout=start_timeout, cluster_id=cluster_id)
+        self.peers = [first] + [
+            KafkaPeer(Path(data_dir) / f"node{i}", overrides=overrides, version=version, heap=heap,
+                      start_timeout=start_timeout, node_id=i, voter_port=first.controller_port,
+                      cluster_id=cluster_id)
+            for i in range(2, brokers + 1)]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(p.bootstrap for p in self.peers)
+
+    def start(self) -> "KafkaCluster":
+        try:
+            for p in self.peers:
+                p.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        for p in reversed(self.peers):
+            p.stop(timeout)
+
+    def __enter__(self) -> "KafkaCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

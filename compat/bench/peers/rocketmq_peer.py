@@ -5,7 +5,8 @@ What this module owns:
 - the server jars: ``org.apache.rocketmq:rocketmq-namesrv`` and ``rocketmq-broker`` with their
   run-time dependencies, resolved by Maven from ``compat/bench/peers/rocketmq/pom.xml`` into
   ``compat/bench/peers/rocketmq/lib/`` (gitignored; done once, then reused without network);
-- one NameServer and one master broker per ``RocketMQPeer``: their config files (RocketMQ's
+- one NameServer and one master broker per ``RocketMQPeer`` (optionally slaves of it, each its
+  own JVM, store and ports): their config files (RocketMQ's
   shipped ``conf/broker.conf`` — DefaultCluster, broker-a, brokerId 0, ASYNC_MASTER,
   ASYNC_FLUSH, deleteWhen 04, fileReservedTime 48 — plus loopback addresses, free ports, a
   store under the peer's data directory and ``enablePropertyFilter=true`` so SQL92 consumers
@@ -180,11 +181,20 @@ class RocketMQPeer:
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *,
                  overrides: dict[str, object] | None = None, version: str = DEFAULT_ROCKETMQ_VERSION,
-                 heap: str = "1g", start_timeout: float = 120.0):
+                 heap: str = "1g", start_timeout: float = 120.0, slaves: int = 0):
+        """``slaves``: that many slave brokers (brokerId 1.., brokerRole SLAVE) of the same
+        broker name, each with its own ports and store; they learn the master from the NameServer."""
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="rocketmq-peer-"))
         self.namesrv_port = free_port()
         self.broker_port = free_broker_port(avoid=(self.namesrv_port,))
+        taken = [self.namesrv_port, self.broker_port - 2, self.broker_port - 1, self.broker_port, self.broker_port + 1]
+        self.slave_ports: list[int] = []
+        for _ in range(slaves):
+            p = free_broker_port(avoid=tuple(taken))
+            taken += [p - 2, p - 1, p, p + 1]
+            self.slave_ports.append(p)
+        self.slave_procs: list[subprocess.Popen[bytes]] = []
         self.overrides = dict(overrides or {})
         self.version = version
         self.heap = heap
@@ -201,7 +211,14 @@ class RocketMQPeer:
         return f"127.0.0.1:{self.broker_port}"
 
     def ports(self) -> list[int]:
-        return [self.namesrv_port, self.broker_port - 2, self.broker_port, self.broker_port + 1]
+        return [self.namesrv_port] + [q for p in [self.broker_port, *self.slave_ports] for q in (p - 2, p, p + 1)]
+
+    def _slave_routed(self, port: int) -> bool:
+        try:
+            code, body = remoting_call(self.namesrv_addr, GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+        except (OSError, ValueError):
+            return False
+        return code == SUCCESS and f"127.0.0.1:{port}".encode() in body
 
     def _java(self, main: str, *args: str, heap: str) -> list[str]:
         java = shutil.which("java")
@@ -258,6 +275,16 @@ class RocketMQPeer:
                 self._java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(bconf), heap=self.heap),
                 "broker.out")
             self._wait_for(self._tbw102_routed, "broker registered (TBW102 routed)", self.broker_proc)
+            for i, port in enumerate(self.slave_ports, 1):
+                overrides = {k: v for k, v in self.overrides.items() if k != "brokerRole"}
+                overrides.update(brokerId=i, brokerRole="SLAVE")
+                sconf = self._write(f"broker-slave{i}.conf", broker_properties(
+                    namesrv_addr=self.namesrv_addr, listen_port=port, store_dir=self.data_dir / f"store-slave{i}",
+                    home=self.data_dir, overrides=overrides))
+                proc = self._spawn(self._java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(sconf),
+                                              heap=self.heap), f"broker-slave{i}.out")
+                self.slave_procs.append(proc)
+                self._wait_for(lambda port=port: self._slave_routed(port), f"slave {i} registered", proc)
         except BaseException:
             self.stop()
             raise
@@ -287,18 +314,21 @@ class RocketMQPeer:
             pass
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Broker first (it unregisters from the NameServer), then the NameServer."""
+        """Slaves, then the master (brokers unregister from the NameServer), then the NameServer."""
         try:
+            for proc in self.slave_procs:
+                self._end(proc, timeout)
             self._end(self.broker_proc, timeout)
         finally:
             self._end(self.namesrv_proc, timeout)
         self.broker_proc = self.namesrv_proc = None
+        self.slave_procs = []
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(listening(p) for p in self.ports()):
             time.sleep(0.1)
 
     def running(self) -> bool:
-        return any(p is not None and p.poll() is None for p in (self.namesrv_proc, self.broker_proc))
+        return any(p is not None and p.poll() is None for p in (self.namesrv_proc, self.broker_proc, *self.slave_procs))
 
     def log_tail(self, chars: int = 4000) -> str:
         parts = []

@@ -16,7 +16,7 @@ PRODUCE_TIMEOUT = 180.0
 CREATE_STEP = 5000  # partitions per CreateTopics / CreatePartitions request
 
 
-def create_topic(bs: str, topic: str, partitions: int, timeout: float = 180.0) -> float:
+def create_topic(bs: str, topic: str, partitions: int, timeout: float = 180.0, replication_factor: int = 1) -> float:
     """Create a topic and wait until its metadata lists every partition with a leader; seconds."""
     from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
@@ -25,7 +25,7 @@ def create_topic(bs: str, topic: str, partitions: int, timeout: float = 180.0) -
     # A KRaft controller refuses a CreateTopics that needs more than 10,000 metadata records in
     # one batch (POLICY_VIOLATION "excessively large batch"): big topics are created in steps.
     first = min(partitions, CREATE_STEP)
-    fut = admin.create_topics([NewTopic(topic, first, 1)], request_timeout=timeout,
+    fut = admin.create_topics([NewTopic(topic, first, replication_factor)], request_timeout=timeout,
                               operation_timeout=timeout)[topic]
     fut.result(timeout)
     for count in range(first + CREATE_STEP, partitions + CREATE_STEP, CREATE_STEP):

@@ -75,7 +75,7 @@ public final class RocketMQRunner {
                 System.exit(2);
             }
         }
-        int failed = new Scenarios(namesrv, serialize, messages, timeoutS, builtAgainst()).run(names);
+        int failed = new Scenarios(namesrv, serialize, messages, timeoutS, builtAgainst(), work).run(names);
         System.exit(failed == 0 ? 0 : 1);
     }
 

@@ -96,6 +96,7 @@ final class Scenarios {
         SCENARIOS.put("dlq", Scenarios::deadLetters);
         SCENARIOS.put("reset-offset", Scenarios::resetOffset);
         SCENARIOS.put("consume-from-timestamp", Scenarios::consumeFromTimestamp);
+        SCENARIOS.put("ha-slave-read", Scenarios::haSlaveRead);
     }
 
     static List<String> names() {
@@ -109,13 +110,15 @@ final class Scenarios {
     private final int messages;
     private final Duration timeout;
     private final String builtAgainst;
+    private final java.nio.file.Path work;
     private final Report report = new Report();
     private final String runId = UUID.randomUUID().toString().substring(0, 8);
     private final List<Runnable> shutdowns = new ArrayList<>();
     private final AtomicInteger instances = new AtomicInteger();
     private long deadlineNanos;
 
-    Scenarios(String namesrv, String serialize, int messages, int timeoutS, String builtAgainst) {
+    Scenarios(String namesrv, String serialize, int messages, int timeoutS, String builtAgainst, java.nio.file.Path work) {
+        this.work = work;
         this.namesrv = namesrv;
         this.serialize = serialize;
         this.messages = messages;
@@ -404,6 +407,38 @@ final class Scenarios {
         }
         report.check("selector_send_to_queue", sameQueue, "queue " + target.getQueueId());
         report.equal("selector_offsets_continue", List.of(before, before + 1, before + 2, before + 3, before + 4), selected);
+    }
+
+    /**
+     * A broker group with brokerRole=SYNC_MASTER and one slave (set up by the caller): N sync
+     * sends, each SEND_OK (the slave has it); then the runner writes {@code <work>/sent} and
+     * waits (bounded) for {@code <work>/master-stopped}, which the caller creates once it killed
+     * the master; a push consumer then reads all N from the slave.
+     */
+    private void haSlaveRead() throws Exception {
+        String topic = topic("ha");
+        DefaultMQProducer p = producer("ha");
+        createTopic(p, topic, 4);
+        List<SendResult> results = sendSync(p, topic, 0, messages, i -> "TagH");
+        Map<SendStatus, Long> statuses = new TreeMap<>();
+        for (SendResult r : results) {
+            statuses.merge(r.getSendStatus(), 1L, Long::sum);
+        }
+        report.equal("sync_master_send_ok", Map.of(SendStatus.SEND_OK, (long) messages), statuses);
+        p.shutdown();
+        java.nio.file.Files.writeString(work.resolve("sent"), topic);
+        boolean stopped = await(() -> java.nio.file.Files.exists(work.resolve("master-stopped")));
+        if (!report.check("master_stopped_by_caller", stopped, "waited for " + work.resolve("master-stopped"))) {
+            return;
+        }
+        Collector col = new Collector(topic, i -> "TagH");
+        DefaultMQPushConsumer c = pushConsumer("C_ha_" + runId);
+        c.subscribe(topic, "*");
+        c.registerMessageListener(col);
+        c.start();
+        await(() -> col.received().size() >= messages);
+        report.equal("all_consumed_from_slave", range(0, messages), col.received());
+        report.check("messages_intact", col.mismatches.isEmpty(), col.mismatches);
     }
 
     private static boolean contiguousFromZero(Map<Integer, List<Long>> offsets) {

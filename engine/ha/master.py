@@ -1,0 +1,324 @@
+"""The master's side of replication: the HA listener and one connection per slave.
+
+Threads: ``ha-accept`` accepts slaves on ``haListenPort``; per slave a reader (HELLO, PULL,
+ACK frames; it answers HELLO itself) and, once the slave sent PULL, a writer that streams the
+commitlog from the slave's offset, sends heartbeats when idle and changed metadata documents
+every ``haSyncMetadataInterval``. Only the writer writes to the socket after the handshake.
+
+Per connection the master tracks the slave's ack offset and when it last caught up (RocketMQ
+5's rule: the slave acked everything the master had when it last sent data, or nothing was left
+to send); ``in_sync`` is "streaming and caught up within haMaxTimeSlaveNotCatchup".
+
+Invariants: data frames hold only bytes below the store's ``confirmed_offset`` (whole units),
+never span a segment or an epoch; a connection that sent nothing for haHousekeepingInterval is
+closed; closing is idempotent and wakes everything waiting on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import threading
+import time
+from typing import Any
+
+import structlog
+
+from . import protocol as P
+from .epoch import EpochEntry
+
+log = structlog.get_logger("rockafka.engine.ha")
+
+RECV_CHUNK = 64 * 1024
+
+
+class SlaveConnection:
+    def __init__(self, service: Any, sock: socket.socket, addr: tuple):
+        self.service = service
+        self.store = service.store
+        self.sock = sock
+        self.remote = f"{addr[0]}:{addr[1]}"
+        self.state = "HANDSHAKE"
+        self.broker_id = -1
+        self.hello_seen = False
+        self.identity: dict = {}
+        self.ack_offset = -1
+        self.next_offset = -1
+        self.last_sent_max = 0
+        self.last_sent_time = 0.0
+        self.last_catchup = 0.0  # monotonic; 0 = never caught up on this connection
+        self.last_read = time.monotonic()
+        self.last_write = time.monotonic()
+        self.connected_at = time.time()
+        self.bytes_sent = 0
+        self.wake = threading.Event()
+        self.closed = threading.Event()
+        self._send_lock = threading.Lock()
+        self._sent_docs: dict[str, bytes] = {}
+        self._topics_version = -1
+        self._reader = threading.Thread(target=self._read_loop, name=f"ha-read-{self.remote}", daemon=True)
+        self._writer: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self._reader.start()
+
+    def close(self, reason: str) -> None:
+        if self.closed.is_set():
+            return
+        self.closed.set()
+        self.state = "CLOSED"
+        self.wake.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        log.info("ha_slave_disconnected", slave=self.remote, broker_id=self.broker_id, reason=reason,
+                 ack_offset=self.ack_offset)
+        self.service.connection_closed(self)
+
+    def join(self, timeout: float) -> None:
+        for t in (self._reader, self._writer):
+            if t is not None and t is not threading.current_thread():
+                t.join(timeout)
+
+    def in_sync(self, now: float) -> bool:
+        return (self.state == "TRANSFER" and self.last_catchup > 0
+                and now - self.last_catchup <= self.service.max_not_catchup_s)
+
+    def lag_bytes(self) -> int:
+        if self.ack_offset < 0:
+            return max(0, self.store.confirmed_offset - max(self.next_offset, 0))
+        return max(0, self.store.confirmed_offset - self.ack_offset)
+
+    def lag_ms(self, now: float) -> int:
+        if self.ack_offset >= self.store.confirmed_offset:
+            return 0
+        since = self.last_catchup if self.last_catchup > 0 else self.service.started_at
+        return int((now - since) * 1000)
+
+    # -- io ----------------------------------------------------------------------------------
+    def _send(self, *parts) -> None:
+        with self._send_lock:
+            for part in parts:
+                self.sock.sendall(part)
+        self.last_write = time.monotonic()
+
+    def _read_loop(self) -> None:
+        reader = P.FrameReader()
+        sock = self.sock
+        housekeeping = self.service.housekeeping_s
+        sock.settimeout(min(1.0, housekeeping))
+        reason = "closed by slave"
+        try:
+            while not self.closed.is_set():
+                try:
+                    data = sock.recv(RECV_CHUNK)
+                except socket.timeout:
+                    if time.monotonic() - self.last_read > housekeeping:
+                        reason = f"nothing received for {int(housekeeping * 1000)} ms (haHousekeepingInterval)"
+                        break
+                    continue
+                if not data:
+                    break
+                self.last_read = time.monotonic()
+                reader.feed(data)
+                for kind, payload in reader.frames():
+                    self._handle(kind, payload)
+        except P.ProtocolError as exc:
+            reason = f"protocol error: {exc}"
+            log.warning("ha_protocol_error", slave=self.remote, error=str(exc))
+        except OSError as exc:
+            reason = f"socket error: {exc}"
+        except Exception as exc:  # a bug must not take the listener down; the slave reconnects
+            reason = f"error: {exc}"
+            log.exception("ha_connection_failed", slave=self.remote)
+        self.close(reason)
+
+    def _handle(self, kind: int, payload: bytes) -> None:
+        if kind == P.HELLO:
+            self._on_hello(P.decode_hello(payload))
+        elif kind == P.PULL:
+            self._on_pull(P.decode_offset(payload))
+        elif kind == P.ACK:
+            self._on_ack(P.decode_offset(payload))
+        else:
+            raise P.ProtocolError(f"frame type {kind} is not one a slave sends")
+
+    def _on_hello(self, hello: P.Hello) -> None:
+        if self.state != "HANDSHAKE":
+            raise P.ProtocolError("HELLO after the handshake")
+        store = self.store
+        reason = ""
+        if hello.version != P.PROTOCOL_VERSION:
+            reason = f"protocol version {hello.version} is not supported (this master speaks {P.PROTOCOL_VERSION})"
+        elif hello.segment_size != store.config.mapped_file_size_commit_log:
+            reason = (f"mappedFileSizeCommitLog differs: slave {hello.segment_size}, master "
+                      f"{store.config.mapped_file_size_commit_log}; offsets name segments, so both must be equal")
+        elif not self.service.is_master:
+            reason = "this broker is not a master"
+        self.broker_id = hello.broker_id
+        self.identity = hello.identity
+        self.hello_seen = True
+        cl = store.commitlog
+        welcome = P.Welcome(P.PROTOCOL_VERSION, P.WELCOME_REFUSED if reason else P.WELCOME_OK,
+                            min_offset=cl.min_offset, max_offset=store.confirmed_offset,
+                            confirm_offset=store.confirmed_offset, epochs=self.service.epochs.all(), reason=reason)
+        self._send(P.encode_welcome(welcome))
+        if reason:
+            log.warning("ha_slave_refused", slave=self.remote, broker_id=hello.broker_id, reason=reason)
+            raise P.ProtocolError(f"refused: {reason}")
+        log.info("ha_slave_hello", slave=self.remote, broker_id=hello.broker_id, identity=hello.identity)
+
+    def _on_pull(self, offset: int) -> None:
+        if self.state != "HANDSHAKE" or not self.hello_seen:
+            raise P.ProtocolError("PULL before HELLO or twice")
+        store = self.store
+        lo, hi = store.commitlog.min_offset, store.confirmed_offset
+        if not lo <= offset <= hi:
+            raise P.ProtocolError(f"PULL from {offset}, outside this master's log [{lo}, {hi}]")
+        self.next_offset = offset
+        self.ack_offset = offset
+        self.state = "TRANSFER"
+        self._writer = threading.Thread(target=self._write_loop, name=f"ha-write-{self.remote}", daemon=True)
+        self._writer.start()
+        log.info("ha_slave_streaming", slave=self.remote, broker_id=self.broker_id, from_offset=offset,
+                 master_offset=hi)
+        self.service.state_changed()
+
+    def _on_ack(self, offset: int) -> None:
+        if self.state != "TRANSFER":
+            raise P.ProtocolError("ACK before PULL")
+        if offset < self.ack_offset or offset > self.next_offset:
+            raise P.ProtocolError(f"ACK {offset} outside [{self.ack_offset}, {self.next_offset}] (sent so far)")
+        self.ack_offset = offset
+        if offset >= self.last_sent_max and self.last_sent_time > 0:
+            self.last_catchup = max(self.last_catchup, self.last_sent_time)
+        self.service.acked(self)
+
+    # -- streaming ---------------------------------------------------------------------------
+    def _write_loop(self) -> None:
+        svc = self.service
+        heartbeat = svc.heartbeat_s
+        reason = "writer stopped"
+        next_meta = 0.0
+        try:
+            while not self.closed.is_set():
+                self.wake.clear()
+                now = time.monotonic()
+                topics_version = self.store.topic_config.data_version.counter
+                if now >= next_meta or topics_version != self._topics_version:
+                    # a new topic goes out before the data that follows its creation
+                    self._topics_version = topics_version
+                    self._send_metadata(force=now < next_meta)
+                    next_meta = now + svc.metadata_interval_s
+                chunk = svc.read_chunk(self.next_offset)
+                if chunk is not None:
+                    data, entry, master_max = chunk
+                    start = self.next_offset
+                    # in flight from here: an ACK may come back before sendall returns
+                    self.next_offset = start + len(data)
+                    self.last_sent_max = master_max
+                    self.last_sent_time = time.monotonic()
+                    self._send(P.encode_data_header(start, entry.epoch, entry.start_offset, master_max,
+                                                    master_max, len(data)), data)
+                    self.bytes_sent += len(data)
+                    continue
+                if self.ack_offset >= self.store.confirmed_offset:
+                    caught = self.last_catchup == 0
+                    self.last_catchup = time.monotonic()
+                    if caught:
+                        svc.state_changed()
+                idle = time.monotonic() - self.last_write
+                if idle >= heartbeat:
+                    entry = svc.epochs.last() or EpochEntry(0, 0)
+                    self._send(P.encode_data_header(self.next_offset, entry.epoch, entry.start_offset,
+                                                    self.store.confirmed_offset, self.store.confirmed_offset, 0))
+                    idle = 0.0
+                self.wake.wait(max(0.001, min(heartbeat - idle, next_meta - time.monotonic())))
+        except OSError as exc:
+            reason = f"socket error: {exc}"
+        except P.ProtocolError as exc:
+            reason = f"protocol error: {exc}"
+            log.warning("ha_protocol_error", slave=self.remote, error=str(exc))
+        except Exception as exc:
+            reason = f"error: {exc}"
+            log.exception("ha_writer_failed", slave=self.remote)
+        self.close(reason)
+
+    def _send_metadata(self, force: bool = False) -> None:
+        for name, doc in self.service.metadata_snapshot(fresh=force).items():
+            digest = hashlib.blake2b(doc, digest_size=16).digest()
+            if self._sent_docs.get(name) != digest:
+                self._send(P.encode_metadata(name, doc))
+                self._sent_docs[name] = digest
+
+    def view(self, now: float) -> dict[str, Any]:
+        return {"address": self.remote, "brokerId": self.broker_id, "identity": dict(self.identity),
+                "state": self.state, "ackOffset": self.ack_offset, "sentOffset": self.next_offset,
+                "lagBytes": self.lag_bytes(), "lagMs": self.lag_ms(now), "inSync": self.in_sync(now),
+                "bytesSent": self.bytes_sent, "connectedAt": int(self.connected_at * 1000)}
+
+
+class HAServer:
+    """Accepts slaves on the HA port and hands each to a ``SlaveConnection``."""
+
+    def __init__(self, service: Any, host: str, port: int):
+        self.service = service
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.requested_port))
+        except OSError as exc:
+            sock.close()
+            raise OSError(exc.errno, f"cannot listen on HA port {self.host}:{self.requested_port} "
+                                     f"(haListenPort): {exc.strerror}") from None
+        sock.listen(16)
+        sock.settimeout(0.5)
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept_loop, name="ha-accept", daemon=True)
+        self._thread.start()
+        log.info("ha_listening", host=self.host, port=self.port)
+
+    def _accept_loop(self) -> None:
+        assert self._sock is not None
+        while not self._stop.is_set():
+            try:
+                conn, addr = self._sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    return
+                time.sleep(0.1)
+                continue
+            conn.settimeout(None)
+            try:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            except OSError:
+                pass
+            self.service.accept(SlaveConnection(self.service, conn, addr))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(5)

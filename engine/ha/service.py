@@ -1,0 +1,347 @@
+"""HAService: the store's replication, as its role says (``store.ha``).
+
+Master (ASYNC_MASTER / SYNC_MASTER): opens a new epoch at start, accepts slaves on the HA port
+(``master.HAServer``), streams the commitlog to them, tracks which are in sync and completes
+replication waits. Slave: runs ``slave.HAClient`` against ``haMasterAddress`` or the address
+the NameServer named (``update_master_address``).
+
+What the rest of the node uses:
+- ``wait_replicated(end_offset, min_replicas, timeout_s)`` -> ``concurrent.futures.Future``
+  resolving to ``(status, error)``; status ``PUT_OK`` when every in-sync slave acked
+  ``end_offset`` and at least ``min_replicas`` of them did, ``SLAVE_NOT_AVAILABLE`` when fewer
+  than ``min_replicas`` slaves are in sync (at the start or at any point of the wait),
+  ``FLUSH_SLAVE_TIMEOUT`` after ``timeout_s``. ``wait_replicated_blocking`` waits for it.
+- ``in_sync_slaves()``: views of the slaves in sync now; ``runtime_info()``: everything for
+  operations (GET_BROKER_RUNTIME_INFO, /metrics, the admin API); ``state_version`` grows
+  whenever the set of connected or in-sync slaves changes (the broker re-registers then).
+- ``notify_append()``: called by the put path; wakes the connections' writers.
+
+Threads: ``ha-transfer`` re-evaluates the in-sync set (it also changes with time alone) and
+times waits out; acks complete waits at once on the connection's reader thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from . import metadata
+from .epoch import EpochEntry, EpochFile
+
+log = structlog.get_logger("rockafka.engine.ha")
+
+PUT_OK, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE = "PUT_OK", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"
+TICK_S = 0.1
+
+
+@dataclass(order=True)
+class _Waiter:
+    end: int
+    seq: int
+    min_replicas: int = field(compare=False)
+    deadline: float = field(compare=False)
+    future: Future = field(compare=False)
+
+
+class HAService:
+    def __init__(self, store: Any):
+        self.store = store
+        cfg = store.config
+        self.heartbeat_s = cfg.ha_send_heartbeat_interval / 1000.0
+        self.housekeeping_s = cfg.ha_housekeeping_interval / 1000.0
+        self.batch_size = cfg.ha_transfer_batch_size
+        self.max_not_catchup_s = cfg.ha_max_time_slave_not_catchup / 1000.0
+        self.metadata_interval_s = cfg.ha_sync_metadata_interval / 1000.0
+        self.bind_host = "0.0.0.0"  # the node sets its listen address before the store starts
+        self.listen_port = store.broker_config.ha_listen_port
+        self.identity: dict[str, Any] = {}  # what a slave tells its master about itself (addresses)
+        self.epochs = EpochFile(os.path.join(store.root, "ha", "epoch"))
+        self.started_at = time.monotonic()
+        self.truncated_bytes = 0
+        self.state_version = 0
+        self._lock = threading.RLock()
+        self._conns: list[Any] = []
+        self._waiters: list[_Waiter] = []
+        self._seq = 0
+        self._in_sync_ids: tuple = ()
+        self._server = None
+        self._client = None
+        self._transfer: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._tick = threading.Condition(self._lock)
+        self._meta_cache: tuple[float, dict[str, bytes]] | None = None
+        self.running = False
+
+    # -- role ----------------------------------------------------------------------------------
+    @property
+    def role(self) -> str:
+        return self.store.config.broker_role
+
+    @property
+    def is_master(self) -> bool:
+        return self.role != "SLAVE"
+
+    @property
+    def port(self) -> int | None:
+        return self._server.port if self._server is not None else None
+
+    @property
+    def master_epoch(self) -> int:
+        return self.epochs.last_epoch
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        self.epochs.load()
+        self._stop.clear()
+        self.started_at = time.monotonic()
+        if self.is_master:
+            self._become_master()
+        else:
+            from .slave import HAClient
+
+            self._client = HAClient(self)
+            self._client.start()
+        self.running = True
+
+    def _become_master(self) -> None:
+        from .master import HAServer
+
+        store = self.store
+        start = store.confirmed_offset if self.epochs.last() is not None else store.commitlog.min_offset
+        entry = self.epochs.open_epoch(start)
+        log.info("ha_master_epoch", epoch=entry.epoch, start_offset=entry.start_offset, role=self.role)
+        self._server = HAServer(self, self.bind_host, self.listen_port)
+        self._server.start()
+        self._transfer = threading.Thread(target=self._transfer_loop, name="ha-transfer", daemon=True)
+        self._transfer.start()
+
+    def change_role(self, role: str, master_address: str | None = None) -> None:
+        """Become master (a new epoch opens at the log's end, the HA port listens) or slave (of
+        ``master_address``, or the one the NameServer names next). Waits in progress fail with
+        SLAVE_NOT_AVAILABLE when a master steps down. The store's ``change_role`` calls this."""
+        if (role == "SLAVE") == (self._client is not None) and (self._server is not None or self._client is not None):
+            self.store.config.broker_role = role  # already on that side (a master flavour change)
+            return
+        self._stop_side()
+        self.store.config.broker_role = role
+        self._stop.clear()
+        if role != "SLAVE":
+            self._become_master()
+        else:
+            from .slave import HAClient
+
+            self._client = HAClient(self)
+            if master_address:
+                self._client.learned = master_address
+            self._client.start()
+        self.state_version += 1
+        log.info("ha_role_changed", role=role, epoch=self.master_epoch)
+
+    def _stop_side(self) -> None:
+        """Stop the master's listener and connections or the slave's client."""
+        self._stop.set()
+        with self._tick:
+            self._tick.notify_all()
+        if self._server is not None:
+            self._server.stop()
+        if self._client is not None:
+            self._client.stop()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            c.close("role change or shutdown")
+        for c in conns:
+            c.join(5)
+        if self._transfer is not None:
+            self._transfer.join(5)
+        self._fail_all(SLAVE_NOT_AVAILABLE, "this broker is no longer the master")
+        self._server = self._client = self._transfer = None
+
+    def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self._stop_side()
+
+    # -- master: connections -------------------------------------------------------------------
+    def accept(self, conn: Any) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                conn.sock.close()
+                return
+            self._conns.append(conn)
+        log.info("ha_slave_connected", slave=conn.remote)
+        conn.start()
+
+    def connection_closed(self, conn: Any) -> None:
+        with self._lock:
+            if conn in self._conns:
+                self._conns.remove(conn)
+        self.state_changed()
+
+    def connections(self) -> list[Any]:
+        with self._lock:
+            return list(self._conns)
+
+    def notify_append(self) -> None:
+        for c in self._conns:
+            c.wake.set()
+
+    def read_chunk(self, offset: int) -> tuple[bytes, EpochEntry, int] | None:
+        """The next bytes to stream from ``offset``: (data, its epoch, the master's end)."""
+        store = self.store
+        end = store.confirmed_offset
+        if offset >= end:
+            return None
+        f = store.commitlog.mfq.find(offset)
+        if f is None:
+            from .protocol import ProtocolError
+
+            raise ProtocolError(f"offset {offset} is no longer in this master's commitlog "
+                                f"(min {store.commitlog.min_offset}); the slave starts over")
+        limit = min(end, f.end_offset, offset + self.batch_size)
+        entries = self.epochs.entries
+        entry = EpochEntry(0, 0)
+        for e in entries:  # the epoch holding `offset`; a frame stops where the next one starts
+            if e.start_offset <= offset:
+                entry = e
+            else:
+                limit = min(limit, e.start_offset)
+                break
+        try:
+            data = f.read(offset - f.file_from_offset, limit - offset)
+        except ValueError:  # unmapped by retention meanwhile
+            return None
+        return data, entry, end
+
+    def metadata_snapshot(self, fresh: bool = False) -> dict[str, bytes]:
+        """The metadata documents, encoded at most once per half interval for all connections
+        (``fresh``: now, e.g. a topic was just created)."""
+        with self._lock:
+            cached = self._meta_cache
+            now = time.monotonic()
+            if fresh or cached is None or now - cached[0] >= self.metadata_interval_s / 2:
+                self._meta_cache = cached = (now, metadata.collect(self.store))
+            return cached[1]
+
+    # -- master: in-sync set and waits ---------------------------------------------------------
+    def in_sync_slaves(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        return [c.view(now) for c in self.connections() if c.in_sync(now)]
+
+    def in_sync_count(self) -> int:
+        now = time.monotonic()
+        return sum(1 for c in self._conns if c.in_sync(now))
+
+    def state_changed(self) -> None:
+        with self._tick:
+            self._evaluate(time.monotonic())
+            self._tick.notify_all()
+
+    def acked(self, conn: Any) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._evaluate(now)
+
+    def wait_replicated(self, end_offset: int, min_replicas: int, timeout_s: float) -> Future:
+        fut: Future = Future()
+        if not self.is_master:
+            fut.set_result((SLAVE_NOT_AVAILABLE, "this broker is a slave"))
+            return fut
+        with self._tick:
+            self._seq += 1
+            bisect.insort(self._waiters, _Waiter(end_offset, self._seq, min_replicas,
+                                                 time.monotonic() + timeout_s, fut))
+            self._evaluate(time.monotonic())
+            self._tick.notify_all()
+        return fut
+
+    def wait_replicated_blocking(self, end_offset: int, min_replicas: int, timeout_s: float) -> tuple[str, str | None]:
+        """For the store's SYNC_MASTER puts: (status name, error)."""
+        status, error = self.wait_replicated(end_offset, min_replicas, timeout_s).result(timeout_s + 5)
+        if status != PUT_OK:
+            log.warning("replication_wait_failed", status=status, offset=end_offset, error=error)
+        return status, error
+
+    def _evaluate(self, now: float) -> None:
+        """Under the lock: note in-sync changes and complete the waits that can be completed."""
+        in_sync = [c for c in self._conns if c.in_sync(now)]
+        ids = tuple(sorted(c.broker_id for c in in_sync))
+        if ids != self._in_sync_ids:
+            log.info("ha_in_sync_changed", in_sync_broker_ids=list(ids), before=list(self._in_sync_ids))
+            self._in_sync_ids = ids
+            self.state_version += 1
+        if not self._waiters:
+            return
+        done: list[tuple[_Waiter, str, str | None]] = []
+        keep: list[_Waiter] = []
+        acked = min((c.ack_offset for c in in_sync), default=None)
+        n = len(in_sync)
+        for w in self._waiters:
+            if n < w.min_replicas:
+                done.append((w, SLAVE_NOT_AVAILABLE,
+                             f"{n} slave(s) in sync, {w.min_replicas} needed; the message is stored on the master only"))
+            elif acked is None or acked >= w.end:
+                done.append((w, PUT_OK, None))
+            elif now >= w.deadline:
+                done.append((w, FLUSH_SLAVE_TIMEOUT,
+                             f"the in-sync slaves did not acknowledge offset {w.end} in time (they have {acked})"))
+            else:
+                keep.append(w)
+        self._waiters = keep
+        for w, status, error in done:
+            if not w.future.done():
+                w.future.set_result((status, error))
+
+    def _fail_all(self, status: str, error: str) -> None:
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.future.done():
+                w.future.set_result((status, error))
+
+    def _transfer_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._tick:
+                self._evaluate(time.monotonic())
+                timeout = TICK_S
+                if self._waiters:
+                    timeout = max(0.001, min(timeout, min(w.deadline for w in self._waiters) - time.monotonic()))
+                self._tick.wait(timeout)
+
+    # -- slave ---------------------------------------------------------------------------------
+    def update_master_address(self, address: str | None) -> None:
+        """A slave learns (or re-learns) its master's HA address, e.g. from the NameServer."""
+        if self._client is not None and address:
+            self._client.set_learned_address(address)
+
+    def note_truncated(self, dropped: int) -> None:
+        self.truncated_bytes += dropped
+
+    # -- operations ----------------------------------------------------------------------------
+    def runtime_info(self) -> dict[str, Any]:
+        store = self.store
+        now = time.monotonic()
+        info: dict[str, Any] = {
+            "brokerRole": self.role, "masterEpoch": self.master_epoch,
+            "epochs": [[e.epoch, e.start_offset] for e in self.epochs.all()],
+            "commitLogMinOffset": store.commitlog.min_offset, "commitLogMaxOffset": store.confirmed_offset,
+            "truncatedBytes": self.truncated_bytes,
+        }
+        if self.is_master:
+            conns = self.connections()
+            info.update({
+                "haListenPort": self.port, "haConnections": len(conns),
+                "inSyncSlaves": sum(1 for c in conns if c.in_sync(now)),
+                "slaves": [c.view(now) for c in sorted(conns, key=lambda c: c.broker_id)],
+            })
+        elif self._client is not None:
+            info.update(self._client.view(now))
+        return info

@@ -1,0 +1,389 @@
+"""Replication between two real stores over a real loopback HA connection (engine.ha).
+
+The master and the slave are ``MessageStore`` instances on their own directories, connected
+through the HA port exactly as two processes would be; what is checked is what a user of the
+slave sees (the same bytes at the same offsets, consume queues, index, metadata) and what a
+writer of the master is told (SYNC_MASTER statuses, replication waits).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine import record_batch as rb
+from engine.config import BrokerConfig
+from engine.ha.epoch import EpochEntry, EpochFile, EpochFileError, consistent_point
+from engine.message import Message, decode_message
+from engine.store import MessageStore, PutMessageStatus
+from engine.topic_config import TopicConfig
+from engine_support import small_config
+from tests.support.node import free_port
+
+
+def wait_until(cond, timeout=15.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """``pair(role=..., **cfg)`` -> (master, slave_factory); everything shut down afterwards."""
+    stores: list[MessageStore] = []
+
+    def master(role="SYNC_MASTER", **cfg):
+        # a fixed HA port, so a restarted master is found where its slaves look for it
+        m = MessageStore(small_config(tmp_path / "master", broker_role=role, **cfg),
+                         broker_config=BrokerConfig(ha_listen_port=free_port()))
+        stores.append(m)
+        m.start()
+        return m
+
+    def slave(m, name="slave", broker_id=1, start=True, **cfg):
+        s = MessageStore(small_config(tmp_path / name, broker_role="SLAVE", ha_master_address=f"127.0.0.1:{m.ha.port}",
+                                      **cfg), broker_config=BrokerConfig(broker_id=broker_id, ha_listen_port=0))
+        stores.append(s)
+        if start:
+            s.start()
+        return s
+
+    yield master, slave
+    for s in reversed(stores):
+        s.shutdown()
+
+
+def caught_up(m, s):
+    return s.confirmed_offset == m.confirmed_offset and s.ha.runtime_info().get("connected")
+
+
+def commitlog_bytes(store, lo, hi):
+    return store.commitlog.read(lo, hi - lo)
+
+
+def msg(i, topic="T", queue_id=0, **kw):
+    return Message(topic=topic, body=f"body-{i}".encode() * 3, keys=[f"k{i}"], tags="A" if i % 2 else "B",
+                   queue_id=queue_id, **kw)
+
+
+def test_slave_starting_empty_gets_every_byte_and_builds_its_own_queues(pair):
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    for i in range(300):  # several 64 KiB segments with small units
+        assert m.put_message(msg(i, queue_id=i % 3)).ok
+    batch = rb.build_batch([rb.Record(i, 0, b"key-%d" % i, b"v%d" % i, []) for i in range(5)])
+    kb = m.put_record_batch("K", 0, batch)
+    assert kb.ok
+    s = slave(m)
+    wait_until(lambda: caught_up(m, s), what="slave caught up")
+    assert s.commitlog.min_offset == m.commitlog.min_offset
+    assert commitlog_bytes(s, m.commitlog.min_offset, m.confirmed_offset) == \
+        commitlog_bytes(m, m.commitlog.min_offset, m.confirmed_offset)
+    for q in range(3):
+        assert s.get_max_offset_in_queue("T", q) == m.get_max_offset_in_queue("T", q) == 100
+        got = s.get_message("g", "T", q, 0, 200)
+        assert [decode_message(u).body for u in got.messages] == [decode_message(u).body for u in
+                                                                  m.get_message("g", "T", q, 0, 200).messages]
+    assert s.get_max_offset_in_queue("K", 0) == 5
+    # the slave's own index finds keys, of native messages and of Kafka records
+    assert [decode_message(u).body for u in s.query_message("T", "k7", 5, 0, 2**62).messages] == [b"body-7" * 3]
+    assert len(s.query_message("K", "key-3", 5, 0, 2**62).messages) == 1
+    # tag hashes in the slave's queue match the master's (filtering by tag works there)
+    assert s.find_consume_queue("T", 1).read_units(0, 5) == m.find_consume_queue("T", 1).read_units(0, 5)
+
+
+def test_slave_refuses_writes_and_says_why(pair):
+    master, slave = pair
+    m = master()
+    s = slave(m)
+    res = s.put_message(msg(1))
+    assert res.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "slave" in res.error
+    assert s.put_record_batch("K", 0, rb.build_batch([rb.Record(0, 0, None, b"x", [])])).status \
+        is PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+
+def test_sync_master_answers_slave_not_available_without_a_slave_and_put_ok_with_one(pair):
+    master, slave = pair
+    m = master(role="SYNC_MASTER")
+    res = m.put_message(msg(0))
+    assert res.status is PutMessageStatus.SLAVE_NOT_AVAILABLE and res.stored
+    assert m.get_max_offset_in_queue("T", 0) == 1  # stored on the master all the same
+    s = slave(m)
+    wait_until(lambda: m.ha.in_sync_count() == 1, what="slave in sync")
+    for i in range(1, 50):
+        r = m.put_message(msg(i))
+        assert r.status is PutMessageStatus.PUT_OK, r.error
+        # acknowledged => already on the slave, byte for byte
+        assert s.commitlog.max_offset >= r.end_offset
+        assert commitlog_bytes(s, r.commitlog_offset, r.end_offset) == commitlog_bytes(m, r.commitlog_offset, r.end_offset)
+
+
+def test_replication_wait_times_out_and_min_replicas_is_enforced(pair):
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    s = slave(m)
+    wait_until(lambda: m.ha.in_sync_count() == 1, what="slave in sync")
+    r = m.put_message(msg(1))
+    assert m.ha.wait_replicated(r.end_offset, 1, 5).result(10)[0] == "PUT_OK"
+    assert m.ha.wait_replicated(r.end_offset, 2, 5).result(10)[0] == "SLAVE_NOT_AVAILABLE"
+    # an offset the master has not even written yet cannot be acknowledged: times out
+    status, error = m.ha.wait_replicated(m.confirmed_offset + 10_000, 1, 0.3).result(10)
+    assert status == "FLUSH_SLAVE_TIMEOUT" and "did not acknowledge" in error
+    # Kafka's acks=all with min.insync.replicas=1 and no slave in sync: the master alone
+    s.shutdown()
+    wait_until(lambda: m.ha.in_sync_count() == 0, what="slave gone")
+    assert m.ha.wait_replicated(m.confirmed_offset, 0, 1).result(10)[0] == "PUT_OK"
+
+
+def test_slave_down_for_a_while_catches_up_from_where_it_stopped(pair):
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    s = slave(m)
+    for i in range(50):
+        m.put_message(msg(i))
+    wait_until(lambda: caught_up(m, s), what="first catch-up")
+    s.shutdown()
+    for i in range(50, 400):
+        m.put_message(msg(i))
+    s.start()
+    wait_until(lambda: caught_up(m, s), what="catch-up after restart")
+    assert s.get_max_offset_in_queue("T", 0) == 400
+    assert commitlog_bytes(s, 0, m.confirmed_offset) == commitlog_bytes(m, 0, m.confirmed_offset)
+    assert [e.epoch for e in s.ha.epochs.all()] == [e.epoch for e in m.ha.epochs.all()]
+
+
+def test_metadata_reaches_the_slave(pair):
+    master, slave = pair
+    m = master(role="ASYNC_MASTER", ha_sync_metadata_interval=50)
+    s = slave(m, ha_sync_metadata_interval=50)
+    m.topic_config.create_or_update(TopicConfig("Orders", read_queue_nums=4, write_queue_nums=4))
+    m.consumer_offsets.commit("g1", "Orders", 2, 17)
+    m.schedule.offsets.table[3] = 9
+    m.put_message(msg(1, topic="Orders"))
+    m.delete_records("Orders", 0, 1)
+    wait_until(lambda: s.topic_config.get("Orders") is not None and s.consumer_offsets.query("g1", "Orders", 2) == 17
+               and s.schedule.offsets.table.get(3) == 9 and s.get_min_offset_in_queue("Orders", 0) == 1,
+               what="metadata on the slave")
+    assert s.topic_config.get("Orders").read_queue_nums == 4
+    # a commit made on the slave alone (master down) stays until the master has that key
+    s.consumer_offsets.commit("g2", "Orders", 0, 5)
+    m.consumer_offsets.commit("g1", "Orders", 2, 18)
+    wait_until(lambda: s.consumer_offsets.query("g1", "Orders", 2) == 18, what="offset update")
+    assert s.consumer_offsets.query("g2", "Orders", 0) == 5
+
+
+def test_master_restarted_shorter_makes_the_slave_truncate_to_the_epoch_boundary(pair, tmp_path):
+    """The master lost the tail of its log (restored from an older copy) and wrote new messages
+    at the same offsets: the slave notices by the epochs, drops its diverged tail and follows."""
+    import shutil
+
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    s = slave(m)
+    for i in range(20):
+        m.put_message(msg(i))
+    wait_until(lambda: caught_up(m, s), what="catch-up")
+    m.shutdown()
+    shutil.copytree(tmp_path / "master", tmp_path / "older")  # the copy the master will come back from
+    m.start()
+    for i in range(20, 40):
+        m.put_message(msg(i))
+    wait_until(lambda: caught_up(m, s), what="slave has 40")
+    diverged_end = s.confirmed_offset
+    m.shutdown()
+    s.shutdown()
+    shutil.rmtree(tmp_path / "master")
+    shutil.copytree(tmp_path / "older", tmp_path / "master")
+    m.start()  # back with 20 messages: a new epoch opens at its shorter end
+    for i in range(100, 105):
+        m.put_message(msg(i))
+    s.start()
+    wait_until(lambda: caught_up(m, s), what="slave follows the shorter master")
+    assert s.ha.truncated_bytes > 0 and s.confirmed_offset < diverged_end
+    assert commitlog_bytes(s, 0, m.confirmed_offset) == commitlog_bytes(m, 0, m.confirmed_offset)
+    bodies = [decode_message(u).body for u in s.get_message("g", "T", 0, 0, 100).messages]
+    assert bodies == [f"body-{i}".encode() * 3 for i in list(range(20)) + list(range(100, 105))]
+
+
+def test_unrelated_logs_are_refused_and_nothing_is_deleted(pair):
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    m.put_message(msg(1))
+    other = slave(m, name="other", start=False)
+    other.config.broker_role = "ASYNC_MASTER"  # it was a master of its own first
+    other.broker_config.broker_id = 0
+    other.start()
+    other.put_message(msg(2))
+    end = other.confirmed_offset
+    other.shutdown()
+    other.config.broker_role = "SLAVE"
+    other.broker_config.broker_id = 1
+    other.start()
+    wait_until(lambda: "shares no epoch" in (other.ha.runtime_info().get("lastError") or ""), what="refusal")
+    assert other.confirmed_offset == end
+    assert decode_message(other.get_message("g", "T", 0, 0, 1).messages[0]).body == msg(2).body
+
+
+def test_mismatched_segment_size_is_refused(pair):
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    s = slave(m, mapped_file_size_commit_log=128 * 1024)
+    wait_until(lambda: "mappedFileSizeCommitLog differs" in (s.ha.runtime_info().get("lastError") or ""),
+               what="refusal")
+    assert m.ha.runtime_info()["haConnections"] == 0
+
+
+def test_kafka_transactions_are_followed_on_the_slave(pair):
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    s = slave(m)
+    from engine import txn_index
+
+    pid = 7
+    data = rb.build_batch([rb.Record(0, 0, None, b"t1", [])], producer_id=pid, producer_epoch=0, base_sequence=0,
+                          is_transactional=True)
+    r = m.put_record_batch("Tx", 0, data)
+    txn_index.for_store(m).begin("Tx", 0, pid, r.queue_offset)
+    wait_until(lambda: s.get_max_offset_in_queue("Tx", 0) == 1, what="data on slave")
+    assert txn_index.for_store(s).last_stable_offset("Tx", 0, 1) == 0  # open on the slave too
+    marker = rb.build_control_batch(rb.CONTROL_TYPE_ABORT, producer_id=pid, producer_epoch=0)
+    mr = m.put_record_batch("Tx", 0, marker, delay_headers=False)
+    wait_until(lambda: s.get_max_offset_in_queue("Tx", 0) == 2, what="marker on slave")
+    idx = txn_index.for_store(s)
+    assert idx.last_stable_offset("Tx", 0, 2) == 2
+    assert idx.is_aborted("Tx", 0, pid, 0) and mr.queue_offset == 1
+
+
+def test_epoch_file_round_trip_and_damage_is_reported(tmp_path):
+    f = EpochFile(tmp_path / "epoch")
+    f.load()
+    assert f.open_epoch(0).epoch == 1
+    f.open_epoch(100)
+    f.open_epoch(100)  # no bytes in epoch 2: replaced
+    assert [(e.epoch, e.start_offset) for e in f.all()] == [(1, 0), (3, 100)]
+    g = EpochFile(tmp_path / "epoch")
+    g.load()
+    assert g.all() == f.all()
+    raw = (tmp_path / "epoch").read_bytes()
+    (tmp_path / "epoch").write_bytes(raw.replace(b"\n3 100 ", b"\n3 101 "))
+    with pytest.raises(EpochFileError, match="CRC"):
+        EpochFile(tmp_path / "epoch").load()
+
+
+def test_consistent_point():
+    m = [EpochEntry(1, 0, 10), EpochEntry(2, 500, 20)]
+    assert consistent_point(m, 900, [EpochEntry(1, 0, 10)], 400) == 400  # behind: continue at its end
+    assert consistent_point(m, 900, [EpochEntry(1, 0, 10)], 700) == 500  # diverged after epoch 1
+    assert consistent_point(m, 900, [EpochEntry(1, 0, 10), EpochEntry(2, 500, 20)], 1000) == 900  # ahead
+    # the same epoch number and start opened by another master (restored copy): not the same epoch
+    assert consistent_point(m, 900, [EpochEntry(1, 0, 10), EpochEntry(2, 500, 21)], 1000) == 500
+    assert consistent_point(m, 900, [EpochEntry(5, 0, 10)], 100) is None  # unrelated
+
+
+def test_slave_knows_every_topic_it_holds_messages_of(pair):
+    """A topic the master's topics document has not described yet (here: never configured at
+    all) is recorded by the slave from the log, so its messages can be consumed there."""
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    s = slave(m)
+    assert m.topic_config.get("NoConfig") is None
+    m.put_message(msg(1, topic="NoConfig", queue_id=11))
+    wait_until(lambda: s.topic_config.get("NoConfig") is not None, what="topic learned from the log")
+    assert s.topic_config.get("NoConfig").read_queue_nums == 12
+    assert s.get_max_offset_in_queue("NoConfig", 11) == 1
+
+
+def test_slave_far_behind_the_masters_retention_starts_over_at_its_oldest_segment(pair):
+    master, slave = pair
+    m = master(role="ASYNC_MASTER", file_reserved_time=0)
+    s = slave(m, file_reserved_time=0)
+    for i in range(20):
+        m.put_message(msg(i))
+    wait_until(lambda: caught_up(m, s), what="first catch-up")
+    s.shutdown()
+    for i in range(20, 700):  # several 64 KiB segments
+        m.put_message(msg(i))
+    while m.clean_expired_files(force=True):  # retention drops all but the last segments
+        pass
+    assert m.commitlog.min_offset > s.confirmed_offset
+    s.start()
+    wait_until(lambda: caught_up(m, s), what="catch-up after the gap")
+    assert s.commitlog.min_offset == m.commitlog.min_offset
+    lo = m.commitlog.min_offset
+    assert commitlog_bytes(s, lo, m.confirmed_offset) == commitlog_bytes(m, lo, m.confirmed_offset)
+    # queue offsets keep their meaning: what is still in the log is read at the master's offsets
+    q_lo = m.get_min_offset_in_queue("T", 0)
+    wait_until(lambda: s.get_min_offset_in_queue("T", 0) == q_lo, what="queue start moved on the slave")
+    assert s.get_max_offset_in_queue("T", 0) == 700
+    assert decode_message(s.get_message("g", "T", 0, q_lo, 1).messages[0]).body == msg(q_lo).body
+
+
+def test_timer_messages_are_delivered_by_the_master_only(pair):
+    """The slave files replicated timer messages into its own wheel (for a later promotion) but
+    never delivers them: the delivered copy arrives once, by replication."""
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    s = slave(m)
+    due = int(time.time() * 1000) + 2500
+    assert m.put_message(Message(topic="Later", body=b"timer", properties={"TIMER_DELIVER_MS": str(due)})).ok
+    wait_until(lambda: m.get_max_offset_in_queue("Later", 0) == 1, timeout=20, what="delivered on the master")
+    wait_until(lambda: s.get_max_offset_in_queue("Later", 0) == 1, what="delivered copy on the slave")
+    wait_until(lambda: s.timer.checkpoint.enqueue_offset == 1, what="the slave's wheel has the timer message")
+    assert caught_up(m, s)
+    assert s.get_max_offset_in_queue("Later", 0) == 1  # not delivered a second time by the slave
+
+
+def test_bad_bytes_on_the_ha_port_close_only_that_connection(pair):
+    import socket
+    import struct
+
+    master, slave = pair
+    m = master(role="SYNC_MASTER")
+    s = slave(m)
+    wait_until(lambda: m.ha.in_sync_count() == 1, what="slave in sync")
+    garbage = socket.create_connection(("127.0.0.1", m.ha.port))
+    garbage.sendall(b"GET / HTTP/1.1\r\n\r\n")  # not a frame: its size field is absurd
+    huge = socket.create_connection(("127.0.0.1", m.ha.port))
+    huge.sendall(struct.pack(">iB", 1 << 30, 1))  # a frame announced as 1 GiB: refused before buffering
+    ack_first = socket.create_connection(("127.0.0.1", m.ha.port))
+    ack_first.sendall(struct.pack(">iBq", 9, 3, 0))  # ACK before any handshake
+    for sock in (garbage, huge, ack_first):
+        sock.settimeout(10)
+        assert sock.recv(100) == b""  # the master closed it
+        sock.close()
+    r = m.put_message(msg(1))  # the real slave was not disturbed
+    assert r.status is PutMessageStatus.PUT_OK
+    assert s.commitlog.max_offset >= r.end_offset
+
+
+def test_roles_change_at_run_time_and_the_old_master_follows_the_new_one(pair, tmp_path):
+    """A manual switch (what failover will automate): the slave becomes master with a new epoch,
+    the old master, started again as a slave of it, drops the tail it wrote alone and follows."""
+    master, slave = pair
+    a = master(role="SYNC_MASTER")
+    b = slave(a)
+    wait_until(lambda: a.ha.in_sync_count() == 1, what="slave in sync")
+    for i in range(10):
+        assert a.put_message(msg(i)).ok
+    a.shutdown()  # the master goes away
+    b.broker_config.ha_listen_port = free_port()
+    b.change_role("SYNC_MASTER")
+    assert b.ha.master_epoch == a.ha.master_epoch + 1
+    assert b.put_message(msg(100)).status is PutMessageStatus.SLAVE_NOT_AVAILABLE  # no slave of its own yet
+    # the old master comes back as a slave of b; it had written one message b never got
+    a.start()
+    lonely = a.put_message(msg(99))
+    assert lonely.stored
+    a.change_role("SLAVE", master_address=f"127.0.0.1:{b.ha.port}")
+    assert a.put_message(msg(98)).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    wait_until(lambda: b.ha.in_sync_count() == 1, what="the old master in sync with the new one")
+    assert a.ha.truncated_bytes > 0  # its lone message is gone
+    r = b.put_message(msg(101))
+    assert r.status is PutMessageStatus.PUT_OK
+    bodies = [decode_message(u).body for u in a.get_message("g", "T", 0, 0, 50).messages]
+    assert bodies == [msg(i).body for i in list(range(10)) + [100, 101]]
+    assert commitlog_bytes(a, 0, b.confirmed_offset) == commitlog_bytes(b, 0, b.confirmed_offset)
