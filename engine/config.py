@@ -179,6 +179,7 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "producer_state_rebuild_max_records": ("100000", "records scanned to rebuild producer state"),
     "list_offsets_time_skew_ms": ("600000", "tolerated clock skew of ListOffsets by timestamp"),
     "delete_topic_enable": ("true", "allow DeleteTopics"),
+    "min_insync_replicas": ("1", "min.insync.replicas for acks=all when the topic sets none"),
     "sasl_enabled_mechanisms": ("", "SASL mechanisms, e.g. PLAIN"),
     "sasl_plain_users": ("", "user:password pairs for SASL PLAIN, comma separated"),
     "kafka_direct_put": ("true under ASYNC_FLUSH", "store produced batches on the event loop"),
@@ -191,6 +192,8 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "short_polling_time_mills": ("1000", "pull hold without long polling (ms)"),
     "rebalance_lock_max_live_time": ("60000", "ordered consumption queue lock lifetime (ms)"),
     "slave_read_enable": ("false", "let consumers read from slaves"),
+    # broker groups (docs/design/replication.md)
+    "cluster_view_refresh_ms": ("1000", "how often the Kafka cluster view is rebuilt from the NameServer"),
     # RocketMQ 5 gRPC proxy front (docs/design/grpc-proxy.md)
     "grpc_proxy_port": ("8081", "port of the gRPC MessagingService (RocketMQ 5 clients)"),
     "grpc_server_port": ("8081", "RocketMQ proxy's name for grpc_proxy_port"),

@@ -76,7 +76,7 @@ class KafkaSettings:
                                                                         100_000)
         self.list_offsets_time_skew_ms: int = config.extra_int("list_offsets_time_skew_ms", 600_000)
         # Kafka's broker.rack (follower fetching) and min.insync.replicas (acks=all), broker-wide defaults
-        self.broker_rack: str | None = config.broker.broker_rack or config.extra_str("broker_rack")
+        self.broker_rack: str | None = config.broker.broker_rack
         self.min_insync_replicas: int = config.extra_int("min_insync_replicas", 1)
         self.delete_topic_enable: bool = config.extra_bool("delete_topic_enable", True)
         self.sasl_mechanisms: list[str] = [m.strip().upper() for m in

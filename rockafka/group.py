@@ -43,7 +43,7 @@ def registration_extras(store: Any, config: Any, kafka: Any) -> dict[str, Any]:
     info = store.ha.runtime_info()
     out: dict[str, Any] = {"brokerRole": info["brokerRole"], "masterEpoch": info["masterEpoch"],
                            **_kafka_node(kafka)}
-    rack = config.broker.broker_rack or config.extra_str("broker_rack")
+    rack = config.broker.broker_rack
     if rack:
         out["brokerRack"] = rack
     if store.ha.is_master:

@@ -30,6 +30,10 @@ from .epoch import EpochEntry
 log = structlog.get_logger("rockafka.engine.ha")
 
 RECV_CHUNK = 64 * 1024
+# Every this many metadata rounds (haSyncMetadataInterval each) all documents go out again even
+# if unchanged, as RocketMQ's slaves re-read everything every 10 s: a slave applies what it could
+# not apply before (a queue's low watermark that arrived ahead of the queue's units).
+FULL_RESEND_INTERVALS = 10
 
 
 class SlaveConnection:
@@ -55,6 +59,7 @@ class SlaveConnection:
         self.closed = threading.Event()
         self._send_lock = threading.Lock()
         self._sent_docs: dict[str, bytes] = {}
+        self._meta_rounds = 0
         self._topics_version = -1
         self._reader = threading.Thread(target=self._read_loop, name=f"ha-read-{self.remote}", daemon=True)
         self._writer: threading.Thread | None = None
@@ -251,6 +256,9 @@ class SlaveConnection:
         self.close(reason)
 
     def _send_metadata(self, force: bool = False) -> None:
+        self._meta_rounds += 1
+        if self._meta_rounds % FULL_RESEND_INTERVALS == 0:
+            self._sent_docs.clear()  # every document again now and then, changed or not
         for name, doc in self.service.metadata_snapshot(fresh=force).items():
             digest = hashlib.blake2b(doc, digest_size=16).digest()
             if self._sent_docs.get(name) != digest:

@@ -90,8 +90,10 @@ def apply(store: Any, name: str, doc: dict[str, Any]) -> None:
                         changed = True
                 if changed:
                     mgr.persist()
-            if changed:
-                store.apply_min_offsets()
+            # also when unchanged: a watermark that arrived before its queue's units did is
+            # applied once the dispatcher has built them (the master resends every document
+            # now and then, see master.FULL_RESEND_INTERVALS)
+            store.apply_min_offsets()
             return
         with mgr.lock:
             mgr.decode(doc)

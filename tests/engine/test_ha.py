@@ -234,7 +234,8 @@ def test_mismatched_segment_size_is_refused(pair):
     s = slave(m, mapped_file_size_commit_log=128 * 1024)
     wait_until(lambda: "mappedFileSizeCommitLog differs" in (s.ha.runtime_info().get("lastError") or ""),
                what="refusal")
-    assert m.ha.runtime_info()["haConnections"] == 0
+    # the master closes the refused connection (the slave may read the refusal first)
+    wait_until(lambda: m.ha.runtime_info()["haConnections"] == 0, what="refused connection closed")
 
 
 def test_kafka_transactions_are_followed_on_the_slave(pair):
@@ -384,6 +385,8 @@ def test_roles_change_at_run_time_and_the_old_master_follows_the_new_one(pair, t
     assert a.ha.truncated_bytes > 0  # its lone message is gone
     r = b.put_message(msg(101))
     assert r.status is PutMessageStatus.PUT_OK
+    # acknowledged once in the slave's commitlog; its queue is built right after
+    wait_until(lambda: a.get_max_offset_in_queue("T", 0) == 12, what="the old master's queue caught up")
     bodies = [decode_message(u).body for u in a.get_message("g", "T", 0, 0, 50).messages]
     assert bodies == [msg(i).body for i in list(range(10)) + [100, 101]]
     assert commitlog_bytes(a, 0, b.confirmed_offset) == commitlog_bytes(b, 0, b.confirmed_offset)
