@@ -342,3 +342,5 @@ class NameServer:
             except asyncio.CancelledError:
                 pass
         await self.server.stop()
+
+from . import namesrv_admin  # noqa: E402,F401  (registration of the operator requests)

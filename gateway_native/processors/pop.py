@@ -54,6 +54,7 @@ from engine.pop import (
 )
 from engine.sql92 import Sql92Error
 
+from .. import broker_stats
 from ..remoting.codes import PERM_READ, RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..transport import Connection
@@ -192,6 +193,7 @@ async def pop_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> Re
             for m in result.messages)
     if not result.found:
         return cmd.response(R.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", fields)
+    broker_stats.for_broker(broker).got(group, topic, len(result.messages))
     body = bytearray()
     for m in result.messages:
         h = Handle.parse(m.handle)

@@ -33,6 +33,7 @@ import structlog
 from engine import txn_index
 from engine.sql92 import Sql92Error
 
+from .. import broker_stats
 from ..dispatch import ProcessorError
 from ..remoting.codes import (
     PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode as RC, ResponseCode as R,
@@ -131,6 +132,7 @@ def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_m
             units = _expand(units, refs, offset, sub, aborted)
         if units:
             body = b"".join(bytes(u) for u in units)
+            broker_stats.for_broker(broker).got(group, topic, len(units))
             return R.SUCCESS, fields, body
         return R.PULL_RETRY_IMMEDIATELY, fields, body
     if status == "NO_MATCHED_MESSAGE":

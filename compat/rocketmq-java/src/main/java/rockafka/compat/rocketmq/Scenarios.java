@@ -97,6 +97,7 @@ final class Scenarios {
         SCENARIOS.put("reset-offset", Scenarios::resetOffset);
         SCENARIOS.put("consume-from-timestamp", Scenarios::consumeFromTimestamp);
         SCENARIOS.put("push-pop", Scenarios::pushPop);
+        SCENARIOS.put("admin-fixture", Scenarios::adminFixture);
     }
 
     static List<String> names() {
@@ -1322,6 +1323,55 @@ final class Scenarios {
         report.check("each_acked_once_no_redelivery", wrong.isEmpty(), "wrong " + first(wrong));
         report.equal("every_delivery_by_pop", 0, withoutPopCk.get());
         report.check("content_intact", bad.isEmpty(), "mismatches " + first(bad));
+    }
+
+
+    /**
+     * Live clients for the mqadmin test: a producer and a push consumer, both with message trace
+     * on (enableMsgTrace: each send and consume also writes a trace record to
+     * RMQ_SYS_TRACE_TOPIC), send and consume ten keyed messages, report their names and the
+     * message ids ({@code admin_*} info lines, then {@code admin_ready}), and stay online until
+     * standard input closes (or the scenario deadline), so the operator commands run against a
+     * group with members and a producer with a connection.
+     */
+    private void adminFixture() throws Exception {
+        String topic = topic("admin");
+        String pgroup = "P_admin_" + runId;
+        String cgroup = "C_admin_" + runId;
+        DefaultMQProducer p = new DefaultMQProducer(pgroup, true, null);
+        p.setNamesrvAddr(namesrv);
+        p.setInstanceName(instanceName());
+        p.setVipChannelEnabled(false);
+        p.start();
+        shutdowns.add(p::shutdown);
+        createTopic(p, topic, 4);
+        int n = 10;
+        List<SendResult> sent = sendSync(p, topic, 0, n, i -> "TagAdmin");
+        Collector collector = new Collector(topic, i -> "TagAdmin");
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(cgroup, true, null);
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName(instanceName());
+        c.setVipChannelEnabled(false);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        shutdowns.add(c::shutdown);
+        c.subscribe(topic, "*");
+        c.registerMessageListener(collector);
+        c.start();
+        boolean all = await(() -> collector.counts.size() >= n);
+        report.check("consumed_all", all, collector.received().size() + " of " + n);
+        // offsets are committed every 5 s by default: push them now, so consumerProgress sees them
+        invoke(invoke(c, "getDefaultMQPushConsumerImpl"), "persistConsumerOffset");
+        report.info("admin_topic", topic);
+        report.info("admin_producer_group", pgroup);
+        report.info("admin_consumer_group", cgroup);
+        report.info("admin_msg_id", sent.get(0).getMsgId());
+        report.info("admin_offset_msg_id", sent.get(0).getOffsetMsgId());
+        report.info("admin_queue", sent.get(0).getMessageQueue().getQueueId() + "@" + sent.get(0).getQueueOffset());
+        report.info("admin_key", "key-" + runId + "-0");
+        report.info("admin_ready", "true");
+        while (beforeDeadline() && System.in.read() >= 0) {
+            // hold the clients online until the test closes standard input
+        }
     }
 
 }
