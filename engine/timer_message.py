@@ -24,7 +24,8 @@ Formats (big-endian):
 One thread does both halves, so they never race: *enqueue* reads the timer topic's new units
 (the 20-byte units carry commitlog offset, size and delivery time) into log + wheel; *dequeue*
 walks every step from readTimeMs up to now: the slot's chain gives the staged units, which are
-read, restored to their real topic/queue (timer properties removed) and put again.
+read, restored to their real topic/queue (relative-delay properties removed; TIMER_OUT_MS and
+TIMER_DELIVER_MS kept, as RocketMQ keeps them, so consumers see the delivery time) and put again.
 
 Invariants and recovery:
 - when every logged record is due before readTimeMs and nothing is left to enqueue, the log is
@@ -383,7 +384,11 @@ class TimerMessageStore:
             if ext is None:
                 log.warning("timer_unit_unreadable", commitlog_offset=phy, step=step)
                 continue
-            result = store.put_message(restore_message(ext, TIMER_PROPERTIES + (PROPERTY_TIMER_OUT_MS,)))
+            # as RocketMQ, the delivered message keeps TIMER_OUT_MS (it also stops a re-put from
+            # being staged again) and TIMER_DELIVER_MS: consumers read its delivery time
+            msg = restore_message(ext, (PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS))
+            msg.properties.setdefault(PROPERTY_TIMER_DELIVER_MS, msg.properties.get(PROPERTY_TIMER_OUT_MS, ""))
+            result = store.put_message(msg)
             if not result.stored:
                 log.warning("timer_redeliver_refused", step=step, status=result.status.name, error=result.error)
                 return False

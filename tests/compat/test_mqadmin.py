@@ -16,47 +16,21 @@ import json
 import re
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.compat import java_runner
+from tests.compat.mqadmin import MQAdmin
 
-TOOLS_DIR = java_runner.ROOT / "compat" / "rocketmq-tools"
-MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 SENT = 10  # messages the admin-fixture scenario sends and consumes
 
 pytestmark = pytest.mark.timeout(300)
 
 
-class MQAdmin:
-    """Runs ``mqadmin`` as an operator does, one process per command. Each process spends ~5 s
-    in its client's shutdown after printing, so independent commands run side by side
-    (``many``)."""
-
-    def __init__(self, namesrv: str, home: Path):
-        self.namesrv = namesrv
-        self.home = home
-
-    def many(self, commands: dict[str, list[str]]) -> dict[str, str]:
-        with ThreadPoolExecutor(4) as pool:
-            futures = {name: pool.submit(self, *args) for name, args in commands.items()}
-            return {name: f.result() for name, f in futures.items()}
-
-    def __call__(self, *args: str, timeout: float = 60) -> str:
-        cmd = ["java", "-Xmx192m", "-XX:TieredStopAtLevel=1", f"-Duser.home={self.home}",
-               "-cp", str(TOOLS_DIR / "lib" / "*"), MQADMIN_MAIN, *args, "-n", self.namesrv]
-        # cwd: consumerStatus writes each client's running info to <timestamp>/<clientId> there
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.home)
-        return proc.stdout + proc.stderr
-
-
 @pytest.fixture(scope="module")
 def mqadmin(node, tmp_path_factory):
-    if not (TOOLS_DIR / "lib").exists() or subprocess.run(["bash", str(TOOLS_DIR / "build.sh")]).returncode != 0:
-        pytest.fail("compat/rocketmq-tools/build.sh could not resolve rocketmq-tools (run `make test-deps`)")
-    return MQAdmin(node.namesrv_addr, tmp_path_factory.mktemp("mqadmin-home"))
+    return MQAdmin.built(node.namesrv_addr, tmp_path_factory.mktemp("mqadmin-home"))
 
 
 @pytest.fixture(scope="module")
