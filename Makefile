@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: serve test test-deps bench clean grpc
+.PHONY: serve test test-deps bench clean grpc compat-peer
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: test-deps
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python compat/bench/run_all.py
+
+# the client scenarios against Apache RocketMQ 5.5 (NameServer, broker, gRPC proxy from Maven
+# Central) in a private network namespace; not part of `make test`
+compat-peer: test-deps
+	$(BIN)/python -m tests.compat.peer_scenarios
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -33,6 +33,7 @@ from engine.message import Message
 from engine.topic_config import TopicConfig
 
 from . import tls
+from .renew import ReceiptRenewer
 
 log = structlog.get_logger("rockafka.grpc")
 
@@ -86,6 +87,7 @@ class GrpcGateway:
         self.transactions: engine_transaction.TransactionalMessageService | None = None
         self.disabled_reason: str | None = None
         self._sniffer: tls.ProtocolSniffer | None = None
+        self.renewer = ReceiptRenewer.from_config(self, config)
         self.tls_mode = "disabled"
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -135,6 +137,7 @@ class GrpcGateway:
             self.port = bound
             await self._server.start()
         self.tls_mode = mode
+        self.renewer.start()
         log.info("grpc_listening", host=self.host, port=self.port, tls_mode=mode)
 
     async def stop(self) -> None:
@@ -150,6 +153,7 @@ class GrpcGateway:
             self.transactions.check_handlers.remove(self.ask_producer)
         for ev in [e for s in self._waiters.values() for e in s]:
             ev.set()
+        await self.renewer.stop()
         if self._sniffer is not None:
             await self._sniffer.stop()
             self._sniffer = None
@@ -206,6 +210,7 @@ class GrpcGateway:
 
     def drop_session(self, client_id: str, reason: str) -> None:
         s = self.sessions.pop(client_id, None)
+        self.renewer.forget_client(client_id)
         if s is not None:
             log.info("grpc_client_gone", client_id=client_id, reason=reason, group=s.group)
 

@@ -24,8 +24,8 @@ class MQAdmin:
         self.namesrv = namesrv
         self.home = home
 
-    def many(self, commands: dict[str, list[str]]) -> dict[str, str]:
-        with ThreadPoolExecutor(4) as pool:
+    def many(self, commands: dict[str, list[str]], workers: int = 4) -> dict[str, str]:
+        with ThreadPoolExecutor(workers) as pool:
             futures = {name: pool.submit(self, *args) for name, args in commands.items()}
             return {name: f.result() for name, f in futures.items()}
 

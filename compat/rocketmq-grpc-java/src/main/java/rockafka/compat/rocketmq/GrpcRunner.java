@@ -59,10 +59,12 @@ public final class GrpcRunner {
         SCENARIOS.put("producer-fifo", GrpcRunner::producerFifo);
         SCENARIOS.put("producer-delay", GrpcRunner::producerDelay);
         SCENARIOS.put("producer-transaction", GrpcRunner::producerTransaction);
+        SCENARIOS.put("producer-recall", GrpcRunner::producerRecall);
         SCENARIOS.put("simple-consumer", GrpcRunner::simpleConsumer);
         SCENARIOS.put("simple-dlq", GrpcRunner::simpleDlq);
         SCENARIOS.put("push-tag", GrpcRunner::pushTag);
         SCENARIOS.put("push-sql", GrpcRunner::pushSql);
+        SCENARIOS.put("bench", GrpcRunner::bench);
     }
 
     private final ClientServiceProvider provider = ClientServiceProvider.loadService();
@@ -497,5 +499,75 @@ public final class GrpcRunner {
         }
         push("push-sql", new FilterExpression("a >= 4 AND color = 'red'", FilterExpressionType.SQL92), messages,
                 i -> "TagQ", i -> Map.of("a", Integer.toString(i), "color", i % 2 == 0 ? "red" : "blue"), expected);
+    }
+
+    /**
+     * Throughput (compat/bench/grpc_bench.py): {@code messages} 512-byte messages sent with up to
+     * 128 sends in flight, then received (batches of 32) and acked by a SimpleConsumer; reports
+     * {@code send_msgs_per_s} and {@code receive_msgs_per_s} as info lines. Run on its own.
+     */
+    private void bench() throws Exception {
+        String topic = topic("bench");
+        Producer p = producer(topic);
+        byte[] body = new byte[512];
+        java.util.Arrays.fill(body, (byte) 'x');
+        for (int i = 0; i < 200; i++) { // warm-up: connections, routes, JIT
+            p.send(provider.newMessageBuilder().setTopic(topic).setTag("W").setBody(body).build());
+        }
+        java.util.ArrayDeque<java.util.concurrent.CompletableFuture<SendReceipt>> inflight = new java.util.ArrayDeque<>();
+        long t0 = System.nanoTime();
+        for (int i = 0; i < messages; i++) {
+            inflight.add(p.sendAsync(provider.newMessageBuilder().setTopic(topic).setTag("B").setBody(body).build()));
+            if (inflight.size() >= 128) {
+                inflight.poll().join();
+            }
+        }
+        while (!inflight.isEmpty()) {
+            inflight.poll().join();
+        }
+        double sendS = (System.nanoTime() - t0) / 1e9;
+        report.info("send_msgs_per_s", String.format("%.0f", messages / sendS));
+        SimpleConsumer c = provider.newSimpleConsumerBuilder().setClientConfiguration(config).setConsumerGroup(group("bench"))
+                .setAwaitDuration(Duration.ofSeconds(5))
+                .setSubscriptionExpressions(Map.of(topic, new FilterExpression("B", FilterExpressionType.TAG))).build();
+        closeables.add(c);
+        int received = 0;
+        List<java.util.concurrent.CompletableFuture<Void>> acks = new ArrayList<>();
+        long t1 = System.nanoTime();
+        while (received < messages && beforeDeadline()) {
+            for (MessageView v : c.receive(32, Duration.ofSeconds(30))) {
+                acks.add(c.ackAsync(v));
+                received++;
+            }
+        }
+        acks.forEach(java.util.concurrent.CompletableFuture::join);
+        double recvS = (System.nanoTime() - t1) / 1e9;
+        report.info("receive_msgs_per_s", String.format("%.0f", received / recvS));
+        report.equal("received_all", messages, received);
+    }
+
+    /**
+     * RecallMessage (5.3+): of two delay messages due in 4 s, the one recalled with the handle
+     * its send returned is never delivered; the other is.
+     */
+    private void producerRecall() throws Exception {
+        String topic = topic("recall");
+        Producer p = producer(topic);
+        long deliverAt = System.currentTimeMillis() + 4000;
+        SendReceipt recalled = p.send(message(topic, 0, "TagR").setDeliveryTimestamp(deliverAt).build());
+        p.send(message(topic, 1, "TagR").setDeliveryTimestamp(deliverAt).build());
+        String handle = recalled.getRecallHandle();
+        report.check("recall_handle_returned", handle != null && !handle.isEmpty(), handle);
+        var receipt = p.recallMessage(topic, handle);
+        report.equal("recall_names_the_message", recalled.getMessageId().toString(), String.valueOf(receipt.getMessageId()));
+        SimpleConsumer c = simpleConsumer(group("recall"), topic, ALL);
+        Map<Integer, MessageView> got = new TreeMap<>();
+        while (System.currentTimeMillis() < deliverAt + 6000 && beforeDeadline()) {
+            for (MessageView v : c.receive(16, Duration.ofSeconds(10))) {
+                got.put(idx(v), v);
+                c.ack(v);
+            }
+        }
+        report.equal("only_the_other_delivered", Set.of(1), got.keySet());
     }
 }
