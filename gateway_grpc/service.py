@@ -272,6 +272,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         """Cancel a delay message before its delivery time with the handle its send returned."""
         self.gw.session(context)
         topic = request.topic.name
+        if not self.gw.config.extra_bool("recall_message_enable", True):
+            return sv.RecallMessageResponse(status=status(C.FORBIDDEN, "recall failed, operation is forbidden "
+                                                                       "(recallMessageEnable=false)"))
         try:
             h_topic, _broker, deliver_ms, message_id = decode_recall_handle(request.recall_handle)
         except ValueError as exc:

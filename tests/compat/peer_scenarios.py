@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="peer-scenarios-"))
     failed = 0
     with RocketMQPeer(work / "peer", proxy=True, overrides={"transactionTimeOut": 1000,
-                                                              "transactionCheckInterval": 1000}) as peer:
+                                                              "transactionCheckInterval": 1000,
+                                                              "recallMessageEnable": "true"}) as peer:
         print(f"Apache RocketMQ 5.5: namesrv {peer.namesrv_addr}, gRPC proxy {peer.grpc_endpoint}", flush=True)
         (work / "home").mkdir()
         mqadmin = MQAdmin(peer.namesrv_addr, work / "home")

@@ -238,6 +238,8 @@ public final class GrpcRunner {
     }
 
     private static final FilterExpression ALL = new FilterExpression("*", FilterExpressionType.TAG);
+    /** The shortest invisible time Apache RocketMQ's proxy accepts on receive (minInvisibleTimeMillsForRecv). */
+    private static final Duration INVISIBLE = Duration.ofSeconds(10);
 
     /** Receives with a SimpleConsumer until {@code want} distinct idx values arrived, acking each. */
     private Map<Integer, MessageView> receiveAll(SimpleConsumer c, int want, List<String> bad, String topic, String tag)
@@ -382,7 +384,7 @@ public final class GrpcRunner {
         report.equal("committed_and_checked_delivered", Set.of(0, 2), got.keySet());
         report.check("checker_asked_for_open_one", checked.contains(2), "checked " + checked);
         // the rolled-back one never arrives: one more receive round finds nothing
-        List<MessageView> extra = c.receive(16, Duration.ofSeconds(5));
+        List<MessageView> extra = c.receive(16, INVISIBLE);
         report.check("rolled_back_not_delivered", extra.isEmpty(), "extra " + extra.size());
         report.check("content_intact", bad.isEmpty(), first(bad));
     }
@@ -401,7 +403,7 @@ public final class GrpcRunner {
         SimpleConsumer c = simpleConsumer(group("simple"), topic, ALL);
         Map<Integer, MessageView> first = new TreeMap<>();
         while (first.size() < 3 && beforeDeadline()) {
-            for (MessageView v : c.receive(16, Duration.ofSeconds(4))) {
+            for (MessageView v : c.receive(16, INVISIBLE)) {
                 first.put(idx(v), v);
             }
         }
@@ -410,11 +412,11 @@ public final class GrpcRunner {
             return;
         }
         c.ack(first.get(0));
-        c.changeInvisibleDuration(first.get(1), Duration.ofSeconds(30));
+        c.changeInvisibleDuration(first.get(1), Duration.ofSeconds(60));
         long start = System.currentTimeMillis();
         Map<Integer, List<Integer>> redelivered = new ConcurrentHashMap<>();
         while (!redelivered.containsKey(2) && beforeDeadline()) {
-            for (MessageView v : c.receive(16, Duration.ofSeconds(4))) {
+            for (MessageView v : c.receive(16, INVISIBLE)) {
                 redelivered.computeIfAbsent(idx(v), k -> Collections.synchronizedList(new ArrayList<>()))
                         .add(v.getDeliveryAttempt());
                 c.ack(v);
@@ -439,7 +441,7 @@ public final class GrpcRunner {
         List<Integer> attempts = new ArrayList<>();
         long lastAt = 0;
         while (beforeDeadline() && (attempts.size() < 2 || System.currentTimeMillis() - lastAt < 12_000)) {
-            for (MessageView v : c.receive(16, Duration.ofSeconds(4))) {
+            for (MessageView v : c.receive(16, INVISIBLE)) {
                 attempts.add(v.getDeliveryAttempt());
                 lastAt = System.currentTimeMillis();
             }
