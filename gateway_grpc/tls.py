@@ -126,21 +126,20 @@ class _Relay(asyncio.Protocol):
             self.peer.resume_reading()
 
 
-class _Sniff(asyncio.Protocol):
+class _Sniff(_Relay):
     """A client connection on the public port: buffers until the first bytes arrive, connects the
-    matching backend, then relays both ways (becomes the client side's ``_Relay``)."""
+    matching backend, then relays both ways like any ``_Relay``."""
 
     def __init__(self, sniffer: "ProtocolSniffer"):
+        super().__init__()
         self.sniffer = sniffer
-        self.transport: asyncio.Transport | None = None
-        self.peer: asyncio.Transport | None = None
         self.pending: list[bytes] = []
         self.eof = False
         self.timer: asyncio.TimerHandle | None = None
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        super().connection_made(transport)
         self.timer = asyncio.get_running_loop().call_later(self.sniffer.first_byte_timeout, transport.close)
 
     def data_received(self, data: bytes) -> None:
@@ -179,27 +178,16 @@ class _Sniff(asyncio.Protocol):
         self.transport.resume_reading()
 
     def eof_received(self) -> bool:
-        if self.peer is not None:
-            if self.peer.can_write_eof():
-                self.peer.write_eof()
-        else:
+        if self.peer is None:
             self.eof = True
-        return True
+            return True
+        return super().eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self.timer is not None:
             self.timer.cancel()
-        if self.peer is not None:
-            self.peer.close()
-
-    def pause_writing(self) -> None:
-        if self.peer is not None:
-            self.peer.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self.peer is not None:
-            self.peer.resume_reading()
+        super().connection_lost(exc)
 
 
 class ProtocolSniffer:

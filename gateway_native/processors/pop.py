@@ -204,21 +204,30 @@ async def pop_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> Re
     return cmd.response(R.SUCCESS, "FOUND", fields, bytes(body))
 
 
-def _ack_one(broker: Any, group: str, topic: str, extra_info: str) -> AckStatus:
-    return _pop(broker).ack(group, topic, extra_info)
-
-
-@BROKER_PROCESSORS.register(RC.ACK_MESSAGE)
-async def ack_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+def _ack_key(broker: Any, cmd: RemotingCommand) -> tuple[str, str, str, int] | RemotingCommand:
+    """(group, topic, 8-field ack key, offset) of an ACK / CHANGE_INVISIBLETIME header, or the
+    error answer. A 7-field key (older clients) names its message by the header's offset."""
     group = cmd.require_str("consumerGroup")
     topic = cmd.require_str("topic")
     extra = cmd.require_str("extraInfo")
     offset = cmd.require_int("offset")
     if broker.store.topic_config.get(topic) is None:
         return cmd.response(R.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
-    parts = extra.split(" ")
-    if len(parts) < 8:  # a 7-field key (older clients) names its message by the header's offset
+    if len(extra.split(" ")) < 8:
         extra = f"{extra} {offset}"
+    return group, topic, extra, offset
+
+
+def _ack_one(broker: Any, group: str, topic: str, extra_info: str) -> AckStatus:
+    return _pop(broker).ack(group, topic, extra_info)
+
+
+@BROKER_PROCESSORS.register(RC.ACK_MESSAGE)
+async def ack_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    key = _ack_key(broker, cmd)
+    if isinstance(key, RemotingCommand):
+        return key
+    group, topic, extra, offset = key
     st = await broker.run_blocking(_ack_one, broker, group, topic, extra)
     if st is AckStatus.OK:
         return cmd.response(R.SUCCESS)
@@ -275,15 +284,11 @@ async def batch_ack_message(broker: Any, conn: Connection, cmd: RemotingCommand)
 
 @BROKER_PROCESSORS.register(RC.CHANGE_MESSAGE_INVISIBLETIME)
 async def change_invisible_time(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    group = cmd.require_str("consumerGroup")
-    topic = cmd.require_str("topic")
-    extra = cmd.require_str("extraInfo")
-    offset = cmd.require_int("offset")
     invisible = cmd.require_int("invisibleTime")
-    if broker.store.topic_config.get(topic) is None:
-        return cmd.response(R.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
-    if len(extra.split(" ")) < 8:
-        extra = f"{extra} {offset}"
+    key = _ack_key(broker, cmd)
+    if isinstance(key, RemotingCommand):
+        return key
+    group, topic, extra, _ = key
     pop = _pop(broker)
     try:
         new = await broker.run_blocking(pop.change_invisible, group, topic, extra, invisible)

@@ -366,8 +366,10 @@ public final class GrpcRunner {
         ConcurrentLinkedQueue<Integer> checked = new ConcurrentLinkedQueue<>();
         Producer p = provider.newProducerBuilder().setClientConfiguration(config).setTopics(topic)
                 .setTransactionChecker(v -> {
+                    // as a real checker: the local state says only the open one (idx 2) committed;
+                    // a check of one already ended (a server may ask early) must not change it
                     checked.add(idx(v));
-                    return TransactionResolution.COMMIT;
+                    return idx(v) == 2 ? TransactionResolution.COMMIT : TransactionResolution.ROLLBACK;
                 }).build();
         closeables.add(p);
         Transaction t0 = p.beginTransaction();
