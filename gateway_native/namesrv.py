@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from . import namesrv_admin
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.route import decode_route_json  # noqa: F401  (re-exported: the wire form lives in remoting)
 from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
@@ -343,4 +344,4 @@ class NameServer:
                 pass
         await self.server.stop()
 
-from . import namesrv_admin  # noqa: E402,F401  (registration of the operator requests)
+namesrv_admin.register(NAMESRV_PROCESSORS)  # the operator requests: write permission, config

@@ -17,14 +17,28 @@ from typing import Any
 
 import structlog
 
-from .namesrv import NAMESRV_PROCESSORS
 from .remoting.codes import PERM_WRITE, RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand
 from .transport import Connection
 
 log = structlog.get_logger("rockafka.native.namesrv")
 
-reg = NAMESRV_PROCESSORS.register
+_HANDLERS: dict[int, Any] = {}
+
+
+def reg(code: int):
+    def deco(fn: Any) -> Any:
+        _HANDLERS[int(code)] = fn
+        return fn
+    return deco
+
+
+def register(table: Any) -> None:
+    """Add these handlers to the NameServer's processor table (called by namesrv.py)."""
+    for code, fn in _HANDLERS.items():
+        table.register(code)(fn)
+
+
 _START_ONLY = {"listenPort", "kvConfigPath", "configStorePath", "rocketmqHome"}
 
 
