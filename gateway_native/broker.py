@@ -189,8 +189,10 @@ class PullHoldService:
         for ev in self._waiters.get((topic, queue_id), ()):
             ev.set()
 
-    def waiter(self, topic: str, queue_id: int) -> asyncio.Event:
-        ev = asyncio.Event()
+    def waiter(self, topic: str, queue_id: int, ev: asyncio.Event | None = None) -> asyncio.Event:
+        """An event set on the next arrival at (topic, queue); pass ``ev`` to share one event
+        between several queues (a POP of every queue of a topic)."""
+        ev = asyncio.Event() if ev is None else ev
         self._waiters.setdefault((topic, queue_id), set()).add(ev)
         return ev
 

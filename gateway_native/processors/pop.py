@@ -102,7 +102,7 @@ def _retry_flag(topic: str) -> str:
 def _waiters(broker: Any, keys: list[tuple[str, int]]) -> asyncio.Event:
     ev = asyncio.Event()
     for topic, qid in keys:
-        broker.pull_hold._waiters.setdefault((topic, qid), set()).add(ev)
+        broker.pull_hold.waiter(topic, qid, ev)
     return ev
 
 

@@ -16,8 +16,18 @@ import pytest
 
 from tests.compat import grpc_java
 from tests.compat.mqadmin import MQAdmin
+from tests.support.node import RunningNode
 
 pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    """The module's node: transaction check-back within a second or two (the Apache RocketMQ run
+    of ``make compat-peer`` uses the same settings)."""
+    with RunningNode(tmp_path_factory.mktemp("grpc-java-node") / "data",
+                     settings={"transactionTimeOut": 1000, "transactionCheckInterval": 1000}) as n:
+        yield n
 
 
 @pytest.fixture(scope="module")
