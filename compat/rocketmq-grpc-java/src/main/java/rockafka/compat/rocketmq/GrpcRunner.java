@@ -507,7 +507,8 @@ public final class GrpcRunner {
 
     /**
      * Throughput (compat/bench/grpc_bench.py): {@code messages} 512-byte messages sent with up to
-     * 128 sends in flight, then received (batches of 32) and acked by a SimpleConsumer; reports
+     * 128 sends in flight, then received (batches of 32) and acked (up to 128 acks in flight) by a
+     * SimpleConsumer; reports
      * {@code send_msgs_per_s} and {@code receive_msgs_per_s} as info lines. Run on its own.
      */
     private void bench() throws Exception {
@@ -536,12 +537,15 @@ public final class GrpcRunner {
                 .setSubscriptionExpressions(Map.of(topic, new FilterExpression("B", FilterExpressionType.TAG))).build();
         closeables.add(c);
         int received = 0;
-        List<java.util.concurrent.CompletableFuture<Void>> acks = new ArrayList<>();
+        java.util.ArrayDeque<java.util.concurrent.CompletableFuture<Void>> acks = new java.util.ArrayDeque<>();
         long t1 = System.nanoTime();
         while (received < messages && beforeDeadline()) {
             for (MessageView v : c.receive(32, Duration.ofSeconds(30))) {
                 acks.add(c.ackAsync(v));
                 received++;
+                if (acks.size() >= 128) { // the same bound as sends: no unbounded RPC backlog
+                    acks.poll().join();
+                }
             }
         }
         acks.forEach(java.util.concurrent.CompletableFuture::join);
