@@ -55,7 +55,8 @@ class BrokerStats:
     def __init__(self, store: Any):
         self.store = store
         self._lock = threading.Lock()
-        self._max_offsets: dict[tuple[str, int], int] = {}
+        # where each queue stood when counting began: what arrives after it is counted in full
+        self._max_offsets: dict[tuple[str, int], int] = {k: cq.max_offset for k, cq in store.consume_queues().items()}
         self._series: dict[tuple[str, str], _Series] = {}
         self._seconds: deque[tuple[int, int, int]] = deque()  # (second, puts, gets): last 10 min
         self.put_total = 0
@@ -103,10 +104,8 @@ class BrokerStats:
         if topic.startswith(_UNCOUNTED_PREFIXES):
             return
         key = (topic, queue_id)
-        last = self._max_offsets.get(key)
+        last = self._max_offsets.get(key, 0)  # a queue created since counting began starts at 0
         self._max_offsets[key] = max_offset
-        if last is None:
-            last = max(0, max_offset - 1)  # first sight of the queue since start: count the arrival
         if max_offset > last:
             self._count(TOPIC_PUT_NUMS, topic, max_offset - last, put=True)
 
