@@ -31,8 +31,9 @@ def grpc_node(tmp_path_factory):
     node = RunningNode(tmp_path_factory.mktemp("grpc") / "data", settings={
         # transaction check-back within a second or two instead of a minute
         "transactionTimeOut": 1000, "transactionCheckInterval": 300,
-        # PushConsumer receives hide a message 3 s and renew 3 s at a time when 1 s is left
-        "defaultInvisibleTimeMills": 3000, "renewSliceTimeMillis": 3000, "renewAheadTimeMillis": 1000,
+        # PushConsumer receives hide a message 4 s and renew 4 s at a time when 3 s are left (so a
+        # renewal up to 3 s late, on a busy machine, is still in time)
+        "defaultInvisibleTimeMills": 4000, "renewSliceTimeMillis": 4000, "renewAheadTimeMillis": 3000,
     })
     node.start()
     try:
@@ -303,18 +304,18 @@ class Slow(MessageListener):
 
 
 def test_push_consumer_receives_are_renewed_while_the_listener_works(config, producer):
-    """auto_renew: the message stays hidden while a listener takes 2.5x the invisible time (3 s),
+    """auto_renew: the message stays hidden while a listener takes 2.5x the invisible time (4 s),
     so it is delivered once; once acknowledged it never comes back."""
     topic = name("push-renew")
     producer.send(message(topic, b"slow"))
-    listener = Slow(hold_s=7.5)
+    listener = Slow(hold_s=10)
     pc = PushConsumer(config, name("g-push-renew"), listener, {topic: FilterExpression()})
     pc.startup()
     try:
         wait_until(lambda: listener.calls, timeout=30, what="the first delivery")
-        # observation window: the listener holds the message 7.5 s; without renewal it would be
-        # delivered again after 3 s, and again after the ack if the ack used a stale handle
-        deadline = listener.calls[0] + 7.5 + 4.0
+        # observation window: the listener holds the message 10 s; without renewal it would be
+        # delivered again after 4 s, and again after the ack if the ack used a stale handle
+        deadline = listener.calls[0] + 10 + 5.0
         while time.monotonic() < deadline and len(listener.calls) == 1:
             time.sleep(0.1)
         assert len(listener.calls) == 1, f"delivered {len(listener.calls)} times"

@@ -385,9 +385,15 @@ public final class GrpcRunner {
         Map<Integer, MessageView> got = receiveAll(c, 2, bad, topic, "TagT");
         report.equal("committed_and_checked_delivered", Set.of(0, 2), got.keySet());
         report.check("checker_asked_for_open_one", checked.contains(2), "checked " + checked);
-        // the rolled-back one never arrives: one more receive round finds nothing
-        List<MessageView> extra = c.receive(16, INVISIBLE);
-        report.check("rolled_back_not_delivered", extra.isEmpty(), "extra " + extra.size());
+        // the rolled-back one never arrives in one more receive round; a second copy of a committed
+        // one may (check-back is at-least-once: a server may ask again before it records a commit)
+        List<Integer> extra = new ArrayList<>();
+        for (MessageView v : c.receive(16, INVISIBLE)) {
+            extra.add(idx(v));
+            c.ack(v);
+        }
+        report.check("rolled_back_not_delivered", !extra.contains(1), "extra deliveries " + extra);
+        report.info("producer-transaction_extra_deliveries", extra);
         report.check("content_intact", bad.isEmpty(), first(bad));
     }
 
