@@ -9,7 +9,7 @@ HTMX   := rockafka/console/static/htmx.min.js
 
 GRPC   := gateway_grpc/proto/.generated
 
-.PHONY: serve test test-deps bench chaos clean grpc
+.PHONY: serve test test-deps bench chaos clean grpc compat-peer
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ chaos: test-deps
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python compat/bench/run_all.py
+
+# the client scenarios against Apache RocketMQ 5.5 (NameServer, broker, gRPC proxy from Maven
+# Central) in a private network namespace; not part of `make test`
+compat-peer: test-deps
+	$(BIN)/python -m tests.compat.peer_scenarios
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -31,6 +31,7 @@ from typing import Any
 
 import structlog
 
+from . import broker_stats
 from .dispatch import RemotingServer
 from .remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand
@@ -40,6 +41,7 @@ from .transport import Connection, ConnectionClosedError, RemotingTimeoutError, 
 log = structlog.get_logger("rockafka.native.broker")
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
@@ -188,8 +190,10 @@ class PullHoldService:
         for ev in self._waiters.get((topic, queue_id), ()):
             ev.set()
 
-    def waiter(self, topic: str, queue_id: int) -> asyncio.Event:
-        ev = asyncio.Event()
+    def waiter(self, topic: str, queue_id: int, ev: asyncio.Event | None = None) -> asyncio.Event:
+        """An event set on the next arrival at (topic, queue); pass ``ev`` to share one event
+        between several queues (a POP of every queue of a topic)."""
+        ev = asyncio.Event() if ev is None else ev
         self._waiters.setdefault((topic, queue_id), set()).add(ev)
         return ev
 
@@ -249,8 +253,11 @@ class Broker:
         self.channel_expired_ms = config.extra_int("channel_expired_timeout", 120_000)
         self.short_polling_ms = config.extra_int("short_polling_time_mills", 1000)
         self.data_version_counter = 0
+        self._data_version = (-1, 0)  # (counter, timestamp of its last change)
         self.state_version = int(time.time() * 1000)
         self.started_at = time.time()
+        # callables returning extra GET_BROKER_RUNTIME_INFO fields (e.g. replication state)
+        self.runtime_info_providers: list[Any] = []
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -300,6 +307,7 @@ class Broker:
         self.pull_hold.bind(loop)
         self.ensure_system_topics()
         self.store.add_arrival_listener(self.pull_hold.on_arrival)
+        broker_stats.for_broker(self)  # counts puts from here on (mqadmin clusterList, statsAll)
         self.server.on_connection_closed.append(self.consumers.connection_closed)
         # a topic created by the Kafka gateway or the console is routed at once: a native producer
         # must not fall back to TBW102's queue count for a topic that exists with fewer queues
@@ -340,6 +348,11 @@ class Broker:
             n = self.broker_config.default_topic_queue_nums
             tcm.create_or_update(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=n, write_queue_nums=n,
                                              perm=PERM_READ | PERM_WRITE | PERM_INHERIT))
+        # message trace (enableMsgTrace clients write here, mqadmin queryMsgTraceById reads it):
+        # present from the start, as RocketMQ's traceTopicEnable=true makes it
+        if self.config.extra_bool("trace_topic_enable", True) and tcm.get(TRACE_TOPIC) is None:
+            tcm.create_or_update(TopicConfig(TRACE_TOPIC, read_queue_nums=1, write_queue_nums=1,
+                                             perm=PERM_READ | PERM_WRITE))
 
     # -- NameServer registration -------------------------------------------------------------
     def request_registration(self) -> None:
@@ -352,10 +365,15 @@ class Broker:
 
     def register_body(self) -> bytes:
         topics = {name: topic_config_json(tc) for name, tc in self.store.topic_config.all().items()}
+        counter = self.data_version_counter + int(getattr(getattr(self.store.topic_config, "data_version", None), "counter", 0))
+        if counter != self._data_version[0]:
+            # RocketMQ's DataVersion: the timestamp is when the topic set last changed, so an
+            # unchanged broker re-registers with an equal version (and a NameServer keeps what
+            # an operator changed there, e.g. wipeWritePerm)
+            self._data_version = (counter, int(time.time() * 1000))
         body = {"topicConfigSerializeWrapper": {
             "topicConfigTable": topics,
-            "dataVersion": {"stateVersion": self.state_version, "timestamp": int(time.time() * 1000),
-                            "counter": self.data_version_counter + int(getattr(getattr(self.store.topic_config, "data_version", None), "counter", 0))}},
+            "dataVersion": {"stateVersion": self.state_version, "timestamp": self._data_version[1], "counter": counter}},
             "filterServerList": []}
         if self.registration_extras is not None:
             try:

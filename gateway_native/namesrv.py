@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from . import namesrv_admin
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.route import decode_route_json  # noqa: F401  (re-exported: the wire form lives in remoting)
 from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
@@ -355,3 +356,5 @@ class NameServer:
             except asyncio.CancelledError:
                 pass
         await self.server.stop()
+
+namesrv_admin.register(NAMESRV_PROCESSORS)  # the operator requests: write permission, config

@@ -51,9 +51,10 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
     # -- the broker group: what each member tells the NameServer, and the Kafka view built from it --
-    from .group import GroupViewRefresher, registration_extras
+    from .group import GroupViewRefresher, ha_runtime_fields, registration_extras
 
     broker.registration_extras = lambda: registration_extras(store, config, kafka)
+    broker.runtime_info_providers.append(lambda: ha_runtime_fields(store.ha.runtime_info()))
     components.append(GroupViewRefresher(broker, kafka, config.extra_int("cluster_view_refresh_ms", 1000)))
     # -- RocketMQ 5 gRPC proxy front --
     from gateway_grpc.server import GrpcGateway

@@ -66,6 +66,7 @@ async def heart_beat(broker: Any, conn: Connection, cmd: RemotingCommand) -> Rem
                 # a bad expression is reported on CHECK_CLIENT_CONFIG / pull; skip it here
                 continue
         model = str(cd.get("messageModel") or "CLUSTERING")
+        broker.store.subscription_groups.find_or_create(group)  # as RocketMQ: a group exists once it heartbeats
         if model == "CLUSTERING":
             _ensure_retry_topic(broker, group)
         channel = ClientChannel(client_id, conn, cmd.language, cmd.version, now)
@@ -116,13 +117,8 @@ async def consumer_connections(broker: Any, conn: Connection, cmd: RemotingComma
     info = broker.consumers.groups.get(group)
     if info is None or not info.channels:
         return cmd.response(R.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-    from ..remoting.codes import LanguageCode
+    from ..remoting.codes import language_name as lang
 
-    def lang(code: int) -> str:
-        try:
-            return LanguageCode(code).name
-        except ValueError:
-            return "OTHER"
     body = {"connectionSet": [{"clientId": ch.client_id, "clientAddr": ch.conn.remote_addr, "language": lang(ch.language),
                                "version": ch.version} for ch in info.channels.values()],
             "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()},

@@ -25,6 +25,21 @@ from .common import SYSTEM_TOPICS, check_topic_name
 reg = BROKER_PROCESSORS.register
 
 
+def apply_attributes(current: dict[str, str] | None, spec: str | None) -> dict[str, str]:
+    """RocketMQ's AttributeParser: ``+key=value`` sets, ``-key`` removes, comma-separated
+    (``mqadmin updateTopic -a +message.type=FIFO``)."""
+    out = dict(current or {})
+    for item in filter(None, (p.strip() for p in (spec or "").split(","))):
+        if item.startswith("+") and "=" in item:
+            key, _, value = item[1:].partition("=")
+            out[key.strip()] = value.strip()
+        elif item.startswith("-") and "=" not in item:
+            out.pop(item[1:].strip(), None)
+        else:
+            raise ValueError(f"attribute {item!r}: use +key=value to set or -key to remove")
+    return out
+
+
 @reg(RC.UPDATE_AND_CREATE_TOPIC)
 async def create_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     topic = check_topic_name(cmd.get_str("topic"))
@@ -41,6 +56,10 @@ async def create_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
     existing = broker.store.topic_config.get(topic)
     if existing is not None:
         tc.attributes = dict(existing.attributes or {})
+    try:
+        tc.attributes = apply_attributes(tc.attributes, cmd.get_str("attributes"))
+    except ValueError as exc:
+        return cmd.response(R.INVALID_PARAMETER, str(exc))
     broker.store.topic_config.create_or_update(tc)
     broker.topics_changed()
     await broker.register_all()

@@ -112,9 +112,9 @@ def test_unknown_request_code_is_answered(node):
     for addr in (node.broker_addr, node.namesrv_addr):
         resp = request(addr, RemotingCommand.request(9999, {"x": "y"}))
         assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and "9999" in resp.remark
-    pop = 200050  # POP_MESSAGE: a real RocketMQ 5 code this broker does not implement
-    resp = request(node.broker_addr, RemotingCommand.request(pop))
-    assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and str(pop) in resp.remark
+    cold = 2003  # GET_COLD_DATA_FLOW_CTR_INFO: a real RocketMQ 5 code this broker does not implement
+    resp = request(node.broker_addr, RemotingCommand.request(cold))
+    assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and str(cold) in resp.remark
     resp = request(node.broker_addr, RemotingCommand.request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
     assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and "GET_ROUTEINFO_BY_TOPIC" in resp.remark  # a NameServer code
 
