@@ -197,6 +197,19 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     # RocketMQ 5 gRPC proxy front (docs/design/grpc-proxy.md)
     "grpc_proxy_port": ("8081", "port of the gRPC MessagingService (RocketMQ 5 clients)"),
     "grpc_server_port": ("8081", "RocketMQ proxy's name for grpc_proxy_port"),
+    "tls_server_mode": ("permissive", "gRPC port: permissive (TLS and plaintext), enforcing, disabled"),
+    "tls_mode": ("permissive", "RocketMQ's older name for tls_server_mode"),
+    "tls_server_cert_path": ("<data dir>/tls, generated", "certificate (PEM) of the gRPC port"),
+    "tls_cert_path": ("", "older name for tls_server_cert_path"),
+    "tls_server_key_path": ("<data dir>/tls, generated", "private key (PEM) of the gRPC port"),
+    "tls_key_path": ("", "older name for tls_server_key_path"),
+    "default_invisible_time_mills": ("60000", "invisible time of a push consumer's receive (auto renew)"),
+    "renew_slice_time_millis": ("60000", "invisible time added by each automatic renewal"),
+    "renew_ahead_time_millis": ("10000", "renew this long before the invisible time ends"),
+    "renew_max_time_millis": ("10800000", "stop renewing a message after this long"),
+    "recall_message_enable": ("true", "allow RecallMessage (cancel a delayed message)"),
+    "default_message_request_mode": ("PULL", "a group's mode until setConsumeMode: PULL or POP"),
+    "trace_topic_enable": ("true", "create RMQ_SYS_TRACE_TOPIC for message trace"),
     # admin listener
     "console_sample_interval_ms": ("10000", "console charts: one throughput and lag sample this often"),
 }

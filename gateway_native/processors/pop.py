@@ -411,7 +411,7 @@ async def query_assignment(broker: Any, conn: Connection, cmd: RemotingCommand) 
     model = str(req.get("messageModel") or "CLUSTERING")
     mode = request_modes(broker).get(topic, group)
     if mode is None:
-        default = (broker.config.extra_str("defaultMessageRequestMode", MODE_PULL) or MODE_PULL).upper()
+        default = (broker.config.extra_str("default_message_request_mode", MODE_PULL) or MODE_PULL).upper()
         mode = {"mode": MODE_PULL if topic.startswith(RETRY_PREFIX) else default, "popShareQueueNum": 0}
     tc = broker.store.topic_config.get(topic)
     name = broker.broker_config.broker_name
