@@ -46,7 +46,7 @@ class StoreCheckpoint:
         self.valid = self._load()
 
     def _load(self) -> bool:
-        buf = self.segment.read(0, _LAYOUT.size + 4)
+        buf = self.segment.pread(0, _LAYOUT.size + 4)  # a new file is a hole: not through the mapping
         if buf == bytes(len(buf)):
             return False
         fields = _LAYOUT.unpack_from(buf, 0)
