@@ -72,7 +72,7 @@ class DiskSpace:
         if self._enospc and self.ratio <= self.config.disk_space_warning_level_ratio:
             return (f"the disk of {self.root} is full (no space left to reserve, {self.ratio:.1f}% used); "
                     "puts are refused until space is freed")
-        return (f"the disk of {self.root} is {self.ratio:.1f}% full, above diskSpaceWarningLevelRatio "
+        return (f"the disk of {self.root} is {self.ratio:.2f}% full, above diskSpaceWarningLevelRatio "
                 f"{self.config.disk_space_warning_level_ratio}%; puts are refused until space is freed")
 
     def out_of_space(self, written_offset: int) -> None:

@@ -1082,11 +1082,12 @@ class MessageStore:
                 break
             forced += 1
             disk.segments_deleted_forcibly += 1
-            log.warning("commitlog_segment_deleted_forcibly", path=gone[0].path,
-                        new_min_offset=self.commitlog.min_offset, disk_used_percent=round(disk.ratio, 1),
-                        clean_forcibly_ratio=cfg.disk_space_clean_forcibly_ratio)
+            before = disk.ratio
             self.correct_min_offsets()  # queue files pointing into it go too, before looking again
             disk.refresh(self.confirmed_offset)
+            log.warning("commitlog_segment_deleted_forcibly", path=gone[0].path,
+                        new_min_offset=self.commitlog.min_offset, disk_used_percent_before=round(before, 1),
+                        disk_used_percent=round(disk.ratio, 1), clean_forcibly_ratio=cfg.disk_space_clean_forcibly_ratio)
         if forced == 10 and disk.forcibly:
             disk.clean_wanted.set()  # more next round, right away
             self._wake_background.set()

@@ -170,7 +170,36 @@ class AdminState:
                   "# HELP rockafka_disk_used_ratio Percentage of the data disk in use.",
                   "# TYPE rockafka_disk_used_ratio gauge",
                   f"rockafka_disk_used_ratio {self.store.disk_used_ratio():.2f}"]
+        lines += disk_metrics(self.store)
         return "\n".join(lines) + "\n"
+
+
+def _metric(name: str, kind: str, help_text: str, value: float | int) -> list[str]:
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+
+
+def disk_metrics(store: MessageStore) -> list[str]:
+    d, cfg = store.disk, store.config
+    return (
+        _metric("rockafka_disk_full", "gauge", "1 while puts are refused because the data disk is full.", int(d.full))
+        + _metric("rockafka_disk_space_warning_level_ratio", "gauge",
+                  "diskSpaceWarningLevelRatio: above it puts are refused.", cfg.disk_space_warning_level_ratio)
+        + _metric("rockafka_disk_space_clean_forcibly_ratio", "gauge",
+                  "diskSpaceCleanForciblyRatio: above it the oldest segments are deleted (cleanFileForciblyEnable "
+                  f"{str(cfg.clean_file_forcibly_enable).lower()}).", cfg.disk_space_clean_forcibly_ratio)
+        + _metric("rockafka_puts_refused_disk_full_total", "counter", "Puts refused because the disk was full.",
+                  d.puts_refused)
+        + _metric("rockafka_disk_enospc_total", "counter", "Space reservations that failed with ENOSPC.",
+                  d.enospc_count)
+        + _metric("rockafka_commitlog_segments_deleted_forcibly_total", "counter",
+                  "Commitlog segments deleted unexpired because the disk passed diskSpaceCleanForciblyRatio.",
+                  d.segments_deleted_forcibly)
+        + _metric("rockafka_commitlog_segments_deleted_expired_total", "counter",
+                  "Commitlog segments deleted after fileReservedTime.", d.segments_deleted_expired)
+        + _metric("rockafka_index_keys_not_indexed_total", "counter",
+                  "Units whose keys a full disk kept out of the index (still stored and readable).",
+                  store.index_service.keys_not_indexed)
+    )
 
 
 def _esc(value: str) -> str:

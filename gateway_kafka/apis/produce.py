@@ -13,7 +13,9 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
 - Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
   MESSAGE_TOO_LARGE (a batch above ``message_max_bytes``), UNKNOWN_TOPIC_OR_PARTITION,
   INVALID_TOPIC_EXCEPTION, OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER /
-  INVALID_PRODUCER_EPOCH (idempotence), KAFKA_STORAGE_ERROR / REQUEST_TIMED_OUT from the store.
+  INVALID_PRODUCER_EPOCH (idempotence), KAFKA_STORAGE_ERROR / REQUEST_TIMED_OUT from the store
+  (KAFKA_STORAGE_ERROR with the store's message when the data disk is full: retriable, so
+  producers retry until space returns or their delivery timeout ends).
 - An exact duplicate of a recent batch (producer retry) is not stored again; it is answered
   with the offset it got the first time.
 - Check, append and record run under a per-partition lock so two connections of one producer
@@ -86,7 +88,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             else:
                 res = await blocking(store.put_record_batch, topic, index, bytes(view), born_host=born)
             if not res.ok:
-                code = _STORE_ERRORS.get(res.status.name, E.KAFKA_STORAGE_ERROR)
+                code = E.KAFKA_STORAGE_ERROR if res.disk_full else _STORE_ERRORS.get(res.status.name, E.KAFKA_STORAGE_ERROR)
                 gw.log.warning("produce_failed", topic=topic, partition=index, status=res.status.name,
                                error=res.error)
                 return _result(index, code, message=res.error or res.status.name)
