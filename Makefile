@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: serve test test-deps bench clean
+.PHONY: serve test test-deps bench chaos clean
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ test-deps: $(VENV)/.test-extras
 
 test: test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Long fault loops (kill -9 / restart cycles on small memory-backed disks); `make test` runs a
+# few cycles of each.
+CHAOS_CYCLES ?= 30
+chaos: test-deps
+	ROCKAFKA_CHAOS_CYCLES=$(CHAOS_CYCLES) $(BIN)/python -m pytest tests/engine/test_tmpfs_crash_restart.py $(PYTEST_ARGS)
 
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy
