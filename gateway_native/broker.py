@@ -221,14 +221,17 @@ class Broker:
     name = "broker"
 
     def __init__(self, store: Any, config: Any, *, namesrv_addrs: list[str] | None = None,
-                 namesrv_resolver: Any = None):
+                 namesrv_resolver: Any = None, guard: Any = None):
         self.store = store
         self.config = config
         self.broker_config = config.broker
         self.host = config.host
         from .processors import BROKER_PROCESSORS  # the table imports this module's types
 
-        self.server = RemotingServer("broker", config.host, config.broker_port, BROKER_PROCESSORS, self)
+        from engine.listener_limits import ListenerGuard
+
+        self.server = RemotingServer("broker", config.host, config.broker_port, BROKER_PROCESSORS, self,
+                                     guard=guard or ListenerGuard(config.limits))
         self.serialize_type = 1 if str(self.broker_config.serialize_type).upper() == "ROCKETMQ" else 0
         self.consumers = ConsumerManager(self)
         self.producers = ProducerManager()

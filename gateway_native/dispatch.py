@@ -20,6 +20,8 @@ from typing import Any, Awaitable, Callable
 import structlog
 
 from .remoting.codes import RequestCode, ResponseCode
+from engine.listener_limits import ListenerGuard
+
 from .remoting.command import HeaderFieldError, MAX_FRAME_SIZE, RemotingCommand
 from .transport import Connection, ConnectionClosedError
 
@@ -115,13 +117,17 @@ class RemotingServer:
     """Listens on host:port; ``port`` is the bound port after ``start`` (0 = any free port)."""
 
     def __init__(self, name: str, host: str, port: int, table: ProcessorTable, context: Any,
-                 max_frame_size: int = MAX_FRAME_SIZE):
+                 max_frame_size: int = MAX_FRAME_SIZE, guard: ListenerGuard | None = None):
         self.name = name
         self.host = host
         self.port = port
         self.table = table
         self.context = context
-        self.max_frame_size = max_frame_size
+        # connection and request limits (engine.listener_limits), shared by the node's listeners
+        self.guard = guard or ListenerGuard()
+        limits = self.guard.limits
+        self.max_frame_size = min(max_frame_size, limits.frame_max_length)
+        self.idle_s = float(limits.server_channel_max_idle_time_seconds)
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._dispatch = table.dispatcher(context)
@@ -133,12 +139,22 @@ class RemotingServer:
         log.info("remoting_listening", server=self.name, host=self.host, port=self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer, self._dispatch, max_frame_size=self.max_frame_size, role=self.name)
-        self.connections.add(conn)
-        for cb in self.on_connection_closed:
-            conn.on_close(cb)
-        conn.on_close(self.connections.discard)
-        await conn.run()
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        sock = writer.get_extra_info("socket")
+        ticket = self.guard.admit(self.name, str(peer[0]), sock.fileno() if sock is not None else -1)
+        if ticket is None:  # over a connection limit: closed unread
+            writer.close()
+            return
+        try:
+            conn = Connection(reader, writer, self._dispatch, max_frame_size=self.max_frame_size, role=self.name,
+                              guard=self.guard, idle_s=self.idle_s)
+            self.connections.add(conn)
+            for cb in self.on_connection_closed:
+                conn.on_close(cb)
+            conn.on_close(self.connections.discard)
+            await conn.run()
+        finally:
+            self.guard.release(ticket)
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -317,12 +317,12 @@ class NameServer:
     name = "namesrv"
 
     def __init__(self, host: str, port: int, *, kv_config_path: str | os.PathLike[str] | None = None,
-                 broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000):
+                 broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000, guard=None):
         self.routes = RouteInfo()
         self.kv = KVConfig(kv_config_path)
         self.broker_expired_ms = broker_expired_ms
         self.scan_interval_ms = scan_interval_ms
-        self.server = RemotingServer("namesrv", host, port, NAMESRV_PROCESSORS, self)
+        self.server = RemotingServer("namesrv", host, port, NAMESRV_PROCESSORS, self, guard=guard)
         self.server.on_connection_closed.append(self.routes.connection_closed)
         self._scan_task: asyncio.Task[None] | None = None
 

@@ -16,13 +16,21 @@ Routes (GET unless marked):
 - POST ``/api/dlq/{group}/resend`` with ``{"msg_id": ID}``: send that dead letter back to
   ``%RETRY%<group>`` (reconsume count 0), so the group consumes it again under its original topic
 - ``/metrics``: Prometheus text exposition
-Unknown topics, groups and message ids answer 404 with ``{"error": ...}``; bad parameters 400.
+Unknown topics, groups and message ids answer 404 with ``{"error": ...}``; bad parameters 400
+(a body that is not JSON, nested too deep or with numbers too long to convert included).
+
+Limits (``engine.config.ListenerLimits``, shared with the other listeners): a connection over
+the node's connection limits is closed as soon as it is accepted; one without a complete
+request for ``min(connections_max_idle_ms, request_receive_timeout_ms)`` is closed (a slow
+sender of headers included), a body must arrive within ``request_receive_timeout_ms`` and be
+at most ``admin_request_max_bytes`` (413 otherwise, before it is buffered).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 from typing import Any, Callable
 
@@ -30,6 +38,7 @@ import structlog
 from aiohttp import web
 
 from engine.config import NodeConfig
+from engine.listener_limits import ListenerGuard
 from engine.message import decode_message
 from engine.store import MessageStore
 
@@ -69,6 +78,7 @@ class AdminState:
 
     def __init__(self, store: MessageStore):
         self.store = store
+        self.guard: ListenerGuard | None = None
 
     def queue_ids(self, topic: str) -> list[int]:
         cfg = self.store.topic_config.get(topic)
@@ -171,7 +181,51 @@ class AdminState:
                   "# TYPE rockafka_disk_used_ratio gauge",
                   f"rockafka_disk_used_ratio {self.store.disk_used_ratio():.2f}"]
         lines += disk_metrics(self.store)
+        if self.guard is not None:
+            lines += listener_metrics(self.guard)
         return "\n".join(lines) + "\n"
+
+
+class _GuardedProtocol(asyncio.Protocol):
+    """An accepted admin connection: passes the node's ``ListenerGuard`` first (closed at once
+    when over a limit), then is aiohttp's own request handler."""
+
+    def __init__(self, guard: ListenerGuard, make_handler: Callable[[], Any]):
+        self._guard = guard
+        self._make_handler = make_handler
+        self._inner: Any = None
+        self._ticket = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        sock = transport.get_extra_info("socket")
+        self._ticket = self._guard.admit("admin", str(peer[0]), sock.fileno() if sock is not None else -1)
+        if self._ticket is None:
+            transport.close()
+            return
+        self._inner = self._make_handler()
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._inner is not None:
+            self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._inner is not None else None
+
+    def pause_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.resume_writing()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._inner is not None:
+            self._inner.connection_lost(exc)
+        self._guard.release(self._ticket)
+        self._ticket = None
 
 
 def _metric(name: str, kind: str, help_text: str, value: float | int) -> list[str]:
@@ -202,6 +256,33 @@ def disk_metrics(store: MessageStore) -> list[str]:
     )
 
 
+def listener_metrics(guard: ListenerGuard) -> list[str]:
+    m = guard.metrics()
+    lines = ["# HELP rockafka_connections Client connections open, per listener.", "# TYPE rockafka_connections gauge"]
+    lines += [f'rockafka_connections{{listener="{_esc(k)}"}} {v}' for k, v in sorted(m["connections_by_listener"].items())]
+    lines += ["# HELP rockafka_connections_refused_total Connections closed when accepted, by limit.",
+              "# TYPE rockafka_connections_refused_total counter"]
+    lines += [f'rockafka_connections_refused_total{{reason="{r}"}} {m["connections_refused"].get(r, 0)}'
+              for r in ("max_connections", "max_connections_per_ip", "open_files")]
+    lines += ["# HELP rockafka_connections_closed_total Connections closed for a limit, by reason.",
+              "# TYPE rockafka_connections_closed_total counter"]
+    lines += [f'rockafka_connections_closed_total{{reason="{r}"}} {m["connections_closed"].get(r, 0)}'
+              for r in ("idle", "request_receive_timeout")]
+    for name, kind, help_text in (
+            ("request_bytes_in_flight", "gauge", "Bytes of requests read and not yet answered (all listeners)."),
+            ("request_bytes_in_flight_peak", "gauge", "Most request bytes held at once since start."),
+            ("request_budget_waits", "counter", "Requests that waited for request budget (their socket unread)."),
+            ("requests_waiting_for_budget", "gauge", "Requests waiting for request budget now."),
+            ("max_connections", "gauge", "max_connections: node-wide connection limit."),
+            ("max_connections_per_ip", "gauge", "max_connections_per_ip."),
+            ("queued_max_request_bytes", "gauge", "queued_max_request_bytes: the request budget."),
+            ("request_receive_timeout_ms", "gauge", "Time a request may take to arrive after its length prefix."),
+            ("open_files_limit", "gauge", "The process's open-files (descriptor) limit."),
+            ("open_files_reserve", "gauge", "Descriptors kept free for the store: connections refused past it.")):
+        lines += _metric(f"rockafka_{name}", kind, help_text, m[name])
+    return lines
+
+
 def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -225,18 +306,21 @@ class AdminHttp:
     name = "admin"
 
     def __init__(self, store: MessageStore, config: NodeConfig,
-                 namesrv_resolver: Callable[[], str] | None = None):
+                 namesrv_resolver: Callable[[], str] | None = None, guard: ListenerGuard | None = None):
         self.state = AdminState(store)
         self.config = config
         self.namesrv_resolver = namesrv_resolver
+        self.guard = guard or ListenerGuard(config.limits)
+        self.state.guard = self.guard
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.base_events.Server | None = None
 
     async def _call(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=self.config.limits.admin_request_max_bytes)
         r = app.router
         r.add_get("/", self.dashboard)
         r.add_get("/api/health", self.health)
@@ -252,18 +336,29 @@ class AdminHttp:
         return app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        lim = self.config.limits
+        timeouts = [t for t in (lim.connections_max_idle_ms, lim.request_receive_timeout_ms) if t > 0]
+        self._runner = web.AppRunner(self.app(), access_log=None,
+                                     keepalive_timeout=min(timeouts) / 1000.0 if timeouts else 3630)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.admin_port)
-        await site.start()
-        sockets = site._server.sockets if site._server else []  # aiohttp exposes no public accessor
-        self.port = sockets[0].getsockname()[1] if sockets else self.config.admin_port
+        make_handler = self._runner.server
+        guard = self.guard
+        # our own listening socket (not TCPSite) so every accepted connection passes the guard
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _GuardedProtocol(guard, make_handler), self.config.host, self.config.admin_port,
+            reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
         log.info("admin_http_listening", host=self.config.host, port=self.port)
 
     async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
 
     # -- handlers ---------------------------------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:
@@ -312,10 +407,25 @@ class AdminHttp:
         max_msgs = _int_param(request, "max", 32, 1, 1000)
         return web.json_response(await self._call(self.state.dlq, group, offset, max_msgs))
 
+    async def _json_body(self, request: web.Request) -> Any:
+        """The request's JSON body; ValueError (a 400) when it is not JSON Python can hold:
+        malformed, nested too deep (RecursionError), numbers over 4300 digits."""
+        timeout_ms = self.config.limits.request_receive_timeout_ms
+        try:
+            async with asyncio.timeout(timeout_ms / 1000.0 if timeout_ms else None):
+                raw = await request.read()
+        except TimeoutError:
+            raise web.HTTPRequestTimeout(text='{"error": "the request body did not arrive in time"}',
+                                         content_type="application/json") from None
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
     async def dlq_resend(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]
         try:
-            doc = await request.json()
+            doc = await self._json_body(request)
         except ValueError:
             return web.json_response({"error": "the body must be JSON: {\"msg_id\": \"...\"}"}, status=400)
         msg_id = doc.get("msg_id") if isinstance(doc, dict) else None

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import structlog
 
 from engine.config import NodeConfig
+from engine.listener_limits import ListenerGuard
 from engine.store import MessageStore
 
 log = structlog.get_logger("rockafka.node")
@@ -31,6 +32,8 @@ class Component(Protocol):
 def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     """The listeners of a node, in start order. Each gateway adds itself here."""
     components: list[Any] = []
+    # one set of connection and request-memory limits for every listener of the node
+    guard = ListenerGuard(config.limits)
     # -- native gateway (NameServer first: the broker registers with it) --
     from gateway_native.broker import Broker
     from gateway_native.namesrv import NameServer
@@ -38,22 +41,22 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     namesrv = NameServer(config.host, config.namesrv_port,
                          kv_config_path=store.config_dir / "namesrv_kvConfig.json",
                          broker_expired_ms=config.extra_int("broker_channel_expired_time", 120_000),
-                         scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000))
+                         scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000), guard=guard)
     own_host = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
     components.append(namesrv)
-    broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"])
+    broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"], guard=guard)
     components.append(broker)
     # -- kafka gateway --
     from gateway_kafka.server import KafkaGateway
 
-    kafka = KafkaGateway(store, config)
+    kafka = KafkaGateway(store, config, guard=guard)
     components.append(kafka)
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
     # -- admin http --
     from .admin_http import AdminHttp
 
-    components.append(AdminHttp(store, config, namesrv_resolver=lambda: f"{own_host}:{namesrv.port}"))
+    components.append(AdminHttp(store, config, namesrv_resolver=lambda: f"{own_host}:{namesrv.port}", guard=guard))
     return components
 
 
