@@ -29,7 +29,7 @@ import structlog
 
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
-from .remoting.command import RemotingCommand
+from .remoting.command import RemotingCommand, loads_json
 from .transport import Connection
 
 log = structlog.get_logger("rockafka.namesrv")
@@ -226,7 +226,7 @@ async def register_broker(ns: "NameServer", conn: Connection, cmd: RemotingComma
     data_version: dict[str, Any] = {}
     if cmd.body:
         try:
-            body = json.loads(cmd.body)
+            body = loads_json(cmd.body, "register-broker body")
             wrapper = body.get("topicConfigSerializeWrapper") or {}
             topic_configs = wrapper.get("topicConfigTable") or {}
             data_version = wrapper.get("dataVersion") or {}

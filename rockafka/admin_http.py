@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from typing import Any, Callable
 
@@ -417,10 +416,9 @@ class AdminHttp:
         except TimeoutError:
             raise web.HTTPRequestTimeout(text='{"error": "the request body did not arrive in time"}',
                                          content_type="application/json") from None
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        from gateway_native.remoting.command import loads_json
+
+        return loads_json(raw, "the request body")  # ValueError for anything Python cannot hold
 
     async def dlq_resend(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]
