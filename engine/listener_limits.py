@@ -4,6 +4,11 @@ Protocol-neutral utilities the node's listeners share (Kafka, NameServer, broker
 They live in the engine because every gateway needs the same accounting and gateways may not
 import each other; they know nothing of any wire format.
 
+- ``start_server`` is the listeners' accept loop: one ``accept`` at a time, and a connection
+  whose descriptor is too high is closed before anything else happens (asyncio's own loop
+  accepts up to 100 sockets per wake-up before any handler runs, which ran a nearly full
+  descriptor table into EMFILE -- for the store too). EMFILE itself pauses accepting briefly,
+  counted and logged once a second, not a traceback per attempt.
 - ``ListenerGuard.admit`` decides whether an accepted connection may stay: node-wide
   ``max_connections`` and ``max_connections_per_ip`` (Kafka's keys), and the open-files limit:
   a connection whose descriptor number leaves fewer than ``open_files_reserve`` descriptors
@@ -31,6 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
+import socket
 import time
 from dataclasses import dataclass
 
@@ -178,8 +185,7 @@ class ListenerGuard:
             self.per_ip[ip] += 1
             self.per_listener[listener] += 1
             return Ticket(listener, ip)
-        self.refused[reason] += 1
-        self._log_refusal(listener, ip, reason, fileno)
+        self.refuse(listener, ip, reason, fileno)
         return None
 
     def release(self, ticket: Ticket | None) -> None:
@@ -190,6 +196,11 @@ class ListenerGuard:
         self.per_ip[ticket.ip] -= 1
         if self.per_ip[ticket.ip] <= 0:
             del self.per_ip[ticket.ip]
+
+    def refuse(self, listener: str, ip: str, reason: str, fileno: int) -> None:
+        """Count (and log, at most once a second) a connection closed as soon as it came."""
+        self.refused[reason] += 1
+        self._log_refusal(listener, ip, reason, fileno)
 
     def _log_refusal(self, listener: str, ip: str, reason: str, fileno: int) -> None:
         now = time.monotonic()
@@ -260,3 +271,96 @@ class ListenerGuard:
             "queued_max_request_bytes": lim.queued_max_request_bytes,
             "request_receive_timeout_ms": lim.request_receive_timeout_ms,
         }
+
+
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def stream_protocol_factory(client_connected_cb, limit: int = 2**16):
+    """What ``asyncio.start_server`` builds per connection: a StreamReader and its protocol."""
+    loop = asyncio.get_running_loop()
+
+    def factory() -> asyncio.StreamReaderProtocol:
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=limit, loop=loop), client_connected_cb,
+                                            loop=loop)
+    return factory
+
+
+class GuardedServer:
+    """Listening sockets with one accept loop each (the parts of ``asyncio.Server`` the
+    listeners use: ``sockets``, ``close``, ``wait_closed``)."""
+
+    def __init__(self, guard: ListenerGuard, listener: str, sockets: list[socket.socket], protocol_factory):
+        self.guard = guard
+        self.listener = listener
+        self.sockets = sockets
+        self._factory = protocol_factory
+        self._tasks = [asyncio.get_running_loop().create_task(self._accept_loop(s)) for s in sockets]
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        guard = self.guard
+        while True:
+            try:
+                conn, addr = await loop.sock_accept(sock)
+            except OSError as exc:
+                if exc.errno in _OUT_OF_RESOURCES:
+                    guard.refuse(self.listener, "?", "open_files", -1)
+                    await asyncio.sleep(0.1)  # connections wait in the backlog meanwhile
+                    continue
+                if sock.fileno() < 0:  # closed
+                    return
+                log.warning("accept_failed", listener=self.listener, error=str(exc))
+                await asyncio.sleep(0.1)
+                continue
+            fd = conn.fileno()
+            if fd >= guard.open_files_limit - guard.fd_reserve:
+                conn.close()
+                guard.refuse(self.listener, str(addr[0]) if addr else "?", "open_files", fd)
+                continue
+            conn.setblocking(False)
+            try:
+                await loop.connect_accepted_socket(self._factory, conn)
+            except Exception as exc:
+                conn.close()
+                log.warning("accept_failed", listener=self.listener, error=str(exc))
+
+    def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for s in self.sockets:
+            s.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def start_server(guard: ListenerGuard, listener: str, host: str | None, port: int, protocol_factory,
+                       backlog: int = 1024) -> GuardedServer:
+    """Bind ``host:port`` (every address the host resolves to, as asyncio does) and accept
+    through the guard. Raises OSError (e.g. address in use) as ``asyncio.start_server`` would."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    socks: list[socket.socket] = []
+    try:
+        for family, type_, proto, _canon, addr in dict.fromkeys(infos):
+            if port:  # the same port on every address (the first one bound picks an ephemeral one)
+                addr = (addr[0], port) + tuple(addr[2:])
+            s = socket.socket(family, type_, proto)
+            socks.append(s)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                s.bind(addr)
+            except OSError as exc:
+                raise OSError(exc.errno, f"error while attempting to bind on address {addr!r}: "
+                                         f"{exc.strerror.lower() if exc.strerror else exc}") from None
+            port = s.getsockname()[1]
+            s.listen(backlog)
+            s.setblocking(False)
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
+    return GuardedServer(guard, listener, socks, protocol_factory)

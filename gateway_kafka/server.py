@@ -41,7 +41,7 @@ from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.cluster import LocalCluster
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.producer_state import ProducerStateManager
-from engine.listener_limits import BUSY, ListenerGuard, Watch
+from engine.listener_limits import BUSY, ListenerGuard, Watch, start_server, stream_protocol_factory
 
 log = structlog.get_logger("rockafka.kafka")
 
@@ -151,7 +151,7 @@ class KafkaGateway:
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
         self.arrivals: ArrivalHub | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._server: Any = None
         self._connections: set[asyncio.Task] = set()
         self._snapshot_task: asyncio.Task | None = None
         self._stopping = False
@@ -168,8 +168,8 @@ class KafkaGateway:
         self.store.add_arrival_listener(self.arrivals.on_arrival)
         await self.txn.start()
         self.coordinator.restore()
-        self._server = await asyncio.start_server(self._on_connection, self.settings.host, self.settings.port,
-                                                  reuse_address=True)
+        self._server = await start_server(self.guard, "kafka", self.settings.host, self.settings.port,
+                                          stream_protocol_factory(self._on_connection))
         self.port = self._server.sockets[0].getsockname()[1]
         host = self.settings.advertised_host or self._default_advertised_host()
         self.cluster = LocalCluster(self.settings.cluster_id, self.settings.node_id, host,

@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable
 import structlog
 
 from .remoting.codes import RequestCode, ResponseCode
-from engine.listener_limits import ListenerGuard
+from engine.listener_limits import ListenerGuard, start_server, stream_protocol_factory
 
 from .remoting.command import HeaderFieldError, MAX_FRAME_SIZE, RemotingCommand
 from .transport import Connection, ConnectionClosedError
@@ -129,12 +129,13 @@ class RemotingServer:
         self.max_frame_size = min(max_frame_size, limits.frame_max_length)
         self.idle_s = float(limits.server_channel_max_idle_time_seconds)
         self.connections: set[Connection] = set()
-        self._server: asyncio.base_events.Server | None = None
+        self._server: Any = None
         self._dispatch = table.dispatcher(context)
         self.on_connection_closed: list[Callable[[Connection], None]] = []
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=1 << 20)
+        self._server = await start_server(self.guard, self.name, self.host, self.port,
+                                          stream_protocol_factory(self._accept, limit=1 << 20))
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("remoting_listening", server=self.name, host=self.host, port=self.port)
 

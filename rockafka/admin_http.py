@@ -37,7 +37,7 @@ import structlog
 from aiohttp import web
 
 from engine.config import NodeConfig
-from engine.listener_limits import ListenerGuard
+from engine.listener_limits import ListenerGuard, start_server
 from engine.message import decode_message
 from engine.store import MessageStore
 
@@ -313,7 +313,7 @@ class AdminHttp:
         self.state.guard = self.guard
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._server: Any = None
 
     async def _call(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -342,10 +342,9 @@ class AdminHttp:
         await self._runner.setup()
         make_handler = self._runner.server
         guard = self.guard
-        # our own listening socket (not TCPSite) so every accepted connection passes the guard
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: _GuardedProtocol(guard, make_handler), self.config.host, self.config.admin_port,
-            reuse_address=True)
+        # the node's accept loop (not TCPSite), so every accepted connection passes the guard
+        self._server = await start_server(guard, "admin", self.config.host, self.config.admin_port,
+                                          lambda: _GuardedProtocol(guard, make_handler))
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("admin_http_listening", host=self.config.host, port=self.port)
 
