@@ -111,17 +111,22 @@ class MmapSegment:
     segment that retention or topic deletion has removed, which needs no flush.
 
     ``log_writes`` (the commitlog: few, large files written front to back) keeps that descriptor
-    instead, and writes of ``PWRITE_MIN`` bytes or more (Kafka batches) go through ``pwrite``:
-    the kernel copies into the page cache without a page fault per page, about three times
-    faster than a copy into the mapping, and without the GIL. Reads through the mapping see
-    those bytes at once (one page cache).
+    instead, and writes of ``pwrite_min`` bytes or more (``PWRITE_MIN``: Kafka batches) go
+    through ``pwrite``: the kernel copies into the page cache without a page fault per page,
+    about three times faster than a copy into the mapping, and without the GIL. Reads through
+    the mapping see those bytes at once (one page cache). ``pwrite_min = 0`` sends every write
+    through ``pwrite``: a copy into the mapping that faults on a stalled disk (a frozen or
+    throttled file system) blocks holding the GIL, i.e. the whole process; a blocked ``pwrite``
+    blocks only its thread. That costs two system calls per message (about half the
+    single-thread put rate), so it is for writers that may wait on the disk anyway (SYNC_FLUSH,
+    the checkpoint).
 
     Space: ``_reserved`` has one byte per allocation chunk, set once the chunk's blocks are
     reserved. It starts empty when an existing file is opened; reserving blocks a file already
     has costs one system call and no space, so nothing needs to be remembered across restarts.
     """
 
-    __slots__ = ("path", "size", "buf", "_open", "_wfd", "_reserved", "_shift", "_chunk")
+    __slots__ = ("path", "size", "buf", "_open", "_wfd", "_reserved", "_shift", "_chunk", "pwrite_min")
 
     def __init__(self, path: str, size: int, preallocate: bool = False, random_access: bool = False,
                  log_writes: bool = False):
@@ -130,6 +135,7 @@ class MmapSegment:
         chunk = LOG_ALLOC_CHUNK if log_writes else RANDOM_ALLOC_CHUNK
         self._chunk = chunk
         self._shift = chunk.bit_length() - 1
+        self.pwrite_min = PWRITE_MIN
         existed = os.path.exists(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -211,7 +217,7 @@ class MmapSegment:
     def write(self, pos: int, data) -> None:
         n = len(data)
         self.reserve(pos, n)
-        if n >= PWRITE_MIN and self._wfd >= 0:
+        if n >= self.pwrite_min and self._wfd >= 0:
             view = memoryview(data)
             done = 0
             while done < n:
@@ -307,13 +313,16 @@ class MmapFileIO:
     """Real files. ``preallocate`` (RocketMQ's warmMapedFileEnable) reserves a segment's blocks
     when it is created; otherwise they are reserved a chunk at a time just before use."""
 
-    def __init__(self, preallocate: bool = False):
+    def __init__(self, preallocate: bool = False, pwrite_all: bool = False):
         self.preallocate = preallocate
+        self.pwrite_all = pwrite_all  # log segments write everything by pwrite (see MmapSegment)
 
     def open_segment(self, path: str, size: int, random_access: bool = False,
                      log_writes: bool = False) -> MmapSegment:
         new = not os.path.exists(path)
         seg = MmapSegment(path, size, self.preallocate, random_access, log_writes)
+        if log_writes and self.pwrite_all:
+            seg.pwrite_min = 0
         if new:  # the directory entry must survive a power loss as well as the data
             dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
             try:
@@ -369,7 +378,7 @@ class _MemFile:
 
 
 class MemorySegment:
-    __slots__ = ("path", "size", "buf", "_file", "_fio")
+    __slots__ = ("path", "size", "buf", "_file", "_fio", "pwrite_min")
 
     def __init__(self, path: str, f: _MemFile, fio: "MemoryFileIO"):
         self.path = path
@@ -377,6 +386,7 @@ class MemorySegment:
         self._fio = fio
         self.buf = f.data
         self.size = len(f.data)
+        self.pwrite_min = PWRITE_MIN  # no effect in memory
 
     def reserve(self, pos: int, n: int) -> None:
         pages = self._file.pages

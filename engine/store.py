@@ -188,7 +188,10 @@ class MessageStore:
         self.config = config
         self.broker_config = broker_config or BrokerConfig()
         self.root = str(config.store_path_root_dir)
-        self.fio: FileIO = file_io or MmapFileIO(preallocate=config.warm_mapped_file_enable)
+        # SYNC_FLUSH puts run on send-queue threads that wait on the disk anyway: their commitlog
+        # writes go by pwrite, so a stalled disk blocks them and not the whole process (file_io)
+        self.fio: FileIO = file_io or MmapFileIO(preallocate=config.warm_mapped_file_enable,
+                                                 pwrite_all=config.flush_disk_type == "SYNC_FLUSH")
         self.store_host = _store_host(broker_config)
         self.commitlog = CommitLog(self.fio, commitlog_dir(self.root), config.mapped_file_size_commit_log)
         self.index_service = IndexService(self.fio, os.path.join(self.root, "index"),
@@ -206,6 +209,7 @@ class MessageStore:
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._put_lock = threading.Lock()
         self._begin_time_in_lock = 0.0  # monotonic time the current put took the lock (0: free)
+        self.page_cache_busy_refused = 0  # counter: puts refused with OS_PAGE_CACHE_BUSY
         self._cq_lock = threading.RLock()
         self.confirmed_offset = 0
         self._last_store_ts = 0
@@ -477,6 +481,12 @@ class MessageStore:
         begin = self._begin_time_in_lock
         return bool(begin) and time.monotonic() - begin > self.config.os_page_cache_busy_time_out_mills / 1000.0
 
+    @property
+    def put_would_wait(self) -> bool:
+        """Another put holds the commitlog now: a caller that must not block (an event loop)
+        hands its put to a thread instead."""
+        return self._put_lock.locked()
+
     def _lock_for_put(self) -> bool:
         """Take the put lock, waiting at most osPageCacheBusyTimeOutMills; False = busy."""
         lock = self._put_lock
@@ -671,6 +681,7 @@ class MessageStore:
             record_batch.set_base_offset(memoryview(unit)[body_pos:], guess)
             _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
         if not self._lock_for_put():
+            self.page_cache_busy_refused += 1
             return self._refuse(PutMessageStatus.OS_PAGE_CACHE_BUSY,
                                 f"[PC_SYNCHRONIZED]broker busy, start flow control for a while: the commitlog has been "
                                 f"locked by another put for more than osPageCacheBusyTimeOutMills "

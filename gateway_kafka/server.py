@@ -51,6 +51,7 @@ UNSUPPORTED_VERSION = 35
 WRITE_HIGH_WATER = 4 * MiB
 _PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 _HELD = "request_budget_bytes"  # ConnectionState.extra: budget held by the request in hand
+_THROTTLE = "throttle_time_ms"  # set by a handler under flow control (see apis/produce.py)
 
 
 class KafkaSettings:
@@ -133,12 +134,16 @@ class ArrivalHub:
 class KafkaGateway:
     name = "kafka"
 
-    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None):
+    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, send_queue: Any = None):
         self.store = store
         self.config = config
         self.log = log
         self.settings = KafkaSettings(config)
         self.guard = guard or ListenerGuard(config.limits)  # the node passes the one all listeners share
+        from engine.send_queue import SendQueue
+
+        self._owns_send_queue = send_queue is None  # flow control for puts that may wait on disk
+        self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.port: int | None = None
         self.cluster: LocalCluster | None = None
         self.coordinator = GroupCoordinator(
@@ -204,6 +209,8 @@ class KafkaGateway:
 
         await asyncio.get_running_loop().run_in_executor(None, recovery.save_producer_state, self.store,
                                                          self.producer_state)
+        if self._owns_send_queue:
+            self.send_queue.shutdown()
         log.info("kafka_gateway_stopped", port=self.port)
 
     async def _snapshot_loop(self) -> None:
@@ -332,6 +339,9 @@ class KafkaGateway:
                 return
             if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                 await writer.drain()
+            throttle_ms = extra.pop(_THROTTLE, 0)
+            if throttle_ms:  # flow control: the client was told throttle_time_ms; read nothing until then
+                await asyncio.sleep(throttle_ms / 1000.0)
         # fall through: gateway stopping
 
     def _api_version_entries(self) -> list[dict]:

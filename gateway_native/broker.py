@@ -221,7 +221,7 @@ class Broker:
     name = "broker"
 
     def __init__(self, store: Any, config: Any, *, namesrv_addrs: list[str] | None = None,
-                 namesrv_resolver: Any = None, guard: Any = None):
+                 namesrv_resolver: Any = None, guard: Any = None, send_queue: Any = None):
         self.store = store
         self.config = config
         self.broker_config = config.broker
@@ -242,6 +242,11 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-store")
+        # sends that may wait on the disk (flow control: engine.send_queue); the node shares one
+        from engine.send_queue import SendQueue
+
+        self._owns_send_queue = send_queue is None
+        self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.channel_expired_ms = config.extra_int("channel_expired_timeout", 120_000)
         self.short_polling_ms = config.extra_int("short_polling_time_mills", 1000)
         self.data_version_counter = 0
@@ -317,6 +322,8 @@ class Broker:
         self.pull_hold.wake_all()
         await self.server.stop()
         self.executor.shutdown(wait=True)
+        if self._owns_send_queue:
+            self.send_queue.shutdown()
 
     def ensure_system_topics(self) -> None:
         from engine.topic_config import TopicConfig
@@ -421,10 +428,20 @@ class Broker:
 
     async def put(self, fn: Any, *args: Any) -> Any:
         """A store write: inline under ASYNC_FLUSH (it only touches mapped memory, and a thread hop
-        per message would halve throughput), through the executor when it may wait for a flush."""
-        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and self.config.store.broker_role != "SYNC_MASTER":
+        per message would halve throughput), through the send queue when it may wait for a flush:
+        one that waited there longer than waitTimeMillsInSendQueue is answered SYSTEM_BUSY
+        ``[TIMEOUT_CLEAN_QUEUE]...`` unstored (RocketMQ's fast failure)."""
+        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and self.config.store.broker_role != "SYNC_MASTER" \
+                and not self.store.put_would_wait:  # never wait for another writer on the event loop
             return fn(*args)
-        return await self.run_blocking(fn, *args)
+        from engine.send_queue import SendQueueBusy
+
+        from .dispatch import ProcessorError
+
+        try:
+            return await self.send_queue.run(fn, *args)
+        except SendQueueBusy as exc:
+            raise ProcessorError(R.SYSTEM_BUSY, str(exc)) from None
 
 
 @functools.lru_cache(maxsize=1)

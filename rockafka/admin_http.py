@@ -78,6 +78,7 @@ class AdminState:
     def __init__(self, store: MessageStore):
         self.store = store
         self.guard: ListenerGuard | None = None
+        self.send_queue: Any = None
 
     def queue_ids(self, topic: str) -> list[int]:
         cfg = self.store.topic_config.get(topic)
@@ -182,6 +183,7 @@ class AdminState:
         lines += disk_metrics(self.store)
         if self.guard is not None:
             lines += listener_metrics(self.guard)
+        lines += flow_control_metrics(self.store, self.send_queue)
         return "\n".join(lines) + "\n"
 
 
@@ -255,6 +257,19 @@ def disk_metrics(store: MessageStore) -> list[str]:
     )
 
 
+def flow_control_metrics(store: MessageStore, send_queue: Any) -> list[str]:
+    lines = _metric("rockafka_puts_refused_os_page_cache_busy_total", "counter",
+                    "Puts refused because another put held the commitlog longer than osPageCacheBusyTimeOutMills.",
+                    store.page_cache_busy_refused)
+    if send_queue is not None:
+        lines += _metric("rockafka_send_queue_refused_total", "counter",
+                         "Sends refused after waiting longer than waitTimeMillsInSendQueue ([TIMEOUT_CLEAN_QUEUE]).",
+                         send_queue.refused)
+        lines += _metric("rockafka_send_queue_size", "gauge", "Sends waiting for a store writer thread.",
+                         send_queue.queued)
+    return lines
+
+
 def listener_metrics(guard: ListenerGuard) -> list[str]:
     m = guard.metrics()
     lines = ["# HELP rockafka_connections Client connections open, per listener.", "# TYPE rockafka_connections gauge"]
@@ -305,12 +320,14 @@ class AdminHttp:
     name = "admin"
 
     def __init__(self, store: MessageStore, config: NodeConfig,
-                 namesrv_resolver: Callable[[], str] | None = None, guard: ListenerGuard | None = None):
+                 namesrv_resolver: Callable[[], str] | None = None, guard: ListenerGuard | None = None,
+                 send_queue: Any = None):
         self.state = AdminState(store)
         self.config = config
         self.namesrv_resolver = namesrv_resolver
         self.guard = guard or ListenerGuard(config.limits)
         self.state.guard = self.guard
+        self.state.send_queue = send_queue
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._server: Any = None
