@@ -132,7 +132,8 @@ class ListenerLimits:
     request_receive_timeout_ms: int = 30_000
     # Memory held by requests read but not yet answered, all listeners together. Kafka's
     # queued.max.request.bytes defaults to -1 (unbounded); a bound keeps four 100 MiB
-    # requests from taking 400 MiB at once: past it, listeners stop reading sockets.
+    # requests from taking 400 MiB at once: past it, listeners stop reading sockets. -1 = no
+    # bound, as in Kafka.
     queued_max_request_bytes: int = 256 * MiB
     # Descriptors kept free for the store: a new connection is refused when accepting it left
     # fewer than this many below the open-files limit (a quarter of the limit at most).
@@ -191,8 +192,9 @@ _ALIASES = {
 
 
 def snake_case(key: str) -> str:
-    """``flushDiskType`` -> ``flush_disk_type``; ``--data-dir`` -> ``data_dir``."""
-    key = key.strip().lstrip("-").replace("-", "_")
+    """``flushDiskType`` -> ``flush_disk_type``; ``--data-dir`` -> ``data_dir``; Kafka's
+    ``max.connections.per.ip`` -> ``max_connections_per_ip``."""
+    key = key.strip().lstrip("-").replace("-", "_").replace(".", "_")
     return _CAMEL.sub(r"_\1", key).lower()
 
 
@@ -303,6 +305,8 @@ def validate(config: NodeConfig) -> None:
             raise ConfigError(f"{key} must be positive, got {getattr(b, key)}")
     for f in fields(ListenerLimits):
         value = getattr(config.limits, f.name)
+        if f.name == "queued_max_request_bytes" and value == -1:
+            continue
         if value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF):
             raise ConfigError(f"{f.name} must be positive{' (0 = off)' if f.name in _ZERO_MEANS_OFF else ''}, got {value}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):

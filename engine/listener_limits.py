@@ -154,7 +154,8 @@ class ListenerGuard:
 
     def __init__(self, limits: ListenerLimits | None = None):
         self.limits = limits or ListenerLimits()
-        self.budget = RequestBudget(self.limits.queued_max_request_bytes)
+        queued = self.limits.queued_max_request_bytes
+        self.budget = RequestBudget(queued if queued > 0 else 2**62)  # -1: unbounded (Kafka's default)
         self.open_files_limit = open_files_limit()
         self.total = 0
         self.per_ip: collections.Counter[str] = collections.Counter()
