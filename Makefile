@@ -5,8 +5,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
+HTMX   := rockafka/console/static/htmx.min.js
 
-.PHONY: serve test test-deps bench chaos clean
+GRPC   := gateway_grpc/proto/.generated
+
+.PHONY: serve test test-deps bench chaos clean grpc
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +21,19 @@ $(VENV)/.test-extras: pyproject.toml $(BIN)/rockafka
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-serve: $(BIN)/rockafka
+# gRPC messages for the RocketMQ 5 front, generated from the published definitions (never committed)
+$(GRPC): gateway_grpc/build_proto.py $(BIN)/rockafka
+	$(BIN)/python -m gateway_grpc.build_proto
+
+grpc: $(GRPC)
+
+$(HTMX): deploy/dev/vendor-htmx.sh
+	bash deploy/dev/vendor-htmx.sh
+
+serve: $(GRPC) $(HTMX)
 	$(BIN)/rockafka serve --data-dir ./data
 
-test-deps: $(VENV)/.test-extras
+test-deps: $(VENV)/.test-extras $(GRPC) $(HTMX)
 	bash deploy/dev/install-test-deps.sh
 
 test: test-deps

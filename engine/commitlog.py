@@ -25,6 +25,7 @@ from typing import Iterator
 
 import structlog
 
+from . import metrics
 from .file_io import FileIO
 from .mapped_file import MappedFile, MappedFileQueue
 from .message import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MAGIC_CODE_V1, MAGIC_CODE_V2,
@@ -187,7 +188,11 @@ class CommitLog:
         self.mfq.set_tail(offset)
 
     def flush(self) -> int:
-        return self.mfq.flush()
+        before, start = self.mfq.flushed_where, metrics.now()
+        done = self.mfq.flush()
+        if done != before:  # only flushes that wrote something: idle ticks would hide the real ones
+            metrics.STORE_FLUSH_SECONDS.observe(metrics.now() - start)
+        return done
 
 
 class FlushRealTimeService(threading.Thread):

@@ -179,6 +179,50 @@ class NodeConfig:
         return default if raw is None else _convert(key, raw, bool)
 
 
+# Keys no dataclass above declares, read by the gateways with ``NodeConfig.extra_*``: name ->
+# (default as documented, what it does). A key here and nowhere else is accepted; a key in
+# neither place is refused at start-up (tests/engine/test_config_keys.py keeps this list and the
+# ``extra_*`` readers in step).
+EXTRA_KEYS: dict[str, tuple[str, str]] = {
+    # Kafka gateway (docs/design/kafka-gateway.md)
+    "advertised_host": ("host name or brokerIP1", "host Kafka clients are told to connect to"),
+    "advertised_port": ("the Kafka port", "port Kafka clients are told to connect to"),
+    "kafka_node_id": ("brokerId", "Kafka node id in Metadata"),
+    "kafka_cluster_id": ("brokerClusterName", "Kafka cluster id"),
+    "num_partitions": ("1", "partitions of an auto-created Kafka topic"),
+    "auto_create_topics_enable": ("autoCreateTopicEnable", "create unknown topics on Metadata/Produce"),
+    "socket_request_max_bytes": ("104857600", "largest Kafka request frame accepted"),
+    "connections_max_idle_ms": ("600000", "close Kafka connections idle this long (0 = never)"),
+    "group_min_session_timeout_ms": ("6000", "smallest session.timeout.ms a member may ask for"),
+    "group_max_session_timeout_ms": ("1800000", "largest session.timeout.ms a member may ask for"),
+    "group_initial_rebalance_delay_ms": ("100", "wait for more members before the first rebalance"),
+    "group_max_size": ("1000", "members per Kafka group"),
+    "offset_metadata_max_bytes": ("4096", "metadata size of a committed offset"),
+    "message_max_bytes": ("maxMessageSize", "largest Kafka record batch"),
+    "producer_state_snapshot_ms": ("1000", "idempotent producer state snapshot period"),
+    "producer_id_expiration_ms": ("86400000", "forget idle producer ids after this long"),
+    "producer_state_rebuild_max_records": ("100000", "records scanned to rebuild producer state"),
+    "list_offsets_time_skew_ms": ("600000", "tolerated clock skew of ListOffsets by timestamp"),
+    "delete_topic_enable": ("true", "allow DeleteTopics"),
+    "sasl_enabled_mechanisms": ("", "SASL mechanisms, e.g. PLAIN"),
+    "sasl_plain_users": ("", "user:password pairs for SASL PLAIN, comma separated"),
+    "kafka_direct_put": ("true under ASYNC_FLUSH", "store produced batches on the event loop"),
+    "transaction_max_timeout_ms": ("900000", "largest transaction.timeout.ms"),
+    "transaction_abort_timed_out_transaction_cleanup_interval_ms": ("1000", "timed-out transaction scan period"),
+    # native gateway and NameServer (docs/design/native-gateway.md)
+    "broker_channel_expired_time": ("120000", "NameServer drops a broker silent this long (ms)"),
+    "namesrv_scan_interval": ("5000", "NameServer broker expiry scan period (ms)"),
+    "channel_expired_timeout": ("120000", "broker drops a client silent this long (ms)"),
+    "short_polling_time_mills": ("1000", "pull hold without long polling (ms)"),
+    "rebalance_lock_max_live_time": ("60000", "ordered consumption queue lock lifetime (ms)"),
+    "slave_read_enable": ("false", "let consumers read from slaves"),
+    # RocketMQ 5 gRPC proxy front (docs/design/grpc-proxy.md)
+    "grpc_proxy_port": ("8081", "port of the gRPC MessagingService (RocketMQ 5 clients)"),
+    "grpc_server_port": ("8081", "RocketMQ proxy's name for grpc_proxy_port"),
+    # admin listener
+    "console_sample_interval_ms": ("10000", "console charts: one throughput and lag sample this often"),
+}
+
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 # Node-level keys and their aliases (RocketMQ spells the broker port `listenPort`).
 _NODE_KEYS = {"host", "kafka_port", "namesrv_port", "admin_port"}
@@ -250,16 +294,82 @@ def read_broker_conf(path: str | os.PathLike[str]) -> dict[str, str]:
     return out
 
 
+def known_keys() -> dict[str, str]:
+    """Every accepted key (snake_case) -> where it lives: ``node``, ``store``, ``broker``, ``extra``."""
+    keys = {k: "node" for k in _NODE_KEYS}
+    keys.update({f.name: "store" for f in fields(MessageStoreConfig)})
+    keys.update({f.name: "broker" for f in fields(BrokerConfig)})
+    keys.update({k: "extra" for k in EXTRA_KEYS})
+    return keys
+
+
+def _squash(key: str) -> str:
+    return key.replace("_", "").lower()
+
+
+def resolve_key(raw_key: str) -> str:
+    """The snake_case key ``raw_key`` names, in any spelling (``flushDiskType``,
+    ``flush_disk_type``, ``FLUSHDISKTYPE``); ConfigError with a did-you-mean when none."""
+    key = snake_case(raw_key)
+    key = _ALIASES.get(key, key)
+    known = known_keys()
+    if key in known:
+        return key
+    by_squashed = {_squash(k): k for k in known} | {_squash(a): t for a, t in _ALIASES.items()}
+    hit = by_squashed.get(_squash(key))
+    if hit is not None:
+        return hit
+    import difflib
+
+    close = difflib.get_close_matches(_squash(key), list(by_squashed), n=3, cutoff=0.75)
+    hint = f"; did you mean {' or '.join(camel_case(by_squashed[c]) for c in close)}?" if close else ""
+    raise ConfigError(f"unknown config key {raw_key!r}{hint} (`rockafka config list` shows every key)")
+
+
+def camel_case(key: str) -> str:
+    """``flush_disk_type`` -> ``flushDiskType`` (RocketMQ's spelling); gateway keys keep the
+    snake_case their documentation uses (``advertised_host``)."""
+    if key in EXTRA_KEYS:
+        return key
+    if key == "broker_ip1":
+        return "brokerIP1"
+    head, *rest = key.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def describe(config: NodeConfig) -> list[dict[str, str]]:
+    """One row per accepted key, RocketMQ spelling, for ``rockafka config list``: its value in
+    ``config``, its default and (gateway keys) what it does."""
+    defaults = NodeConfig()
+    rows = []
+    for key, where in sorted(known_keys().items(), key=lambda kv: camel_case(kv[0]).lower()):
+        if where == "extra":
+            default, about = EXTRA_KEYS[key]
+            value = config.extra.get(key, default)
+        else:
+            owner = {"node": config, "store": config.store, "broker": config.broker}[where]
+            default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker}[where]
+            value, default, about = getattr(owner, key), getattr(default_owner, key), ""
+        rows.append({"key": camel_case(key), "value": _text(value), "default": _text(default), "section": where,
+                     "about": about})
+    return rows
+
+
 def apply(config: NodeConfig, values: Mapping[str, Any]) -> NodeConfig:
-    """Apply ``values`` (any spelling of a key) onto ``config``; unknown keys go to ``extra``."""
+    """Apply ``values`` (any spelling of a key) onto ``config``; unknown keys are refused."""
     store_types = _field_types(MessageStoreConfig)
     broker_types = _field_types(BrokerConfig)
     limit_types = _field_types(ListenerLimits)
     for raw_key, raw in values.items():
         if raw is None:
             continue
-        key = snake_case(raw_key)
-        key = _ALIASES.get(key, key)
+        key = resolve_key(raw_key)
         if key in _NODE_KEYS:
             typ = str if key == "host" else int
             setattr(config, key, _convert(key, raw, typ) if typ is int else str(raw))
@@ -318,11 +428,21 @@ def validate(config: NodeConfig) -> None:
 _ZERO_MEANS_OFF = {"connections_max_idle_ms", "server_channel_max_idle_time_seconds", "request_receive_timeout_ms"}
 
 ENV_PREFIX = "ROCKAFKA_"
+# ROCKAFKA_* variables that are not node keys: `rockafka admin`'s default NameServer.
+ENV_NOT_KEYS = frozenset({"NAMESRV"})
 
 
 def env_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     environ = os.environ if environ is None else environ
-    return {k[len(ENV_PREFIX):]: v for k, v in environ.items() if k.startswith(ENV_PREFIX)}
+    return {k[len(ENV_PREFIX):]: v for k, v in environ.items()
+            if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX):] not in ENV_NOT_KEYS}
+
+
+def _apply_from(config: NodeConfig, values: Mapping[str, Any], source: str) -> None:
+    try:
+        apply(config, values)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def load_node_config(
@@ -332,8 +452,8 @@ def load_node_config(
 ) -> NodeConfig:
     config = NodeConfig()
     if conf_file:
-        apply(config, read_broker_conf(conf_file))
-    apply(config, env_values(environ))
+        _apply_from(config, read_broker_conf(conf_file), str(conf_file))
+    _apply_from(config, env_values(environ), f"environment ({ENV_PREFIX}<KEY>)")
     if overrides:
         apply(config, overrides)
     return config

@@ -152,12 +152,16 @@ class ScheduleMessageService:
 
     def pending(self) -> int:
         """Messages staged and not yet delivered, all levels."""
-        total = 0
+        return sum(self.pending_by_level().values())
+
+    def pending_by_level(self) -> dict[int, int]:
+        """Delay level -> messages staged there and not yet delivered (levels with a queue)."""
+        out = {}
         for level in range(1, self.max_level + 1):
             cq = self.store.find_consume_queue(SCHEDULE_TOPIC, level - 1)
             if cq is not None:
-                total += max(0, cq.max_offset - max(self.offsets.table.get(level, 0), cq.min_offset))
-        return total
+                out[level] = max(0, cq.max_offset - max(self.offsets.table.get(level, 0), cq.min_offset))
+        return out
 
     def _run(self) -> None:
         last_persist = time.monotonic()

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import structlog
 
-from . import batch_delay, record_batch
+from . import batch_delay, metrics, record_batch
 from .checkpoint import StoreCheckpoint, checkpoint_path
 from .commitlog import CommitLog, FlushRealTimeService, GroupCommitService, commitlog_dir
 from .config import BrokerConfig, MessageStoreConfig
@@ -47,6 +47,7 @@ from .consumer_offset import ConsumerOffsetManager
 from .disk_space import DiskSpace, is_disk_full
 from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery, record_keys
 from .errors import StoreError, StoreLockedError
+from .progress import Progress
 from .file_io import FileIO, MmapFileIO
 from .index_file import IndexService
 from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
@@ -388,15 +389,18 @@ class MessageStore:
         else:
             index_from = 0
         begin = time.monotonic()
-        units = self._redispatch(start, check_crc, index_from)
+        progress = Progress("recovery_progress", max(0, cl_end - start), "bytes", phase="commitlog_scan",
+                            rebuild_index_from=index_from)
+        units = self._redispatch(start, check_crc, index_from, progress)
         end = cl.scan_end
         cl_end_clean = end if cp is not None and cp.valid and end == cp.physic_flushed_offset else -1
         if end == start and start > cl_min and not self._zero_at(start):
             # the checkpoint does not point at a unit: scan that whole segment instead
             seg = cl.mfq.find(start)
             start = seg.file_from_offset if seg else cl_min
-            units = self._redispatch(start, check_crc, index_from)
+            units = self._redispatch(start, check_crc, index_from, progress)
             end = cl.scan_end
+        progress.finish()
         cl.truncate(end, zero=abnormal or end != cl_end_clean)
         for cq in self._cqs.values():
             cq.truncate_dirty(end)
@@ -416,13 +420,15 @@ class MessageStore:
         pos = offset - f.file_from_offset
         return f.segment.pread(pos, 8) == bytes(8)  # may be a hole: never read it through the mapping
 
-    def _redispatch(self, start: int, check_crc: bool, index_from: int) -> int:
+    def _redispatch(self, start: int, check_crc: bool, index_from: int, progress: Progress | None = None) -> int:
         n = 0
         for offset, h, f in self.commitlog.scan(start, check_crc):
             if h is None:
                 continue
             dispatch_for_recovery(self, offset, h, f.buf, index_from)
             n += 1
+            if progress is not None and not n & 1023:
+                progress.update(offset - start)
         return n
 
     def _apply_min_offsets(self) -> None:
@@ -667,6 +673,7 @@ class MessageStore:
 
     def _append(self, topic: str, queue_id: int, units: list[tuple[bytearray, int, int]], wait: bool,
                 batch: bool = False) -> PutMessageResult:
+        started = metrics.now()
         key = (topic, queue_id)
         cl = self.commitlog
         first_phy = -1
@@ -745,6 +752,7 @@ class MessageStore:
         finally:
             self._unlock_for_put()
         self.dispatcher.wake()
+        metrics.STORE_APPEND_SECONDS.observe(metrics.now() - started)
         status = PutMessageStatus.PUT_OK
         error = None
         if self._sync and wait:
@@ -979,6 +987,7 @@ class MessageStore:
                 del self.min_offsets.table[k]
             self.min_offsets.persist()
         self.topic_config.delete(topic)
+        metrics.forget_topic(topic)
         self.consumer_offsets.delete_topic(topic)
         self.consumer_offsets.persist()
         if self.running:
@@ -1129,7 +1138,10 @@ class MessageStore:
         moved: dict[str, int] = {}
         if not retention_of:
             return 0
-        for (topic, queue_id), cq in list(self._cqs.items()):
+        queues = list(self._cqs.items())
+        progress = Progress("retention_progress", len(queues), "queues", phase="topic_retention")
+        for n, ((topic, queue_id), cq) in enumerate(queues, 1):
+            progress.update(n)
             retention = retention_of.get(topic)
             if retention is None or cq.min_offset >= cq.max_offset:
                 continue
@@ -1139,6 +1151,7 @@ class MessageStore:
             with self._put_lock:
                 cq.raise_min_offset(min(target, cq.max_offset))
                 moved[f"{topic}@{queue_id}"] = cq.min_offset
+        progress.finish()
         if moved:
             with self.min_offsets.lock:
                 for key, low in moved.items():
@@ -1150,11 +1163,16 @@ class MessageStore:
 
     def correct_min_offsets(self) -> None:
         cl_min = self.commitlog.min_offset
-        for cq in list(self._cqs.values()):
+        queues = list(self._cqs.values())
+        progress = Progress("retention_progress", len(queues), "queues", phase="consume_queues",
+                            commitlog_min_offset=cl_min)
+        for n, cq in enumerate(queues, 1):
             try:
                 cq.delete_expired(cl_min)
             except ValueError:
                 pass
+            progress.update(n)
+        progress.finish()
         self.index_service.delete_below(cl_min)
 
 

@@ -61,6 +61,9 @@ class TopicConfigManager(ConfigManager):
         super().__init__(config_dir)
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
+        # called (from the changing thread) after a topic is created, changed or deleted, so a
+        # broker re-registers with its NameServers at once rather than at its next poll
+        self.change_listeners: list = []
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
@@ -73,6 +76,7 @@ class TopicConfigManager(ConfigManager):
             self.table[config.topic_name] = config
             self.data_version.next()
             self.persist()
+        self._changed()
 
     def delete(self, topic: str) -> bool:
         with self.lock:
@@ -80,7 +84,12 @@ class TopicConfigManager(ConfigManager):
                 return False
             self.data_version.next()
             self.persist()
-            return True
+        self._changed()
+        return True
+
+    def _changed(self) -> None:
+        for cb in list(self.change_listeners):
+            cb()
 
     def encode(self) -> dict[str, Any]:
         return {"topicConfigTable": {k: v.to_json() for k, v in self.table.items()},

@@ -92,6 +92,9 @@ class EndResult:
 class TransactionalMessageService:
     def __init__(self, store) -> None:
         self.store = store
+        # gateways that can reach producers register here; a check-back goes to the first
+        # that delivers it (``ask``), so one check loop serves every protocol's producers
+        self.check_handlers: list = []
         self._lock = threading.RLock()
         self._loaded = False
         self._progress = 0                       # next half offset the scan examines
@@ -286,6 +289,16 @@ class TransactionalMessageService:
                     producer_group=half.properties.get(PROPERTY_PRODUCER_GROUP),
                     real_topic=half.properties.get(PROPERTY_REAL_TOPIC), uniq_key=half.uniq_key)
 
+    def ask(self, req: CheckRequest) -> bool:
+        """Hand ``req`` to the first registered check handler that delivers it."""
+        for handler in list(self.check_handlers):
+            try:
+                if handler(req):
+                    return True
+            except Exception:
+                log.exception("transaction_check_handler_failed")
+        return False
+
     # -- introspection -------------------------------------------------------------------------
     def pending_count(self) -> int:
         with self._lock:
@@ -295,5 +308,17 @@ class TransactionalMessageService:
                        if off < end and off not in self._removed)
 
 
-__all__ = ["TransactionalMessageService", "TransactionError", "CheckRequest", "EndResult", "HALF_TOPIC", "OP_TOPIC",
+_instances_lock = threading.Lock()
+
+
+def for_store(store) -> TransactionalMessageService:
+    """The store's one transaction service: every gateway shares it (and its lock)."""
+    with _instances_lock:
+        svc = getattr(store, "_transaction_service", None)
+        if svc is None:
+            svc = store._transaction_service = TransactionalMessageService(store)
+        return svc
+
+
+__all__ = ["for_store", "TransactionalMessageService", "TransactionError", "CheckRequest", "EndResult", "HALF_TOPIC", "OP_TOPIC",
            "SYSTEM_GROUP", "PROPERTY_PRODUCER_GROUP", "PROPERTY_CHECK_TIMES", "PROPERTY_TRANSACTION_ID"]

@@ -22,6 +22,7 @@ import asyncio
 import functools
 import json
 import socket
+import struct
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -265,7 +266,7 @@ class Broker:
         ip = self.broker_config.broker_ip1 or self.host
         if ip not in ("0.0.0.0", "", "::"):
             return ip
-        return _local_address()
+        return local_address()
 
     @property
     def addr(self) -> str:
@@ -296,6 +297,10 @@ class Broker:
         self.ensure_system_topics()
         self.store.add_arrival_listener(self.pull_hold.on_arrival)
         self.server.on_connection_closed.append(self.consumers.connection_closed)
+        # a topic created by the Kafka gateway or the console is routed at once: a native producer
+        # must not fall back to TBW102's queue count for a topic that exists with fewer queues
+        self.store.topic_config.change_listeners.append(
+            lambda: loop.call_soon_threadsafe(self._register_now.set) if not loop.is_closed() else None)
         self.server.on_connection_closed.append(self.producers.connection_closed)
         await self.server.start()
         self._tasks.append(asyncio.ensure_future(self._register_loop()))
@@ -444,10 +449,39 @@ class Broker:
             raise ProcessorError(R.SYSTEM_BUSY, str(exc)) from None
 
 
-@functools.lru_cache(maxsize=1)
-def _local_address() -> str:
+def interface_addresses() -> list[str]:
+    """IPv4 addresses of this machine's network interfaces, in interface order (Linux ioctl;
+    empty where that is not available)."""
     try:
-        ip = socket.gethostbyname(socket.gethostname())
+        import fcntl
+
+        names = [name for _idx, name in socket.if_nameindex()]
+    except (ImportError, OSError, AttributeError):
+        return []
+    out = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for name in names:
+            try:
+                raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:  # no IPv4 address on this interface
+                continue
+            out.append(socket.inet_ntoa(raw[20:24]))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def local_address() -> str:
+    """This machine's address as RocketMQ's ``RemotingUtil.getLocalAddress`` picks it for
+    brokerIP1: the first non-loopback IPv4 address outside 192.168/16, else the last
+    non-loopback one, else what the host name resolves to. ``gethostbyname(gethostname())``
+    alone often gives 127.0.0.1 (Debian's /etc/hosts), which remote clients cannot reach."""
+    candidates = [ip for ip in interface_addresses() if not ip.startswith("127.")]
+    for ip in candidates:
+        if not ip.startswith("192.168."):
+            return ip
+    if candidates:
+        return candidates[-1]
+    try:
+        return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
-    return ip

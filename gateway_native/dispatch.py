@@ -1,116 +1,56 @@
-"""Request-code -> processor tables (RocketMQ's ``processorTable``) and the server shell.
-
-Owns: ``ProcessorTable`` (registration rejects duplicate codes; dispatch is a dict lookup),
-the uniform error answers (unknown code -> REQUEST_CODE_NOT_SUPPORTED with a remark; a bad
-header field -> SYSTEM_ERROR naming the field; any other failure -> SYSTEM_ERROR, logged), and
-``RemotingServer`` (accepts connections, one ``Connection`` each, closes them all on stop).
-
-Ordering: requests on a connection are processed one after another in arrival order, so a
-producer's sends are stored in the order it sent them. A processor registered with
-``suspends=True`` (pull with long polling) runs as its own task instead, because remoting
-answers are matched by opaque and a held pull must not block the requests behind it.
+"""The server shell: ``RemotingServer`` (accepts connections, one ``Connection`` each, closes
+them all on stop). Request-code tables and their error answers live in the wire layer
+(``remoting/processor_table.py``, shared with the SDK) and are re-exported here for the
+broker's and NameServer's processors.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 import structlog
 
-from .remoting.codes import RequestCode, ResponseCode
+from engine import metrics
 from engine.listener_limits import ListenerGuard, start_server, stream_protocol_factory
 
-from .remoting.command import HeaderFieldError, MAX_FRAME_SIZE, RemotingCommand
-from .transport import Connection, ConnectionClosedError
+from .remoting.codes import RequestCode, ResponseCode
+from .remoting.command import MAX_FRAME_SIZE
+from .remoting.processor_table import Processor, ProcessorError, ProcessorTable
+from .transport import Connection
 
 log = structlog.get_logger("rockafka.native.dispatch")
 
-class ProcessorError(Exception):
-    """Raised by a processor to answer ``code`` + ``remark`` (a condition the client can act on)."""
+__all__ = ["Processor", "ProcessorError", "ProcessorTable", "RemotingServer"]
 
-    def __init__(self, code: int, remark: str):
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
+# Answers that are a normal outcome, not an error: nothing new yet, pull again, key not found.
+_NOT_ERRORS = frozenset({ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+                         ResponseCode.QUERY_NOT_FOUND})
 
 
-Handler = Callable[[Any, Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
-
-
-@dataclass(frozen=True)
-class Processor:
-    code: int
-    handler: Handler
-    suspends: bool
-
-
-class ProcessorTable:
-    def __init__(self, name: str):
-        self.name = name
-        self._table: dict[int, Processor] = {}
-
-    def register(self, *codes: int, suspends: bool = False) -> Callable[[Handler], Handler]:
-        def deco(fn: Handler) -> Handler:
-            for code in codes:
-                if code in self._table:
-                    raise ValueError(f"{self.name}: request code {code} already has a processor")
-                self._table[int(code)] = Processor(int(code), fn, suspends)
-            return fn
-        return deco
-
-    def codes(self) -> list[int]:
-        return sorted(self._table)
-
-    def get(self, code: int) -> Processor | None:
-        return self._table.get(code)
-
-    def dispatcher(self, context: Any) -> Callable[[Connection, RemotingCommand], Awaitable[None]]:
-        async def dispatch(conn: Connection, cmd: RemotingCommand) -> None:
-            proc = self._table.get(cmd.code)
-            if proc is None:
-                try:
-                    name = RequestCode(cmd.code).name
-                except ValueError:
-                    name = str(cmd.code)
-                await _reply(conn, cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                                     f"{self.name}: request type {name} not supported"))
-                return
-            if proc.suspends:
-                task = asyncio.ensure_future(_run(proc, context, conn, cmd))
-                _background.add(task)
-                task.add_done_callback(_background.discard)
-            else:
-                await _run(proc, context, conn, cmd)
-        return dispatch
-
-
-_background: set[asyncio.Task[None]] = set()
-
-
-async def _reply(conn: Connection, cmd: RemotingCommand, resp: RemotingCommand | None) -> None:
-    if resp is None or cmd.is_oneway or conn.closed:
-        return
+def _code_name(enum: Any, code: int) -> str:
     try:
-        await conn.send_and_drain(resp)
-    except ConnectionClosedError:
-        pass
+        return enum(code).name
+    except ValueError:
+        return str(code)
 
 
-async def _run(proc: Processor, context: Any, conn: Connection, cmd: RemotingCommand) -> None:
-    try:
-        resp = await proc.handler(context, conn, cmd)
-    except ProcessorError as exc:
-        resp = cmd.response(exc.code, exc.remark)
-    except HeaderFieldError as exc:
-        resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request header: {exc}")
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        log.exception("processor_failed", code=cmd.code, peer=conn.remote_addr)
-        resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-    await _reply(conn, cmd, resp)
+def request_metrics(table: ProcessorTable) -> Callable[[int, float, int | None], None]:
+    """An observer for ``table`` that counts and times each request per request code
+    (unknown codes share one ``UNSUPPORTED`` series, so a scanner cannot add series)."""
+    stats: dict[int, metrics.RequestStats] = {}
+    unsupported = metrics.RequestStats(table.name, "UNSUPPORTED")
+
+    def observe(code: int, seconds: float, resp_code: int | None) -> None:
+        if table.get(code) is None:
+            unsupported.observe(seconds, ("REQUEST_CODE_NOT_SUPPORTED",))
+            return
+        s = stats.get(code)
+        if s is None:
+            s = stats[code] = metrics.RequestStats(table.name, _code_name(RequestCode, code))
+        ok = resp_code is None or resp_code in _NOT_ERRORS
+        s.observe(seconds, () if ok else (_code_name(ResponseCode, resp_code),))
+    return observe
 
 
 class RemotingServer:
@@ -130,6 +70,8 @@ class RemotingServer:
         self.idle_s = float(limits.server_channel_max_idle_time_seconds)
         self.connections: set[Connection] = set()
         self._server: Any = None
+        if table.observer is None:
+            table.observer = request_metrics(table)
         self._dispatch = table.dispatcher(context)
         self.on_connection_closed: list[Callable[[Connection], None]] = []
 

@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from .dispatch import ProcessorTable, RemotingServer
+from .remoting.route import decode_route_json  # noqa: F401  (re-exported: the wire form lives in remoting)
 from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand, loads_json
 from .transport import Connection
@@ -166,15 +167,6 @@ def encode_route_json(obj: Any, standard: bool) -> bytes:
     def unquote(m: "re.Match[str]") -> str:
         return re.sub(r'"(-?\d+)":', r"\1:", m.group(0))
     return re.sub(r'"brokerAddrs":\{[^{}]*\}', unquote, text).encode()
-
-
-def decode_route_json(data: bytes) -> Any:
-    """Parse route data in either form (quotes bare integer keys first)."""
-    import re
-
-    text = data.decode("utf-8")
-    text = re.sub(r'([{,])(-?\d+):', r'\1"\2":', text)
-    return json.loads(text)
 
 
 class KVConfig:

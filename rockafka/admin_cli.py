@@ -5,14 +5,15 @@ Talks to the NameServer given by ``--namesrv`` (default ``$ROCKAFKA_NAMESRV`` or
 store. Commands:
 
     topics list | topics create TOPIC [--queues N] | topics delete TOPIC
-    groups list | groups offsets GROUP --topic T | groups set GROUP --retry-max-times N
+    groups list | groups lag [GROUP] | groups offsets GROUP --topic T
+    groups set GROUP --retry-max-times N
     reset-offset --group G --topic T --to-timestamp TS [--no-force]
     query key --topic T KEY [--begin TS] [--end TS] [--max N] | query id MSG_ID [--topic T]
     dlq list GROUP [--max N] | dlq resend GROUP MSG_ID
 
 Timestamps are epoch milliseconds or ISO 8601 (``2026-11-22T10:00:00Z``; no zone = UTC).
-Output is a plain table, or JSON with ``--json``. Failures print one line ``rockafka admin:
-<reason>`` and exit 1; usage errors exit 2.
+Output is an aligned table, or JSON with ``--json`` (before or after the command). Failures
+print one line ``rockafka admin: <reason>`` and exit 1; usage errors exit 2.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import os
 import sys
 from datetime import datetime, timezone
 from typing import Any, Sequence
+
+from .output import emit
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
@@ -45,6 +48,8 @@ def parse_timestamp(text: str) -> int:
 
 
 def add_admin_parser(sub: Any) -> None:
+    leaf = argparse.ArgumentParser(add_help=False)  # --json also accepted after the command
+    leaf.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON instead of a table")
     admin = sub.add_parser("admin", help="administer a running node (topics, groups, offsets, queries, DLQ)",
                            description="Administer a running node through its NameServer.")
     admin.add_argument("--namesrv", default=os.environ.get("ROCKAFKA_NAMESRV", DEFAULT_NAMESRV),
@@ -54,44 +59,46 @@ def add_admin_parser(sub: Any) -> None:
     what = admin.add_subparsers(dest="admin_command", metavar="WHAT")
 
     topics = what.add_parser("topics", help="list, create or delete topics").add_subparsers(dest="action", metavar="ACTION")
-    topics.add_parser("list", help="every topic the NameServer routes")
-    create = topics.add_parser("create", help="create or update a topic on every master")
+    topics.add_parser("list", help="every topic the NameServer routes", parents=[leaf])
+    create = topics.add_parser("create", help="create or update a topic on every master", parents=[leaf])
     create.add_argument("topic")
     create.add_argument("--queues", type=int, default=8, help="read and write queue count (default 8)")
-    delete = topics.add_parser("delete", help="delete a topic")
+    delete = topics.add_parser("delete", help="delete a topic", parents=[leaf])
     delete.add_argument("topic")
 
     groups = what.add_parser("groups", help="consumer groups, their offsets and lag").add_subparsers(dest="action", metavar="ACTION")
-    groups.add_parser("list", help="every group with committed offsets or a config")
-    offsets = groups.add_parser("offsets", help="per queue: max offset, committed offset, lag")
+    groups.add_parser("list", help="every group with committed offsets or a config", parents=[leaf])
+    glag = groups.add_parser("lag", help="lag of every group, or per queue of one group", parents=[leaf])
+    glag.add_argument("group", nargs="?")
+    offsets = groups.add_parser("offsets", help="per queue: max offset, committed offset, lag", parents=[leaf])
     offsets.add_argument("group")
     offsets.add_argument("--topic", required=True)
-    gset = groups.add_parser("set", help="change a group's config (subscriptionGroup.json)")
+    gset = groups.add_parser("set", help="change a group's config (subscriptionGroup.json)", parents=[leaf])
     gset.add_argument("group")
     gset.add_argument("--retry-max-times", type=int, required=True, help="deliveries before a message goes to the DLQ")
 
-    reset = what.add_parser("reset-offset", help="move a group's offsets to a point in time")
+    reset = what.add_parser("reset-offset", help="move a group's offsets to a point in time", parents=[leaf])
     reset.add_argument("--group", required=True)
     reset.add_argument("--topic", required=True)
     reset.add_argument("--to-timestamp", required=True, metavar="TS", help="epoch ms or ISO 8601; -1 = the end")
     reset.add_argument("--no-force", action="store_true", help="only move offsets backwards")
 
     query = what.add_parser("query", help="find messages by key or id").add_subparsers(dest="action", metavar="ACTION")
-    qkey = query.add_parser("key", help="messages with KEYS (or a Kafka record key) = KEY")
+    qkey = query.add_parser("key", help="messages with KEYS (or a Kafka record key) = KEY", parents=[leaf])
     qkey.add_argument("key")
     qkey.add_argument("--topic", required=True)
     qkey.add_argument("--begin", default="0", metavar="TS")
     qkey.add_argument("--end", default=None, metavar="TS")
     qkey.add_argument("--max", type=int, default=32)
-    qid = query.add_parser("id", help="one message by offset message id (or client id with --topic)")
+    qid = query.add_parser("id", help="one message by offset message id (or client id with --topic)", parents=[leaf])
     qid.add_argument("msg_id")
     qid.add_argument("--topic", default=None)
 
     dlq = what.add_parser("dlq", help="dead letters of a group").add_subparsers(dest="action", metavar="ACTION")
-    dlist = dlq.add_parser("list", help="messages in %%DLQ%%<group>")
+    dlist = dlq.add_parser("list", help="messages in %%DLQ%%<group>", parents=[leaf])
     dlist.add_argument("group")
     dlist.add_argument("--max", type=int, default=32)
-    dres = dlq.add_parser("resend", help="send a dead letter back to the group's retry topic")
+    dres = dlq.add_parser("resend", help="send a dead letter back to the group's retry topic", parents=[leaf])
     dres.add_argument("group")
     dres.add_argument("msg_id")
 
@@ -102,25 +109,6 @@ def _message_row(m: Any) -> dict[str, Any]:
             "storeTimestamp": m.store_timestamp, "bornTimestamp": m.born_timestamp,
             "properties": {k: v for k, v in m.properties.items() if k not in ("TAGS", "KEYS")},
             "body": m.body.decode("utf-8", "replace")}
-
-
-def _print(data: Any, as_json: bool, columns: list[str] | None = None) -> None:
-    if as_json:
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
-        return
-    if isinstance(data, list) and columns:
-        rows = [[str(r.get(c, "")) if not isinstance(r.get(c), (dict, list)) else json.dumps(r.get(c)) for c in columns]
-                for r in data]
-        widths = [max([len(c)] + [len(row[i]) for row in rows]) for i, c in enumerate(columns)]
-        print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-        for row in rows:
-            print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
-        return
-    if isinstance(data, dict):
-        for k, v in data.items():
-            print(f"{k}: {json.dumps(v) if isinstance(v, (dict, list)) else v}")
-        return
-    print(data)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -140,21 +128,23 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
     cmd, action, js = args.admin_command, getattr(args, "action", None), args.json
     if cmd == "topics":
         if action == "list":
-            _print(sorted(admin.topic_list()), js) if js else print("\n".join(sorted(admin.topic_list())))
+            emit(sorted(admin.topic_list()), js)
         elif action == "create":
             if args.queues < 1:
                 raise AdminCliError("--queues must be at least 1")
             admin.create_topic(args.topic, args.queues)
-            _print({"created": args.topic, "queues": args.queues}, js)
+            emit({"created": args.topic, "queues": args.queues}, js)
         elif action == "delete":
             admin.delete_topic(args.topic)
-            _print({"deleted": args.topic}, js)
+            emit({"deleted": args.topic}, js)
     elif cmd == "groups":
         if action == "list":
             groups = admin.consumer_groups()
             rows = [{"group": g, "topics": ",".join(v["topics"]),
                      "retryMaxTimes": (v["config"] or {}).get("retryMaxTimes", 16)} for g, v in groups.items()]
-            _print(rows, js, ["group", "topics", "retryMaxTimes"])
+            emit(rows, js, ["group", "topics", "retryMaxTimes"])
+        elif action == "lag":
+            _group_lag(admin, args.group, js)
         elif action == "offsets":
             progress = admin.consumer_progress(args.group, args.topic)
             rows = [{"broker": p.queue.broker_name, "queue": p.queue.queue_id, "maxOffset": p.broker_offset,
@@ -162,37 +152,67 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
             if not js:
                 rows.append({"broker": "TOTAL", "queue": "", "maxOffset": sum(p.broker_offset for p in progress),
                              "consumerOffset": "", "lag": sum(p.lag for p in progress)})
-            _print(rows, js, ["broker", "queue", "maxOffset", "consumerOffset", "lag"])
+            emit(rows, js, ["broker", "queue", "maxOffset", "consumerOffset", "lag"])
         elif action == "set":
             if args.retry_max_times < 0:
                 raise AdminCliError("--retry-max-times must be >= 0")
             admin.update_subscription_group(args.group, retryMaxTimes=args.retry_max_times)
-            _print({"group": args.group, "retryMaxTimes": args.retry_max_times}, js)
+            emit({"group": args.group, "retryMaxTimes": args.retry_max_times}, js)
     elif cmd == "reset-offset":
         ts = parse_timestamp(args.to_timestamp)
         table = admin.reset_offset_by_timestamp(args.group, args.topic, ts, force=not args.no_force)
         rows = [{"broker": mq.broker_name, "queue": mq.queue_id, "offset": off} for mq, off in sorted(table.items())]
-        _print(rows, js, ["broker", "queue", "offset"])
+        emit(rows, js, ["broker", "queue", "offset"])
     elif cmd == "query":
         if action == "key":
             end = parse_timestamp(args.end) if args.end else None
             msgs = admin.query_message_by_key(args.topic, args.key, args.max, parse_timestamp(args.begin), end)
             if not msgs:
                 raise AdminCliError(f"no message with key {args.key!r} in topic {args.topic} in that time range")
-            _print([_message_row(m) for m in msgs], js, ["msgId", "queueId", "queueOffset", "tags", "keys", "storeTimestamp", "body"])
+            emit([_message_row(m) for m in msgs], js, ["msgId", "queueId", "queueOffset", "tags", "keys", "storeTimestamp", "body"])
         elif action == "id":
-            _print(_message_row(admin.view_message(args.msg_id, args.topic)), js)
+            emit(_message_row(admin.view_message(args.msg_id, args.topic)), js)
     elif cmd == "dlq":
         if action == "list":
             msgs = admin.dlq_messages(args.group, args.max)
             rows = [{**_message_row(m), "originTopic": m.properties.get("RETRY_TOPIC"),
                      "originMsgId": m.properties.get("ORIGIN_MESSAGE_ID")} for m in msgs]
-            _print(rows, js, ["originMsgId", "originTopic", "reconsumeTimes", "storeTimestamp", "body"])
+            emit(rows, js, ["originMsgId", "originTopic", "reconsumeTimes", "storeTimestamp", "body"])
         elif action == "resend":
             m = admin.resend_dlq_message(args.group, args.msg_id)
-            _print({"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": "%RETRY%" + args.group,
+            emit({"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": "%RETRY%" + args.group,
                     "originTopic": m.properties.get("RETRY_TOPIC")}, js)
     return 0
+
+
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # RocketMQ's MixAll.isSysConsumerGroup
+
+
+def _group_lag(admin: Any, group: str | None, js: bool) -> None:
+    """Without a group: one line per group with its total lag. With one: a line per queue of
+    every topic the group has offsets on, then the total."""
+    # the broker's own progress records (POP revive, ...) are not consumer groups a user runs
+    groups = {g: v for g, v in admin.consumer_groups().items() if not g.startswith(SYSTEM_GROUP_PREFIX)}
+    if group is not None and group not in groups:
+        raise AdminCliError(f"group {group!r} has no committed offsets and no config")
+    rows = []
+    for name in [group] if group else sorted(groups):
+        for topic in groups[name]["topics"]:
+            if topic.startswith(("%RETRY%", "%DLQ%")):
+                continue
+            for p in admin.consumer_progress(name, topic):
+                rows.append({"group": name, "topic": topic, "queue": p.queue.queue_id, "maxOffset": p.broker_offset,
+                             "consumerOffset": p.consumer_offset, "lag": p.lag})
+    if group is None:
+        totals: dict[str, dict[str, Any]] = {n: {"group": n, "topics": len(groups[n]["topics"]), "lag": 0}
+                                             for n in sorted(groups)}
+        for r in rows:
+            totals[r["group"]]["lag"] += r["lag"]
+        emit(list(totals.values()), js, ["group", "topics", "lag"])
+        return
+    if not js:
+        rows.append({"group": "TOTAL", "lag": sum(r["lag"] for r in rows)})
+    emit(rows, js, ["group", "topic", "queue", "maxOffset", "consumerOffset", "lag"])
 
 
 def main(args: argparse.Namespace) -> int:

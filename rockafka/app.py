@@ -57,11 +57,31 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     components.append(kafka)
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
-    # -- admin http --
-    from .admin_http import AdminHttp
+    # -- RocketMQ 5 gRPC proxy front --
+    from gateway_grpc.server import GrpcGateway
 
-    components.append(AdminHttp(store, config, namesrv_resolver=lambda: f"{own_host}:{namesrv.port}", guard=guard,
-                                send_queue=send_queue))
+    grpc = GrpcGateway(store, config)
+    components.append(grpc)
+    # -- admin http: sees the gateways only through these read-only views --
+    from gateway_kafka import ops_view as kafka_view
+    from gateway_native import ops_view as native_view
+
+    from .admin_http import AdminHttp
+    from .admin_state import NodeViews
+
+    def node_info() -> dict[str, Any]:
+        return {"cluster_name": config.broker.broker_cluster_name, "broker_name": config.broker.broker_name,
+                "broker_id": config.broker.broker_id, "role": config.store.broker_role,
+                "data_dir": config.data_dir, "started_ms": int(broker.started_at * 1000),
+                "replication": None,  # replication state and lag go here once brokers replicate
+                "listeners": {"kafka": f"{kafka.cluster.self_node.host}:{kafka.cluster.self_node.port}" if kafka.cluster else "",
+                              "broker": broker.addr, "namesrv": f"{own_host}:{namesrv.port}"}}
+
+    views = NodeViews(group_views=[lambda: kafka_view.group_views(kafka), lambda: native_view.group_views(broker)],
+                      connections={"kafka": lambda: kafka_view.connection_count(kafka),
+                                   "broker": lambda: native_view.connection_count(broker)},
+                      node_info=node_info, namesrv_addr=lambda: f"{own_host}:{namesrv.port}")
+    components.append(AdminHttp(store, config, views, guard=guard, send_queue=send_queue))
     components.insert(0, _SharedServices(send_queue))  # started first, stopped after every listener
     return components
 
@@ -105,6 +125,12 @@ def raise_open_files_limit() -> None:
 class Node:
     def __init__(self, config: NodeConfig):
         self.config = config
+        if config.broker.broker_ip1 is None and config.host in ("0.0.0.0", "::", ""):
+            # RocketMQ's default brokerIP1: the machine's own address, so that the NameServer
+            # routes, message ids (store host) and Kafka metadata send remote clients here
+            from gateway_native.broker import local_address
+
+            config.broker.broker_ip1 = local_address()
         self.store = MessageStore(config.store, broker_config=config.broker)
         self.components: list[Any] = []
         self._stopped = asyncio.Event()

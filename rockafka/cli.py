@@ -1,4 +1,4 @@
-"""``rockafka`` command line: ``serve`` (all-in-one node) and, later, ``namesrv`` and ``admin``.
+"""``rockafka`` command line: ``serve`` (all-in-one node), ``namesrv``, ``admin`` and ``config list``.
 
 Every listener follows the same flags; precedence is defaults < ``--config`` broker.conf <
 ``ROCKAFKA_*`` environment < flags. Errors a person can fix exit non-zero with one line.
@@ -28,9 +28,11 @@ def _add_listener_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker-port", type=int, metavar="PORT", help=f"RocketMQ broker port (listenPort; default {d.broker_port})")
     p.add_argument("--ha-port", type=int, metavar="PORT", help=f"HA replication port (haListenPort; default {d.ha_port})")
     p.add_argument("--admin-port", type=int, metavar="PORT", help=f"admin HTTP port (default {d.admin_port})")
+    p.add_argument("--grpc-port", type=int, metavar="PORT",
+                   help="RocketMQ 5 gRPC proxy port for the official clients (grpcProxyPort; default 8081)")
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
-        help="any other broker.conf key, e.g. --set flushDiskType=SYNC_FLUSH (repeatable)",
+        help="any other key, e.g. --set flushDiskType=SYNC_FLUSH (repeatable; `rockafka config list` shows them all)",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
@@ -47,6 +49,8 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         value = getattr(args, flag, None)
         if value is not None:
             overrides[flag] = value
+    if getattr(args, "grpc_port", None) is not None:
+        overrides["grpc_proxy_port"] = args.grpc_port
     return load_node_config(args.config, overrides)
 
 
@@ -68,7 +72,28 @@ def build_parser() -> argparse.ArgumentParser:
     from .admin_cli import add_admin_parser
 
     add_admin_parser(sub)
+    config = sub.add_parser("config", help="list every configuration key with its value and default",
+                            description="Show configuration keys (RocketMQ spelling) as `rockafka serve` would "
+                                        "resolve them from the same --config, environment and --set.")
+    config_what = config.add_subparsers(dest="config_command", metavar="ACTION")
+    config_list = config_what.add_parser("list", help="every key, its effective value and default")
+    config_list.add_argument("--config", metavar="FILE", help="a broker.conf to resolve, as `serve --config`")
+    config_list.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="as `serve --set`")
+    config_list.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from engine.config import describe
+
+    from .output import emit
+
+    if args.config_command != "list":
+        print("rockafka config: missing action; see `rockafka config --help`", file=sys.stderr)
+        return 2
+    rows = describe(config_from_args(args))
+    emit(rows, args.json, ["key", "value", "default", "section", "about"])
+    return 0
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
@@ -118,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(args)
         if args.command == "namesrv":
             return cmd_namesrv(args)
+        if args.command == "config":
+            return cmd_config(args)
         if args.command == "admin":
             from .admin_cli import main as admin_main
 
@@ -128,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         print(f"rockafka: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # output piped into `head` and the like
+        return 0
     except OSError as exc:  # e.g. a port already in use
         print(f"rockafka: {exc}", file=sys.stderr)
         return 1

@@ -80,10 +80,54 @@ def api(*, key: int, min: int, max: int, name: str | None = None) -> Callable[[H
         if min > max:
             raise ValueError(f"api key {key}: min version {min} > max version {max}")
         label = name or handler.__module__.rsplit(".", 1)[-1]
-        REGISTRY[key] = ApiSpec(key, label, min, max, handler)
+        REGISTRY[key] = ApiSpec(key, label, min, max, _measured(key, handler))
         return handler
 
     return register
+
+
+def _measured(key: int, handler: Handler) -> Handler:
+    """``handler`` counted and timed per request (engine.metrics), with the error codes of its
+    answer counted by name: once per partition, group or resource that carries one, as Kafka's
+    own ``ErrorsPerSec`` does. A handler that raises counts as ``UNKNOWN_SERVER_ERROR``."""
+    from engine import metrics
+    from gateway_kafka.protocol import api_name
+
+    stats = metrics.RequestStats("kafka", api_name(key))
+
+    async def measured(ctx: "RequestContext", body: dict) -> dict | None:
+        start = metrics.now()
+        try:
+            response = await handler(ctx, body)
+        except BaseException:
+            stats.observe(metrics.now() - start, ("UNKNOWN_SERVER_ERROR",))
+            raise
+        stats.observe(metrics.now() - start, _error_names(response) if response else ())
+        return response
+
+    return measured
+
+
+def _error_names(node: Any) -> list[str]:
+    """Names of the non-zero ``error_code`` fields anywhere in a response body (walks dicts and
+    lists only: record bytes are never looked at)."""
+    from gateway_kafka.protocol.errors import ErrorCode
+
+    found: list[str] = []
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            code = cur.get("error_code")
+            if code:
+                try:
+                    found.append(ErrorCode(code).name)
+                except ValueError:
+                    found.append(str(code))
+            stack.extend(v for v in cur.values() if isinstance(v, (dict, list)))
+        elif isinstance(cur, list):
+            stack.extend(v for v in cur if isinstance(v, (dict, list)))
+    return found
 
 
 _loaded = False

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 
+from engine import metrics
+from engine.record_batch import iter_batches, record_count
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import batch_of_unit, find_topic, partition_count
@@ -139,4 +141,18 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                     break
         finally:
             gw.arrivals.unregister(keys, woken)
+    _count_out(responses)
     return {"throttle_time_ms": 0, "error_code": E.NONE, "session_id": 0, "responses": responses}
+
+
+def _count_out(responses: list[dict]) -> None:
+    """Bytes and records served per topic (engine.metrics), from the batch headers only."""
+    for t in responses:
+        nbytes = records = 0
+        for p in t["partitions"]:
+            data = p["records"]
+            if data:
+                nbytes += len(data)
+                records += sum(record_count(b) for b in iter_batches(data))
+        if nbytes:
+            metrics.topic_out("kafka", t["topic"], nbytes, records)

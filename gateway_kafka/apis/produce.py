@@ -41,6 +41,7 @@ import functools
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, partition_count, topic_name_error
+from engine import metrics
 from engine.record_batch import CorruptRecordError, iter_batches, validate_batch
 from engine.send_queue import SendQueueBusy
 
@@ -119,6 +120,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                           res.queue_offset, h.max_timestamp)
             if first_offset < 0:
                 first_offset = res.queue_offset
+    metrics.topic_in("kafka", topic, sum(len(v) for v, _h in batches), sum(h.last_offset_delta + 1 for _v, h in batches))
     return _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, index))
 
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..namesrv import decode_route_json
+from ..remoting.route import decode_route_json
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import MessageDecodeError, MessageExt, decode_offset_msg_id, decode_units
 from .message import MessageQueue, MQBrokerError, MQClientError
@@ -207,6 +207,9 @@ class Admin:
         async def run() -> MessageExt:
             resp = await self._ok(f"{ip}:{port}", RC.VIEW_MESSAGE_BY_ID, {"offset": offset})
             return decode_units(bytes(resp.body))[0]
+        if not 0 < port < 65536:  # a client (unique) id decodes to nonsense here
+            raise MQClientError(f"{msg_id} is not an offset message id (its store port would be {port}); "
+                                "for a client message id give the topic too (--topic)")
         try:
             return self._call(run())
         except (OSError, ConnectionError) as exc:
@@ -260,7 +263,7 @@ class Admin:
     def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageExt]:
         """Messages in ``%DLQ%<group>`` (oldest first), with their origin in RETRY_TOPIC /
         ORIGIN_MESSAGE_ID and how often they were tried in ``reconsume_times``."""
-        from ..subscription import SubscriptionData
+        from ..remoting.subscription import SubscriptionData
         from .pull_api import PullAPI, PullStatus
 
         topic = "%DLQ%" + group

@@ -27,7 +27,7 @@ from engine.sql92 import Sql92Error
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import MessageExt
-from ..subscription import SubscriptionData
+from ..remoting.subscription import SubscriptionData
 from ..transport import ConnectionClosedError, RemotingTimeoutError
 from .message import MessageQueue, MessageSelector, MQBrokerError, MQClientError
 from .offset_store import LocalFileOffsetStore, RemoteBrokerOffsetStore

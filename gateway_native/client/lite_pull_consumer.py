@@ -21,7 +21,7 @@ import structlog
 
 from ..remoting.codes import RequestCode as RC
 from ..remoting.message_codec import MessageExt
-from ..subscription import SubscriptionData
+from ..remoting.subscription import SubscriptionData
 from .consumer_base import ConsumerBase, ProcessQueue
 from .message import MessageQueue, MQClientError
 from .pull_api import PullStatus

@@ -17,7 +17,7 @@ from ..remoting.codes import (
     PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode as RC, ResponseCode as R,
 )
 from ..remoting.message_codec import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, MessageExt, decode_units
-from ..subscription import SubscriptionData
+from ..remoting.subscription import SubscriptionData
 from .message import MessageQueue, MQBrokerError, MQClientError
 
 

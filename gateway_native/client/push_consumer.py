@@ -31,7 +31,7 @@ import structlog
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import PROPERTY_RETRY_TOPIC, MessageExt
-from ..subscription import SubscriptionData
+from ..remoting.subscription import SubscriptionData
 from ..transport import ConnectionClosedError, RemotingTimeoutError
 from .consumer_base import CLUSTERING, RETRY_PREFIX, ConsumerBase, ProcessQueue
 from .message import ConsumeStatus, MessageQueue, MQClientError

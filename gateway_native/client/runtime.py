@@ -30,8 +30,8 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import structlog
 
-from ..dispatch import ProcessorTable
-from ..namesrv import decode_route_json
+from ..remoting.processor_table import ProcessorTable
+from ..remoting.route import decode_route_json
 from ..remoting.codes import LanguageCode, PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R, SerializeType
 from ..remoting.command import RemotingCommand
 from ..transport import Connection, ConnectionClosedError, RemotingTimeoutError, open_connection

@@ -30,7 +30,7 @@ from typing import Any
 
 import structlog
 
-from engine import txn_index
+from engine import metrics, txn_index
 from engine.sql92 import Sql92Error
 
 from ..dispatch import ProcessorError
@@ -131,6 +131,7 @@ def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_m
             units = _expand(units, refs, offset, sub, aborted)
         if units:
             body = b"".join(bytes(u) for u in units)
+            metrics.topic_out("broker", topic, len(body), len(units))  # every SUCCESS read is sent
             return R.SUCCESS, fields, body
         return R.PULL_RETRY_IMMEDIATELY, fields, body
     if status == "NO_MATCHED_MESSAGE":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from engine import metrics
 from engine.message import Message
 
 from ..dispatch import ProcessorError
@@ -110,6 +111,8 @@ async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
         from .send_back import redirect_retry_send
         redirect_retry_send(broker, cmd, msg)
     result = await broker.put(broker.store.put_message, msg)
+    if result.stored:
+        metrics.topic_in("broker", topic, len(msg.body), 1)
     return _response(cmd, broker, result, queue_id, None)
 
 
@@ -129,4 +132,6 @@ async def send_batch(broker: Any, conn: Connection, cmd: RemotingCommand) -> Rem
     born = cmd.get_int("bornTimestamp")
     msgs = [_message(broker, conn, topic, queue_id, it.body, it.properties, it.flag, sys_flag, born, 0) for it in items]
     result = await broker.put(broker.store.put_messages, msgs)
+    if result.stored:
+        metrics.topic_in("broker", topic, sum(len(m.body) for m in msgs), len(msgs))
     return _response(cmd, broker, result, queue_id, None)

@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from engine.message import encode_properties, encode_unit
+from engine import transaction as engine_transaction
 from engine.transaction import CheckRequest, TransactionalMessageService, TransactionError
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
@@ -43,10 +44,12 @@ UNKNOWN = 0x0
 
 
 def service(broker: Any) -> TransactionalMessageService:
-    """The broker's transaction service (one per broker, created on first use)."""
-    svc = getattr(broker, "transactions", None)
-    if svc is None:
-        svc = broker.transactions = TransactionalMessageService(broker.store)
+    """The store's transaction service, shared with the other gateways; the first call
+    registers this broker's producers as check-back targets."""
+    svc = engine_transaction.for_store(broker.store)
+    if getattr(broker, "transactions", None) is not svc:
+        broker.transactions = svc
+        svc.check_handlers.insert(0, lambda req: ask_producer(broker, req))
     return svc
 
 
@@ -102,7 +105,6 @@ def ask_producer(broker: Any, req: CheckRequest) -> bool:
         log.info("transaction_check_sent", producer_group=req.producer_group, client_id=ch.client_id,
                  half_offset=req.half.queue_offset, transaction_id=req.transaction_id)
         return True
-    log.warning("transaction_check_no_producer", producer_group=req.producer_group, half_offset=req.half.queue_offset)
     return False
 
 
@@ -121,4 +123,6 @@ async def check_loop(broker: Any) -> None:
             log.exception("transaction_check_failed")
             continue
         for req in due:
-            ask_producer(broker, req)
+            if not svc.ask(req):
+                log.warning("transaction_check_no_producer", producer_group=req.producer_group,
+                            half_offset=req.half.queue_offset)

@@ -208,3 +208,22 @@ def test_oversized_message_body_is_refused_but_the_connection_stays(node, produc
     with pytest.raises(Exception) as info:
         producer.send(Message("BadInputAlive", os.urandom(5 * 1024 * 1024)))
     assert "max message size" in str(info.value)
+
+
+def test_refused_request_code_is_logged_once_per_client(node):
+    """An operator sees which client (address, version) asked for a code the broker refuses,
+    once per code and client, not once per request."""
+
+    async def thrice() -> None:
+        conn = await open_connection(node.broker_addr, None, timeout=5)
+        try:
+            for _ in range(3):
+                resp = await conn.invoke(RemotingCommand.request(200077, {"x": "y"}, version=469), 5)
+                assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED
+        finally:
+            conn.close()
+
+    asyncio.run(thrice())
+    lines = [ln for ln in node.log_tail(10**7).splitlines() if "request_code_refused" in ln and "code=200077" in ln]
+    assert len(lines) == 1, lines
+    assert "version=469" in lines[0] and "peer='127.0.0.1:" in lines[0] and "server='broker'" in lines[0]

@@ -104,3 +104,16 @@ def test_kafka_records_are_found_by_key_and_id_natively(node):
             wait_until(lambda: got.extend(lp.poll(300)) or len(got) >= 5, what="5 records")
         first = admin.view_message(got[0].offset_msg_id)
         assert first.body == b"q0"
+
+
+def test_native_producer_right_after_a_kafka_auto_create_uses_the_topics_queues(node):
+    """A topic Kafka auto-created (1 partition) is routed at once: a native producer sending
+    the moment after never picks a queue from TBW102's default count (the broker refuses those)."""
+    topic = f"kc_{uuid.uuid4().hex[:8]}"
+    p = confluent_kafka.Producer({"bootstrap.servers": node.kafka_bootstrap})
+    p.produce(topic, b"from kafka")
+    assert p.flush(30) == 0
+    with Producer(f"pg_{topic}", node.namesrv_addr) as np:
+        for i in range(8):
+            r = np.send_orderly(Message(topic, b"native %d" % i, tags="T"), sharding_key=f"key-{i}")
+            assert r.message_queue.queue_id == 0

@@ -129,6 +129,9 @@ def test_bad_input_exits_nonzero_with_a_reason(anode):
     assert bad_ts.returncode == 1 and "ISO 8601" in bad_ts.stderr
     bad_id = admin(anode, "query", "id", "not-hex", ok=False)
     assert bad_id.returncode == 1 and bad_id.stderr.startswith("rockafka admin:")
+    # a client message id (UNIQ_KEY) given without --topic: one line saying what to do, no traceback
+    client_id = admin(anode, "query", "id", "7F000001A07C18B4AAC2B6A0E1D50000", ok=False)
+    assert client_id.returncode == 1 and "--topic" in client_id.stderr and "Traceback" not in client_id.stderr
     missing = admin(anode, "dlq", "resend", uniq("nogroup"), "ABC", ok=False)
     assert missing.returncode == 1 and "not in %DLQ%" in missing.stderr
     usage = admin(anode, "topics", ok=False)
@@ -136,3 +139,26 @@ def test_bad_input_exits_nonzero_with_a_reason(anode):
     unreachable = subprocess.run(rockafka_command() + ["admin", "--namesrv", "127.0.0.1:1", "topics", "list"],
                                  capture_output=True, text=True, timeout=60)
     assert unreachable.returncode == 1 and "127.0.0.1:1" in unreachable.stderr
+
+
+def test_groups_lag_table_and_json_after_the_command(anode):
+    topic, group = uniq("AL"), uniq("alg")
+    admin(anode, "topics", "create", topic, "--queues", "2")
+    with Producer(uniq("pg"), anode.namesrv_addr, poll_name_server_interval=1000) as p:
+        for i in range(6):
+            p.send(Message(topic, b"x%d" % i))
+    consume_until(anode.namesrv_addr, group, topic, 6, what="6 messages")
+    with Producer(uniq("pg"), anode.namesrv_addr, poll_name_server_interval=1000) as p:
+        for i in range(3):
+            p.send(Message(topic, b"later%d" % i))
+    rows = json.loads(admin(anode, "groups", "lag", group, "--json").stdout)  # --json after the command
+    assert {r["topic"] for r in rows} == {topic} and sum(r["lag"] for r in rows) == 3
+    assert all(r["lag"] == r["maxOffset"] - r["consumerOffset"] for r in rows)
+    table = admin(anode, "groups", "lag", group).stdout.splitlines()
+    assert table[0].split() == ["group", "topic", "queue", "maxOffset", "consumerOffset", "lag"]
+    assert table[-1].split() == ["TOTAL", "3"]
+    assert table[-1].index("3") == table[0].index("lag")  # the total sits under the lag column
+    summary = {r["group"]: r for r in json.loads(admin(anode, "groups", "lag", "--json").stdout)}
+    assert summary[group]["lag"] == 3
+    missing = admin(anode, "groups", "lag", uniq("nogroup"), ok=False)
+    assert missing.returncode == 1 and "no committed offsets" in missing.stderr

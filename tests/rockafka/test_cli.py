@@ -106,3 +106,24 @@ def test_node_lifts_a_low_open_files_limit(tmp_path):
         assert low == hard or "open_files_limit_raised" in node.log_tail(10**6)
     finally:
         node.stop()
+
+
+def test_misspelt_key_is_refused_before_the_node_starts(tmp_path):
+    out = run("serve", "--data-dir", str(tmp_path / "d"), "--set", "flushDiskTyp=SYNC_FLUSH")
+    assert out.returncode == 2 and "did you mean flushDiskType" in out.stderr
+    assert not (tmp_path / "d").exists()  # refused before anything was created
+
+
+def test_config_list_prints_every_key_as_an_aligned_table_and_as_json():
+    import json
+
+    out = run("config", "list", "--set", "flushDiskType=SYNC_FLUSH")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    header = lines[0]
+    assert header.split()[:3] == ["key", "value", "default"]
+    flush = next(line for line in lines if line.startswith("flushDiskType "))
+    assert flush.split()[1:3] == ["SYNC_FLUSH", "ASYNC_FLUSH"]
+    assert flush.index("SYNC_FLUSH") == header.index("value")  # columns line up
+    rows = json.loads(run("config", "list", "--json").stdout)
+    assert {"kafkaPort", "flushDiskType", "advertised_host"} <= {r["key"] for r in rows}

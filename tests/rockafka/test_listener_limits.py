@@ -276,7 +276,7 @@ def test_big_requests_wait_for_memory_instead_of_piling_up(make_node):
         healthy.progress(2)
         grown_mib = (vm_hwm_kb(node.proc.pid) - before) / 1024
         assert grown_mib < 2.5 * size / (1 << 20), f"memory grew {grown_mib:.0f} MiB for 4 x 48 MiB requests"
-        assert metric(node, "rockafka_request_budget_waits") >= 1
+        assert metric(node, "rockafka_request_budget_waits_total") >= 1
         assert metric(node, "rockafka_request_bytes_in_flight") < size
 
 

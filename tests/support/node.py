@@ -109,6 +109,10 @@ class RunningNode:
         return f"{self.host}:{self.broker_port}"
 
     @property
+    def grpc_endpoint(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
     def admin_url(self) -> str:
         return f"http://{self.host}:{self.admin_port}"
 
@@ -118,7 +122,7 @@ class RunningNode:
             "serve", "--host", self.host, "--data-dir", str(self.data_dir),
             "--kafka-port", str(self.kafka_port), "--namesrv-port", str(self.namesrv_port),
             "--broker-port", str(self.broker_port), "--ha-port", str(self.ha_port),
-            "--admin-port", str(self.admin_port),
+            "--admin-port", str(self.admin_port), "--grpc-port", str(self.grpc_port),
         ]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
@@ -130,6 +134,7 @@ class RunningNode:
         self.broker_port = free_port()
         self.ha_port = free_port()
         self.admin_port = free_port()
+        self.grpc_port = free_port()
 
     def start(self) -> "RunningNode":
         """Start the node and wait for ``node_ready``.

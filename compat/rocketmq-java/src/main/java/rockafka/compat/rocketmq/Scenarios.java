@@ -915,7 +915,12 @@ final class Scenarios {
 
     /**
      * MessageListenerOrderly while the group changes: one consumer, a second joins, the first
-     * leaves, with sends in between. Every order's steps arrive complete, once, in send order.
+     * leaves, with sends in between. Every order's steps arrive complete and in send order.
+     * A queue handed over mid-rebalance may see its in-flight message again: the 4.9/5.x
+     * client persists a dropped queue's offset before its listener returns and skips the
+     * commit once the queue is dropped, so the new owner resumes from the persisted offset
+     * (as against Apache RocketMQ). Such redeliveries must replay a step already delivered,
+     * never skip ahead; they are counted and bounded by one per order and handover.
      */
     private void pushOrderlyRebalance() throws Exception {
         String topic = topic("orderly-rb");
@@ -967,16 +972,38 @@ final class Scenarios {
         first.shutdown();
         sent = sendSteps.apply(2 * steps / 3);
         final int total = sent;
-        await(() -> delivered.get() >= total);
-        report.equal("delivered_all_once", total, delivered.get());
+        await(() -> {
+            for (int order = 0; order < orders; order++) {
+                if (new java.util.HashSet<>(seen.getOrDefault(order, List.of())).size() < steps) {
+                    return false;
+                }
+            }
+            return true;
+        });
         List<String> outOfOrder = new ArrayList<>();
+        int redelivered = 0;
         for (int order = 0; order < orders; order++) {
-            List<Integer> got = seen.getOrDefault(order, List.of());
-            if (!new ArrayList<>(range(0, steps)).equals(got)) {
+            List<Integer> got = new ArrayList<>(seen.getOrDefault(order, List.of()));
+            List<Integer> firsts = new ArrayList<>();
+            int high = -1;
+            boolean ok = true;
+            for (int step : got) {
+                if (step > high) {
+                    ok &= step == high + 1;   // never skips ahead
+                    high = step;
+                    firsts.add(step);
+                } else {
+                    redelivered++;            // a replay of a step already delivered
+                }
+            }
+            if (!ok || !new ArrayList<>(range(0, steps)).equals(firsts)) {
                 outOfOrder.add("order " + order + " steps " + got);
             }
         }
         report.check("each_order_complete_and_in_order", outOfOrder.isEmpty(), "wrong " + first(outOfOrder));
+        report.check("redeliveries_bounded_by_handovers", redelivered <= 2 * orders,
+                "redelivered " + redelivered + " for " + orders + " orders and 2 handovers");
+        report.info("orderly_rebalance_redelivered", redelivered);
     }
 
     /**

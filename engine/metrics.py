@@ -1,0 +1,172 @@
+"""The node's Prometheus metrics: one registry, the metric objects, and the store's scrape-time view.
+
+Owns ``REGISTRY`` (served at the admin listener's ``/metrics``) and every metric a component
+updates while it works. Names follow Prometheus conventions: a ``rockafka_`` prefix, base units
+in the name (``_seconds``, ``_bytes``), counters end in ``_total`` (prometheus-client adds it),
+ratios are 0..1. Labels stay bounded: ``listener`` is one of the node's listeners (``kafka``,
+``broker``, ``namesrv``), ``api`` a Kafka API name or a remoting request code name, ``topic`` a
+topic that exists.
+
+Invariants:
+- Nothing here runs per record. Components call it once per request, per produced or fetched
+  batch (per partition of a request) and per flush; everything that can be read off the store
+  (offsets, lag, backlog, disk) is computed when Prometheus scrapes (``StoreCollector``), so
+  idle queues cost nothing between scrapes.
+- Protocol neutral: the gateways turn their own outcomes into names (a Kafka error code name,
+  a remoting response code name) before they call ``RequestStats.observe``; this module never
+  imports a gateway.
+- One node per process, so the metrics are module level; ``StoreCollector`` is registered by
+  whoever serves ``/metrics`` for the store it serves and unregistered when it stops.
+
+Replication and controller metrics go beside the store ones below when those subsystems land
+(a collector of their own registered on ``REGISTRY``, labels ``broker_name``/``broker_id``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+disable_created_metrics()  # *_created series double a scrape and no dashboard here uses them
+REGISTRY = CollectorRegistry()
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
+
+# 0.5 ms .. 30 s: a memory-mapped append is well under a millisecond, a held long poll 30 s
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+DISK_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+REQUESTS = Counter("rockafka_requests", "Requests handled, by listener and API (Kafka API or remoting "
+                   "request code).", ["listener", "api"], registry=REGISTRY)
+REQUEST_ERRORS = Counter("rockafka_request_errors", "Error answers, by listener, API and error (a Kafka error "
+                         "code counts once per partition or resource that carries it; a remoting response code "
+                         "once per request).", ["listener", "api", "error"], registry=REGISTRY)
+REQUEST_SECONDS = Histogram("rockafka_request_duration_seconds", "Time from a decoded request to its answer "
+                            "(long-polling fetches and pulls include the time they were held).",
+                            ["listener", "api"], buckets=LATENCY_BUCKETS, registry=REGISTRY)
+TOPIC_BYTES_IN = Counter("rockafka_topic_bytes_in", "Bytes produced to a topic (Kafka record batches, native "
+                         "message bodies).", ["listener", "topic"], registry=REGISTRY)
+TOPIC_MESSAGES_IN = Counter("rockafka_topic_messages_in", "Records or messages produced to a topic.",
+                            ["listener", "topic"], registry=REGISTRY)
+TOPIC_BYTES_OUT = Counter("rockafka_topic_bytes_out", "Bytes served to consumers of a topic.",
+                          ["listener", "topic"], registry=REGISTRY)
+TOPIC_MESSAGES_OUT = Counter("rockafka_topic_messages_out", "Records or messages served to consumers of a topic.",
+                             ["listener", "topic"], registry=REGISTRY)
+STORE_APPEND_SECONDS = Histogram("rockafka_store_append_duration_seconds", "Time to append one put (a message, "
+                                 "a native batch or a Kafka record batch) to the commitlog and its consume queue, "
+                                 "without waiting for a flush.", buckets=DISK_BUCKETS, registry=REGISTRY)
+STORE_FLUSH_SECONDS = Histogram("rockafka_store_flush_duration_seconds", "Time of one commitlog flush that wrote "
+                                "data to disk.", buckets=DISK_BUCKETS, registry=REGISTRY)
+
+
+class RequestStats:
+    """The metric children of one (listener, api), bound on first use (an API never called adds
+    no series) and then kept, so a request costs no label lookup."""
+
+    __slots__ = ("listener", "api", "_count", "_seconds")
+
+    def __init__(self, listener: str, api: str):
+        self.listener, self.api = listener, api
+        self._count: Any = None
+        self._seconds: Any = None
+
+    def observe(self, seconds: float, errors: Iterable[str] = ()) -> None:
+        if self._count is None:
+            self._count = REQUESTS.labels(self.listener, self.api)
+            self._seconds = REQUEST_SECONDS.labels(self.listener, self.api)
+        self._count.inc()
+        self._seconds.observe(seconds)
+        for error in errors:
+            REQUEST_ERRORS.labels(self.listener, self.api, error).inc()
+
+
+_TOPIC_SERIES: set[tuple[str, str]] = set()
+
+
+def topic_in(listener: str, topic: str, nbytes: int, messages: int) -> None:
+    _TOPIC_SERIES.add((listener, topic))
+    TOPIC_BYTES_IN.labels(listener, topic).inc(nbytes)
+    TOPIC_MESSAGES_IN.labels(listener, topic).inc(messages)
+
+
+def topic_out(listener: str, topic: str, nbytes: int, messages: int) -> None:
+    _TOPIC_SERIES.add((listener, topic))
+    TOPIC_BYTES_OUT.labels(listener, topic).inc(nbytes)
+    TOPIC_MESSAGES_OUT.labels(listener, topic).inc(messages)
+
+
+def forget_topic(topic: str) -> None:
+    """Drop a deleted topic's series, so scrapes stop reporting a topic that is gone."""
+    for listener, name in [k for k in _TOPIC_SERIES if k[1] == topic]:
+        _TOPIC_SERIES.discard((listener, name))
+        for metric in (TOPIC_BYTES_IN, TOPIC_MESSAGES_IN, TOPIC_BYTES_OUT, TOPIC_MESSAGES_OUT):
+            try:
+                metric.remove(listener, name)
+            except KeyError:  # this direction never saw the topic
+                pass
+
+
+def now() -> float:
+    return time.perf_counter()
+
+
+class StoreCollector:
+    """Gauges read off the store at scrape time: per-queue offsets, consumer lag, commitlog and
+    dispatcher position, delay and timer backlog, disk usage."""
+
+    def __init__(self, store: Any):
+        self.store = store
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        store = self.store
+        max_off = GaugeMetricFamily("rockafka_queue_max_offset", "Next logical offset to be written, per queue.",
+                                    labels=["topic", "queue"])
+        min_off = GaugeMetricFamily("rockafka_queue_min_offset", "First readable logical offset, per queue.",
+                                    labels=["topic", "queue"])
+        ends: dict[tuple[str, int], int] = {}
+        for (topic, qid), _cq in sorted(store.consume_queues().items()):
+            hi = store.get_max_offset_in_queue(topic, qid)
+            ends[(topic, qid)] = hi
+            max_off.add_metric([topic, str(qid)], hi)
+            min_off.add_metric([topic, str(qid)], store.get_min_offset_in_queue(topic, qid))
+        yield max_off
+        yield min_off
+        lag = GaugeMetricFamily("rockafka_consumer_lag", "Messages between a group's committed offset and the end "
+                                "of the queue (both protocols share the offsets).", labels=["group", "topic", "queue"])
+        committed = GaugeMetricFamily("rockafka_consumer_committed_offset", "A group's committed offset, per queue.",
+                                      labels=["group", "topic", "queue"])
+        offsets = store.consumer_offsets
+        for group in sorted(offsets.groups()):
+            for (topic, qid), off in sorted(offsets.offsets_of(group).items()):
+                hi = ends.get((topic, qid), store.get_max_offset_in_queue(topic, qid))
+                lag.add_metric([group, topic, str(qid)], max(0, hi - max(off, 0)))
+                committed.add_metric([group, topic, str(qid)], off)
+        yield lag
+        yield committed
+        cl = store.commitlog
+        yield GaugeMetricFamily("rockafka_commitlog_max_offset_bytes", "Commitlog position where the next message "
+                                "is written.", value=cl.max_offset)
+        yield GaugeMetricFamily("rockafka_commitlog_min_offset_bytes", "First commitlog position still on disk "
+                                "(moves with retention).", value=cl.min_offset)
+        dispatcher = store.dispatcher
+        behind = max(0, store.confirmed_offset - dispatcher.reput_offset) if dispatcher is not None else 0
+        yield GaugeMetricFamily("rockafka_dispatcher_lag_bytes", "Commitlog bytes the dispatcher has not yet "
+                                "indexed and announced to waiting consumers.", value=behind)
+        delay = GaugeMetricFamily("rockafka_delay_backlog_messages", "Messages staged for a delay level and not yet "
+                                  "delivered to their topic.", labels=["level"])
+        for level, pending in sorted(store.schedule.pending_by_level().items()):
+            delay.add_metric([str(level)], pending)
+        yield delay
+        yield GaugeMetricFamily("rockafka_timer_backlog_messages", "Timer messages (a delivery time) accepted and "
+                                "not yet placed in the timer wheel.", value=store.timer.pending())
+        yield GaugeMetricFamily("rockafka_disk_used_ratio", "Fraction (0..1) of the data directory's disk in use.",
+                                value=store.disk_used_ratio() / 100.0)
+        yield GaugeMetricFamily("rockafka_disk_full", "1 while puts are refused because the disk is above "
+                                "diskSpaceWarningLevelRatio.", value=1 if store.disk_full else 0)

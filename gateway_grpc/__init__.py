@@ -1,0 +1,1 @@
+"""RocketMQ 5 gRPC front (MessagingService v2): see docs/design/grpc-proxy.md."""

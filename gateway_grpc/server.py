@@ -1,0 +1,271 @@
+"""The gRPC front: RocketMQ 5's ``apache.rocketmq.v2.MessagingService`` on grpcio's asyncio server.
+
+Owns: the listener (``grpc_proxy_port``, default 8081, on the node's host), the client sessions
+(client id from the ``x-mq-client-id`` metadata -> type, group, settings, the Telemetry stream
+used for server-initiated commands), the long-polling waiters of ReceiveMessage, and this
+gateway's transaction check-back handler. Everything about messages goes through the engine:
+the store facade, ``engine.pop`` (receive / ack / change invisible duration / DLQ) and
+``engine.transaction`` (half messages, check-back), so a message sent over any protocol is
+consumable over any other. Behaviour per RPC: docs/design/grpc-proxy.md.
+
+Invariants: no RPC leaves a client without an answer; bad input is answered with the rpc's
+Status (a v2 Code and a message naming the problem), never by breaking the stream; store writes
+that may wait for a flush run on the executor, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import random
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from engine import pop as engine_pop
+from engine import transaction as engine_transaction
+from engine.message import Message
+from engine.topic_config import TopicConfig
+
+log = structlog.get_logger("rockafka.grpc")
+
+PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
+DEFAULT_PORT = 8081
+TXN_GROUP_PREFIX = "%GRPC_TXN%"  # producer group of gRPC half messages (gRPC producers have none)
+DEFAULT_INVISIBLE_MS = 60_000     # auto_renew receives (PushConsumer): RocketMQ's defaultInvisibleTimeMills
+LONG_POLLING_MS = 20_000          # what the proxy tells consumers (grpcClientConsumerMaxLongPollingTimeoutMillis)
+CUSTOMIZED_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+
+
+def generated_code_available() -> bool:
+    try:
+        from .proto import service_pb2_grpc  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class Session:
+    client_id: str
+    peer: str
+    language: str = ""
+    version: str = ""
+    client_type: int = 0
+    group: str | None = None
+    topics: set[str] = field(default_factory=set)
+    settings: Any = None
+    outbox: asyncio.Queue | None = None  # Telemetry commands to this client
+    last_seen: float = field(default_factory=time.monotonic)
+
+
+class GrpcGateway:
+    """The component: ``name = "grpc_proxy"``, ``port`` after ``start``."""
+
+    name = "grpc_proxy"
+
+    def __init__(self, store: Any, config: Any):
+        self.store = store
+        self.config = config
+        self.host = config.host
+        self.port = config.extra_int("grpc_proxy_port", config.extra_int("grpc_server_port", DEFAULT_PORT))
+        self.broker_name = config.broker.broker_name
+        self.sessions: dict[str, Session] = {}
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="grpc-store")
+        self._server: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self.pop: engine_pop.PopService | None = None
+        self.transactions: engine_transaction.TransactionalMessageService | None = None
+        self.disabled_reason: str | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if not generated_code_available():
+            self.disabled_reason = "generated gRPC code missing (run `make grpc` or `python -m gateway_grpc.build_proto`)"
+            log.warning("grpc_proxy_disabled", reason=self.disabled_reason)
+            self.port = None
+            return
+        import grpc
+
+        from .proto import service_pb2_grpc
+        from .service import MessagingService
+
+        self._loop = asyncio.get_running_loop()
+        self.pop = await self._loop.run_in_executor(self.executor, engine_pop.for_store, self.store)
+        self.pop.add_listener(self._on_pop_change)
+        self.store.add_arrival_listener(self._on_arrival)
+        self.transactions = engine_transaction.for_store(self.store)
+        self.transactions.check_handlers.append(self.ask_producer)
+        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 << 20),
+                                                ("grpc.max_send_message_length", 64 << 20),
+                                                ("grpc.so_reuseport", 0)])
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingService(self), self._server)
+        bound = self._server.add_insecure_port(f"{self.host}:{self.port}")
+        if not bound:
+            raise OSError(f"gRPC proxy port {self.host}:{self.port}: address already in use")
+        self.port = bound
+        await self._server.start()
+        log.info("grpc_listening", host=self.host, port=self.port)
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        try:
+            self.store.remove_arrival_listener(self._on_arrival)
+        except Exception:
+            pass
+        if self.pop is not None:
+            self.pop.remove_listener(self._on_pop_change)
+        if self.transactions is not None and self.ask_producer in self.transactions.check_handlers:
+            self.transactions.check_handlers.remove(self.ask_producer)
+        for ev in [e for s in self._waiters.values() for e in s]:
+            ev.set()
+        await self._server.stop(grace=1.0)
+        self._server = None
+        self.executor.shutdown(wait=True)
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def advertised_ip(self) -> str:
+        ip = self.config.broker.broker_ip1 or self.host
+        if ip not in ("0.0.0.0", "", "::"):
+            return ip
+        try:
+            return socket.gethostbyname(socket.gethostname())
+        except OSError:
+            return "127.0.0.1"
+
+    # -- store access ---------------------------------------------------------------------------
+    async def blocking(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A store write: inline under ASYNC_FLUSH (mapped memory only), on the executor when it
+        may wait for a flush or a slave."""
+        call = functools.partial(fn, *args, **kwargs)
+        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and self.config.store.broker_role != "SYNC_MASTER":
+            return call()
+        return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+
+    def topic_config(self, topic: str, create: bool = False) -> TopicConfig | None:
+        tcm = self.store.topic_config
+        tc = tcm.get(topic)
+        if tc is not None or not create:
+            return tc
+        bc = self.config.broker
+        default = tcm.get("TBW102") if bc.auto_create_topic_enable else None
+        if default is None or not default.perm & PERM_INHERIT:
+            return None
+        n = max(1, min(default.write_queue_nums, bc.default_topic_queue_nums))
+        tc = TopicConfig(topic, read_queue_nums=n, write_queue_nums=n, perm=default.perm & ~PERM_INHERIT)
+        tcm.create_or_update(tc)
+        log.info("topic_auto_created", topic=topic, queues=n, via="grpc")
+        return tc
+
+    # -- sessions -------------------------------------------------------------------------------
+    def session(self, context: Any) -> Session:
+        md = {k: v for k, v in (context.invocation_metadata() or ())}
+        client_id = md.get("x-mq-client-id") or f"anonymous@{context.peer()}"
+        s = self.sessions.get(client_id)
+        if s is None:
+            s = self.sessions[client_id] = Session(client_id, context.peer(), md.get("x-mq-language", ""),
+                                                   md.get("x-mq-client-version", ""))
+            log.info("grpc_client_seen", client_id=client_id, peer=context.peer(), language=s.language, version=s.version)
+        s.last_seen = time.monotonic()
+        return s
+
+    def drop_session(self, client_id: str, reason: str) -> None:
+        s = self.sessions.pop(client_id, None)
+        if s is not None:
+            log.info("grpc_client_gone", client_id=client_id, reason=reason, group=s.group)
+
+    # -- long polling ---------------------------------------------------------------------------
+    def _on_arrival(self, topic: str, queue_id: int, max_offset: int, *_: Any) -> None:
+        """Store arrival listener (dispatch thread)."""
+        self._wake_threadsafe(topic)
+
+    def _on_pop_change(self, group: str, topic: str) -> None:
+        """POP listener: an orderly queue of ``topic`` unlocked (any thread)."""
+        self._wake_threadsafe(topic)
+
+    def _wake_threadsafe(self, topic: str) -> None:
+        loop = self._loop
+        if loop is not None and topic in self._waiters:
+            try:
+                loop.call_soon_threadsafe(self._wake, topic)
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+    def _wake(self, topic: str) -> None:
+        for ev in self._waiters.get(topic, ()):
+            ev.set()
+
+    def waiter(self, topics: list[str]) -> asyncio.Event:
+        ev = asyncio.Event()
+        for t in topics:
+            self._waiters.setdefault(t, set()).add(ev)
+        return ev
+
+    def drop_waiter(self, topics: list[str], ev: asyncio.Event) -> None:
+        for t in topics:
+            s = self._waiters.get(t)
+            if s is not None:
+                s.discard(ev)
+                if not s:
+                    del self._waiters[t]
+
+    # -- transactions ---------------------------------------------------------------------------
+    @staticmethod
+    def transaction_id(commitlog_offset: int, queue_offset: int) -> str:
+        return f"{commitlog_offset:X}-{queue_offset:X}"
+
+    @staticmethod
+    def parse_transaction_id(txn_id: str) -> tuple[int, int]:
+        a, _, b = (txn_id or "").partition("-")
+        return int(a, 16), int(b, 16)
+
+    def ask_producer(self, req: engine_transaction.CheckRequest) -> bool:
+        """Check-back handler: a RecoverOrphanedTransactionCommand to one live gRPC producer that
+        publishes the half message's topic (gRPC producers have no group)."""
+        if not (req.producer_group or "").startswith(TXN_GROUP_PREFIX):
+            return False
+        from .convert import to_v2
+        from .proto import service_pb2
+
+        candidates = [s for s in self.sessions.values() if s.outbox is not None and req.real_topic in s.topics]
+        if not candidates:
+            log.warning("transaction_check_no_grpc_producer", topic=req.real_topic, half_offset=req.half.queue_offset)
+            return False
+        s = random.choice(candidates)
+        msg = to_v2(req.half, req.real_topic)
+        cmd = service_pb2.TelemetryCommand(recover_orphaned_transaction_command=service_pb2.RecoverOrphanedTransactionCommand(
+            message=msg, transaction_id=self.transaction_id(req.half.commitlog_offset, req.half.queue_offset)))
+        s.outbox.put_nowait(cmd)
+        log.info("transaction_check_sent", client_id=s.client_id, topic=req.real_topic, half_offset=req.half.queue_offset,
+                 via="grpc")
+        return True
+
+    def store_message(self, out: Any, queue_id: int, peer: str) -> Message:
+        return Message(topic=out.topic, body=out.body, tags=out.tags, keys=out.keys, properties=dict(out.properties),
+                       queue_id=queue_id, flag=0, sys_flag=0x1 if out.compressed else 0,
+                       born_timestamp=out.born_timestamp, born_host=peer)
+
+
+def java_hash(text: str) -> int:
+    h = 0
+    for ch in text.encode("utf-16-be").decode("utf-16-be"):
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def queue_for_group(group: str, n: int) -> int:
+    """The queue of a FIFO message group: the same group always lands in the same queue."""
+    return abs(java_hash(group) % n) if n > 0 else 0
+
+
+def md5_hex(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest().upper()
+

@@ -1,0 +1,393 @@
+"""The MessagingService servicer: one method per RPC (behaviour table in
+docs/design/grpc-proxy.md). Each method validates its request, calls the engine through the
+gateway (``server.GrpcGateway``) and answers with the rpc's Status."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import grpc
+import structlog
+
+from engine.expression_filter import ExpressionFilter
+from engine.pop import AckStatus, PopError
+from engine.sql92 import Sql92Error
+from engine.transaction import TransactionError
+
+from .convert import ConvertError, duration_ms, from_v2, to_v2
+from .proto import definition_pb2 as pb
+from .proto import service_pb2 as sv
+from .proto import service_pb2_grpc
+from .server import (
+    CUSTOMIZED_BACKOFF_S, DEFAULT_INVISIBLE_MS, LONG_POLLING_MS, PERM_READ, PERM_WRITE, TXN_GROUP_PREFIX, GrpcGateway,
+    queue_for_group,
+)
+
+log = structlog.get_logger("rockafka.grpc.service")
+
+C = pb.Code
+_PUT_CODES = {
+    "PUT_OK": (C.OK, "OK"),
+    "FLUSH_DISK_TIMEOUT": (C.MASTER_PERSISTENCE_TIMEOUT, "flush disk timed out"),
+    "FLUSH_SLAVE_TIMEOUT": (C.SLAVE_PERSISTENCE_TIMEOUT, "flush to the slave timed out"),
+    "SLAVE_NOT_AVAILABLE": (C.HA_NOT_AVAILABLE, "no slave available"),
+    "SERVICE_NOT_AVAILABLE": (C.INTERNAL_SERVER_ERROR, "service not available; the store may be shutting down or out of disk"),
+    "MESSAGE_ILLEGAL": (C.BAD_REQUEST, "the message is illegal"),
+    "PROPERTIES_SIZE_EXCEEDED": (C.MESSAGE_PROPERTIES_TOO_LARGE, "the message properties are too long"),
+    "OS_PAGE_CACHE_BUSY": (C.TOO_MANY_REQUESTS, "broker busy, try later"),
+}
+_ALL_TYPES = [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION]
+_TYPE_NAMES = {"NORMAL": pb.MessageType.NORMAL, "FIFO": pb.MessageType.FIFO, "DELAY": pb.MessageType.DELAY,
+               "TRANSACTION": pb.MessageType.TRANSACTION}
+
+
+def status(code: int, message: str = "") -> pb.Status:
+    return pb.Status(code=code, message=message or pb.Code.Name(code))
+
+
+def ok() -> pb.Status:
+    return status(C.OK, "OK")
+
+
+def peer_addr(peer: str) -> str:
+    """``ipv4:127.0.0.1:5000`` -> ``127.0.0.1:5000``; ``ipv6:[::1]:5000`` -> ``[::1]:5000``."""
+    for prefix in ("ipv4:", "ipv6:"):
+        if peer.startswith(prefix):
+            return peer[len(prefix):]
+    return "127.0.0.1:0"
+
+
+def _permission(perm: int) -> int:
+    r, w = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+    return pb.Permission.READ_WRITE if r and w else pb.Permission.READ if r else pb.Permission.WRITE if w else pb.Permission.NONE
+
+
+class MessagingService(service_pb2_grpc.MessagingServiceServicer):
+    def __init__(self, gw: GrpcGateway):
+        self.gw = gw
+        self._rr = random.randrange(1 << 16)
+
+    # ------------------------------------------------------------------ routing
+    def _endpoints(self, requested: pb.Endpoints | None) -> pb.Endpoints:
+        if requested is not None and len(requested.addresses):
+            return requested  # the address the client reached us at (as the proxy answers)
+        return pb.Endpoints(scheme=pb.AddressScheme.IPv4,
+                            addresses=[pb.Address(host=self.gw.advertised_ip, port=self.gw.port)])
+
+    def _queues(self, topic: str, tc: Any, endpoints: pb.Endpoints, readable_only: bool = False) -> list[pb.MessageQueue]:
+        broker = pb.Broker(name=self.gw.broker_name, id=0, endpoints=endpoints)
+        mtype = str((tc.attributes or {}).get("message.type", "")).upper()
+        accept = [_TYPE_NAMES[mtype]] if mtype in _TYPE_NAMES else list(_ALL_TYPES)
+        out = []
+        for q in range(max(tc.read_queue_nums, tc.write_queue_nums)):
+            perm = tc.perm
+            if q >= tc.read_queue_nums:
+                perm &= ~PERM_READ
+            if q >= tc.write_queue_nums:
+                perm &= ~PERM_WRITE
+            if readable_only and not perm & PERM_READ:
+                continue
+            out.append(pb.MessageQueue(topic=pb.Resource(name=topic), id=q, permission=_permission(perm), broker=broker,
+                                       accept_message_types=accept))
+        return out
+
+    async def QueryRoute(self, request: sv.QueryRouteRequest, context: Any) -> sv.QueryRouteResponse:
+        self.gw.session(context)
+        topic = request.topic.name
+        if not topic:
+            return sv.QueryRouteResponse(status=status(C.ILLEGAL_TOPIC, "the topic is blank"))
+        tc = self.gw.topic_config(topic, create=True)
+        if tc is None:
+            return sv.QueryRouteResponse(status=status(C.TOPIC_NOT_FOUND, f"topic {topic} not found"))
+        return sv.QueryRouteResponse(status=ok(), message_queues=self._queues(topic, tc, self._endpoints(request.endpoints)))
+
+    async def QueryAssignment(self, request: sv.QueryAssignmentRequest, context: Any) -> sv.QueryAssignmentResponse:
+        self.gw.session(context)
+        topic = request.topic.name
+        tc = self.gw.topic_config(topic)
+        if tc is None:
+            return sv.QueryAssignmentResponse(status=status(C.TOPIC_NOT_FOUND, f"topic {topic} not found"))
+        # POP needs no exclusive assignment: every consumer is given every readable queue
+        queues = self._queues(topic, tc, self._endpoints(request.endpoints), readable_only=True)
+        return sv.QueryAssignmentResponse(status=ok(), assignments=[pb.Assignment(message_queue=q) for q in queues])
+
+    # ------------------------------------------------------------------ clients
+    async def Heartbeat(self, request: sv.HeartbeatRequest, context: Any) -> sv.HeartbeatResponse:
+        s = self.gw.session(context)
+        if request.HasField("group") and request.group.name:
+            s.group = request.group.name
+        if request.client_type:
+            s.client_type = request.client_type
+        return sv.HeartbeatResponse(status=ok())
+
+    async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
+        s = self.gw.session(context)
+        self.gw.drop_session(s.client_id, "terminated")
+        return sv.NotifyClientTerminationResponse(status=ok())
+
+    def _server_settings(self, s: Any, settings: pb.Settings) -> pb.Settings:
+        out = pb.Settings()
+        out.CopyFrom(settings)
+        max_body = int(self.gw.config.store.max_message_size)
+        if settings.client_type == pb.ClientType.PRODUCER or settings.HasField("publishing"):
+            out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=3, exponential_backoff=pb.ExponentialBackoff(
+                initial=_dur(10), max=_dur(1000), multiplier=2.0)))
+            out.publishing.max_body_size = max_body
+            out.publishing.validate_message_type = False
+        elif settings.HasField("subscription"):
+            group = settings.subscription.group.name
+            cfg = self.gw.store.subscription_groups.find_or_create(group) if group else None
+            retry_max = cfg.retry_max_times if cfg is not None else 16
+            out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=retry_max + 1, customized_backoff=pb.CustomizedBackoff(
+                next=[_dur(sec * 1000) for sec in CUSTOMIZED_BACKOFF_S])))
+            out.subscription.fifo = bool(cfg is not None and cfg.consume_message_orderly)
+            out.subscription.long_polling_timeout.CopyFrom(_dur(LONG_POLLING_MS))
+            if not settings.subscription.HasField("receive_batch_size"):
+                out.subscription.receive_batch_size = 32
+        return out
+
+    async def Telemetry(self, request_iterator: Any, context: Any) -> None:
+        s = self.gw.session(context)
+        outbox: asyncio.Queue = asyncio.Queue()
+        s.outbox = outbox
+        done = object()
+
+        async def read() -> None:
+            try:
+                async for cmd in request_iterator:
+                    which = cmd.WhichOneof("command")
+                    if which == "settings":
+                        st = cmd.settings
+                        s.settings = st
+                        s.client_type = st.client_type or s.client_type
+                        if st.HasField("publishing"):
+                            s.topics = {t.name for t in st.publishing.topics}
+                        if st.HasField("subscription"):
+                            s.group = st.subscription.group.name or s.group
+                            s.topics = {e.topic.name for e in st.subscription.subscriptions}
+                        outbox.put_nowait(sv.TelemetryCommand(status=ok(), settings=self._server_settings(s, st)))
+                    elif which in ("thread_stack_trace", "verify_message_result"):
+                        log.info("grpc_telemetry_result", client_id=s.client_id, kind=which)
+                    elif which is not None:
+                        outbox.put_nowait(sv.TelemetryCommand(status=status(C.BAD_REQUEST, f"unexpected command {which}")))
+            except (asyncio.CancelledError, grpc.aio.AioRpcError):
+                pass
+            finally:
+                outbox.put_nowait(done)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while True:
+                item = await outbox.get()
+                if item is done:
+                    break
+                await context.write(item)
+        finally:
+            reader.cancel()
+            if s.outbox is outbox:
+                s.outbox = None
+
+    # ------------------------------------------------------------------ producing
+    async def SendMessage(self, request: sv.SendMessageRequest, context: Any) -> sv.SendMessageResponse:
+        s = self.gw.session(context)
+        if not request.messages:
+            return sv.SendMessageResponse(status=status(C.BAD_REQUEST, "no messages to send"))
+        topic = request.messages[0].topic.name
+        if any(m.topic.name != topic for m in request.messages):
+            return sv.SendMessageResponse(status=status(C.BAD_REQUEST, "every message of a batch must have the same topic"))
+        tc = self.gw.topic_config(topic, create=True)
+        if tc is None:
+            return sv.SendMessageResponse(status=status(C.TOPIC_NOT_FOUND, f"topic {topic} not found"))
+        if not tc.perm & PERM_WRITE or tc.write_queue_nums <= 0:
+            return sv.SendMessageResponse(status=status(C.FORBIDDEN, f"topic {topic} is not writable"))
+        peer = peer_addr(context.peer())
+        entries = []
+        for m in request.messages:
+            entries.append(await self._send_one(s, m, tc, peer))
+        codes = {e.status.code for e in entries}
+        overall = entries[0].status if len(codes) == 1 else status(C.MULTIPLE_RESULTS, "results differ per message")
+        return sv.SendMessageResponse(status=overall, entries=entries)
+
+    async def _send_one(self, s: Any, m: pb.Message, tc: Any, peer: str) -> sv.SendResultEntry:
+        gw = self.gw
+        try:
+            out = from_v2(m, int(gw.config.store.max_message_size))
+        except ConvertError as exc:
+            return sv.SendResultEntry(status=status(exc.code, str(exc)))
+        n = tc.write_queue_nums
+        if out.message_group:
+            queue_id = queue_for_group(out.message_group, n)
+        else:
+            self._rr += 1
+            queue_id = self._rr % n
+        msg = gw.store_message(out, queue_id, peer)
+        txn_id = ""
+        if out.message_type == pb.MessageType.TRANSACTION:
+            msg.properties["PGROUP"] = TXN_GROUP_PREFIX + out.topic
+            s.topics.add(out.topic)
+            result = await gw.blocking(gw.transactions.prepare, msg)
+            if result.stored:
+                txn_id = gw.transaction_id(result.commitlog_offset, result.queue_offset)
+        else:
+            result = await gw.blocking(gw.store.put_message, msg)
+        name = result.status.name
+        code, text = _PUT_CODES.get(name, (C.INTERNAL_SERVER_ERROR, name))
+        if not result.stored:
+            return sv.SendResultEntry(status=status(code, result.error or text))
+        return sv.SendResultEntry(status=status(code, text), message_id=out.message_id, transaction_id=txn_id,
+                                  offset=max(result.queue_offset, 0))
+
+    async def EndTransaction(self, request: sv.EndTransactionRequest, context: Any) -> sv.EndTransactionResponse:
+        self.gw.session(context)
+        try:
+            commitlog_offset, queue_offset = self.gw.parse_transaction_id(request.transaction_id)
+        except ValueError:
+            return sv.EndTransactionResponse(status=status(C.INVALID_TRANSACTION_ID,
+                                                           f"transaction id {request.transaction_id!r} is not one this proxy issued"))
+        res = request.resolution
+        if res not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
+            return sv.EndTransactionResponse(status=status(C.BAD_REQUEST, "resolution must be COMMIT or ROLLBACK"))
+        try:
+            result = await self.gw.blocking(self.gw.transactions.end, commitlog_offset, queue_offset,
+                                            TXN_GROUP_PREFIX + request.topic.name, res == pb.TransactionResolution.COMMIT)
+        except TransactionError as exc:
+            return sv.EndTransactionResponse(status=status(C.INVALID_TRANSACTION_ID, str(exc)))
+        if result.put is not None and not result.put.stored:
+            return sv.EndTransactionResponse(status=status(C.INTERNAL_SERVER_ERROR, result.put.error or result.put.status.name))
+        log.info("grpc_transaction_ended", topic=request.topic.name, commit=res == pb.TransactionResolution.COMMIT,
+                 source=pb.TransactionSource.Name(request.source), message_id=request.message_id)
+        return sv.EndTransactionResponse(status=ok())
+
+    async def RecallMessage(self, request: Any, context: Any) -> Any:
+        self.gw.session(context)
+        return sv.RecallMessageResponse(status=status(C.UNSUPPORTED, "recalling a delayed message is not supported yet"))
+
+    # ------------------------------------------------------------------ consuming
+    def _filter(self, expr: pb.FilterExpression) -> ExpressionFilter:
+        kind = "SQL92" if expr.type == pb.FilterType.SQL else "TAG"
+        return ExpressionFilter(kind, expr.expression or "*")
+
+    async def ReceiveMessage(self, request: sv.ReceiveMessageRequest, context: Any) -> Any:
+        async for response in self._receive(request, context):
+            yield response
+        # the proxy ends every receive stream with the time it finished (clients measure latency with it)
+        yield sv.ReceiveMessageResponse(delivery_timestamp=_now_timestamp())
+
+    async def _receive(self, request: sv.ReceiveMessageRequest, context: Any) -> Any:
+        gw = self.gw
+        s = gw.session(context)
+        group = request.group.name
+        topic = request.message_queue.topic.name
+        if not group:
+            yield sv.ReceiveMessageResponse(status=status(C.ILLEGAL_CONSUMER_GROUP, "the consumer group is blank"))
+            return
+        tc = gw.topic_config(topic)
+        if tc is None:
+            yield sv.ReceiveMessageResponse(status=status(C.TOPIC_NOT_FOUND, f"topic {topic} not found"))
+            return
+        try:
+            flt = self._filter(request.filter_expression)
+        except (Sql92Error, ValueError) as exc:
+            yield sv.ReceiveMessageResponse(status=status(C.ILLEGAL_FILTER_EXPRESSION, str(exc)))
+            return
+        if request.HasField("invisible_duration"):
+            invisible = duration_ms(request.invisible_duration)
+        else:
+            invisible = DEFAULT_INVISIBLE_MS
+        if not 0 < invisible <= 12 * 3600 * 1000:
+            yield sv.ReceiveMessageResponse(status=status(C.ILLEGAL_INVISIBLE_TIME,
+                                                          f"invisible duration {invisible} ms is outside 1 ms..12 h"))
+            return
+        poll_ms = duration_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else LONG_POLLING_MS
+        poll_ms = max(0, min(poll_ms, 60_000))
+        remaining = context.time_remaining()
+        if remaining is not None:  # answer before the client's deadline
+            poll_ms = max(0, min(poll_ms, int(remaining * 1000) - 1000))
+        batch = max(1, min(request.batch_size or 32, 1024))
+        cfg = gw.store.subscription_groups.find_or_create(group)
+        orderly = bool(cfg is not None and cfg.consume_message_orderly)
+        s.group = group
+        wake_topics = [topic, f"%RETRY%{group}_{topic}"]
+        deadline = time.monotonic() + poll_ms / 1000
+        ev = gw.waiter(wake_topics)
+        try:
+            while True:
+                ev.clear()
+                try:
+                    result = await gw.blocking(gw.pop.pop, group, topic, None, batch, invisible, message_filter=flt,
+                                               orderly=orderly)
+                except PopError as exc:
+                    yield sv.ReceiveMessageResponse(status=status(C.INTERNAL_SERVER_ERROR, str(exc)))
+                    return
+                if result.found:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0 or context.done():
+                    yield sv.ReceiveMessageResponse(status=status(C.MESSAGE_NOT_FOUND, "no new message"))
+                    return
+                try:
+                    # woken by an arrival on the topic or its retry topic, or an orderly unlock
+                    await asyncio.wait_for(ev.wait(), min(left, 1.0))
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            gw.drop_waiter(wake_topics, ev)
+        yield sv.ReceiveMessageResponse(status=ok())
+        for m in result.messages:
+            yield sv.ReceiveMessageResponse(message=to_v2(m.message, m.topic, m.handle, m.delivery_attempt,
+                                                          request.message_queue.topic.resource_namespace))
+
+    async def AckMessage(self, request: sv.AckMessageRequest, context: Any) -> sv.AckMessageResponse:
+        gw = self.gw
+        gw.session(context)
+        group, topic = request.group.name, request.topic.name
+        entries = []
+        for e in request.entries:
+            st = await gw.blocking(gw.pop.ack, group, topic, e.receipt_handle)
+            if st is AckStatus.OK:
+                code = ok()
+            else:
+                code = status(C.INVALID_RECEIPT_HANDLE, "the receipt handle is expired or unknown; the message "
+                                                        "was acknowledged already or will be redelivered")
+            entries.append(sv.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=code))
+        codes = {e.status.code for e in entries}
+        overall = entries[0].status if len(codes) == 1 else status(C.MULTIPLE_RESULTS, "results differ per entry")
+        if not entries:
+            overall = status(C.BAD_REQUEST, "no entries to acknowledge")
+        return sv.AckMessageResponse(status=overall, entries=entries)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        gw = self.gw
+        gw.session(context)
+        invisible = duration_ms(request.invisible_duration)
+        try:
+            handle = await gw.blocking(gw.pop.change_invisible, request.group.name, request.topic.name,
+                                       request.receipt_handle, invisible)
+        except PopError as exc:
+            code = C.ILLEGAL_INVISIBLE_TIME if exc.code == "ILLEGAL_INVISIBLE_TIME" else C.INVALID_RECEIPT_HANDLE
+            return sv.ChangeInvisibleDurationResponse(status=status(code, str(exc)))
+        return sv.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=handle)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        gw = self.gw
+        gw.session(context)
+        st = await gw.blocking(gw.pop.forward_to_dlq, request.group.name, request.topic.name, request.receipt_handle)
+        if st is not AckStatus.OK:
+            return sv.ForwardMessageToDeadLetterQueueResponse(status=status(C.INVALID_RECEIPT_HANDLE,
+                                                                            "the receipt handle is expired or unknown"))
+        return sv.ForwardMessageToDeadLetterQueueResponse(status=ok())
+
+
+def _now_timestamp() -> Any:
+    from .convert import timestamp
+
+    return timestamp(int(time.time() * 1000))
+
+
+def _dur(ms: int) -> Any:
+    from google.protobuf.duration_pb2 import Duration
+
+    return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)

@@ -1,0 +1,140 @@
+"""Request-code -> processor tables (RocketMQ's ``processorTable``), shared by the broker,
+the NameServer and the SDK (which answers broker-initiated requests with one).
+
+Owns: ``ProcessorTable`` (registration rejects duplicate codes; dispatch is a dict lookup) and
+the uniform error answers (unknown code -> REQUEST_CODE_NOT_SUPPORTED with a remark, logged once
+per code and client; a bad header field -> SYSTEM_ERROR naming the field; any other failure ->
+SYSTEM_ERROR, logged).
+
+Ordering: requests on a connection are processed one after another in arrival order, so a
+producer's sends are stored in the order it sent them. A processor registered with
+``suspends=True`` (pull with long polling) runs as its own task instead, because remoting
+answers are matched by opaque and a held pull must not block the requests behind it.
+
+The dispatcher only needs a connection object with ``send_and_drain``, ``closed`` and
+``remote_addr`` (``gateway_native.transport.Connection``). A server may set ``observer`` to be
+told of every request it answered (``observer(code, seconds, response_code)``, response code
+``None`` for no answer): the server shell counts and times requests with it, the SDK does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+import structlog
+
+from .codes import RequestCode, ResponseCode
+from .command import HeaderFieldError, RemotingCommand
+
+log = structlog.get_logger("rockafka.native.dispatch")
+
+class ProcessorError(Exception):
+    """Raised by a processor to answer ``code`` + ``remark`` (a condition the client can act on)."""
+
+    def __init__(self, code: int, remark: str):
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+Handler = Callable[[Any, Any, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+@dataclass(frozen=True)
+class Processor:
+    code: int
+    handler: Handler
+    suspends: bool
+
+
+class ProcessorTable:
+    def __init__(self, name: str):
+        self.name = name
+        self._table: dict[int, Processor] = {}
+        self._refused: set[tuple[int, str, int, int]] = set()
+        self.observer: Callable[[int, float, int | None], None] | None = None
+
+    def register(self, *codes: int, suspends: bool = False) -> Callable[[Handler], Handler]:
+        def deco(fn: Handler) -> Handler:
+            for code in codes:
+                if code in self._table:
+                    raise ValueError(f"{self.name}: request code {code} already has a processor")
+                self._table[int(code)] = Processor(int(code), fn, suspends)
+            return fn
+        return deco
+
+    def codes(self) -> list[int]:
+        return sorted(self._table)
+
+    def _log_refused(self, conn: Any, cmd: RemotingCommand, name: str) -> None:
+        """Log a refused request code once per (code, client address, client version), so an
+        operator sees which tool needs what without a line per request."""
+        key = (cmd.code, conn.remote_addr, cmd.language, cmd.version)
+        if key in self._refused:
+            return
+        if len(self._refused) > 10_000:
+            self._refused.clear()
+        self._refused.add(key)
+        log.warning("request_code_refused", server=self.name, code=cmd.code, request=name, peer=conn.remote_addr,
+                    language=cmd.language, version=cmd.version)
+
+    def get(self, code: int) -> Processor | None:
+        return self._table.get(code)
+
+    def dispatcher(self, context: Any) -> Callable[[Any, RemotingCommand], Awaitable[None]]:
+        async def dispatch(conn: Any, cmd: RemotingCommand) -> None:
+            proc = self._table.get(cmd.code)
+            if proc is None:
+                try:
+                    name = RequestCode(cmd.code).name
+                except ValueError:
+                    name = str(cmd.code)
+                self._log_refused(conn, cmd, name)
+                if self.observer is not None:
+                    self.observer(cmd.code, 0.0, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+                await _reply(conn, cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                                     f"{self.name}: request type {name} not supported"))
+                return
+            if proc.suspends:
+                task = asyncio.ensure_future(_run(proc, context, conn, cmd, self.observer))
+                _background.add(task)
+                task.add_done_callback(_background.discard)
+            else:
+                await _run(proc, context, conn, cmd, self.observer)
+        return dispatch
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+async def _reply(conn: Any, cmd: RemotingCommand, resp: RemotingCommand | None) -> None:
+    from ..transport import ConnectionClosedError  # the connection's own error; transport imports this module's users
+
+    if resp is None or cmd.is_oneway or conn.closed:
+        return
+    try:
+        await conn.send_and_drain(resp)
+    except ConnectionClosedError:
+        pass
+
+
+async def _run(proc: Processor, context: Any, conn: Any, cmd: RemotingCommand,
+               observer: Callable[[int, float, int | None], None] | None = None) -> None:
+    start = time.perf_counter()
+    try:
+        resp = await proc.handler(context, conn, cmd)
+    except ProcessorError as exc:
+        resp = cmd.response(exc.code, exc.remark)
+    except HeaderFieldError as exc:
+        resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request header: {exc}")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("processor_failed", code=cmd.code, peer=conn.remote_addr)
+        resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    if observer is not None:
+        observer(cmd.code, time.perf_counter() - start, None if resp is None else resp.code)
+    await _reply(conn, cmd, resp)

@@ -1,0 +1,306 @@
+"""The official RocketMQ 5 Python client (``rocketmq-python-client``, gRPC) against a real
+``rockafka serve``: producer (normal, FIFO, delay, transactional with a checker), SimpleConsumer
+(receive, ack, changeInvisibleDuration, redelivery after the invisible time, DLQ after max
+attempts), PushConsumer with tag and SQL92 filters, and messages crossing protocols.
+
+One node serves the module (client start-up is the slow part, so each test starts only the
+clients it needs). Every wait is bounded."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+rocketmq = pytest.importorskip("rocketmq")  # the official client: part of the test extras
+
+from rocketmq import (  # noqa: E402
+    ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message, MessageListener, Producer,
+    PushConsumer, SimpleConsumer, TransactionChecker, TransactionResolution,
+)
+
+from tests.support.node import RunningNode  # noqa: E402
+
+from ..gateway_native.helpers import wait_until  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def grpc_node(tmp_path_factory):
+    node = RunningNode(tmp_path_factory.mktemp("grpc") / "data", settings={
+        # transaction check-back within a second or two instead of a minute
+        "transactionTimeOut": 1000, "transactionCheckInterval": 300,
+    })
+    node.start()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def config(grpc_node):
+    return ClientConfiguration(grpc_node.grpc_endpoint, Credentials(), request_timeout=10)
+
+
+@pytest.fixture(scope="module")
+def producer(config):
+    p = Producer(config)
+    p.startup()
+    yield p
+    p.shutdown()
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def message(topic: str, body: bytes, *, tag: str | None = None, keys: str | None = None, group: str | None = None,
+            deliver_ms: int | None = None, props: dict[str, str] | None = None) -> Message:
+    m = Message()
+    m.topic = topic
+    m.body = body
+    if tag:
+        m.tag = tag
+    if keys:
+        m.keys = keys
+    if group:
+        m.message_group = group
+    if deliver_ms:
+        m.delivery_timestamp = deliver_ms
+    for k, v in (props or {}).items():
+        m.add_property(k, v)
+    return m
+
+
+def receive_all(consumer: SimpleConsumer, count: int, invisible_s: int = 30, timeout: float = 30.0, ack: bool = True) -> list:
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        for m in consumer.receive(32, invisible_s):
+            got.append(m)
+            if ack:
+                consumer.ack(m)
+    assert len(got) >= count, f"received {len(got)} of {count} messages"
+    return got
+
+
+def simple_consumer(config, group: str, topic: str, expression: FilterExpression | None = None,
+                    await_s: int = 3) -> SimpleConsumer:
+    c = SimpleConsumer(config, group, {topic: expression or FilterExpression()}, await_duration=await_s)
+    c.startup()
+    return c
+
+
+def admin(grpc_node):
+    from gateway_native.client import Admin
+
+    return Admin(grpc_node.namesrv_addr)
+
+
+def test_normal_send_receive_ack_with_tag_filter(config, producer):
+    topic = name("normal")
+    receipts = [producer.send(message(topic, f"m{i}".encode(), tag="A" if i % 2 == 0 else "B", keys=f"k{i}",
+                                      props={"region": "eu"})) for i in range(6)]
+    assert len({r.message_id for r in receipts}) == 6
+    c = simple_consumer(config, name("g-normal"), topic, FilterExpression("A"))
+    try:
+        got = receive_all(c, 3)
+        assert sorted(m.body for m in got) == [b"m0", b"m2", b"m4"]
+        assert {m.tag for m in got} == {"A"}
+        assert all(m.properties.get("region") == "eu" and m.delivery_attempt == 1 for m in got)
+        assert {m.message_id for m in got} == {r.message_id for i, r in enumerate(receipts) if i % 2 == 0}
+        # acked: nothing more for this group, even after long enough for a redelivery
+        assert c.receive(32, 1) == []
+    finally:
+        c.shutdown()
+
+
+def test_fifo_messages_of_a_group_arrive_in_send_order(config, producer, grpc_node):
+    topic, group = name("fifo"), name("g-fifo")
+    with admin(grpc_node) as a:
+        a.create_topic(topic, 4)
+        a.update_subscription_group(group, consumeMessageOrderly=True)
+    for i in range(10):
+        for order in ("o1", "o2"):
+            producer.send(message(topic, f"{order}:{i}".encode(), group=order))
+    c = simple_consumer(config, group, topic)
+    try:
+        got = receive_all(c, 20)
+        for order in ("o1", "o2"):
+            seq = [int(m.body.split(b":")[1]) for m in got if m.body.startswith(order.encode())]
+            assert seq == list(range(10)), f"{order} out of order: {seq}"
+            assert {m.message_group for m in got if m.body.startswith(order.encode())} == {order}
+    finally:
+        c.shutdown()
+
+
+def test_delay_message_is_delivered_at_its_delivery_time(config, producer):
+    topic = name("delay")
+    deliver_s = int(time.time()) + 3  # this client version sends delivery_timestamp in whole seconds
+    producer.send(message(topic, b"later", deliver_ms=deliver_s))
+    c = simple_consumer(config, name("g-delay"), topic)
+    try:
+        got = receive_all(c, 1, timeout=30)
+        assert got[0].body == b"later"
+        # never handed out before its delivery time
+        assert time.time() >= deliver_s
+    finally:
+        c.shutdown()
+
+
+class Checker(TransactionChecker):
+    def __init__(self) -> None:
+        self.checked: list[bytes] = []
+
+    def check(self, message: Message) -> TransactionResolution:
+        self.checked.append(message.body)
+        return TransactionResolution.COMMIT
+
+
+def test_transactions_commit_rollback_and_check_back(config):
+    topic = name("txn")
+    checker = Checker()
+    p = Producer(config, (topic,), checker)
+    p.startup()
+    c = simple_consumer(config, name("g-txn"), topic)
+    try:
+        t1 = p.begin_transaction()
+        p.send(message(topic, b"committed"), t1)
+        t1.commit()
+        t2 = p.begin_transaction()
+        p.send(message(topic, b"rolled-back"), t2)
+        t2.rollback()
+        t3 = p.begin_transaction()
+        p.send(message(topic, b"unknown-then-checked"), t3)  # neither commit nor rollback: the broker asks
+        got = receive_all(c, 2, timeout=45)
+        assert sorted(m.body for m in got) == [b"committed", b"unknown-then-checked"]
+        assert checker.checked == [b"unknown-then-checked"]
+        assert c.receive(32, 1) == []  # the rolled-back message never appears
+    finally:
+        c.shutdown()
+        p.shutdown()
+
+
+def test_unacked_message_is_redelivered_after_invisible_time(config, producer):
+    topic = name("redeliver")
+    producer.send(message(topic, b"again"))
+    c = simple_consumer(config, name("g-redeliver"), topic)
+    try:
+        first = receive_all(c, 1, invisible_s=2, ack=False)[0]
+        assert first.delivery_attempt == 1
+        second = receive_all(c, 1, invisible_s=30, ack=False, timeout=30)[0]
+        assert (second.body, second.delivery_attempt, second.message_id) == (b"again", 2, first.message_id)
+        c.ack(second)
+        with pytest.raises(Exception):
+            c.ack(first)  # the first delivery's handle died with its invisible time
+    finally:
+        c.shutdown()
+
+
+def test_change_invisible_duration_keeps_the_message_hidden(config, producer):
+    topic = name("invisible")
+    producer.send(message(topic, b"slow work"))
+    c = simple_consumer(config, name("g-invisible"), topic)
+    try:
+        m = receive_all(c, 1, invisible_s=2, ack=False)[0]
+        c.change_invisible_duration(m, 60)
+        assert c.receive(32, 30) == []  # still hidden well past the original 2 s
+        c.ack(m)  # the renewed handle acks
+    finally:
+        c.shutdown()
+
+
+def test_dead_letter_after_max_attempts(config, producer, grpc_node):
+    topic, group = name("dlq"), name("g-dlq")
+    with admin(grpc_node) as a:
+        a.update_subscription_group(group, retryMaxTimes=1)  # 2 attempts
+    producer.send(message(topic, b"poison", keys="poison-1"))
+    c = simple_consumer(config, group, topic)
+    try:
+        attempts = [m.delivery_attempt for m in (receive_all(c, 1, invisible_s=1, ack=False)[0],
+                                                  receive_all(c, 1, invisible_s=1, ack=False)[0])]
+        assert attempts == [1, 2]
+        with admin(grpc_node) as a:
+            dead = wait_until(lambda: a.dlq_messages(group), timeout=30, what="the message in the DLQ")
+        assert [d.body for d in dead] == [b"poison"]
+        assert dead[0].properties.get("RETRY_TOPIC") == topic
+        assert c.receive(32, 1) == []
+    finally:
+        c.shutdown()
+
+
+class Collect(MessageListener):
+    def __init__(self, fail_first: bool = False) -> None:
+        self.lock = threading.Lock()
+        self.seen: list = []
+        self.fail_first = fail_first
+
+    def consume(self, message) -> ConsumeResult:
+        with self.lock:
+            self.seen.append(message)
+            if self.fail_first and message.delivery_attempt == 1:
+                return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
+
+    def bodies(self) -> list[bytes]:
+        with self.lock:
+            return sorted(m.body for m in self.seen)
+
+
+@pytest.mark.parametrize("kind, expected", [("tag", [b"a", b"c"]), ("sql", [b"b", b"c"])])
+def test_push_consumer_filters(config, producer, kind, expected):
+    from rocketmq.grpc_protocol import FilterType
+
+    expression = (FilterExpression("A || C") if kind == "tag"
+                  else FilterExpression("region = 'eu' AND amount > 10", FilterType.SQL))
+    topic = name(f"push-{kind}")
+    producer.send(message(topic, b"a", tag="A", props={"region": "us", "amount": "5"}))
+    producer.send(message(topic, b"b", tag="B", props={"region": "eu", "amount": "50"}))
+    producer.send(message(topic, b"c", tag="C", props={"region": "eu", "amount": "20"}))
+    listener = Collect()
+    pc = PushConsumer(config, name(f"g-push-{kind}"), listener, {topic: expression})
+    pc.startup()
+    try:
+        wait_until(lambda: listener.bodies() == expected, timeout=30, what=f"{expected}")
+    finally:
+        pc.shutdown()
+    assert listener.bodies() == expected
+
+
+def test_push_consumer_failure_is_retried(config, producer):
+    topic = name("push-retry")
+    producer.send(message(topic, b"flaky"))
+    listener = Collect(fail_first=True)
+    pc = PushConsumer(config, name("g-push-retry"), listener, {topic: FilterExpression()})
+    pc.startup()
+    try:
+        wait_until(lambda: [m.delivery_attempt for m in listener.seen] == [1, 2], timeout=45, what="a second delivery")
+    finally:
+        pc.shutdown()
+
+
+def test_messages_cross_protocols(config, producer, grpc_node):
+    """gRPC -> Kafka and Kafka -> gRPC on the same topic."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = name("cross")
+    producer.send(message(topic, b"from-grpc", tag="T", keys="key-1"))
+    kp = KafkaProducer(bootstrap_servers=grpc_node.kafka_bootstrap)
+    kp.send(topic, value=b"from-kafka", key=b"kkey", headers=[("rmq.tags", b"T")]).get(timeout=30)
+    kp.close()
+    c = simple_consumer(config, name("g-cross"), topic, FilterExpression("T"))
+    try:
+        got = receive_all(c, 2)
+        assert sorted(m.body for m in got) == [b"from-grpc", b"from-kafka"]
+        assert {m.tag for m in got} == {"T"}
+    finally:
+        c.shutdown()
+    kc = KafkaConsumer(topic, bootstrap_servers=grpc_node.kafka_bootstrap, auto_offset_reset="earliest",
+                       consumer_timeout_ms=10_000)
+    try:
+        values = sorted(r.value for r in kc)
+    finally:
+        kc.close()
+    assert values == [b"from-grpc", b"from-kafka"]
