@@ -191,8 +191,6 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "kafka_cluster_id": ("brokerClusterName", "Kafka cluster id"),
     "num_partitions": ("1", "partitions of an auto-created Kafka topic"),
     "auto_create_topics_enable": ("autoCreateTopicEnable", "create unknown topics on Metadata/Produce"),
-    "socket_request_max_bytes": ("104857600", "largest Kafka request frame accepted"),
-    "connections_max_idle_ms": ("600000", "close Kafka connections idle this long (0 = never)"),
     "group_min_session_timeout_ms": ("6000", "smallest session.timeout.ms a member may ask for"),
     "group_max_session_timeout_ms": ("1800000", "largest session.timeout.ms a member may ask for"),
     "group_initial_rebalance_delay_ms": ("100", "wait for more members before the first rebalance"),
@@ -295,10 +293,12 @@ def read_broker_conf(path: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def known_keys() -> dict[str, str]:
-    """Every accepted key (snake_case) -> where it lives: ``node``, ``store``, ``broker``, ``extra``."""
+    """Every accepted key (snake_case) -> where it lives: ``node``, ``store``, ``broker``,
+    ``limits``, ``extra``."""
     keys = {k: "node" for k in _NODE_KEYS}
     keys.update({f.name: "store" for f in fields(MessageStoreConfig)})
     keys.update({f.name: "broker" for f in fields(BrokerConfig)})
+    keys.update({f.name: "limits" for f in fields(ListenerLimits)})
     keys.update({k: "extra" for k in EXTRA_KEYS})
     return keys
 
@@ -353,8 +353,9 @@ def describe(config: NodeConfig) -> list[dict[str, str]]:
             default, about = EXTRA_KEYS[key]
             value = config.extra.get(key, default)
         else:
-            owner = {"node": config, "store": config.store, "broker": config.broker}[where]
-            default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker}[where]
+            owner = {"node": config, "store": config.store, "broker": config.broker, "limits": config.limits}[where]
+            default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker,
+                             "limits": defaults.limits}[where]
             value, default, about = getattr(owner, key), getattr(default_owner, key), ""
         rows.append({"key": camel_case(key), "value": _text(value), "default": _text(default), "section": where,
                      "about": about})
