@@ -79,7 +79,9 @@ class ResourceCollector:
                 ("max_connections", "max_connections: node-wide connection limit."),
                 ("max_connections_per_ip", "max_connections_per_ip."),
                 ("queued_max_request_bytes", "queued_max_request_bytes: the request budget (-1: none)."),
-                ("request_receive_timeout_ms", "Time a request may take to arrive after its length prefix."),
                 ("open_files_limit", "The process's open-files (descriptor) limit."),
                 ("open_files_reserve", "Descriptors kept free for the store: connections refused past it.")):
             yield GaugeMetricFamily(f"rockafka_{name}", help_text, value=m[name])
+        yield GaugeMetricFamily("rockafka_request_receive_timeout_seconds", "Time a request may take to arrive "
+                                "after its length prefix (request_receive_timeout_ms).",
+                                value=m["request_receive_timeout_ms"] / 1000)
