@@ -41,7 +41,7 @@ from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.cluster import LocalCluster
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.producer_state import ProducerStateManager
-from engine.listener_limits import BUSY, ListenerGuard, Watch, start_server, stream_protocol_factory
+from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
 log = structlog.get_logger("rockafka.kafka")
 
@@ -297,7 +297,7 @@ class KafkaGateway:
             watch.receiving_since = BUSY
             extra[_HELD] = await budget.acquire(size)  # waits (reading nothing) while the node holds too much
             watch.receiving_since = clock()
-            frame = await reader.readexactly(size)
+            frame = await read_exactly(reader, size)  # a large one held once, not twice
             watch.receiving_since = BUSY
             try:
                 req = decode_request(frame)

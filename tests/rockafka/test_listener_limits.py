@@ -278,6 +278,14 @@ def test_big_requests_wait_for_memory_instead_of_piling_up(make_node):
         assert grown_mib < 2.5 * size / (1 << 20), f"memory grew {grown_mib:.0f} MiB for 4 x 48 MiB requests"
         assert metric(node, "rockafka_request_budget_waits_total") >= 1
         assert metric(node, "rockafka_request_bytes_in_flight") < size
+        # a real large request still goes through whole (read in chunks past 1 MiB)
+        from tests.gateway_kafka.kafka_helpers import consume, produce
+
+        big = bytes(range(256)) * (3 * 4096)  # 3 MiB
+        [offset] = produce("confluent-kafka", node.kafka_bootstrap, healthy.ktopic, [(b"big", big, [])])
+        got = [r for r in consume("confluent-kafka", node.kafka_bootstrap, healthy.ktopic, offset + 1, timeout=60)
+               if r[1] == offset]
+        assert got and got[0][3] == big
 
 
 class LowFdNode(RunningNode):
