@@ -43,7 +43,7 @@ test: test-deps
 # few cycles of each.
 CHAOS_CYCLES ?= 30
 chaos: test-deps
-	ROCKAFKA_CHAOS_CYCLES=$(CHAOS_CYCLES) $(BIN)/python -m pytest tests/engine/test_tmpfs_crash_restart.py $(PYTEST_ARGS)
+	CHAOS_CYCLES=$(CHAOS_CYCLES) $(BIN)/python -m pytest tests/engine/test_tmpfs_crash_restart.py $(PYTEST_ARGS)
 
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy

@@ -22,6 +22,7 @@ from gateway_native.client import LitePullConsumer, Message, MQBrokerError, Prod
 from gateway_native.remoting.codes import ResponseCode as R
 from engine.record_batch import Record, build_batch
 from tests.gateway_kafka.kafka_helpers import RawKafka, consume, create_topic
+from tests.gateway_native.helpers import read_native
 from tests.support import mounts
 from tests.support.node import RunningNode
 
@@ -63,17 +64,6 @@ def send_native(producer: Producer, topic: str, body: bytes):
         return None, r
     except MQBrokerError as exc:
         return exc, None
-
-
-def read_native(node: RunningNode, topic: str, expected: int) -> list[bytes]:
-    with LitePullConsumer(f"full_lp_{uuid.uuid4().hex[:6]}", node.namesrv_addr,
-                          consume_from_where="CONSUME_FROM_FIRST_OFFSET", auto_commit=False) as lp:
-        lp.assign(lp.fetch_message_queues(topic))
-        got: list = []
-        deadline = time.monotonic() + 60
-        while len(got) < expected and time.monotonic() < deadline:
-            got.extend(lp.poll(300))
-    return [m.body for m in got]
 
 
 def test_full_disk_refuses_puts_then_resumes_and_loses_nothing(tmp_path):
@@ -142,7 +132,7 @@ def test_full_disk_refuses_puts_then_resumes_and_loses_nothing(tmp_path):
                 assert metric(node, "rockafka_disk_full") == 0
             got = consume("confluent-kafka", node.kafka_bootstrap, ktopic, len(acked_k), timeout=60)
             assert {o: v for _p, o, _k, v, _h in got} == acked_k
-            assert sorted(read_native(node, ntopic, len(acked_n))) == sorted(acked_n.values())
+            assert sorted(read_native(node, ntopic, acked_n.values())) == sorted(acked_n.values())
         assert "Traceback" not in node.log_tail(10**8)
 
 

@@ -26,6 +26,7 @@ import pytest
 from gateway_native.client import MQBrokerError, MQClientError, Message, Producer
 from gateway_native.remoting.codes import ResponseCode as R
 from tests.gateway_kafka.kafka_helpers import consume, create_topic
+from tests.gateway_native.helpers import read_native
 from tests.support import mounts
 from tests.support.node import RunningNode
 
@@ -133,7 +134,5 @@ def test_a_stalled_disk_answers_busy_and_throttles_instead_of_queueing(tmp_path)
                 p.shutdown()
             got = consume("confluent-kafka", node.kafka_bootstrap, ktopic, len(delivered), timeout=60)
             assert {o: v for _p, o, _k, v, _h in got} == delivered
-            from tests.engine.test_disk_space_node import read_native
-
-            assert set(acked_n) <= set(read_native(node, ntopic, len(acked_n)))
+            assert set(acked_n) <= set(read_native(node, ntopic, acked_n))
         assert "Traceback" not in node.log_tail(10**8)

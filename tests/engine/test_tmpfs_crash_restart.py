@@ -4,7 +4,7 @@ segments: it comes back every time, serves every acknowledged message, and the m
 is what the data takes -- not the segment size (reading a 1 GiB segment's holes would fill the
 tmpfs and end in SIGBUS).
 
-Producers of both protocols run while the node is killed. ``ROCKAFKA_CHAOS_CYCLES`` sets the
+Producers of both protocols run while the node is killed. ``CHAOS_CYCLES`` sets the
 number of kill/restart cycles (3 here; ``make chaos`` runs many more).
 """
 
@@ -18,12 +18,13 @@ import uuid
 
 import pytest
 
-from gateway_native.client import LitePullConsumer, Message, MQClientError, Producer
+from gateway_native.client import Message, MQClientError, Producer
+from tests.gateway_native.helpers import read_native
 from tests.gateway_kafka.kafka_helpers import consume, create_topic
 from tests.support import mounts
 from tests.support.node import RunningNode
 
-CYCLES = int(os.environ.get("ROCKAFKA_CHAOS_CYCLES", "3"))
+CYCLES = int(os.environ.get("CHAOS_CYCLES", "3"))
 pytestmark = pytest.mark.timeout(120 + 60 * CYCLES)
 
 
@@ -100,17 +101,6 @@ def high_watermark(node: RunningNode, topic: str) -> int:
         c.close()
 
 
-def read_native(node: RunningNode, topic: str, at_least: int) -> set[bytes]:
-    with LitePullConsumer(f"crash_lp_{uuid.uuid4().hex[:6]}", node.namesrv_addr,
-                          consume_from_where="CONSUME_FROM_FIRST_OFFSET", auto_commit=False) as lp:
-        lp.assign(lp.fetch_message_queues(topic))
-        got: set[bytes] = set()
-        deadline = time.monotonic() + 60
-        while len(got) < at_least and time.monotonic() < deadline:
-            got.update(m.body for m in lp.poll(300))
-    return got
-
-
 def test_kill_restart_loop_on_a_small_tmpfs_with_1gib_segments(tmp_path):
     rng = random.Random(11)
     with mounts.tmpfs(tmp_path / "disk", 256) as disk:
@@ -134,7 +124,7 @@ def test_kill_restart_loop_on_a_small_tmpfs_with_1gib_segments(tmp_path):
                 by_offset = {o: v for _p, o, _k, v, _h in got}
                 lost = [o for o, v in acked_k.items() if by_offset.get(o) != v]
                 assert not lost, f"cycle {cycle}: acknowledged Kafka records lost at offsets {lost[:10]}"
-                assert acked_n <= read_native(node, ntopic, len(acked_n)), f"cycle {cycle}: native messages lost"
+                assert acked_n <= set(read_native(node, ntopic, acked_n)), f"cycle {cycle}: native messages lost"
             assert acked_n and acked_k
         finally:
             node.kill()
