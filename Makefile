@@ -39,11 +39,14 @@ test-deps: $(VENV)/.test-extras $(GRPC) $(HTMX)
 test: test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# fault loops outside `make test`: kill -9 of a SYNC_MASTER master under load, 20 cycles
-# (CHAOS_ARGS="--cycles 50 --seed 7" to change); exits non-zero if an acknowledged message is lost
+# Long fault loops outside `make test` (which runs a few cycles of each): kill -9 of a
+# SYNC_MASTER master under load (CHAOS_ARGS="--cycles 50 --seed 7" to change), and kill -9 /
+# restart cycles on a small memory-backed disk (CHAOS_CYCLES). Exits non-zero on any loss.
 CHAOS_ARGS ?= --cycles 20
+CHAOS_CYCLES ?= 30
 chaos: test-deps
 	$(BIN)/python compat/chaos/ha_kill.py $(CHAOS_ARGS)
+	CHAOS_CYCLES=$(CHAOS_CYCLES) $(BIN)/python -m pytest tests/engine/test_tmpfs_crash_restart.py $(PYTEST_ARGS)
 
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy

@@ -78,6 +78,10 @@ class MessageStoreConfig:
     index_kafka_record_keys: bool = True
     disk_space_clean_forcibly_ratio: int = 85  # percent; above it even unexpired files go
     disk_space_warning_level_ratio: int = 90  # percent; above it puts are refused (disk full)
+    clean_file_forcibly_enable: bool = True  # above the forcibly ratio, delete the oldest segments
+    # Flow control: a put finding the commitlog locked by another put for longer than this is
+    # refused (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]...") instead of queueing behind it.
+    os_page_cache_busy_time_out_mills: int = 1000
     flush_consumer_offset_interval: int = 5000  # ms between consumer offset persists
     # Reserve a segment's blocks when it is created (posix_fallocate) instead of sparse files.
     warm_mapped_file_enable: bool = False
@@ -114,6 +118,40 @@ class BrokerConfig:
     serialize_type: str = "JSON"  # reply serialization of remoting headers: JSON or ROCKETMQ
     slave_read_enable: bool = False  # masters may redirect pulls of slow consumers to a slave
     broker_rack: str | None = None  # Kafka's broker.rack: follower fetching picks a replica in the client's rack
+    # Flow control (RocketMQ's BrokerFastFailure): a send that waited in the send queue longer
+    # than this is answered SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]..." without being stored.
+    broker_fast_failure_enable: bool = True
+    wait_time_mills_in_send_queue: int = 200
+    send_message_thread_pool_nums: int = 4  # store writers for sends that may wait on disk
+
+
+@dataclass
+class ListenerLimits:
+    """What one client can take from the node: connections, request sizes, time, memory.
+
+    Kafka's broker keys and defaults where Kafka has one; ``connections.max.idle.ms`` also
+    governs the admin listener, RocketMQ's ``serverChannelMaxIdleTimeSeconds`` the remoting
+    ones. Connection counts are node-wide (all listeners share the process's descriptors).
+    """
+
+    max_connections: int = 2**31 - 1  # Kafka's default: no limit but the descriptors
+    max_connections_per_ip: int = 2**31 - 1
+    connections_max_idle_ms: int = 600_000  # Kafka listener and admin HTTP
+    server_channel_max_idle_time_seconds: int = 120  # remoting listeners (NameServer, broker)
+    socket_request_max_bytes: int = 100 * MiB  # Kafka: a larger length prefix closes the connection
+    frame_max_length: int = 16 * MiB  # remoting (RocketMQ's com.rocketmq.remoting.frameMaxLength)
+    admin_request_max_bytes: int = 1 * MiB  # admin HTTP bodies (aiohttp's client_max_size)
+    # Time a request may take to arrive once its length prefix has (neither Kafka nor RocketMQ
+    # bound it; a client sending one byte a second would otherwise hold its buffer forever).
+    request_receive_timeout_ms: int = 30_000
+    # Memory held by requests read but not yet answered, all listeners together. Kafka's
+    # queued.max.request.bytes defaults to -1 (unbounded); a bound keeps four 100 MiB
+    # requests from taking 400 MiB at once: past it, listeners stop reading sockets. -1 = no
+    # bound, as in Kafka.
+    queued_max_request_bytes: int = 256 * MiB
+    # Descriptors kept free for the store: a new connection is refused when accepting it left
+    # fewer than this many below the open-files limit (a quarter of the limit at most).
+    open_files_reserve: int = 1024
 
 
 @dataclass
@@ -126,6 +164,7 @@ class NodeConfig:
     admin_port: int = 8080
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
+    limits: ListenerLimits = field(default_factory=ListenerLimits)
     # Keys no dataclass above declares, for gateways' own settings (e.g. Kafka's
     # ``advertised_host``, ``num_partitions``); snake_case, values as strings.
     extra: dict[str, str] = field(default_factory=dict)
@@ -166,8 +205,6 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "kafka_cluster_id": ("brokerClusterName", "Kafka cluster id"),
     "num_partitions": ("1", "partitions of an auto-created Kafka topic"),
     "auto_create_topics_enable": ("autoCreateTopicEnable", "create unknown topics on Metadata/Produce"),
-    "socket_request_max_bytes": ("104857600", "largest Kafka request frame accepted"),
-    "connections_max_idle_ms": ("600000", "close Kafka connections idle this long (0 = never)"),
     "group_min_session_timeout_ms": ("6000", "smallest session.timeout.ms a member may ask for"),
     "group_max_session_timeout_ms": ("1800000", "largest session.timeout.ms a member may ask for"),
     "group_initial_rebalance_delay_ms": ("100", "wait for more members before the first rebalance"),
@@ -229,8 +266,9 @@ _ALIASES = {
 
 
 def snake_case(key: str) -> str:
-    """``flushDiskType`` -> ``flush_disk_type``; ``--data-dir`` -> ``data_dir``."""
-    key = key.strip().lstrip("-").replace("-", "_")
+    """``flushDiskType`` -> ``flush_disk_type``; ``--data-dir`` -> ``data_dir``; Kafka's
+    ``max.connections.per.ip`` -> ``max_connections_per_ip``."""
+    key = key.strip().lstrip("-").replace("-", "_").replace(".", "_")
     return _CAMEL.sub(r"_\1", key).lower()
 
 
@@ -287,10 +325,12 @@ def read_broker_conf(path: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def known_keys() -> dict[str, str]:
-    """Every accepted key (snake_case) -> where it lives: ``node``, ``store``, ``broker``, ``extra``."""
+    """Every accepted key (snake_case) -> where it lives: ``node``, ``store``, ``broker``,
+    ``limits``, ``extra``."""
     keys = {k: "node" for k in _NODE_KEYS}
     keys.update({f.name: "store" for f in fields(MessageStoreConfig)})
     keys.update({f.name: "broker" for f in fields(BrokerConfig)})
+    keys.update({f.name: "limits" for f in fields(ListenerLimits)})
     keys.update({k: "extra" for k in EXTRA_KEYS})
     return keys
 
@@ -345,8 +385,9 @@ def describe(config: NodeConfig) -> list[dict[str, str]]:
             default, about = EXTRA_KEYS[key]
             value = config.extra.get(key, default)
         else:
-            owner = {"node": config, "store": config.store, "broker": config.broker}[where]
-            default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker}[where]
+            owner = {"node": config, "store": config.store, "broker": config.broker, "limits": config.limits}[where]
+            default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker,
+                             "limits": defaults.limits}[where]
             value, default, about = getattr(owner, key), getattr(default_owner, key), ""
         rows.append({"key": camel_case(key), "value": _text(value), "default": _text(default), "section": where,
                      "about": about})
@@ -357,6 +398,7 @@ def apply(config: NodeConfig, values: Mapping[str, Any]) -> NodeConfig:
     """Apply ``values`` (any spelling of a key) onto ``config``; unknown keys are refused."""
     store_types = _field_types(MessageStoreConfig)
     broker_types = _field_types(BrokerConfig)
+    limit_types = _field_types(ListenerLimits)
     for raw_key, raw in values.items():
         if raw is None:
             continue
@@ -368,6 +410,8 @@ def apply(config: NodeConfig, values: Mapping[str, Any]) -> NodeConfig:
             setattr(config.store, key, _convert(key, raw, store_types[key]))
         elif key in broker_types:
             setattr(config.broker, key, _convert(key, raw, broker_types[key]))
+        elif key in limit_types:
+            setattr(config.limits, key, _convert(key, raw, limit_types[key]))
         else:
             config.extra[key] = str(raw)
     validate(config)
@@ -409,11 +453,24 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError(f"brokerId {b.broker_id} is a slave id: set brokerRole=SLAVE, or brokerId=0 for a master")
     if s.ha_master_address and ":" not in s.ha_master_address:
         raise ConfigError(f"haMasterAddress must be host:port, got {s.ha_master_address!r}")
+    if not 1 <= s.os_page_cache_busy_time_out_mills:
+        raise ConfigError(f"osPageCacheBusyTimeOutMills must be positive, got {s.os_page_cache_busy_time_out_mills}")
+    for key in ("wait_time_mills_in_send_queue", "send_message_thread_pool_nums"):
+        if getattr(b, key) <= 0:
+            raise ConfigError(f"{key} must be positive, got {getattr(b, key)}")
+    for f in fields(ListenerLimits):
+        value = getattr(config.limits, f.name)
+        if f.name == "queued_max_request_bytes" and value == -1:
+            continue
+        if value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF):
+            raise ConfigError(f"{f.name} must be positive{' (0 = off)' if f.name in _ZERO_MEANS_OFF else ''}, got {value}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):
         port = getattr(config, name)
         if not 0 <= port <= 65535:
             raise ConfigError(f"{name} must be 0..65535, got {port}")
 
+
+_ZERO_MEANS_OFF = {"connections_max_idle_ms", "server_channel_max_idle_time_seconds", "request_receive_timeout_ms"}
 
 ENV_PREFIX = "ROCKAFKA_"
 # ROCKAFKA_* variables that are not node keys: `rockafka admin`'s default NameServer.

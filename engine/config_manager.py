@@ -28,10 +28,14 @@ log = structlog.get_logger("rockafka.engine.config_manager")
 def write_atomic(path: Path, data: bytes, keep_backup: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:  # e.g. a full disk: the current file stays as it was, the partial copy goes
+        tmp.unlink(missing_ok=True)
+        raise
     if keep_backup and path.exists():
         os.replace(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)
@@ -94,7 +98,11 @@ class ConfigManager:
         with self.lock:
             data = json.dumps(self.encode(), indent=2, sort_keys=True).encode("utf-8")
             self._dirty = False
-            write_atomic(self.path, data)
+            try:
+                write_atomic(self.path, data)
+            except OSError:
+                self._dirty = True  # not on disk yet: the next persist_if_dirty tries again
+                raise
 
     def mark_dirty(self) -> None:
         self._dirty = True

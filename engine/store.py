@@ -44,6 +44,7 @@ from .config import BrokerConfig, MessageStoreConfig
 from .config_manager import ConfigManager
 from .consume_queue import ConsumeQueue
 from .consumer_offset import ConsumerOffsetManager
+from .disk_space import DiskSpace, is_disk_full
 from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery, record_keys
 from .errors import StoreError, StoreLockedError
 from .progress import Progress
@@ -97,6 +98,7 @@ class PutMessageResult:
     store_timestamp: int = 0
     error: str | None = None
     end_offset: int = -1  # commitlog offset just past the last unit written (what replication must cover)
+    disk_full: bool = False  # SERVICE_NOT_AVAILABLE because the data disk is full
 
     @property
     def ok(self) -> bool:
@@ -191,7 +193,10 @@ class MessageStore:
         self.config = config
         self.broker_config = broker_config or BrokerConfig()
         self.root = str(config.store_path_root_dir)
-        self.fio: FileIO = file_io or MmapFileIO(preallocate=config.warm_mapped_file_enable)
+        # SYNC_FLUSH puts run on send-queue threads that wait on the disk anyway: their commitlog
+        # writes go by pwrite, so a stalled disk blocks them and not the whole process (file_io)
+        self.fio: FileIO = file_io or MmapFileIO(preallocate=config.warm_mapped_file_enable,
+                                                 pwrite_all=config.flush_disk_type == "SYNC_FLUSH")
         self.store_host = _store_host(broker_config)
         self.commitlog = CommitLog(self.fio, commitlog_dir(self.root), config.mapped_file_size_commit_log)
         self.index_service = IndexService(self.fio, os.path.join(self.root, "index"),
@@ -208,6 +213,8 @@ class MessageStore:
         self._topic_cache: dict[str, tuple[bytes | None, str | None]] = {}
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._put_lock = threading.Lock()
+        self._begin_time_in_lock = 0.0  # monotonic time the current put took the lock (0: free)
+        self.page_cache_busy_refused = 0  # counter: puts refused with OS_PAGE_CACHE_BUSY
         self._cq_lock = threading.RLock()
         self.confirmed_offset = 0
         self._last_store_ts = 0
@@ -221,7 +228,8 @@ class MessageStore:
         self.running = False
         self._was_started = False
         self.last_exit_ok = True
-        self.disk_full = False
+        self._wake_background = threading.Event()
+        self.disk = DiskSpace(self.fio, self.root, config, on_clean_wanted=self._wake_background.set)
         self._pending_listeners: list[Callable[[str, int, int], None]] = []
         # a slave: topics its replicated units name that its topic table lacks (-> queue count seen)
         self.replicated_unknown_topics: dict[str, int] = {}
@@ -272,6 +280,8 @@ class MessageStore:
             self.dispatcher.add_listener(cb)
         self.dispatcher.start()
         self._stop_event.clear()
+        self._wake_background.clear()
+        self.disk.refresh(self.confirmed_offset)
         self._background = threading.Thread(target=self._background_loop, name="store-background", daemon=True)
         self._background.start()
         self.running = True
@@ -290,6 +300,7 @@ class MessageStore:
         self.schedule.stop()
         self.running = False
         self._stop_event.set()
+        self._wake_background.set()
         if self._background is not None:
             self._background.join(timeout=30)
         if self.dispatcher is not None:
@@ -328,8 +339,11 @@ class MessageStore:
                     f"data directory {self.root} is in use by another process (it holds {path}); "
                     "stop that process or choose another --data-dir") from None
             raise StoreError(f"cannot lock {path}: {exc.strerror}") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # the pid is for people; a full disk must not stop the start
+            log.warning("lock_file_pid_not_written", path=path, error=str(exc))
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
@@ -416,7 +430,7 @@ class MessageStore:
         if f is None:
             return True
         pos = offset - f.file_from_offset
-        return f.buf[pos:pos + 8] == bytes(8)
+        return f.segment.pread(pos, 8) == bytes(8)  # may be a hole: never read it through the mapping
 
     def _redispatch(self, start: int, check_crc: bool, index_from: int, progress: Progress | None = None) -> int:
         n = 0
@@ -504,11 +518,45 @@ class MessageStore:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 "this broker is a slave (brokerRole=SLAVE): its log is written by replication only; "
                                 "write to the master of the group")
-        if self.disk_full:
-            return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                f"disk of {self.root} is more than {self.config.disk_space_warning_level_ratio}% full "
-                                "(diskSpaceWarningLevelRatio); puts refused until space is freed")
+        if not self.disk.writable(self.confirmed_offset):
+            return self._refuse_disk_full()
         return None
+
+    def _refuse_disk_full(self) -> PutMessageResult:
+        self.disk.puts_refused += 1
+        return PutMessageResult(status=PutMessageStatus.SERVICE_NOT_AVAILABLE, error=self.disk.refuse_message(),
+                                disk_full=True)
+
+    @property
+    def disk_full(self) -> bool:
+        return self.disk.full
+
+    def is_os_page_cache_busy(self) -> bool:
+        """A put has held the commitlog lock longer than osPageCacheBusyTimeOutMills (RocketMQ's check)."""
+        begin = self._begin_time_in_lock
+        return bool(begin) and time.monotonic() - begin > self.config.os_page_cache_busy_time_out_mills / 1000.0
+
+    @property
+    def put_would_wait(self) -> bool:
+        """Another put holds the commitlog now: a caller that must not block (an event loop)
+        hands its put to a thread instead."""
+        return self._put_lock.locked()
+
+    def _lock_for_put(self) -> bool:
+        """Take the put lock, waiting at most osPageCacheBusyTimeOutMills; False = busy."""
+        lock = self._put_lock
+        if not lock.acquire(False):
+            limit = self.config.os_page_cache_busy_time_out_mills / 1000.0
+            begin = self._begin_time_in_lock
+            held = time.monotonic() - begin if begin else 0.0
+            if held > limit or not lock.acquire(timeout=limit - held):
+                return False
+        self._begin_time_in_lock = time.monotonic()
+        return True
+
+    def _unlock_for_put(self) -> None:
+        self._begin_time_in_lock = 0.0
+        self._put_lock.release()
 
     def _topic_bytes(self, topic: str) -> tuple[bytes | None, str | None]:
         cached = self._topic_cache.get(topic)
@@ -696,7 +744,13 @@ class MessageStore:
             body_pos = _body_pos(unit)
             record_batch.set_base_offset(memoryview(unit)[body_pos:], guess)
             _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
-        with self._put_lock:
+        if not self._lock_for_put():
+            self.page_cache_busy_refused += 1
+            return self._refuse(PutMessageStatus.OS_PAGE_CACHE_BUSY,
+                                f"[PC_SYNCHRONIZED]broker busy, start flow control for a while: the commitlog has been "
+                                f"locked by another put for more than osPageCacheBusyTimeOutMills "
+                                f"{self.config.os_page_cache_busy_time_out_mills} ms")
+        try:
             if not self.running:
                 return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
             cq = self.find_consume_queue(topic, queue_id, create=True)
@@ -707,13 +761,23 @@ class MessageStore:
             if now < self._last_store_ts:  # wall clock stepped back: keep store times ordered,
                 now = self._last_store_ts  # time search (binary) relies on it
             self._last_store_ts = now
+            if len(units) > 1:
+                # several units are stored all or none: reserve their space (and their queue
+                # units') in one segment first, so a full disk refuses before the first is written
+                total = sum(len(u[0]) for u in units)
+                if cl.fits_in_segment(total):
+                    try:
+                        f = cl.segment_for(total)
+                        f.segment.reserve(f.wrote_position, total)
+                        cq.reserve(qoff, sum(u[2] for u in units))
+                    except OSError as exc:
+                        return self._refuse_write_error(exc, cl.mfq.store_path)
             for n, (unit, tcode, count) in enumerate(units):
                 size = len(unit)
                 try:
                     f = cl.segment_for(size)
                 except OSError as exc:
-                    return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
-                                        f"cannot create commitlog segment in {cl.mfq.store_path}: {exc.strerror or exc}")
+                    return self._refuse_write_error(exc, cl.mfq.store_path)
                 phy = f.file_from_offset + f.wrote_position
                 patch_unit(unit, qoff, phy, now)
                 if batch and (n or qoff != guess):  # only the first was patched ahead, with a guess
@@ -721,7 +785,10 @@ class MessageStore:
                     record_batch.set_base_offset(memoryview(unit)[body_pos:], qoff)
                     _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
                 pos = f.wrote_position
-                cl.write_unit(f, unit)
+                try:
+                    cl.write_unit(f, unit)
+                except OSError as exc:  # no space could be reserved: nothing was written
+                    return self._refuse_write_error(exc, cl.mfq.store_path)
                 try:
                     cq.put(qoff, phy, size, tcode, count)
                 except OSError as exc:
@@ -729,8 +796,7 @@ class MessageStore:
                     f.write_at(pos, bytes(size))
                     f.wrote_position = pos
                     cq.mfq.truncate_dirty(qoff * 20)
-                    return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
-                                        f"cannot extend consume queue {topic}/{queue_id}: {exc.strerror or exc}")
+                    return self._refuse_write_error(exc, f"consume queue {topic}/{queue_id}")
                 if first_phy < 0:
                     first_phy, first_qoff = phy, qoff
                 ids.append(_unit_msg_id(unit, phy))
@@ -740,6 +806,8 @@ class MessageStore:
                 self._queue_offsets[key] = qoff
                 self.confirmed_offset = phy + size
             end = self.confirmed_offset
+        finally:
+            self._unlock_for_put()
         self.dispatcher.wake()
         metrics.STORE_APPEND_SECONDS.observe(metrics.now() - started)
         self.ha.notify_append()
@@ -899,6 +967,13 @@ class MessageStore:
                 cl.mfq.flushed_where = offset
             self.confirmed_offset = offset
         log.warning("commitlog_restarted", offset=offset)
+
+    def _refuse_write_error(self, exc: OSError, where: str) -> PutMessageResult:
+        if is_disk_full(exc):
+            self.disk.out_of_space(self.confirmed_offset)
+            return self._refuse_disk_full()
+        return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                            f"cannot write to {where}: {exc.strerror or exc}")
 
     # ------------------------------------------------------------------ reads
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
@@ -1158,27 +1233,48 @@ class MessageStore:
 
     def _background_loop(self) -> None:
         cq_interval = max(self.config.flush_interval_consume_queue, 10) / 1000.0
-        next_offsets = time.monotonic() + self.config.flush_consumer_offset_interval / 1000.0
-        next_clean = time.monotonic() + self.config.clean_resource_interval / 1000.0
-        while not self._stop_event.wait(cq_interval):
-            try:
-                self._flush_logics_and_checkpoint()
-                now = time.monotonic()
-                if now >= next_offsets:
-                    self.consumer_offsets.persist_if_dirty()
-                    next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
-                if now >= next_clean:
-                    self.clean_expired_files()
-                    next_clean = now + self.config.clean_resource_interval / 1000.0
-            except Exception:
-                log.exception("store_background_failed")
+        now = time.monotonic()
+        next_flush = now + cq_interval
+        next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
+        next_clean = now + self.config.clean_resource_interval / 1000.0
+        next_disk = now + 1.0
+        failing: dict[str, str] = {}  # what failed last round: the same failure is logged once
+        while True:
+            # the put path wakes this thread when the disk crosses diskSpaceCleanForciblyRatio
+            self._wake_background.wait(max(0.0, min(next_flush, next_disk) - time.monotonic()))
+            self._wake_background.clear()
+            if self._stop_event.is_set():
+                return
+            now = time.monotonic()
+            tasks = []
+            if now >= next_flush:
+                tasks.append(("flush", self._flush_logics_and_checkpoint))
+                next_flush = now + cq_interval
+            if now >= next_disk or self.disk.clean_wanted.is_set():
+                tasks.append(("disk", lambda: self.disk.refresh(self.confirmed_offset)))
+                next_disk = now + 1.0
+            if now >= next_offsets:
+                tasks.append(("consumer_offsets", self.consumer_offsets.persist_if_dirty))
+                next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
+            if now >= next_clean or self.disk.clean_wanted.is_set():
+                tasks.append(("clean", self.clean_expired_files))
+                next_clean = now + self.config.clean_resource_interval / 1000.0
+            for name, task in tasks:
+                try:
+                    task()
+                except Exception as exc:
+                    # a full disk or descriptor table fails the same way every second: one
+                    # event when it starts (with the traceback), one when it stops
+                    reason = f"{type(exc).__name__}: {exc}"
+                    if failing.get(name) != reason:
+                        log.exception("store_background_failed", task=name)
+                        failing[name] = reason
+                else:
+                    if failing.pop(name, None) is not None:
+                        log.info("store_background_recovered", task=name)
 
     def disk_used_ratio(self) -> float:
-        try:
-            usage = shutil.disk_usage(self.root)
-        except OSError:
-            return 0.0
-        return 100.0 * usage.used / usage.total if usage.total else 0.0
+        return self.disk.ratio if self.disk.total else self.disk.refresh(self.confirmed_offset)
 
     def clean_expired_files(self, force: bool = False, now_ms: float | None = None) -> int:
         """Retention pass (RocketMQ's CleanCommitLogService + CleanConsumeQueueService).
@@ -1190,23 +1286,44 @@ class MessageStore:
         offsets move forward.
         """
         cfg = self.config
-        ratio = self.disk_used_ratio()
-        self.disk_full = ratio > cfg.disk_space_warning_level_ratio
+        disk = self.disk
+        disk.clean_wanted.clear()
+        ratio = disk.refresh(self.confirmed_offset)
         hours = {h.strip() for h in cfg.delete_when.split(";") if h.strip()}
         hour_now = datetime.now().strftime("%H")
         time_ok = hour_now in hours or str(int(hour_now)) in hours
         space_pressure = ratio > cfg.disk_max_used_space_ratio
-        forcibly = ratio > cfg.disk_space_clean_forcibly_ratio
         deleted = []
         if force or time_ok or space_pressure:
-            reserved = 0 if forcibly else cfg.file_reserved_time * 3600 * 1000
-            deleted = self.commitlog.mfq.delete_expired_by_time(reserved, now_ms)
+            deleted = self.commitlog.mfq.delete_expired_by_time(cfg.file_reserved_time * 3600 * 1000, now_ms)
+            disk.segments_deleted_expired += len(deleted)
         if deleted:
             log.info("commitlog_segments_deleted", count=len(deleted), first=deleted[0].path,
                      new_min_offset=self.commitlog.min_offset, disk_used_percent=round(ratio, 1))
+            ratio = disk.refresh(self.confirmed_offset)
+        forced = 0
+        # above diskSpaceCleanForciblyRatio: the oldest segments go, expired or not, one at a
+        # time until usage is below it again (at most 10 a pass; never the segment written now)
+        while disk.forcibly and forced < 10:
+            gone = self.commitlog.mfq.delete_first(1)
+            if not gone:
+                break
+            forced += 1
+            disk.segments_deleted_forcibly += 1
+            before = disk.ratio
+            self.correct_min_offsets()  # queue files pointing into it go too, before looking again
+            disk.refresh(self.confirmed_offset)
+            log.warning("commitlog_segment_deleted_forcibly", path=gone[0].path,
+                        new_min_offset=self.commitlog.min_offset, disk_used_percent_before=round(before, 1),
+                        disk_used_percent=round(disk.ratio, 1), clean_forcibly_ratio=cfg.disk_space_clean_forcibly_ratio)
+        if forced == 10 and disk.forcibly:
+            disk.clean_wanted.set()  # more next round, right away
+            self._wake_background.set()
+        else:  # done, or nothing left to delete: the next look above the ratio asks again
+            disk.clean_wanted.clear()
         self.correct_min_offsets()
         self.apply_topic_retention(now_ms)
-        return len(deleted)
+        return len(deleted) + forced
 
     def apply_topic_retention(self, now_ms: float | None = None) -> int:
         """Per-topic time retention: a topic whose attributes set ``retention.ms`` (the Kafka

@@ -1,8 +1,14 @@
 """The Kafka listener: an asyncio shell around the sans-IO codec and the API table.
 
 Per connection the loop is: read the 4-byte size, refuse (close) a size that is not positive
-or above ``socket_request_max_bytes`` *before* buffering anything, ``readexactly`` the frame,
-decode it, await the handler registered for the API key, write the response.
+or above ``socket_request_max_bytes`` *before* buffering anything, wait for that many bytes of
+the node's request budget (``engine.listener_limits``: no more socket reads meanwhile),
+``readexactly`` the frame within ``request_receive_timeout_ms``, decode it, await the handler
+registered for the API key, write the response, give the budget back.
+
+Limits (``engine.config.ListenerLimits``, node-wide): a connection over ``max_connections``,
+``max_connections_per_ip`` or too close to the open-files limit is closed as soon as it is
+accepted; one with no request for ``connections.max.idle.ms`` is closed.
 
 Invariants:
 - Responses on one connection go out strictly in request order: requests on a connection are
@@ -35,6 +41,7 @@ from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.cluster import BrokerNode, LocalCluster, LocalReplication
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.producer_state import ProducerStateManager
+from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
 log = structlog.get_logger("rockafka.kafka")
 
@@ -43,6 +50,8 @@ API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
 WRITE_HIGH_WATER = 4 * MiB
 _PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
+_HELD = "request_budget_bytes"  # ConnectionState.extra: budget held by the request in hand
+_THROTTLE = "throttle_time_ms"  # set by a handler under flow control (see apis/produce.py)
 
 
 class KafkaSettings:
@@ -58,10 +67,10 @@ class KafkaSettings:
         self.num_partitions: int = config.extra_int("num_partitions", 1)
         self.auto_create_topics_enable: bool = config.extra_bool(
             "auto_create_topics_enable", config.broker.auto_create_topic_enable)
-        self.socket_request_max_bytes: int = config.extra_int("socket_request_max_bytes", 100 * MiB)
+        self.socket_request_max_bytes: int = config.limits.socket_request_max_bytes
         # Kafka's connections.max.idle.ms: a connection with no request for this long is closed
         # (clients reconnect on demand); 0 keeps connections forever.
-        self.connections_max_idle_ms: int = config.extra_int("connections_max_idle_ms", 600_000)
+        self.connections_max_idle_ms: int = config.limits.connections_max_idle_ms
         self.group_min_session_timeout_ms: int = config.extra_int("group_min_session_timeout_ms", 6000)
         self.group_max_session_timeout_ms: int = config.extra_int("group_max_session_timeout_ms", 1_800_000)
         # Kafka's default is 3000 ms; a short delay keeps tests and small deployments snappy
@@ -148,11 +157,16 @@ class ArrivalHub:
 class KafkaGateway:
     name = "kafka"
 
-    def __init__(self, store: Any, config: Any):
+    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, send_queue: Any = None):
         self.store = store
         self.config = config
         self.log = log
         self.settings = KafkaSettings(config)
+        self.guard = guard or ListenerGuard(config.limits)  # the node passes the one all listeners share
+        from engine.send_queue import SendQueue
+
+        self._owns_send_queue = send_queue is None  # flow control for puts that may wait on disk
+        self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.port: int | None = None
         self.cluster: LocalCluster | None = None
         self.coordinator = GroupCoordinator(
@@ -165,7 +179,7 @@ class KafkaGateway:
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
         self.arrivals: ArrivalHub | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._server: Any = None
         self._connections: set[asyncio.Task] = set()
         self._snapshot_task: asyncio.Task | None = None
         self._stopping = False
@@ -182,8 +196,8 @@ class KafkaGateway:
         self.store.add_arrival_listener(self.arrivals.on_arrival)
         await self.txn.start()
         self.coordinator.restore()
-        self._server = await asyncio.start_server(self._on_connection, self.settings.host, self.settings.port,
-                                                  reuse_address=True)
+        self._server = await start_server(self.guard, "kafka", self.settings.host, self.settings.port,
+                                          stream_protocol_factory(self._on_connection))
         self.port = self._server.sockets[0].getsockname()[1]
         host = self.settings.advertised_host or self._default_advertised_host()
         self.cluster = LocalCluster(self.settings.cluster_id, self.settings.node_id, host,
@@ -220,6 +234,8 @@ class KafkaGateway:
 
         await asyncio.get_running_loop().run_in_executor(None, recovery.save_producer_state, self.store,
                                                          self.producer_state)
+        if self._owns_send_queue:
+            self.send_queue.shutdown()
         log.info("kafka_gateway_stopped", port=self.port)
 
     async def _snapshot_loop(self) -> None:
@@ -238,12 +254,16 @@ class KafkaGateway:
 
     # -- connections -----------------------------------------------------------------------
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        sock = writer.get_extra_info("socket")
+        ticket = self.guard.admit("kafka", str(peer[0]), sock.fileno() if sock is not None else -1)
+        if ticket is None:  # over a connection limit: closed unread, as Kafka does
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        peer = writer.get_extra_info("peername") or ("?", 0)
         conn = ConnectionState(str(peer[0]), int(peer[1]))
-        sock = writer.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -252,8 +272,13 @@ class KafkaGateway:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             except OSError:
                 pass
+        # idle connections and requests slower than request_receive_timeout_ms are closed by
+        # the guard's timer (one for the node), which aborts the transport under the reads
+        idle_ms = self.settings.connections_max_idle_ms
+        watch = self.guard.watch("kafka", f"{conn.peer_host}:{conn.peer_port}", writer.transport.abort,
+                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0)
         try:
-            await self._serve(conn, reader, writer)
+            await self._serve(conn, reader, writer, watch)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -262,35 +287,43 @@ class KafkaGateway:
             log.exception("connection_failed", peer=f"{conn.peer_host}:{conn.peer_port}")
         finally:
             self._connections.discard(task)
+            self.guard.unwatch(watch)
+            self.guard.release(ticket)
+            self.guard.budget.release(conn.extra.pop(_HELD, 0))
             try:
                 writer.close()
             except Exception:
                 pass
 
-    async def _serve(self, conn: ConnectionState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, conn: ConnectionState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     watch: Watch) -> None:
         from gateway_kafka.protocol import (MalformedRequestError, UnsupportedVersionError, decode_request,
                                             encode_response_chunks)
 
         max_bytes = self.settings.socket_request_max_bytes
         sasl_required = bool(self.settings.sasl_mechanisms)
-        idle_s = self.settings.connections_max_idle_ms / 1000.0 if self.settings.connections_max_idle_ms > 0 else None
         registry = apis.REGISTRY
         transport = writer.transport
         peer = f"{conn.peer_host}:{conn.peer_port}"
+        budget = self.guard.budget
+        extra = conn.extra
+        clock = asyncio.get_running_loop().time
         while not self._stopping:
+            budget.release(extra.pop(_HELD, 0))  # the previous request is answered
+            watch.last_read, watch.receiving_since = clock(), 0.0
             try:
-                async with asyncio.timeout(idle_s):
-                    head = await reader.readexactly(4)
+                head = await reader.readexactly(4)
             except asyncio.IncompleteReadError:
-                return  # clean close between requests
-            except TimeoutError:
-                log.info("connection_idle_closed", peer=peer, idle_ms=self.settings.connections_max_idle_ms)
-                return
+                return  # clean close between requests (or closed by the guard: idle)
             size = int.from_bytes(head, "big", signed=True)
             if size <= 0 or size > max_bytes:
                 log.warning("request_refused", peer=peer, reason="frame_size", size=size, max=max_bytes)
                 return
-            frame = await reader.readexactly(size)
+            watch.receiving_since = BUSY
+            extra[_HELD] = await budget.acquire(size)  # waits (reading nothing) while the node holds too much
+            watch.receiving_since = clock()
+            frame = await read_exactly(reader, size)  # a large one held once, not twice
+            watch.receiving_since = BUSY
             try:
                 req = decode_request(frame)
             except MalformedRequestError as exc:
@@ -331,6 +364,9 @@ class KafkaGateway:
                 return
             if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                 await writer.drain()
+            throttle_ms = extra.pop(_THROTTLE, 0)
+            if throttle_ms:  # flow control: the client was told throttle_time_ms; read nothing until then
+                await asyncio.sleep(throttle_ms / 1000.0)
         # fall through: gateway stopping
 
     def _api_version_entries(self) -> list[dict]:

@@ -226,14 +226,17 @@ class Broker:
     name = "broker"
 
     def __init__(self, store: Any, config: Any, *, namesrv_addrs: list[str] | None = None,
-                 namesrv_resolver: Any = None):
+                 namesrv_resolver: Any = None, guard: Any = None, send_queue: Any = None):
         self.store = store
         self.config = config
         self.broker_config = config.broker
         self.host = config.host
         from .processors import BROKER_PROCESSORS  # the table imports this module's types
 
-        self.server = RemotingServer("broker", config.host, config.broker_port, BROKER_PROCESSORS, self)
+        from engine.listener_limits import ListenerGuard
+
+        self.server = RemotingServer("broker", config.host, config.broker_port, BROKER_PROCESSORS, self,
+                                     guard=guard or ListenerGuard(config.limits))
         self.serialize_type = 1 if str(self.broker_config.serialize_type).upper() == "ROCKETMQ" else 0
         self.consumers = ConsumerManager(self)
         self.producers = ProducerManager()
@@ -250,6 +253,11 @@ class Broker:
         # round trip to the slaves does not cap the whole broker at four sends in flight
         workers = 32 if config.store.broker_role == "SYNC_MASTER" else 4
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="broker-store")
+        # sends that may wait on the disk (flow control: engine.send_queue); the node shares one
+        from engine.send_queue import SendQueue
+
+        self._owns_send_queue = send_queue is None
+        self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.channel_expired_ms = config.extra_int("channel_expired_timeout", 120_000)
         self.short_polling_ms = config.extra_int("short_polling_time_mills", 1000)
         self.data_version_counter = 0
@@ -339,6 +347,8 @@ class Broker:
         self.pull_hold.wake_all()
         await self.server.stop()
         self.executor.shutdown(wait=True)
+        if self._owns_send_queue:
+            self.send_queue.shutdown()
 
     def ensure_system_topics(self) -> None:
         from engine.topic_config import TopicConfig
@@ -495,14 +505,24 @@ class Broker:
 
     async def put(self, fn: Any, *args: Any) -> Any:
         """A store write: inline under ASYNC_FLUSH (it only touches mapped memory, and a thread hop
-        per message would halve throughput), through the executor when it may wait for a flush
+        per message would halve throughput), through the send queue when it may wait for a flush
         or, SYNC_MASTER, for the slaves (unless the caller waits for them itself:
-        ``sync_replicas=False``, see processors/send.py)."""
+        ``sync_replicas=False``, see processors/send.py): one that waited there longer than
+        waitTimeMillsInSendQueue is answered SYSTEM_BUSY ``[TIMEOUT_CLEAN_QUEUE]...`` unstored
+        (RocketMQ's fast failure)."""
         no_replica_wait = isinstance(fn, functools.partial) and fn.keywords.get("sync_replicas") is False
         if self.config.store.flush_disk_type == "ASYNC_FLUSH" and (
-                no_replica_wait or self.store.config.broker_role != "SYNC_MASTER"):
+                no_replica_wait or self.store.config.broker_role != "SYNC_MASTER") \
+                and not self.store.put_would_wait:  # never wait for another writer on the event loop
             return fn(*args)
-        return await self.run_blocking(fn, *args)
+        from engine.send_queue import SendQueueBusy
+
+        from .dispatch import ProcessorError
+
+        try:
+            return await self.send_queue.run(fn, *args)
+        except SendQueueBusy as exc:
+            raise ProcessorError(R.SYSTEM_BUSY, str(exc)) from None
 
 
 def interface_addresses() -> list[str]:

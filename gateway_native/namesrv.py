@@ -31,7 +31,7 @@ from . import namesrv_admin
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.route import decode_route_json  # noqa: F401  (re-exported: the wire form lives in remoting)
 from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
-from .remoting.command import RemotingCommand
+from .remoting.command import RemotingCommand, loads_json
 from .transport import Connection
 
 log = structlog.get_logger("rockafka.namesrv")
@@ -228,7 +228,7 @@ async def register_broker(ns: "NameServer", conn: Connection, cmd: RemotingComma
     extras: dict[str, Any] = {}
     if cmd.body:
         try:
-            body = json.loads(cmd.body)
+            body = loads_json(cmd.body, "register-broker body")
             wrapper = body.get("topicConfigSerializeWrapper") or {}
             topic_configs = wrapper.get("topicConfigTable") or {}
             data_version = wrapper.get("dataVersion") or {}
@@ -323,12 +323,12 @@ class NameServer:
     name = "namesrv"
 
     def __init__(self, host: str, port: int, *, kv_config_path: str | os.PathLike[str] | None = None,
-                 broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000):
+                 broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000, guard=None):
         self.routes = RouteInfo()
         self.kv = KVConfig(kv_config_path)
         self.broker_expired_ms = broker_expired_ms
         self.scan_interval_ms = scan_interval_ms
-        self.server = RemotingServer("namesrv", host, port, NAMESRV_PROCESSORS, self)
+        self.server = RemotingServer("namesrv", host, port, NAMESRV_PROCESSORS, self, guard=guard)
         self.server.on_connection_closed.append(self.routes.connection_closed)
         self._scan_task: asyncio.Task[None] | None = None
 

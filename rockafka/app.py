@@ -15,6 +15,8 @@ from typing import Any, Protocol
 import structlog
 
 from engine.config import NodeConfig
+from engine.listener_limits import ListenerGuard
+from engine.send_queue import SendQueue
 from engine.store import MessageStore
 
 log = structlog.get_logger("rockafka.node")
@@ -31,6 +33,10 @@ class Component(Protocol):
 def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     """The listeners of a node, in start order. Each gateway adds itself here."""
     components: list[Any] = []
+    # one set of connection and request-memory limits for every listener of the node, and one
+    # send queue (flow control) for the writes of both protocols
+    guard = ListenerGuard(config.limits)
+    send_queue = SendQueue.from_config(config.broker)
     # -- native gateway (NameServer first: the broker registers with it) --
     from gateway_native.broker import Broker
     from gateway_native.namesrv import NameServer
@@ -38,15 +44,16 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     namesrv = NameServer(config.host, config.namesrv_port,
                          kv_config_path=store.config_dir / "namesrv_kvConfig.json",
                          broker_expired_ms=config.extra_int("broker_channel_expired_time", 120_000),
-                         scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000))
+                         scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000), guard=guard)
     own_host = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
     components.append(namesrv)
-    broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"])
+    broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"], guard=guard,
+                    send_queue=send_queue)
     components.append(broker)
     # -- kafka gateway --
     from gateway_kafka.server import KafkaGateway
 
-    kafka = KafkaGateway(store, config)
+    kafka = KafkaGateway(store, config, guard=guard, send_queue=send_queue)
     components.append(kafka)
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
@@ -82,8 +89,24 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
                       node_info=node_info,
                       # the NameServers the broker registers with (a group's shared one when namesrvAddr is set)
                       namesrv_addr=lambda: (broker.namesrv_addrs() or [f"{own_host}:{namesrv.port}"])[0])
-    components.append(AdminHttp(store, config, views))
+    components.append(AdminHttp(store, config, views, guard=guard, send_queue=send_queue))
+    components.insert(0, _SharedServices(send_queue))  # started first, stopped after every listener
     return components
+
+
+class _SharedServices:
+    """What the listeners share and nobody else stops: the send queue's threads."""
+
+    name = "shared"
+
+    def __init__(self, send_queue: SendQueue):
+        self.send_queue = send_queue
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.send_queue.shutdown)
 
 
 def raise_open_files_limit() -> None:

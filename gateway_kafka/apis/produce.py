@@ -19,7 +19,9 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
 - Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
   MESSAGE_TOO_LARGE (a batch above ``message_max_bytes``), UNKNOWN_TOPIC_OR_PARTITION,
   INVALID_TOPIC_EXCEPTION, OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER /
-  INVALID_PRODUCER_EPOCH (idempotence), KAFKA_STORAGE_ERROR / REQUEST_TIMED_OUT from the store.
+  INVALID_PRODUCER_EPOCH (idempotence), KAFKA_STORAGE_ERROR / REQUEST_TIMED_OUT from the store
+  (KAFKA_STORAGE_ERROR with the store's message when the data disk is full: retriable, so
+  producers retry until space returns or their delivery timeout ends).
 - An exact duplicate of a recent batch (producer retry) is not stored again; it is answered
   with the offset it got the first time.
 - Check, append and record run under a per-partition lock so two connections of one producer
@@ -28,18 +30,29 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
   ones (else INVALID_PRODUCER_EPOCH) and the partition part of its open transaction (else
   INVALID_TXN_STATE); the first one of a transaction in a partition opens it in
   ``engine.txn_index`` (which holds the last stable offset back).
+- Flow control (the store's, as RocketMQ applies it to sends): a batch that waited in the
+  node's send queue longer than ``waitTimeMillsInSendQueue``, or found the commitlog locked
+  longer than ``osPageCacheBusyTimeOutMills``, is not stored and answered REQUEST_TIMED_OUT
+  (retriable) with the reason in ``error_message``; the response then carries
+  ``throttle_time_ms`` and the listener reads nothing more from that connection for that long
+  (a Kafka broker's quota throttling, KIP-219), so producers slow down instead of requests
+  queueing without bound.
 - Not implemented: LogAppendTime topics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, partition_count, topic_name_error
 from engine import metrics
 from engine.record_batch import CorruptRecordError, iter_batches, validate_batch
+from engine.send_queue import SendQueueBusy
+
+THROTTLE = "throttle_time_ms"  # ConnectionState.extra: answer with it, then mute the connection
 
 _STORE_ERRORS = {
     "MESSAGE_ILLEGAL": E.CORRUPT_MESSAGE,
@@ -87,7 +100,8 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
     except CorruptRecordError as exc:
         return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
     ps = gw.producer_state
-    sync_put = gw.settings.direct_put
+    # inline on the loop only when no other writer holds the commitlog (never wait on it here)
+    sync_put = gw.settings.direct_put and not store.put_would_wait
     born = (ctx.conn.peer_host, ctx.conn.peer_port)
     first_offset = -1
     end_offset = -1
@@ -109,10 +123,16 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             if sync_put:
                 res = store.put_record_batch(topic, index, bytes(view), born_host=born, sync_replicas=False)
             else:
-                res = await blocking(store.put_record_batch, topic, index, bytes(view), born_host=born,
-                                     sync_replicas=False)
+                try:
+                    res = await gw.send_queue.run(functools.partial(store.put_record_batch, topic, index, bytes(view),
+                                                                    born_host=born, sync_replicas=False))
+                except SendQueueBusy as exc:
+                    _throttle(ctx, exc.waited_ms)
+                    return _result(index, E.REQUEST_TIMED_OUT, message=str(exc))
+            if res.status.name == "OS_PAGE_CACHE_BUSY":
+                _throttle(ctx, store.config.os_page_cache_busy_time_out_mills)
             if not res.ok:
-                code = _STORE_ERRORS.get(res.status.name, E.KAFKA_STORAGE_ERROR)
+                code = E.KAFKA_STORAGE_ERROR if res.disk_full else _STORE_ERRORS.get(res.status.name, E.KAFKA_STORAGE_ERROR)
                 gw.log.warning("produce_failed", topic=topic, partition=index, status=res.status.name,
                                error=res.error)
                 return _result(index, code, message=res.error or res.status.name)
@@ -141,6 +161,10 @@ async def _await_replication(gw, topic: str, result: dict) -> None:
                                 else E.REQUEST_TIMED_OUT)
         result["error_message"] = error
         gw.log.warning("produce_not_replicated", topic=topic, partition=result["index"], status=status, error=error)
+
+
+def _throttle(ctx: RequestContext, ms: int) -> None:
+    ctx.conn.extra[THROTTLE] = max(int(ms), ctx.conn.extra.get(THROTTLE, 0))
 
 
 @api(key=0, min=3, max=11)
@@ -184,4 +208,4 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
                     # connection, which makes it refresh metadata and reconnect
                     ctx.conn.extra["close_now"] = True
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    return {"responses": responses, "throttle_time_ms": ctx.conn.extra.get(THROTTLE, 0)}

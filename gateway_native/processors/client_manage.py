@@ -21,7 +21,7 @@ from engine.topic_config import TopicConfig
 
 from ..broker import ClientChannel
 from ..remoting.codes import PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
-from ..remoting.command import RemotingCommand
+from ..remoting.command import RemotingCommand, loads_json
 from ..subscription import SubscriptionData
 from ..transport import Connection, ConnectionClosedError, RemotingTimeoutError
 from . import BROKER_PROCESSORS
@@ -44,7 +44,7 @@ def _ensure_retry_topic(broker: Any, group: str) -> None:
 @reg(RC.HEART_BEAT)
 async def heart_beat(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     try:
-        data = json.loads(cmd.body or b"{}")
+        data = loads_json(cmd.body or b"{}", "heartbeat body")
         if not isinstance(data, dict):
             raise ValueError("heartbeat body must be a JSON object")
     except ValueError as exc:
@@ -101,7 +101,7 @@ async def consumer_list(broker: Any, conn: Connection, cmd: RemotingCommand) -> 
 @reg(RC.CHECK_CLIENT_CONFIG)
 async def check_client_config(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     try:
-        body = json.loads(cmd.body or b"{}")
+        body = loads_json(cmd.body or b"{}", "client config body")
         sd = body.get("subscriptionData") or {}
         SubscriptionData.build(str(sd.get("topic", "")), sd.get("subString"), sd.get("expressionType"))
     except Sql92Error as exc:

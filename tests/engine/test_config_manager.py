@@ -83,3 +83,24 @@ def test_store_keys_are_validated_with_their_names():
                        ({"flushDiskType": "SOMETIMES"}, "flushDiskType")):
         with pytest.raises(ConfigError, match=named):
             load_node_config(overrides=bad)
+
+
+def test_limit_and_flow_control_keys_in_kafka_and_rocketmq_spellings():
+    from engine.config import ConfigError, load_node_config
+
+    cfg = load_node_config(overrides={"max.connections.per.ip": "50", "queued.max.request.bytes": "1048576",
+                                      "connections.max.idle.ms": "0", "serverChannelMaxIdleTimeSeconds": "30",
+                                      "waitTimeMillsInSendQueue": "500", "osPageCacheBusyTimeOutMills": "2000",
+                                      "cleanFileForciblyEnable": "false"},
+                           environ={"ROCKAFKA_MAX_CONNECTIONS": "900"})
+    lim = cfg.limits
+    assert (lim.max_connections, lim.max_connections_per_ip, lim.queued_max_request_bytes) == (900, 50, 1 << 20)
+    assert lim.connections_max_idle_ms == 0 and lim.server_channel_max_idle_time_seconds == 30
+    assert cfg.broker.wait_time_mills_in_send_queue == 500
+    assert cfg.store.os_page_cache_busy_time_out_mills == 2000 and cfg.store.clean_file_forcibly_enable is False
+    assert not cfg.extra  # every one of them is a known key
+    assert load_node_config(overrides={"queued.max.request.bytes": "-1"}).limits.queued_max_request_bytes == -1
+    for bad, named in (({"max_connections": "0"}, "max_connections"), ({"queued.max.request.bytes": "-2"}, "queued_max"),
+                       ({"request_receive_timeout_ms": "-5"}, "request_receive_timeout_ms")):
+        with pytest.raises(ConfigError, match=named):
+            load_node_config(overrides=bad)
