@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from engine.config_manager import write_atomic
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand
@@ -190,10 +191,7 @@ class KVConfig:
     def _persist(self) -> None:
         if not self.path:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"configTable": self.table}, indent=1), "utf-8")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"configTable": self.table}, indent=1).encode("utf-8"))
 
     def put(self, ns: str, key: str, value: str) -> None:
         self.table.setdefault(ns, {})[key] = value
