@@ -17,6 +17,8 @@ import structlog
 from engine.config import NodeConfig
 from engine.store import MessageStore
 
+from .loop_thread import OwnLoop
+
 log = structlog.get_logger("rockafka.node")
 
 
@@ -40,7 +42,8 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
                          broker_expired_ms=config.extra_int("broker_channel_expired_time", 120_000),
                          scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000))
     own_host = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
-    components.append(namesrv)
+    # its own loop and thread: a route query never waits behind broker or Kafka work
+    components.append(OwnLoop(namesrv))
     broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"])
     components.append(broker)
     # -- kafka gateway --

@@ -41,7 +41,7 @@ async def create_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
     existing = broker.store.topic_config.get(topic)
     if existing is not None:
         tc.attributes = dict(existing.attributes or {})
-    broker.store.topic_config.create_or_update(tc)
+    await broker.run_blocking(broker.store.topic_config.create_or_update, tc)
     broker.topics_changed()
     await broker.register_all()
     return cmd.response(R.SUCCESS)
