@@ -66,7 +66,13 @@ class MessageStoreConfig:
     index_kafka_record_keys: bool = True
     disk_space_clean_forcibly_ratio: int = 85  # percent; above it even unexpired files go
     disk_space_warning_level_ratio: int = 90  # percent; above it puts are refused (disk full)
-    flush_consumer_offset_interval: int = 5000  # ms between consumer offset persists
+    flush_consumer_offset_interval: int = 5000  # ms between native consumer offset flushes to the log
+    # Internal state topics (docs/design/coordinator-state.md); Kafka's key names and defaults.
+    offsets_topic_num_partitions: int = 50  # __consumer_offsets partitions, fixed once created
+    producer_id_expiration_ms: int = 86_400_000  # idle producers' sequence state is dropped
+    # ms between checkpoints of state kept in internal topics (Rockafka-only key); a checkpoint
+    # only shortens the replay at start and lets retention delete older segments
+    state_checkpoint_interval: int = 30_000
     # Reserve a segment's blocks when it is created (posix_fallocate) instead of sparse files.
     warm_mapped_file_enable: bool = False
 

@@ -48,6 +48,8 @@ from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery, r
 from .errors import StoreError, StoreLockedError
 from .file_io import FileIO, MmapFileIO
 from .index_file import IndexService
+from .producer_state import ProducerStateTable
+from .state_log import is_internal
 from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
                       PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, UnitHeader, body_crc, decode_message, decode_message_id, encode_properties,
                       encode_unit, parse_host, patch_unit, tags_code)
@@ -193,9 +195,12 @@ class MessageStore:
                                           config.max_hash_slot_num, config.max_index_num)
         self.config_dir = Path(self.root) / "config"
         self.topic_config = TopicConfigManager(self.config_dir)
-        self.consumer_offsets = ConsumerOffsetManager(self.config_dir)
+        self.consumer_offsets = ConsumerOffsetManager(self.config_dir, config.offsets_topic_num_partitions)
         self.subscription_groups = SubscriptionGroupManager(self.config_dir, self.broker_config.auto_create_subscription_group)
         self.min_offsets = LogicalMinOffsetTable(self.config_dir)
+        # idempotence and Kafka transactions per queue, derived from the batches as they are put
+        self.producer_state = ProducerStateTable(self.config_dir, config.producer_id_expiration_ms)
+        self._retention_guards: list[Callable[[], int | None]] = []
         # delayed delivery: delay levels and timer messages (delays-retry.md)
         self.schedule = ScheduleMessageService(self)
         self.timer = TimerMessageStore(self)
@@ -264,6 +269,7 @@ class MessageStore:
         self._background = threading.Thread(target=self._background_loop, name="store-background", daemon=True)
         self._background.start()
         self.running = True
+        self.consumer_offsets.start(self)  # __consumer_offsets replayed before anyone reads offsets
         self.schedule.start()
         self.timer.start()
         log.info("store_started", root=self.root, flush_disk_type=self.config.flush_disk_type,
@@ -275,6 +281,7 @@ class MessageStore:
             return
         self.timer.stop()
         self.schedule.stop()
+        self.consumer_offsets.shutdown()  # RocketMQ consumers' last commits into the log
         self.running = False
         self._stop_event.set()
         if self._background is not None:
@@ -287,7 +294,11 @@ class MessageStore:
             self._flush_service.stop()
         self.commitlog.flush()
         self._flush_logics_and_checkpoint()
-        for mgr in (self.consumer_offsets, self.topic_config, self.subscription_groups, self.min_offsets):
+        try:
+            self.consumer_offsets.checkpoint(force=True)
+        except OSError:
+            log.exception("config_persist_failed", path=str(self.consumer_offsets.path))
+        for mgr in (self.topic_config, self.subscription_groups, self.min_offsets):
             try:
                 mgr.persist()
             except OSError:
@@ -392,6 +403,7 @@ class MessageStore:
         self.confirmed_offset = end
         log.info("store_recovered", abnormal=abnormal, scan_from=start, commitlog_end=end, units_scanned=units,
                  seconds=round(time.monotonic() - begin, 3))
+        self.producer_state.recover(self.commitlog, end)
         if cp is not None:
             self._flush_logics_and_checkpoint()
 
@@ -465,8 +477,8 @@ class MessageStore:
             self._topic_cache[topic] = cached
         return cached
 
-    def _encode(self, msg: Message, sys_flag: int | None = None,
-                crc: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
+    def _encode(self, msg: Message, sys_flag: int | None = None, crc: int | None = None,
+                max_size: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
         if not isinstance(msg.topic, str):
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"topic must be a string, not {type(msg.topic).__name__}"), 0
         topic_bytes, err = self._topic_bytes(msg.topic)
@@ -479,9 +491,11 @@ class MessageStore:
             if not isinstance(body, memoryview):
                 return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"message body must be bytes, not {type(body).__name__}"), 0
             body = bytes(body)
-        if len(body) > self.config.max_message_size:
+        limit = self.config.max_message_size if max_size is None else max_size
+        if len(body) > limit:
+            what = f"maxMessageSize {limit}" if max_size is None else f"the topic's limit {limit}"
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
-                                      f"message body is {len(body)} bytes, more than maxMessageSize {self.config.max_message_size}"), 0
+                                      f"message body is {len(body)} bytes, more than {what}"), 0
         if msg.properties or msg.tags or msg.keys:
             all_props = msg.all_properties()
             try:
@@ -561,11 +575,13 @@ class MessageStore:
         return self._append(topic, qid, encoded, wait=self._wants_wait(msgs[0]))
 
     def put_record_batch(self, topic: str, queue_id: int, batch, *, born_host=None, store_host=None,
-                         properties: dict | None = None, delay_headers: bool = True) -> PutMessageResult:
+                         properties: dict | None = None, delay_headers: bool = True,
+                         max_size: int | None = None) -> PutMessageResult:
         """Store one Kafka RecordBatch v2 as one INNER_BATCH unit with N queue offsets.
 
         Records with a delay header (``rmq.delay.level`` / ``rmq.deliver.ms``) are split off and
-        staged (``engine.batch_delay``) unless ``delay_headers`` is False."""
+        staged (``engine.batch_delay``) unless ``delay_headers`` is False. ``max_size`` replaces
+        maxMessageSize as the largest batch taken (a Kafka topic's max.message.bytes)."""
         refused = self._check_writable()
         if refused:
             return refused
@@ -575,40 +591,45 @@ class MessageStore:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
         if delay_headers and self.config.kafka_delay_headers_enable and batch_delay.may_have_delay_headers(batch, header):
             return batch_delay.put_split_batch(self, topic, queue_id, batch, born_host=born_host,
-                                               store_host=store_host, properties=properties)
-        unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties)
+                                               store_host=store_host, properties=properties, max_size=max_size)
+        unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties, max_size)
         if refused:
             return refused
-        return self._append(topic, queue_id, [unit], wait=True, batch=True)
+        return self._append(topic, queue_id, [unit], wait=True, batch=True, headers=[header])
 
     def put_record_batches(self, topic: str, queue_id: int, batches: list[bytes], *, born_host=None,
-                           store_host=None, properties: dict | None = None) -> PutMessageResult:
+                           store_host=None, properties: dict | None = None,
+                           max_size: int | None = None) -> PutMessageResult:
         """Store several record batches at consecutive offsets of one queue, all or none (one
         unit each; no delay-header split). The result's queue offset is the first batch's."""
         refused = self._check_writable()
         if refused:
             return refused
         units = []
+        headers = []
         for batch in batches:
             try:
                 header = record_batch.validate_batch(batch)
             except (ValueError, struct.error) as exc:
                 return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
-            unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties)
+            unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties,
+                                             max_size)
             if refused:
                 return refused
             units.append(unit)
-        return self._append(topic, queue_id, units, wait=True, batch=True)
+            headers.append(header)
+        return self._append(topic, queue_id, units, wait=True, batch=True, headers=headers)
 
-    def _batch_unit(self, topic: str, queue_id: int, batch, header, born_host, store_host,
-                    properties: dict | None) -> tuple[tuple[bytearray, int, int] | None, PutMessageResult | None]:
+    def _batch_unit(self, topic: str, queue_id: int, batch, header, born_host, store_host, properties: dict | None,
+                    max_size: int | None = None) -> tuple[tuple[bytearray, int, int] | None, PutMessageResult | None]:
         count = header.last_offset_delta + 1
         if count <= 0:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
                                       f"record batch has lastOffsetDelta {header.last_offset_delta}")
         msg = Message(topic=topic, body=batch, properties=properties, queue_id=queue_id, born_host=born_host,
                       store_host=store_host, born_timestamp=header.max_timestamp if header.max_timestamp > 0 else None)
-        unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG, crc=0)  # BODYCRC set once offsets are known
+        unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG, crc=0,  # BODYCRC set once offsets are known
+                                        max_size=max_size)
         if refused:
             return None, refused
         return (unit, tags_code((properties or {}).get(PROPERTY_TAGS)), count), None
@@ -618,7 +639,7 @@ class MessageStore:
         return not (msg.properties and msg.properties.get("WAIT") == "false")
 
     def _append(self, topic: str, queue_id: int, units: list[tuple[bytearray, int, int]], wait: bool,
-                batch: bool = False) -> PutMessageResult:
+                batch: bool = False, headers: list | None = None) -> PutMessageResult:
         key = (topic, queue_id)
         cl = self.commitlog
         first_phy = -1
@@ -667,6 +688,10 @@ class MessageStore:
                     cq.mfq.truncate_dirty(qoff * 20)
                     return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
                                         f"cannot extend consume queue {topic}/{queue_id}: {exc.strerror or exc}")
+                if headers is not None and headers[n].producer_id >= 0:  # idempotent / transactional
+                    body_pos = _body_pos(unit)
+                    self.producer_state.apply(topic, queue_id, headers[n], qoff, now,
+                                              memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)])
                 if first_phy < 0:
                     first_phy, first_qoff = phy, qoff
                 ids.append(_unit_msg_id(unit, phy))
@@ -892,6 +917,8 @@ class MessageStore:
         self._pending_listeners = [x for x in self._pending_listeners if x is not cb]
 
     def delete_topic(self, topic: str) -> None:
+        if is_internal(topic):
+            raise StoreError(f"{topic} is an internal topic: it holds state the store needs")
         with self._put_lock:
             with self._cq_lock:
                 for key in [k for k in self._cqs if k[0] == topic]:
@@ -899,13 +926,13 @@ class MessageStore:
                     cq.destroy()
                     self._queue_offsets.pop(key, None)
             shutil.rmtree(os.path.join(self.root, "consumequeue", topic), ignore_errors=True)
+            self.producer_state.forget_topic(topic)
         with self.min_offsets.lock:
             for k in [k for k in self.min_offsets.table if k.rpartition("@")[0] == topic]:
                 del self.min_offsets.table[k]
             self.min_offsets.persist()
         self.topic_config.delete(topic)
-        self.consumer_offsets.delete_topic(topic)
-        self.consumer_offsets.persist()
+        self.consumer_offsets.delete_topic(topic)  # tombstones in __consumer_offsets
         if self.running:
             # move the checkpoint past the topic's units, so crash recovery (which re-dispatches
             # from the checkpoint) cannot rebuild queues of the deleted topic
@@ -921,6 +948,7 @@ class MessageStore:
     def _flush_logics_and_checkpoint(self) -> None:
         with self._put_lock:
             logics_upto = self.confirmed_offset
+            self.producer_state.capture(logics_upto, self.get_min_offset_in_queue)
         for cq in list(self._cqs.values()):
             try:
                 cq.flush()
@@ -929,6 +957,10 @@ class MessageStore:
         index_upto = self.dispatcher.reput_offset if self.dispatcher is not None else logics_upto
         index_upto = min(index_upto, logics_upto)
         self.index_service.flush()
+        try:
+            self.producer_state.write(self.commitlog.flushed_where)  # never ahead of the flushed log
+        except OSError as exc:
+            log.warning("producer_snapshot_not_written", error=str(exc))
         cp = self.checkpoint
         if cp is None:
             return
@@ -942,14 +974,18 @@ class MessageStore:
     def _background_loop(self) -> None:
         cq_interval = max(self.config.flush_interval_consume_queue, 10) / 1000.0
         next_offsets = time.monotonic() + self.config.flush_consumer_offset_interval / 1000.0
+        next_state_checkpoint = time.monotonic() + self.config.state_checkpoint_interval / 1000.0
         next_clean = time.monotonic() + self.config.clean_resource_interval / 1000.0
         while not self._stop_event.wait(cq_interval):
             try:
                 self._flush_logics_and_checkpoint()
                 now = time.monotonic()
                 if now >= next_offsets:
-                    self.consumer_offsets.persist_if_dirty()
+                    self.consumer_offsets.flush_dirty()
                     next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
+                if now >= next_state_checkpoint:
+                    self.consumer_offsets.checkpoint()
+                    next_state_checkpoint = now + self.config.state_checkpoint_interval / 1000.0
                 if now >= next_clean:
                     self.clean_expired_files()
                     next_clean = now + self.config.clean_resource_interval / 1000.0
@@ -983,13 +1019,40 @@ class MessageStore:
         deleted = []
         if force or time_ok or space_pressure:
             reserved = 0 if forcibly else cfg.file_reserved_time * 3600 * 1000
-            deleted = self.commitlog.mfq.delete_expired_by_time(reserved, now_ms)
+            deletable = self._segments_below_guards()
+            if deletable:
+                deleted = self.commitlog.mfq.delete_expired_by_time(reserved, now_ms, max_files=min(10, deletable))
         if deleted:
             log.info("commitlog_segments_deleted", count=len(deleted), first=deleted[0].path,
                      new_min_offset=self.commitlog.min_offset, disk_used_percent=round(ratio, 1))
         self.correct_min_offsets()
         self.apply_topic_retention(now_ms)
         return len(deleted)
+
+    # -- what state in the log still needs (engine/state_log.py) ------------------------------
+    def add_retention_guard(self, needed: Callable[[], int | None]) -> None:
+        """``needed()`` returns the lowest commitlog offset its owner's replay still reads (None:
+        nothing); retention never deletes a segment holding bytes at or past it."""
+        self._retention_guards.append(needed)
+
+    def remove_retention_guard(self, needed: Callable[[], int | None]) -> None:
+        self._retention_guards = [g for g in self._retention_guards if g is not needed]
+
+    def _segments_below_guards(self) -> int:
+        """How many of the oldest segments retention may delete (never the last one)."""
+        floor = None
+        for needed in list(self._retention_guards):
+            try:
+                offset = needed()
+            except Exception:  # noqa: BLE001 - a broken guard keeps everything
+                log.exception("retention_guard_failed")
+                return 0
+            if offset is not None and (floor is None or offset < floor):
+                floor = offset
+        files = self.commitlog.mfq.files[:-1]
+        if floor is None:
+            return len(files)
+        return sum(1 for f in files if f.end_offset <= floor)
 
     def apply_topic_retention(self, now_ms: float | None = None) -> int:
         """Per-topic time retention: a topic whose attributes set ``retention.ms`` (the Kafka

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from engine.consumer_offset import ConsumerOffsetManager
 from engine.errors import StoreConfigError
 from engine.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from engine.topic_config import TopicConfig, TopicConfigManager
@@ -41,48 +40,6 @@ def test_both_copies_corrupt_is_an_error_not_a_reset(tmp_path):
     (tmp_path / "topics.json.bak").write_text("garbage too")
     with pytest.raises(StoreConfigError, match="unreadable"):
         TopicConfigManager(tmp_path).load()
-
-
-def test_consumer_offsets_keyed_topic_at_group(tmp_path):
-    m = ConsumerOffsetManager(tmp_path)
-    m.commit("g1", "T", 0, 10)
-    m.commit("g1", "T", 1, 11, metadata="m")
-    m.commit("g2", "U", 0, 5)
-    assert m.query("g1", "T", 1) == 11 and m.query("g1", "T", 9) == -1
-    assert m.offsets_of("g1") == {("T", 0): 10, ("T", 1): 11}
-    assert m.groups() == {"g1", "g2"}
-    m.persist()
-    doc = json.loads((tmp_path / "consumerOffset.json").read_text())
-    assert doc["offsetTable"]["T@g1"] == {"0": 10, "1": 11}
-    again = ConsumerOffsetManager(tmp_path)
-    again.load()
-    assert again.query_metadata("g1", "T", 1) == "m"
-    again.delete_group("g1")
-    assert again.groups() == {"g2"}
-    again.delete("g2", "U", 0)
-    assert again.query("g2", "U", 0) == -1
-
-
-def test_subscription_groups_auto_create_and_persist(tmp_path):
-    m = SubscriptionGroupManager(tmp_path)
-    assert m.find_or_create("G").retry_max_times == 16
-    m.create_or_update(SubscriptionGroupConfig("H", consume_broadcast_enable=False))
-    again = SubscriptionGroupManager(tmp_path)
-    again.load()
-    assert set(again.all()) == {"G", "H"} and again.get("H").consume_broadcast_enable is False
-    doc = json.loads((tmp_path / "subscriptionGroup.json").read_text())
-    assert doc["subscriptionGroupTable"]["H"]["consumeBroadcastEnable"] is False
-
-
-def test_store_keys_are_validated_with_their_names():
-    from engine.config import ConfigError, load_node_config
-
-    assert load_node_config(overrides={"deleteWhen": "04;16", "fileReservedTime": "48"}).store.file_reserved_time == 48
-    for bad, named in (({"deleteWhen": "25"}, "deleteWhen"), ({"diskMaxUsedSpaceRatio": "120"}, "disk_max_used_space_ratio"),
-                       ({"mappedFileSizeCommitLog": "0"}, "mapped_file_size_commit_log"),
-                       ({"flushDiskType": "SOMETIMES"}, "flushDiskType")):
-        with pytest.raises(ConfigError, match=named):
-            load_node_config(overrides=bad)
 
 
 def test_concurrent_writers_of_one_path_never_collide(tmp_path):
