@@ -70,6 +70,9 @@ class MessageStoreConfig:
     # Internal state topics (docs/design/coordinator-state.md); Kafka's key names and defaults.
     offsets_topic_num_partitions: int = 50  # __consumer_offsets partitions, fixed once created
     producer_id_expiration_ms: int = 86_400_000  # idle producers' sequence state is dropped
+    # ms between snapshots of the producer state (Rockafka-only key): after a crash the
+    # commitlog is scanned from the last one
+    producer_state_snapshot_interval: int = 1000
     # ms between checkpoints of state kept in internal topics (Rockafka-only key); a checkpoint
     # only shortens the replay at start and lets retention delete older segments
     state_checkpoint_interval: int = 30_000

@@ -945,10 +945,11 @@ class MessageStore:
         return sorted(q for (t, q) in self._cqs if t == topic)
 
     # ------------------------------------------------------------------ background work
-    def _flush_logics_and_checkpoint(self) -> None:
+    def _flush_logics_and_checkpoint(self, producer_snapshot: bool = True) -> None:
         with self._put_lock:
             logics_upto = self.confirmed_offset
-            self.producer_state.capture(logics_upto, self.get_min_offset_in_queue)
+            if producer_snapshot:
+                self.producer_state.capture(logics_upto, self.get_min_offset_in_queue)
         for cq in list(self._cqs.values()):
             try:
                 cq.flush()
@@ -975,11 +976,15 @@ class MessageStore:
         cq_interval = max(self.config.flush_interval_consume_queue, 10) / 1000.0
         next_offsets = time.monotonic() + self.config.flush_consumer_offset_interval / 1000.0
         next_state_checkpoint = time.monotonic() + self.config.state_checkpoint_interval / 1000.0
+        next_producer_snapshot = 0.0
         next_clean = time.monotonic() + self.config.clean_resource_interval / 1000.0
         while not self._stop_event.wait(cq_interval):
             try:
-                self._flush_logics_and_checkpoint()
                 now = time.monotonic()
+                snapshot = now >= next_producer_snapshot
+                if snapshot:
+                    next_producer_snapshot = now + self.config.producer_state_snapshot_interval / 1000.0
+                self._flush_logics_and_checkpoint(producer_snapshot=snapshot)
                 if now >= next_offsets:
                     self.consumer_offsets.flush_dirty()
                     next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
