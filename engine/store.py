@@ -1038,7 +1038,8 @@ class MessageStore:
     def add_retention_guard(self, needed: Callable[[], int | None]) -> None:
         """``needed()`` returns the lowest commitlog offset its owner's replay still reads (None:
         nothing); retention never deletes a segment holding bytes at or past it."""
-        self._retention_guards.append(needed)
+        if needed not in self._retention_guards:  # a store started again keeps one guard per owner
+            self._retention_guards.append(needed)
 
     def remove_retention_guard(self, needed: Callable[[], int | None]) -> None:
         self._retention_guards = [g for g in self._retention_guards if g is not needed]

@@ -33,7 +33,10 @@ How a transaction maps onto the engine (the same queues RocketMQ clients read):
   and the producer's epoch bumped, so the stale producer is fenced (as Kafka does);
 - InitProducerId for a transactional id with an open transaction aborts it first;
 - at start, a transaction open in a data queue (or with staged offsets) whose producer id no
-  Ongoing transactional id holds is aborted, so no last stable offset stays stuck.
+  Ongoing transactional id holds is aborted, so no last stable offset stays stuck;
+- a transactional id without an open transaction and unused for ``transactional_id_expiration_ms``
+  (Kafka's transactional.id.expiration.ms, 7 days) is deleted (a tombstone record), so the
+  state does not grow with every short-lived transactional id.
 """
 
 from __future__ import annotations
@@ -125,6 +128,7 @@ class TransactionCoordinator:
         self._next_pid = 0
         self.max_timeout_ms = cfg.extra_int("transaction_max_timeout_ms", 900_000)
         self.abort_check_ms = cfg.extra_int("transaction_abort_timed_out_transaction_cleanup_interval_ms", 1000)
+        self.id_expiration_ms = cfg.extra_int("transactional_id_expiration_ms", 604_800_000)
         self._tasks: list[asyncio.Task] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._id_lock = asyncio.Lock()
@@ -217,21 +221,22 @@ class TransactionCoordinator:
     async def _put(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
         return await self.gw.put(fn, *args, **kwargs)
 
-    async def _write(self, tid: str, new: TxnMetadata) -> bool:
-        """Record ``new`` as the state of ``tid``, then make it the state; False (memory
-        unchanged) when the store did not take the record."""
+    async def _write(self, tid: str, new: TxnMetadata | None) -> bool:
+        """Record ``new`` as the state of ``tid`` (None: delete it), then make it the state;
+        False (memory unchanged) when the store did not take the record."""
         p = self.log.partition_for(tid)
         with self.log.writing(p):
             res = await self._put(self.log.append, p, [(records.encode("TransactionLogKey", {"transactional_id": tid}),
-                                                        new.to_value())])
+                                                        None if new is None else new.to_value())])
             if not res.stored:
                 log.error("txn_state_not_stored", transactional_id=tid, status=res.status.name, error=res.error)
                 return False
-            old = self.txns.get(tid)
-            if old is not None and old.producer_id != new.producer_id:
-                self._by_pid.pop(old.producer_id, None)
-            self.txns[tid] = new
-            self._by_pid[new.producer_id] = tid
+            old = self.txns.pop(tid, None)
+            if old is not None and self._by_pid.get(old.producer_id) == tid:
+                del self._by_pid[old.producer_id]
+            if new is not None:
+                self.txns[tid] = new
+                self._by_pid[new.producer_id] = tid
             self._changed = True
         return res.ok
 
@@ -431,6 +436,12 @@ class TransactionCoordinator:
                             if m.state == ONGOING:
                                 # the epoch bump fences the producer that let it time out (as Kafka)
                                 await self._complete(tid, m, committed=False, reason="timed_out", bump_epoch=True)
+                    elif m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and now - m.updated_ms > self.id_expiration_ms:
+                        async with self.lock(tid):
+                            m = self.txns.get(tid)
+                            if m is not None and m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) \
+                                    and now - m.updated_ms > self.id_expiration_ms and await self._write(tid, None):
+                                log.info("transactional_id_expired", transactional_id=tid, producer_id=m.producer_id)
                 except Exception:
                     log.exception("txn_timeout_check_failed", transactional_id=tid)
 
