@@ -143,7 +143,7 @@ def put_split_batch(store: Any, topic: str, queue_id: int, batch: bytes, *, born
             run.append(i)
     close_run()
     return store.put_record_batches(topic, queue_id, parts, born_host=born_host, store_host=store_host,
-                                    properties=properties, max_size=max_size)
+                                    properties=properties, max_size=max_size, producer_batch=header)
 
 
 def placeholder_batch(timestamp: int, header: rb.BatchHeader | None = None, index: int = 0) -> bytes:

@@ -598,10 +598,13 @@ class MessageStore:
         return self._append(topic, queue_id, [unit], wait=True, batch=True, headers=[header])
 
     def put_record_batches(self, topic: str, queue_id: int, batches: list[bytes], *, born_host=None,
-                           store_host=None, properties: dict | None = None,
-                           max_size: int | None = None) -> PutMessageResult:
+                           store_host=None, properties: dict | None = None, max_size: int | None = None,
+                           producer_batch=None) -> PutMessageResult:
         """Store several record batches at consecutive offsets of one queue, all or none (one
-        unit each; no delay-header split). The result's queue offset is the first batch's."""
+        unit each; no delay-header split). The result's queue offset is the first batch's.
+        ``producer_batch``: the header of the one producer batch these parts came from (a batch
+        split around delayed records), recorded in the producer state as that batch, so its
+        retry is recognised whole."""
         refused = self._check_writable()
         if refused:
             return refused
@@ -618,6 +621,8 @@ class MessageStore:
                 return refused
             units.append(unit)
             headers.append(header)
+        if producer_batch is not None and producer_batch.producer_id >= 0:
+            headers = [producer_batch] + [None] * (len(units) - 1)
         return self._append(topic, queue_id, units, wait=True, batch=True, headers=headers)
 
     def _batch_unit(self, topic: str, queue_id: int, batch, header, born_host, store_host, properties: dict | None,
@@ -688,7 +693,7 @@ class MessageStore:
                     cq.mfq.truncate_dirty(qoff * 20)
                     return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
                                         f"cannot extend consume queue {topic}/{queue_id}: {exc.strerror or exc}")
-                if headers is not None and headers[n].producer_id >= 0:  # idempotent / transactional
+                if headers is not None and headers[n] is not None and headers[n].producer_id >= 0:
                     body_pos = _body_pos(unit)
                     self.producer_state.apply(topic, queue_id, headers[n], qoff, now,
                                               memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)])

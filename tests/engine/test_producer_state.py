@@ -131,3 +131,16 @@ def test_clean_restart_keeps_state_and_deleted_topics_are_forgotten(make_store, 
     assert again.producer_state.last_stable_offset("Gone", 0, 7) == 7
     assert again.producer_state.last_stable_offset("Kept", 0, 1) == 0
     assert again.producer_state.entry("Kept", 0, 2).batches[0].first_seq == 0
+
+
+def test_a_batch_split_around_a_delayed_record_is_recorded_whole(make_store):
+    """Its records land at consecutive offsets as parts (the delayed one as a placeholder): the
+    producer state remembers the producer's one batch, so a retry of it is recognised whole."""
+    store = make_store(message_delay_level="1s 1s 1s")
+    mixed = rb.build_batch([rb.Record(0, 0, None, b"now", []),
+                            rb.Record(1, 0, None, b"later", [("rmq.delay.level", b"1")]),
+                            rb.Record(2, 0, None, b"now2", [])], producer_id=21, producer_epoch=0, base_sequence=0)
+    res = store.put_record_batch("D", 0, mixed)
+    assert res.ok and res.queue_offset == 0 and store.get_max_offset_in_queue("D", 0) == 3
+    e = store.producer_state.entry("D", 0, 21)
+    assert [(b.first_seq, b.last_seq, b.base_offset) for b in e.batches] == [(0, 2, 0)]
