@@ -32,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from compat.bench.workloads import kafka_wl  # noqa: E402
+
 
 def _topic(admin, partitions: int) -> str:
     from confluent_kafka.admin import NewTopic
@@ -40,36 +42,6 @@ def _topic(admin, partitions: int) -> str:
     for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         f.result(30)
     return name
-
-
-def produce(bs: str, topic: str, records: int, size: int, idempotent: bool) -> float:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bs, "acks": "all" if idempotent else "1", "linger.ms": 5,
-                  "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
-                  "enable.idempotence": idempotent})
-    payload = b"x" * size
-    errors: list = []
-
-    def cb(err, _msg):
-        if err is not None:
-            errors.append(err)
-
-    start = time.perf_counter()
-    for i in range(records):
-        while True:
-            try:
-                p.produce(topic, payload, partition=0, on_delivery=cb)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 1000 == 0:
-            p.poll(0)
-    left = p.flush(120)
-    elapsed = time.perf_counter() - start
-    if left or errors:
-        raise RuntimeError(f"produce failed: {left} undelivered, errors {errors[:3]}")
-    return records / elapsed
 
 
 def transactions(bs: str, topic: str, txns: int, per_txn: int, deadline_s: float = 180) -> float:
@@ -138,9 +110,9 @@ def main() -> int:
         runs: dict[str, list[float]] = {"produce_records_per_s": [], "produce_idempotent_records_per_s": [],
                                         "transactions_per_s": [], "offset_commits_per_s": []}
         for _ in range(args.reps):
-            runs["produce_records_per_s"].append(produce(bs, _topic(admin, 1), args.records, args.size, False))
-            runs["produce_idempotent_records_per_s"].append(
-                produce(bs, _topic(admin, 1), args.records, args.size, True))
+            for key, idempotent in (("produce_records_per_s", False), ("produce_idempotent_records_per_s", True)):
+                runs[key].append(kafka_wl.produce(bs, _topic(admin, 1), args.records, args.size,
+                                                  idempotent=idempotent)["records_per_s"])
             runs["transactions_per_s"].append(transactions(bs, _topic(admin, 6), args.txns, args.txn_records))
             runs["offset_commits_per_s"].append(offset_commits(bs, _topic(admin, 1), args.commits))
         result = {"server": "rockafka" if node else bs, "record_bytes": args.size, "reps": args.reps,

@@ -75,6 +75,15 @@ def message_limit(gateway: Any, tc: TopicConfig) -> int:
     return gateway.settings.message_max_bytes
 
 
+def partition_results(topics: Any, codes: dict[tuple[str, int], int]) -> list[dict]:
+    """A response's per-topic, per-partition error codes in request order (0 when not in
+    ``codes``), as OffsetCommit and TxnOffsetCommit answer."""
+    return [{"name": t.get("name"), "partitions": [
+        {"partition_index": p.get("partition_index", -1),
+         "error_code": codes.get((t.get("name"), p.get("partition_index", -1)), 0)}
+        for p in t.get("partitions") or ()]} for t in topics or ()]
+
+
 def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
 

@@ -24,7 +24,7 @@ import time
 from engine.consumer_offset import OffsetEntry
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import find_topic, partition_count
+from gateway_kafka.apis._common import find_topic, partition_count, partition_results
 
 
 def store_result_code(res) -> int:
@@ -69,11 +69,4 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             gw.log.warning("offset_commit_not_stored", group=group_id, status=res.status.name, error=res.error)
         for key in entries:
             codes[key] = code
-    topics = []
-    for t in body.get("topics") or ():
-        name = t.get("name")
-        topics.append({"name": name, "partitions": [
-            {"partition_index": p.get("partition_index", -1),
-             "error_code": codes.get((name, p.get("partition_index", -1)), E.NONE)}
-            for p in t.get("partitions") or ()]})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": partition_results(body.get("topics"), codes)}
