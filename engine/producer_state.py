@@ -114,9 +114,11 @@ def _unkey(key: str) -> Key:
 
 
 class ProducerStateTable:
-    def __init__(self, config_dir: str | Path, expiration_ms: int = 86_400_000):
+    def __init__(self, config_dir: str | Path, expiration_ms: int = 86_400_000, refresh_ms: int = 30_000):
         self.path = Path(config_dir) / FILE_NAME
         self.expiration_ms = expiration_ms
+        self.refresh_ms = refresh_ms  # an unchanged state's snapshot still moves up this often
+        self._captured_ms = 0
         self.queues: dict[Key, QueueState] = {}
         self._lock = threading.Lock()
         self._dirty: set[Key] = set()
@@ -232,16 +234,20 @@ class ProducerStateTable:
 
     # -- snapshot --------------------------------------------------------------------------------
     def capture(self, commitlog_offset: int, min_offset: Callable[[str, int], int],
-                now_ms: int | None = None) -> None:
+                now_ms: int | None = None, force: bool = False) -> None:
         """Under the store's put lock: note the state as of ``commitlog_offset`` (the confirmed
-        offset). Expires idle producers and aborted ranges below each queue's min offset first."""
+        offset). Expires idle producers and aborted ranges below each queue's min offset first.
+        An unchanged state is captured again only every ``refresh_ms`` (so a crash never scans
+        more than that much log for nothing)."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         with self._lock:
             if now >= self._next_expiry:
                 self._next_expiry = now + EXPIRY_CHECK_MS
                 self._expire(now, min_offset)
-            if not self._dirty and self._pending is None and commitlog_offset == self._written_offset:
+            if not (self._dirty or force) and (self._pending is not None or commitlog_offset == self._written_offset
+                                               or now - self._captured_ms < self.refresh_ms):
                 return
+            self._captured_ms = now
             for key in self._dirty:
                 qs = self.queues.get(key)
                 if qs is None or qs.empty():

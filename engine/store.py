@@ -199,7 +199,8 @@ class MessageStore:
         self.subscription_groups = SubscriptionGroupManager(self.config_dir, self.broker_config.auto_create_subscription_group)
         self.min_offsets = LogicalMinOffsetTable(self.config_dir)
         # idempotence and Kafka transactions per queue, derived from the batches as they are put
-        self.producer_state = ProducerStateTable(self.config_dir, config.producer_id_expiration_ms)
+        self.producer_state = ProducerStateTable(self.config_dir, config.producer_id_expiration_ms,
+                                                 config.state_checkpoint_interval)
         self._retention_guards: list[Callable[[], int | None]] = []
         # delayed delivery: delay levels and timer messages (delays-retry.md)
         self.schedule = ScheduleMessageService(self)
@@ -293,7 +294,7 @@ class MessageStore:
         if self._flush_service is not None:
             self._flush_service.stop()
         self.commitlog.flush()
-        self._flush_logics_and_checkpoint()
+        self._flush_logics_and_checkpoint(final=True)  # the producer snapshot at the very end: no scan at start
         try:
             self.consumer_offsets.checkpoint(force=True)
         except OSError:
@@ -950,11 +951,11 @@ class MessageStore:
         return sorted(q for (t, q) in self._cqs if t == topic)
 
     # ------------------------------------------------------------------ background work
-    def _flush_logics_and_checkpoint(self, producer_snapshot: bool = True) -> None:
+    def _flush_logics_and_checkpoint(self, producer_snapshot: bool = True, final: bool = False) -> None:
         with self._put_lock:
             logics_upto = self.confirmed_offset
             if producer_snapshot:
-                self.producer_state.capture(logics_upto, self.get_min_offset_in_queue)
+                self.producer_state.capture(logics_upto, self.get_min_offset_in_queue, force=final)
         for cq in list(self._cqs.values()):
             try:
                 cq.flush()
