@@ -49,7 +49,7 @@ from .errors import StoreError, StoreLockedError
 from .file_io import FileIO, MmapFileIO
 from .index_file import IndexService
 from .producer_state import ProducerStateTable
-from .state_log import is_internal
+from .state_log import INTERNAL_TOPICS, is_internal
 from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
                       PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, UnitHeader, body_crc, decode_message, decode_message_id, encode_properties,
                       encode_unit, parse_host, patch_unit, tags_code)
@@ -707,7 +707,8 @@ class MessageStore:
                 self._queue_offsets[key] = qoff
                 self.confirmed_offset = phy + size
             end = self.confirmed_offset
-        self.dispatcher.wake()
+        if topic not in INTERNAL_TOPICS:  # state records: the dispatcher's next round (<= 1 s) will do
+            self.dispatcher.wake()
         status = PutMessageStatus.PUT_OK
         error = None
         if self._sync and wait:

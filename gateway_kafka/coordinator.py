@@ -147,8 +147,10 @@ class GroupCoordinator:
 
     # -- persistence -----------------------------------------------------------------------
     @staticmethod
-    def _record(group: Group) -> bytes:
-        """Kafka's GroupMetadataValue of a Stable or Empty group."""
+    def _record(group: Group, stable: bool | None = None) -> bytes:
+        """Kafka's GroupMetadataValue of the group as Stable (with its members) or Empty;
+        ``stable`` defaults to the group's state."""
+        stable = group.state == STABLE if stable is None else stable
         return records.encode("GroupMetadataValue", {
             "protocol_type": group.protocol_type or "", "generation": group.generation_id,
             "protocol": group.protocol_name, "leader": group.leader_id,
@@ -157,7 +159,7 @@ class GroupCoordinator:
                          "client_id": m.client_id, "client_host": m.client_host,
                          "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
                          "subscription": m.metadata_for(group.protocol_name), "assignment": m.assignment}
-                        for m in group.members.values()] if group.state == STABLE else []})
+                        for m in group.members.values()] if stable else []})
 
     async def _store(self, group_id: str, value: bytes | None) -> bool:
         """Append one record of the group, after every earlier one of it (FIFO lock)."""
@@ -515,10 +517,7 @@ class GroupCoordinator:
         generation = group.generation_id
         for m in group.members.values():
             m.assignment = bytes(given.get(m.member_id, b""))
-        group.state = STABLE  # as recorded: the record describes the group as Stable
-        value = self._record(group)
-        group.state = COMPLETING_REBALANCE
-        stored = await self._store(group.group_id, value)
+        stored = await self._store(group.group_id, self._record(group, stable=True))
         if self.groups.get(group.group_id) is not group or group.state != COMPLETING_REBALANCE \
                 or group.generation_id != generation:
             return
