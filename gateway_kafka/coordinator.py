@@ -61,7 +61,6 @@ STABLE = "Stable"
 DEAD = "Dead"
 
 
-
 @dataclass
 class Member:
     member_id: str
