@@ -526,14 +526,18 @@ class MessageStore:
             self.schedule.start()
         log.info("store_role_changed", role=role, commitlog_max_offset=self.confirmed_offset)
 
-    def _check_writable(self) -> PutMessageResult | None:
+    def _check_writable(self, topic: str | None = None) -> PutMessageResult | None:
+        """Why a put must be refused now, or None. Records of the internal state topics
+        (coordinator state: offsets, group and transaction records, a few hundred bytes each)
+        are not held to diskSpaceWarningLevelRatio, only to the space really left (reserved
+        before writing), so consumer groups keep working while a full disk refuses messages."""
         if not self.running:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
         if self.is_slave:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 "this broker is a slave (brokerRole=SLAVE): its log is written by replication only; "
                                 "write to the master of the group")
-        if not self.disk.writable(self.confirmed_offset):
+        if topic not in INTERNAL_TOPICS and not self.disk.writable(self.confirmed_offset):
             return self._refuse_disk_full()
         return None
 
@@ -693,7 +697,7 @@ class MessageStore:
         None waits for the slaves as ``brokerRole`` says (SYNC_MASTER), False never (the caller
         waits itself with ``ha.wait_replicated``, e.g. Kafka's acks), True always. ``max_size``
         replaces maxMessageSize as the largest batch taken (a Kafka topic's max.message.bytes)."""
-        refused = self._check_writable()
+        refused = self._check_writable(topic)
         if refused:
             return refused
         try:
@@ -718,7 +722,7 @@ class MessageStore:
         ``producer_batch``: the header of the one producer batch these parts came from (a batch
         split around delayed records), recorded in the producer state as that batch, so its
         retry is recognised whole."""
-        refused = self._check_writable()
+        refused = self._check_writable(topic)
         if refused:
             return refused
         units = []
