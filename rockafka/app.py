@@ -36,8 +36,9 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     """The listeners of a node, in start order. Each gateway adds itself here."""
     components: list[Any] = []
     # one set of connection and request-memory limits for the listeners on the node's loop (the
-    # NameServer, on a loop of its own, has its own: a guard's timers and waits belong to one
-    # loop), and one send queue (flow control) for the writes of both protocols
+    # NameServer, on a loop of its own, has a sibling guard: its own timer and request budget,
+    # the same node-wide connection counts), and one send queue (flow control) for the writes
+    # of both protocols
     guard = ListenerGuard(config.limits)
     send_queue = SendQueue.from_config(config.broker)
     # -- native gateway (NameServer first: the broker registers with it) --
@@ -48,7 +49,7 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
                          kv_config_path=store.config_dir / "namesrv_kvConfig.json",
                          broker_expired_ms=config.extra_int("broker_channel_expired_time", 120_000),
                          scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000),
-                         guard=ListenerGuard(config.limits))
+                         guard=guard.sibling())
     own_host = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
     # its own loop and thread: a route query never waits behind broker or Kafka work
     components.append(OwnLoop(namesrv))

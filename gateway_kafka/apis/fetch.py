@@ -62,7 +62,7 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     if rack:
         preferred = gw.cluster.preferred_read_replica(topic, index, rack)
         if preferred >= 0:  # KIP-392: no records, the client fetches from that replica instead
-            resp = _empty(index, E.NONE, hi, gw.txn.index.last_stable_offset(topic, index, hi), lo)
+            resp = _empty(index, E.NONE, hi, store.producer_state.last_stable_offset(topic, index, hi), lo)
             resp["preferred_read_replica"] = preferred
             return resp, 0
     if fetch_offset > hi and not gw.cluster.is_master:
