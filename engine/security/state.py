@@ -1,0 +1,214 @@
+"""Credentials and policies as records in the log (``docs/design/security.md``, "Where ...").
+
+``SecurityLog`` is the storage interface: ``append(kind, doc)``, ``read_from(offset)`` and
+``follow(callback)``. Today it writes messages to the internal topic ``rmq_sys_SECURITY``
+queue 0 through ``MessageStore.put_message`` (so master/slave replication carries them) and
+reads them back through ``get_message``; moving to another log-backed mechanism changes this
+class only.
+
+``SecurityState`` is what the records build: SCRAM credentials per (user, mechanism), remoting
+secret keys per user, the ACL table. Records apply in queue order; a ``snapshot`` record
+replaces everything before it. Because the commitlog is retained by time, the writer appends
+a snapshot when the oldest record the state depends on is older than half of
+``fileReservedTime`` (and at a master's start when none exists yet), so no state ever depends
+on a deleted segment and a slave that joins late still receives all of it.
+
+Invariants: one writer at a time (``_write_lock``); records are applied exactly once, in
+order (``applied`` is the next queue offset to apply); readers never see a half-applied record
+(each record is applied under ``_lock``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Callable
+
+import structlog
+
+from .acl import AclBinding, AclTable
+from .credentials import ScramCredential
+
+log = structlog.get_logger("rockafka.engine.security")
+
+SECURITY_TOPIC = "rmq_sys_SECURITY"
+QUEUE_ID = 0
+READER_GROUP = "CID_RMQ_SYS_SECURITY"
+FORMAT_VERSION = 1
+
+
+class SecurityStateError(RuntimeError):
+    """A change that could not be recorded (e.g. on a slave); the message says why."""
+
+
+class SecurityLog:
+    """Records of one kind of state in the store's log (the storage interface)."""
+
+    def __init__(self, store: Any, topic: str = SECURITY_TOPIC):
+        self.store = store
+        self.topic = topic
+
+    def ensure_topic(self) -> None:
+        from ..topic_config import TopicConfig
+
+        tcm = self.store.topic_config
+        if tcm.get(self.topic) is None and not self.store.is_slave:
+            tcm.create_or_update(TopicConfig(self.topic, read_queue_nums=1, write_queue_nums=1, perm=6))
+
+    def append(self, kind: str, doc: dict) -> int:
+        from ..message import Message
+
+        body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        result = self.store.put_message(Message(topic=self.topic, body=body, tags=kind, queue_id=QUEUE_ID))
+        if not result.stored:
+            raise SecurityStateError(f"security change not recorded: {result.status.name} {result.error or ''}".strip())
+        return result.queue_offset
+
+    def end(self) -> int:
+        return self.store.get_max_offset_in_queue(self.topic, QUEUE_ID)
+
+    def read_from(self, offset: int):
+        """Yield (queue offset, kind, doc, store timestamp) from ``offset`` to the end."""
+        from ..message import decode_message
+
+        store = self.store
+        offset = max(offset, store.get_min_offset_in_queue(self.topic, QUEUE_ID))
+        end = self.end()
+        while offset < end:
+            res = store.get_message(READER_GROUP, self.topic, QUEUE_ID, offset, 64)
+            if res.status.name != "FOUND":
+                nxt = res.next_begin_offset
+                offset = nxt if nxt > offset else offset + 1
+                continue
+            for unit in res.messages:
+                ext = decode_message(bytes(unit))
+                try:
+                    doc = json.loads(ext.body)
+                except ValueError:
+                    log.warning("security_record_unreadable", offset=ext.queue_offset)
+                    continue
+                yield ext.queue_offset, ext.tags or "", doc, ext.store_timestamp
+            offset = res.next_begin_offset
+
+    def follow(self, callback: Callable[[], None]) -> Callable[[str, int, int], None]:
+        """Call ``callback`` (from the store's dispatch thread) when records arrive, e.g. on a
+        slave receiving them by replication. Returns the listener (for ``unfollow``)."""
+        topic = self.topic
+
+        def on_arrival(t: str, queue_id: int, max_offset: int, *_: Any) -> None:
+            if t == topic:
+                callback()
+
+        self.store.add_arrival_listener(on_arrival)
+        return on_arrival
+
+    def unfollow(self, listener: Callable) -> None:
+        try:
+            self.store.remove_arrival_listener(listener)
+        except Exception:
+            pass
+
+
+class SecurityState:
+    """The state the records build, and the one writer that appends them."""
+
+    def __init__(self, log_: SecurityLog, retention_ms: int):
+        self.log = log_
+        self.retention_ms = retention_ms
+        self.scram: dict[tuple[str, str], ScramCredential] = {}
+        self.secrets: dict[str, str] = {}
+        self.acls = AclTable()
+        self.applied = 0
+        self.version = 0  # grows with every applied record
+        self.oldest_dependency_ms = 0  # store time of the oldest record the state depends on
+        self._lock = threading.RLock()
+        self._write_lock = threading.Lock()
+        self._listener: Callable | None = None
+
+    # -- reading -------------------------------------------------------------------------
+    def catch_up(self) -> int:
+        """Apply every record not applied yet; returns how many were."""
+        n = 0
+        with self._lock:
+            for offset, kind, doc, ts in self.log.read_from(self.applied):
+                if offset < self.applied:
+                    continue
+                self._apply(kind, doc, ts)
+                self.applied = offset + 1
+                n += 1
+            if n:
+                self.version += 1
+        return n
+
+    def _apply(self, kind: str, doc: dict, ts: int) -> None:
+        try:
+            if kind == "snapshot":
+                self.scram = {(d["user"], d["mechanism"]): ScramCredential.from_doc(d) for d in doc.get("scram", ())}
+                self.secrets = {str(k): str(v) for k, v in (doc.get("secrets") or {}).items()}
+                self.acls.replace(AclBinding.from_list(b) for b in doc.get("acls", ()))
+                self.oldest_dependency_ms = ts
+                return
+            if not self.oldest_dependency_ms:
+                self.oldest_dependency_ms = ts
+            if kind == "scram":
+                self.scram[(doc["user"], doc["mechanism"])] = ScramCredential.from_doc(doc)
+            elif kind == "scram-":
+                self.scram.pop((doc["user"], doc["mechanism"]), None)
+            elif kind == "secret":
+                self.secrets[str(doc["user"])] = str(doc["secret"])
+            elif kind == "secret-":
+                self.secrets.pop(str(doc["user"]), None)
+            elif kind == "acl":
+                self.acls.add(AclBinding.from_list(doc["binding"]))
+            elif kind == "acl-":
+                self.acls.remove(AclBinding.from_list(doc["binding"]))
+            else:
+                log.warning("security_record_unknown", kind=kind)
+        except (KeyError, ValueError, TypeError) as exc:
+            log.warning("security_record_rejected", kind=kind, error=str(exc))
+
+    def start(self) -> None:
+        self.log.ensure_topic()
+        n = self.catch_up()
+        self._listener = self.log.follow(self.catch_up)
+        log.info("security_state_replayed", records=n, users=len(self.users()), acls=len(self.acls),
+                 next_offset=self.applied)
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self.log.unfollow(self._listener)
+            self._listener = None
+
+    def users(self) -> set[str]:
+        return {u for u, _m in self.scram} | set(self.secrets)
+
+    def is_empty(self) -> bool:
+        return not self.scram and not self.secrets and not len(self.acls)
+
+    # -- writing -------------------------------------------------------------------------
+    def write(self, records: list[tuple[str, dict]]) -> None:
+        """Append ``records`` in order (one writer at a time) and apply them."""
+        with self._write_lock:
+            if self.log.store.is_slave:
+                raise SecurityStateError("this broker is a slave: change users and ACLs on the master")
+            for kind, doc in records:
+                self.log.append(kind, doc)
+            self.catch_up()
+
+    def snapshot_doc(self) -> dict:
+        with self._lock:
+            return {"v": FORMAT_VERSION,
+                    "scram": [c.to_doc(u) for (u, _m), c in sorted(self.scram.items())],
+                    "secrets": dict(sorted(self.secrets.items())),
+                    "acls": [b.to_list() for b in self.acls.bindings()]}
+
+    def snapshot_due(self, now_ms: int | None = None) -> bool:
+        if self.is_empty() or self.log.store.is_slave:
+            return False
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        return now_ms - self.oldest_dependency_ms > self.retention_ms // 2
+
+    def write_snapshot(self) -> None:
+        self.write([("snapshot", self.snapshot_doc())])
+        log.info("security_snapshot_written", offset=self.applied - 1, users=len(self.users()), acls=len(self.acls))
