@@ -38,8 +38,10 @@ import asyncio
 import collections
 import errno
 import socket
+import ssl
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -306,15 +308,33 @@ def stream_protocol_factory(client_connected_cb, limit: int = 2**16):
     return factory
 
 
+@dataclass
+class ListenerTls:
+    """TLS on a listener: ``mode`` enforcing (every connection) or permissive (a connection
+    whose first byte is 0x16, a TLS handshake record, gets TLS; others stay plaintext, as
+    RocketMQ's remoting ports do). The handshake runs in the connection's own task, within
+    ``handshake_timeout`` seconds; a failed one (an untrusted client certificate, a plaintext
+    client on an enforcing port) closes the connection and is reported to ``on_failure(
+    listener, peer, reason)``."""
+
+    context: ssl.SSLContext
+    mode: str = "enforcing"
+    handshake_timeout: float = 10.0
+    on_failure: Any = None
+
+
 class GuardedServer:
     """Listening sockets with one accept loop each (the parts of ``asyncio.Server`` the
     listeners use: ``sockets``, ``close``, ``wait_closed``)."""
 
-    def __init__(self, guard: ListenerGuard, listener: str, sockets: list[socket.socket], protocol_factory):
+    def __init__(self, guard: ListenerGuard, listener: str, sockets: list[socket.socket], protocol_factory,
+                 tls: ListenerTls | None = None):
         self.guard = guard
         self.listener = listener
         self.sockets = sockets
         self._factory = protocol_factory
+        self.tls = tls
+        self._pending: set[asyncio.Task[None]] = set()
         self._tasks = [asyncio.get_running_loop().create_task(self._accept_loop(s)) for s in sockets]
 
     async def _accept_loop(self, sock: socket.socket) -> None:
@@ -339,14 +359,49 @@ class GuardedServer:
                 guard.refuse(self.listener, str(addr[0]) if addr else "?", "open_files", fd)
                 continue
             conn.setblocking(False)
+            if self.tls is not None:  # the handshake must not hold up other accepts
+                task = loop.create_task(self._connect_tls(conn, addr))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+                continue
             try:
                 await loop.connect_accepted_socket(self._factory, conn)
             except Exception as exc:
                 conn.close()
                 log.warning("accept_failed", listener=self.listener, error=str(exc))
 
+    async def _connect_tls(self, conn: socket.socket, addr: Any) -> None:
+        loop = asyncio.get_running_loop()
+        tls = self.tls
+        peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        use_tls = True
+        try:
+            if tls.mode == "permissive":
+                first = await asyncio.wait_for(_peek_byte(loop, conn), tls.handshake_timeout)
+                if first is None:  # closed before sending anything
+                    conn.close()
+                    return
+                use_tls = first == TLS_HANDSHAKE
+            if use_tls:
+                await loop.connect_accepted_socket(self._factory, conn, ssl=tls.context,
+                                                   ssl_handshake_timeout=tls.handshake_timeout)
+            else:
+                await loop.connect_accepted_socket(self._factory, conn)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except (ssl.SSLError, OSError, asyncio.TimeoutError, ConnectionError) as exc:
+            conn.close()
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            if tls.on_failure is not None:
+                tls.on_failure(self.listener, peer, str(reason))
+            else:
+                log.info("tls_handshake_failed", listener=self.listener, peer=peer, reason=str(reason))
+
     def close(self) -> None:
         for t in self._tasks:
+            t.cancel()
+        for t in list(self._pending):
             t.cancel()
         for s in self.sockets:
             s.close()
@@ -355,8 +410,24 @@ class GuardedServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+TLS_HANDSHAKE = 0x16
+
+
+async def _peek_byte(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> int | None:
+    """The first byte the peer sent, left in the socket (MSG_PEEK); None at end of stream."""
+    fut: asyncio.Future[None] = loop.create_future()
+    fd = conn.fileno()
+    loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+    try:
+        await fut
+    finally:
+        loop.remove_reader(fd)
+    data = conn.recv(1, socket.MSG_PEEK)
+    return data[0] if data else None
+
+
 async def start_server(guard: ListenerGuard, listener: str, host: str | None, port: int, protocol_factory,
-                       backlog: int = 1024) -> GuardedServer:
+                       backlog: int = 1024, tls: ListenerTls | None = None) -> GuardedServer:
     """Bind ``host:port`` (every address the host resolves to, as asyncio does) and accept
     through the guard. Raises OSError (e.g. address in use) as ``asyncio.start_server`` would."""
     loop = asyncio.get_running_loop()
@@ -383,4 +454,4 @@ async def start_server(guard: ListenerGuard, listener: str, host: str | None, po
         for s in socks:
             s.close()
         raise
-    return GuardedServer(guard, listener, socks, protocol_factory)
+    return GuardedServer(guard, listener, socks, protocol_factory, tls)
