@@ -48,3 +48,37 @@ def split_topics(ctx: Any, op: Op, names: Iterable[str]) -> tuple[set[str], set[
     for n in names:
         (ok if topic(ctx, op, n) else denied).add(n)
     return ok, denied
+
+
+# Requests whose whole answer depends on one resource named in the request: api key ->
+# (resource type, operation, request field naming it (None = the cluster), error code). The
+# listener checks these before the handler runs and answers the API's default body with the
+# error (docs/design/security.md, "Kafka operations").
+_GROUP_AF, _TXN_AF, _CLUSTER_AF = 30, 53, 31
+REQUEST_CHECKS: dict[int, tuple[RT, Op, str | None, int]] = {
+    11: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # JoinGroup
+    14: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # SyncGroup
+    12: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # Heartbeat
+    13: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # LeaveGroup
+    25: (RT.TRANSACTIONAL_ID, Op.WRITE, "transactional_id", _TXN_AF),  # AddOffsetsToTxn
+    26: (RT.TRANSACTIONAL_ID, Op.WRITE, "transactional_id", _TXN_AF),  # EndTxn
+    60: (RT.CLUSTER, Op.DESCRIBE, None, _CLUSTER_AF),  # DescribeCluster
+}
+
+
+def refused(ctx: Any, api_key: int, body: dict) -> dict | None:
+    """The error answer when the request's one resource is not allowed, else None."""
+    check = REQUEST_CHECKS.get(api_key)
+    if check is None:
+        return None
+    rtype, op, field, code = check
+    name = CLUSTER_NAME if field is None else str(body.get(field) or "")
+    if allowed(ctx, op, rtype, name):
+        return None
+    from gateway_kafka.protocol.codec import body_defaults
+
+    answer = body_defaults(api_key, ctx.api_version)
+    answer["error_code"] = code
+    if "error_message" in answer:
+        answer["error_message"] = f"{ctx.conn.principal} may not {op.name} {rtype.name} {name}"
+    return answer

@@ -39,6 +39,7 @@ import structlog
 
 from gateway_kafka import apis
 from gateway_kafka.apis import ConnectionState, RequestContext
+from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
 from gateway_kafka.cluster import BrokerNode, LocalCluster, LocalReplication
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.producer_state import ProducerStateManager
@@ -215,13 +216,17 @@ class KafkaGateway:
         from engine.listener_limits import ListenerTls
         from engine.security import tls as sec_tls
 
-        context = None
+        contexts: dict[str, Any] = {}
         for spec in self.settings.listeners:
             tls = None
             if spec.tls:
-                if context is None:
-                    context = sec_tls.server_context(self.config, self._default_advertised_host())
-                tls = ListenerTls(context, "enforcing", on_failure=self._tls_failed)
+                # SSL listeners ask for client certificates as tlsServerNeedClientAuth says;
+                # SASL_SSL ones never (the login names the principal), as Kafka's do
+                kind = "SASL_SSL" if spec.sasl else "SSL"
+                if kind not in contexts:
+                    contexts[kind] = sec_tls.server_context(self.config, self._default_advertised_host(),
+                                                            "none" if spec.sasl else None)
+                tls = ListenerTls(contexts[kind], "enforcing", on_failure=self._tls_failed)
             try:
                 server = await start_server(self.guard, "kafka", spec.host, spec.port,
                                             stream_protocol_factory(functools.partial(self._on_connection, spec)),
@@ -410,7 +415,9 @@ class KafkaGateway:
                 conn.client_id = header.client_id
             ctx = RequestContext(self, conn, header.api_key, header.api_version, header.correlation_id,
                                  header.client_id)
-            body = await spec.handler(ctx, req.body)
+            body = _authz_refused(ctx, header.api_key, req.body) if header.api_key in _CHECKED else None
+            if body is None:
+                body = await spec.handler(ctx, req.body)
             if body is None:
                 if conn.extra.pop("close_now", False):
                     return

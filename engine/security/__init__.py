@@ -189,6 +189,24 @@ class SecurityService:
             AUTHZ_DENIALS.labels(listener, op.name).inc()
         return allowed
 
+    def may_on_any(self, principal: str, op: Operation, rtype: ResourceType) -> bool:
+        """Whether some ALLOW binding gives ``principal`` ``op`` on a resource of ``rtype`` and no
+        DENY takes it back on every name (Kafka's authorizeByResourceType: an idempotent
+        producer needs WRITE on any topic, or IDEMPOTENT_WRITE on the cluster)."""
+        if principal in self.super_users or not self.authorization_enabled:
+            return True
+        ok = False
+        for b in self.state.acls.bindings():
+            if b.resource_type != rtype or b.principal not in (principal, "User:*"):
+                continue
+            if b.operation not in (op, Operation.ALL):
+                continue
+            if b.permission == Permission.DENY and b.pattern_type == PatternType.LITERAL and b.resource_name == "*":
+                return False
+            if b.permission == Permission.ALLOW:
+                ok = True
+        return ok
+
     def authorize_cluster(self, principal: str, op: Operation, host: str = "*", listener: str | None = None) -> bool:
         return self.authorize(principal, op, ResourceType.CLUSTER, CLUSTER_NAME, host, listener)
 

@@ -95,7 +95,9 @@ def generate_self_signed(cert_file: Path, key_file: Path, host: str, days: int =
     log.info("tls_self_signed_generated", cert=str(cert_file), names=names)
 
 
-def server_context(config: Any, host: str = "localhost") -> ssl.SSLContext:
+def server_context(config: Any, host: str = "localhost", client_auth: str | None = None) -> ssl.SSLContext:
+    """``client_auth`` overrides ``tlsServerNeedClientAuth`` (Kafka's SASL_SSL listeners ask for
+    no certificate: the SASL login names the principal)."""
     cert, key = pem_pair(config, host)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -103,7 +105,8 @@ def server_context(config: Any, host: str = "localhost") -> ssl.SSLContext:
         ctx.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
         raise TlsError(f"cannot load TLS certificate {cert} / key {key}: {exc}") from None
-    need = (config.extra_str("tls_server_need_client_auth") or config.extra_str("ssl_client_auth") or "none").lower()
+    need = (client_auth or config.extra_str("tls_server_need_client_auth") or config.extra_str("ssl_client_auth")
+            or "none").lower()
     if need not in CLIENT_AUTH:
         raise TlsError(f"tlsServerNeedClientAuth must be none, optional or require, got {need!r}")
     trust = config.extra_str("tls_server_trust_cert_path") or config.extra_str("ssl_truststore_location")

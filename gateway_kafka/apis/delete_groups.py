@@ -6,6 +6,7 @@ gets NON_EMPTY_GROUP; a group nobody knows GROUP_ID_NOT_FOUND, as Kafka answers.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
@@ -18,7 +19,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     results = []
     for gid in body.get("groups_names") or ():
         state = gw.coordinator.state_of(gid)
-        if state is None and gid not in known:
+        if not authz.group(ctx, authz.Op.DELETE, gid):
+            code = E.GROUP_AUTHORIZATION_FAILED
+        elif state is None and gid not in known:
             code = E.GROUP_ID_NOT_FOUND
         else:
             code = gw.coordinator.delete_group(gid)

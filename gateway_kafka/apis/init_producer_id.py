@@ -12,6 +12,8 @@ aborted first, and ``transaction_timeout_ms`` must be within 1..transaction_max_
 
 from __future__ import annotations
 
+from gateway_kafka import authz
+from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking
 
@@ -20,6 +22,13 @@ from gateway_kafka.apis._common import blocking
 async def handle(ctx: RequestContext, body: dict) -> dict:
     ps = ctx.gateway.producer_state
     tid = body.get("transactional_id")
+    if tid is not None and not authz.txn_id(ctx, authz.Op.WRITE, tid):
+        return {"throttle_time_ms": 0, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
+                "producer_epoch": -1}
+    if tid is None and not (authz.cluster(ctx, authz.Op.IDEMPOTENT_WRITE)
+                            or ctx.gateway.security.may_on_any(ctx.conn.principal, authz.Op.WRITE, authz.RT.TOPIC)):
+        return {"throttle_time_ms": 0, "error_code": E.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
+                "producer_epoch": -1}
     if tid is not None:
         code, pid, epoch = await ctx.gateway.txn.init_producer_id(tid, body.get("transaction_timeout_ms", 60_000),
                                                                   body.get("producer_id", -1), body.get("producer_epoch", -1))

@@ -14,6 +14,7 @@ commit timestamp (v1) are accepted and ignored: offsets do not expire.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic, partition_count
@@ -29,9 +30,12 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     offsets = gw.store.consumer_offsets
     max_meta = gw.settings.offset_metadata_max_bytes
     topics = []
+    if top == E.NONE and not authz.group(ctx, authz.Op.READ, group_id):
+        top = E.GROUP_AUTHORIZATION_FAILED
     for t in body.get("topics") or ():
         name = t.get("name")
         tc = find_topic(gw, name)
+        topic_denied = top == E.NONE and not authz.topic(ctx, authz.Op.READ, name)
         count = partition_count(tc) if tc is not None else 0
         parts = []
         for p in t.get("partitions") or ():
@@ -39,6 +43,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             meta = p.get("committed_metadata")
             if top != E.NONE:
                 code = top
+            elif topic_denied:
+                code = E.TOPIC_AUTHORIZATION_FAILED
             elif not 0 <= index < count:
                 code = E.UNKNOWN_TOPIC_OR_PARTITION
             elif meta is not None and len(meta.encode("utf-8")) > max_meta:
