@@ -50,6 +50,13 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"], guard=guard,
                     send_queue=send_queue)
     components.append(broker)
+    # -- security: one model every listener asks (docs/design/security.md) --
+    from engine import security as engine_security
+    from gateway_native.security import secure_server
+
+    security = engine_security.for_store(store, config)
+    secure_server(namesrv.server, security, config)
+    secure_server(broker.server, security, config)
     # -- kafka gateway --
     from gateway_kafka.server import KafkaGateway
 

@@ -33,9 +33,10 @@ class QueueProgress:
 
 
 class Admin:
-    def __init__(self, namesrv_addr: str | list[str], *, timeout_ms: int = 5000, serialize_type: str = "JSON"):
+    def __init__(self, namesrv_addr: str | list[str], *, timeout_ms: int = 5000, serialize_type: str = "JSON",
+                 credentials: tuple[str, str] | None = None, tls: Any = None):
         self.runtime = ClientRuntime(namesrv_addr, instance_name=f"admin-{time.time_ns()}", timeout_ms=timeout_ms,
-                                     serialize_type=serialize_type)
+                                     serialize_type=serialize_type, credentials=credentials, tls=tls)
 
     def start(self) -> "Admin":
         self.runtime.start()
