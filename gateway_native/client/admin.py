@@ -108,6 +108,19 @@ class Admin:
                 time.sleep(0.05)
             raise MQClientError(f"topic {topic} was created but the NameServer does not route it yet")
 
+    def update_acl_config(self, access_key: str, secret_key: str, *, topic_perms: str | None = None,
+                          group_perms: str | None = None, admin: bool = False, cluster: str | None = None) -> None:
+        """RocketMQ's updateAclConfig on every master: the user's remoting secret and its
+        topic/group permissions (``name=PUB|SUB`` comma separated)."""
+        fields = {"accessKey": access_key, "secretKey": secret_key, "topicPerms": topic_perms,
+                  "groupPerms": group_perms, "admin": admin}
+        for addr in self._masters(cluster):
+            self._call(self._ok(addr, 50, fields))
+
+    def delete_acl_config(self, access_key: str, cluster: str | None = None) -> None:
+        for addr in self._masters(cluster):
+            self._call(self._ok(addr, 51, {"accessKey": access_key}))
+
     def delete_topic(self, topic: str, cluster: str | None = None) -> None:
         for addr in self._masters(cluster):
             self._call(self._ok(addr, RC.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
