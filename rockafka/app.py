@@ -116,6 +116,59 @@ class _SharedServices:
         await asyncio.get_running_loop().run_in_executor(None, self.send_queue.shutdown)
 
 
+def _loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+
+
+def warn_if_open(config: NodeConfig, components: list[Any]) -> None:
+    """Say loudly, once at start, which listeners anyone on the network may use as they like."""
+    sec = config.security
+    open_listeners = []
+    if not sec.authentication_enabled and not _loopback(config.host):
+        open_listeners += [f"{c.name}:{config.host}:{getattr(c, 'port', '?')}" for c in components
+                           if c.name in ("namesrv", "broker") and getattr(c, "port", None)]
+        open_listeners.append(f"ha:{config.host}:{config.ha_port}")
+    kafka = next((c for c in components if c.name == "kafka"), None)
+    if kafka is not None and not (sec.authorization_enabled or sec.super_users):
+        for spec in kafka.settings.listeners:
+            if not spec.sasl and not _loopback(spec.host):
+                open_listeners.append(f"kafka/{spec.name}:{spec.host}:{kafka.listener_ports.get(spec.name)}")
+    if not sec.authentication_enabled and not _loopback(sec.admin_host):
+        open_listeners.append(f"admin:{sec.admin_host}:{config.admin_port}")
+    if open_listeners:
+        log.warning("security_disabled_on_network", listeners=",".join(open_listeners),
+                    hint="anyone who can reach these may read, write and delete: set authenticationEnabled=true "
+                         "and authorizationEnabled=true (docs/design/security.md), or listen on 127.0.0.1")
+
+
+def secure_replication(store: MessageStore, config: NodeConfig) -> None:
+    """The HA port under the node's security (docs/design/security.md): TLS as tlsServerMode
+    says, a slave's HELLO signed with the inner credentials (or a client certificate) of a
+    principal allowed CLUSTER_ACTION; required when authenticationEnabled."""
+    from engine import security as engine_security
+    from engine.security import tls as sec_tls
+
+    ha = store.ha
+    sec_cfg = config.security
+    mode = sec_tls.tls_mode(config)
+    if mode != "disabled":
+        ha.tls_server = (mode, sec_tls.server_context(config, config.broker.broker_ip1 or config.host))
+        mapper = sec_tls.PrincipalMapper(sec_cfg.ssl_principal_mapping_rules)
+        ha.cert_principal = lambda sock: sec_tls.peer_principal(sock if hasattr(sock, "getpeercert") else None, mapper)
+    if sec_cfg.tls_enable:
+        ha.tls_client = sec_tls.client_context(config)
+    ha.auth_required = sec_cfg.authentication_enabled
+
+    def service() -> engine_security.SecurityService:
+        return engine_security.for_store(store, config)
+
+    ha.hello_verifier = lambda identity, auth: service().verify_hello(identity, auth)
+    ha.may_replicate = lambda principal: service().authorize_cluster(principal, engine_security.Operation.CLUSTER_ACTION)
+    inner = engine_security.parse_pair(sec_cfg.inner_client_authentication_credentials, "accessKey", "secretKey")
+    if inner is not None:
+        ha.hello_signer = lambda identity: engine_security.hello_signature(inner, identity)
+
+
 def raise_open_files_limit() -> None:
     """Lift the soft limit on open files to the hard limit, as Go's runtime does for servers.
 
@@ -157,6 +210,7 @@ class Node:
 
         self.store.ha.bind_host = self.config.host
         self.store.ha.identity = ha_identity(self.config)
+        secure_replication(self.store, self.config)
         await loop.run_in_executor(None, self.store.start)
         self.components = build_components(self.store, self.config)
         started: list[Any] = []
@@ -169,6 +223,7 @@ class Node:
                 await comp.stop()
             await loop.run_in_executor(None, self.store.shutdown)
             raise
+        warn_if_open(self.config, self.components)
         ports = {c.name: getattr(c, "port", None) for c in self.components}
         log.info("node_ready", data_dir=self.config.data_dir, host=self.config.host, **{f"{k}_port": v for k, v in ports.items()})
 

@@ -36,7 +36,7 @@ from .credentials import MECHANISMS, CredentialError, ScramCredential, ScramSess
 from .state import SECURITY_TOPIC, SecurityLog, SecurityState, SecurityStateError
 
 __all__ = ["ANONYMOUS", "CLUSTER_NAME", "AclBinding", "AclError", "AclFilter", "CredentialError", "MECHANISMS",
-           "Operation", "PatternType", "Permission", "ResourceType", "SECURITY_TOPIC", "ScramCredential",
+           "Operation", "PatternType", "hello_signature", "Permission", "ResourceType", "SECURITY_TOPIC", "ScramCredential",
            "SecurityService", "SecurityStateError", "for_store", "principal_of", "user_of", "parse_pair"]
 
 log = structlog.get_logger("rockafka.engine.security")
@@ -269,14 +269,6 @@ class SecurityService:
         return self.state.acls.matching(f)
 
     # -- node to node ----------------------------------------------------------------------------
-    def hello_signature(self, identity: bytes, timestamp_ms: int) -> dict[str, Any] | None:
-        """Fields that authenticate an HA HELLO with the inner credentials (None without them)."""
-        if self.inner is None:
-            return None
-        ak, sk = self.inner
-        sig = hmac.new(sk.encode("utf-8"), identity + str(timestamp_ms).encode(), hashlib.sha256).hexdigest()
-        return {"accessKey": ak, "timestamp": timestamp_ms, "signature": sig}
-
     def verify_hello(self, identity: bytes, auth: dict[str, Any] | None) -> tuple[str | None, str]:
         """(principal, "") when ``auth`` is a valid signature of ``identity``, else (None, why)."""
         if not isinstance(auth, dict):
@@ -291,6 +283,15 @@ class SecurityService:
         if not hmac.compare_digest(expected, sig):
             return None, f"signature check failed for access key {ak!r}"
         return principal_of(ak), ""
+
+
+def hello_signature(credentials: tuple[str, str], identity: bytes, timestamp_ms: int | None = None) -> dict[str, Any]:
+    """What authenticates an HA HELLO: HMAC-SHA256(secret, identity ‖ timestamp) with the
+    access key and timestamp; the master accepts it within 5 minutes of its clock."""
+    ak, sk = credentials
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    sig = hmac.new(sk.encode("utf-8"), identity + str(ts).encode(), hashlib.sha256).hexdigest()
+    return {"accessKey": ak, "timestamp": ts, "signature": sig}
 
 
 _lock = threading.Lock()
