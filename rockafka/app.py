@@ -162,7 +162,13 @@ def secure_replication(store: MessageStore, config: NodeConfig) -> None:
     def service() -> engine_security.SecurityService:
         return engine_security.for_store(store, config)
 
-    ha.hello_verifier = lambda identity, auth: service().verify_hello(identity, auth)
+    def verify(identity: bytes, auth: Any) -> tuple[str | None, str]:
+        principal, why = service().verify_hello(identity, auth)
+        if principal is None and (auth is not None or sec_cfg.authentication_enabled):
+            service().failed("ha", "bad_signature" if auth is not None else "not_authenticated", "slave", why=why)
+        return principal, why
+
+    ha.hello_verifier = verify
     ha.may_replicate = lambda principal: service().authorize_cluster(principal, engine_security.Operation.CLUSTER_ACTION)
     inner = engine_security.parse_pair(sec_cfg.inner_client_authentication_credentials, "accessKey", "secretKey")
     if inner is not None:

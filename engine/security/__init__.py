@@ -103,7 +103,9 @@ class SecurityService:
                 user, password = pair.split(":", 1)
                 self.legacy_plain[user.strip()] = password
         retention_ms = int(self.config.store.file_reserved_time) * 3600 * 1000
-        self.state = SecurityState(SecurityLog(store), retention_ms)
+        from .state import NoLog
+
+        self.state = SecurityState(SecurityLog(store) if store is not None else NoLog(), retention_ms)
         self._started = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -117,7 +119,7 @@ class SecurityService:
         if self.legacy_plain:
             log.warning("sasl_plain_users_in_clear_text", users=sorted(self.legacy_plain),
                         hint="create SCRAM credentials (kafka-configs --entity-type users) and drop sasl_plain_users")
-        if not self.store.is_slave:
+        if self.store is not None and not self.store.is_slave:
             self._bootstrap()
         self._stop.clear()
         self._thread = threading.Thread(target=self._housekeeping, name="security-snapshot", daemon=True)

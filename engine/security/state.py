@@ -49,6 +49,10 @@ class SecurityLog:
         self.store = store
         self.topic = topic
 
+    @property
+    def read_only(self) -> bool:
+        return self.store.is_slave
+
     def ensure_topic(self) -> None:
         from ..topic_config import TopicConfig
 
@@ -108,6 +112,27 @@ class SecurityLog:
             self.store.remove_arrival_listener(listener)
         except Exception:
             pass
+
+
+class NoLog:
+    """No log at all (a standalone NameServer): no users or ACLs of its own, changes refused."""
+
+    read_only = True
+
+    def ensure_topic(self) -> None:
+        pass
+
+    def append(self, kind: str, doc: dict) -> int:
+        raise SecurityStateError("this process keeps no users or ACLs (change them on a broker)")
+
+    def read_from(self, offset: int):
+        return iter(())
+
+    def follow(self, callback: Callable[[], None]) -> None:
+        return None
+
+    def unfollow(self, listener: Callable) -> None:
+        pass
 
 
 class SecurityState:
@@ -190,7 +215,9 @@ class SecurityState:
     def write(self, records: list[tuple[str, dict]]) -> None:
         """Append ``records`` in order (one writer at a time) and apply them."""
         with self._write_lock:
-            if self.log.store.is_slave:
+            if self.log.read_only:
+                if isinstance(self.log, NoLog):
+                    self.log.append("", {})
                 raise SecurityStateError("this broker is a slave: change users and ACLs on the master")
             for kind, doc in records:
                 self.log.append(kind, doc)
@@ -204,7 +231,7 @@ class SecurityState:
                     "acls": [b.to_list() for b in self.acls.bindings()]}
 
     def snapshot_due(self, now_ms: int | None = None) -> bool:
-        if self.is_empty() or self.log.store.is_slave:
+        if self.is_empty() or self.log.read_only:
             return False
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         return now_ms - self.oldest_dependency_ms > self.retention_ms // 2
