@@ -326,3 +326,105 @@ def test_anonymous_offset_commit_for_another_group_is_refused(secure):
         assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 1
     finally:
         c.close()
+
+
+# -- Java: Apache Kafka's own tools and kafka-clients ------------------------------------------------
+def _java_tool(cls: str, *args: str, stdin: str | None = None, timeout: float = 120):
+    import subprocess
+
+    from tests.support.node import ROOT
+
+    tools = ROOT / "compat" / "kafka-tools"
+    subprocess.run(["bash", str(tools / "build.sh")], check=True, timeout=900)
+    return subprocess.run(["java", "-Xmx256m", "-cp", str(tools / "lib" / "*"), cls, *args], input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _props(path, **entries) -> str:
+    path.write_text("".join(f"{k}={v}\n" for k, v in entries.items()))
+    return str(path)
+
+
+def _scram_props(node, tmp_path, user: str, password: str) -> str:
+    return _props(tmp_path / f"{user}.properties", **{
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" '
+                            f'password="{password}";',
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(node.pki.ca)})
+
+
+def test_kafka_acls_cli_changes_what_a_running_client_may_do(secure, tmp_path):
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    topic = unique("sec-cli")
+    create_topic(secure, topic)
+    add_user(secure, "jenny", "jenny-pw")
+    # the client learns of a change with its next metadata refresh (librdkafka fails produce() at
+    # once for a topic its last metadata said it may not use)
+    producer = Producer({**sasl_conf(secure, "jenny", "jenny-pw"), "message.timeout.ms": 15000,
+                         "topic.metadata.refresh.interval.ms": 500})
+
+    def produce() -> object:
+        errors: list = []
+        try:
+            producer.produce(topic, b"x", on_delivery=lambda err, msg: errors.append(err))
+        except KafkaException as exc:
+            return exc.args[0]
+        producer.flush(20)
+        return errors[0]
+
+    def eventually(want_ok: bool) -> object:
+        deadline = time.monotonic() + 30
+        while True:
+            err = produce()
+            if (err is None) == want_ok or time.monotonic() > deadline:
+                return err
+            time.sleep(0.2)
+
+    assert produce().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    admin_props = _scram_props(secure, tmp_path, "admin", ADMIN_PW)
+    bootstrap = f"127.0.0.1:{secure.sasl_port}"
+    acl = ["--bootstrap-server", bootstrap, "--command-config", admin_props, "--allow-principal", "User:jenny",
+           "--operation", "Write", "--topic", topic]
+    out = _java_tool("org.apache.kafka.tools.AclCommand", "--add", *acl)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert eventually(True) is None  # the running producer may write now
+    listed = _java_tool("org.apache.kafka.tools.AclCommand", "--bootstrap-server", bootstrap, "--command-config",
+                        admin_props, "--list", "--topic", topic)
+    assert "User:jenny" in listed.stdout and "WRITE" in listed.stdout, listed.stdout + listed.stderr
+    out = _java_tool("org.apache.kafka.tools.AclCommand", "--remove", "--force", *acl)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert eventually(False).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_java_clients_over_sasl_ssl_scram512_and_over_ssl_with_client_certificate(secure, tmp_path):
+    topic = unique("sec-java")
+    create_topic(secure, topic)
+    add_user(secure, "kim", "kim-pw")
+    allow(secure, "User:kim", topic, "WRITE")
+    allow(secure, "User:alice", topic, "READ")
+    allow(secure, "User:alice", "java-readers", "READ", rtype="GROUP")
+    lines = [f"java-{i}" for i in range(10)]
+    out = _java_tool("org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", f"127.0.0.1:{secure.sasl_port}",
+                     "--topic", topic, "--producer.config", _scram_props(secure, tmp_path, "kim", "kim-pw"),
+                     stdin="\n".join(lines) + "\n")
+    assert out.returncode == 0, out.stdout + out.stderr
+    keystore = tmp_path / "alice.pem"
+    keystore.write_text(secure.pki.alice_key.read_text() + secure.pki.alice_cert.read_text())
+    ssl_props = _props(tmp_path / "alice-ssl.properties", **{
+        "security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(secure.pki.ca),
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)})
+    out = _java_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
+                     f"127.0.0.1:{secure.ssl_port}", "--topic", topic, "--from-beginning", "--group", "java-readers",
+                     "--max-messages", str(len(lines)), "--timeout-ms", "30000", "--consumer.config", ssl_props)
+    assert out.stdout.split() == lines, out.stdout + out.stderr[-3000:]
+
+
+def test_java_client_with_wrong_password_or_unknown_user_gets_an_authentication_error(secure, tmp_path):
+    add_user(secure, "lena", "lena-pw")
+    for user, password in (("lena", "wrong-pw"), ("no-such-user", "pw")):
+        out = _java_tool("org.apache.kafka.tools.AclCommand", "--bootstrap-server", f"127.0.0.1:{secure.sasl_port}",
+                         "--command-config", _scram_props(secure, tmp_path, user, password), "--list", timeout=90)
+        text = out.stdout + out.stderr
+        assert out.returncode != 0 and "SaslAuthenticationException" in text, text[-3000:]
+        assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in text, text[-3000:]
