@@ -154,3 +154,26 @@ def test_register_broker_needs_an_authenticated_broker(secured, app_user):
     with admin(secured) as a:
         addrs = a.cluster_info()["brokerAddrTable"]["broker-a"]["brokerAddrs"]
     assert "10.9.9.9:10911" not in addrs.values()
+
+
+def test_rockafka_admin_authenticates_like_any_client(secured, tmp_path):
+    import subprocess
+
+    from tests.support.node import ROOT, rockafka_command
+
+    def admin_cli(*args: str, creds=None):
+        extra = ["--access-key", creds[0], "--secret-key", creds[1]] if creds else []
+        return subprocess.run(rockafka_command() + ["admin", "--namesrv", secured.namesrv_addr, *extra, *args],
+                              capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+
+    topic = unique("T_cli")
+    refused = admin_cli("topics", "create", topic, "--queues", "2")
+    assert refused.returncode == 1 and "request not signed" in refused.stderr, refused.stderr
+    ok = admin_cli("topics", "create", topic, "--queues", "2", creds=INNER)
+    assert ok.returncode == 0, ok.stderr
+    ok = admin_cli("acl", "set-user", "cli-user", "cli-secret", "--topic-perms", f"{topic}=SUB", creds=INNER)
+    assert ok.returncode == 0, ok.stderr
+    listed = admin_cli("topics", "list", creds=("cli-user", "cli-secret"))
+    assert listed.returncode == 1, "listing every topic is a cluster DESCRIBE the user was not given"
+    wrong = admin_cli("topics", "list", creds=("cli-user", "guess"))
+    assert wrong.returncode == 1 and "signature check failed" in wrong.stderr, wrong.stderr
