@@ -219,9 +219,11 @@ class SecurityService:
         log.warning("authentication_failed", listener=listener, reason=reason, peer=peer, user=user, **fields)
         return self.failure_delay_s
 
-    def succeeded(self, listener: str, mechanism: str, principal: str, peer: str = "?") -> None:
+    def succeeded(self, listener: str, mechanism: str, principal: str, peer: str = "?",
+                  reauthenticated: bool = False) -> None:
         AUTH_SUCCESSES.labels(listener, mechanism).inc()
-        log.info("authenticated", listener=listener, mechanism=mechanism, principal=principal, peer=peer)
+        log.info("authenticated", listener=listener, mechanism=mechanism, principal=principal, peer=peer,
+                 reauthenticated=reauthenticated)
 
     # -- changes (master only) ---------------------------------------------------------------------
     def upsert_scram(self, user: str, cred: ScramCredential) -> None:

@@ -71,8 +71,8 @@ def _logged_in(ctx: RequestContext, user: str, auth_bytes: bytes = b"") -> dict:
     conn.sasl_mechanism, mechanism = None, conn.sasl_mechanism
     lifetime = gw.security.reauth_ms if ctx.api_version >= 1 else 0
     conn.session_expires_at = asyncio.get_running_loop().time() + lifetime / 1000.0 if lifetime else 0.0
-    if not reauth:
-        gw.security.succeeded("kafka", mechanism or "?", principal, f"{conn.peer_host}:{conn.peer_port}")
+    gw.security.succeeded("kafka", mechanism or "?", principal, f"{conn.peer_host}:{conn.peer_port}",
+                          reauthenticated=reauth)
     return _answer(E.NONE, None, auth_bytes, lifetime)
 
 

@@ -428,3 +428,28 @@ def test_java_client_with_wrong_password_or_unknown_user_gets_an_authentication_
         text = out.stdout + out.stderr
         assert out.returncode != 0 and "SaslAuthenticationException" in text, text[-3000:]
         assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in text, text[-3000:]
+
+
+def test_sessions_are_reauthenticated_kip368(tmp_path):
+    """With connections.max.reauth.ms a login answers a session lifetime; librdkafka logs in again
+    on the same connection before it ends, and producing goes on without a new connection."""
+    from confluent_kafka import Producer
+
+    node = RunningNode(tmp_path / "data", settings={
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256", "initAuthenticationUser": "admin:pw",
+        "connections.max.reauth.ms": "1500"})
+    with node:
+        p = Producer({"bootstrap.servers": node.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                      "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "admin", "sasl.password": "pw"})
+        sent = 0
+        deadline = time.monotonic() + 6  # four session lifetimes
+        while time.monotonic() < deadline:
+            p.produce("reauth-topic", f"m{sent}".encode())
+            sent += 1
+            p.poll(0.05)
+        assert p.flush(20) == 0
+        log = node.log_path.read_text()
+        reauths = log.count("reauthenticated=True")
+        assert reauths >= 2, log[-3000:]
+        assert log.count("event='authenticated'") - reauths <= 2  # the producer kept its connection(s)
+        assert "session_expired" not in log
