@@ -10,6 +10,7 @@ UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, or the transaction's verd
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic, partition_count
@@ -34,6 +35,15 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 codes[(name, index)] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 staged[(name, index)] = (p.get("committed_offset", -1), meta)
+    denied = None
+    if not authz.txn_id(ctx, authz.Op.WRITE, body.get("transactional_id", "")):
+        denied = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authz.group(ctx, authz.Op.READ, body.get("group_id", "")):
+        denied = E.GROUP_AUTHORIZATION_FAILED
+    for key in list(staged):
+        if denied is not None or not authz.topic(ctx, authz.Op.READ, key[0]):
+            codes[key] = denied if denied is not None else E.TOPIC_AUTHORIZATION_FAILED
+            del staged[key]
     if staged:
         code = await gw.txn.stage_offsets(body.get("transactional_id", ""), body.get("producer_id", -1),
                                           body.get("producer_epoch", -1), body.get("group_id", ""), staged)
