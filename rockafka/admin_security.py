@@ -105,8 +105,10 @@ def middleware(security: Any):
             refusal = await _csrf_refusal(request)
             if refusal is not None:
                 return _forbidden(refusal)
-        if security.authentication_enabled and not request.path.startswith(_OPEN):
-            login = _basic(request)
+        login = _basic(request)
+        if (login is not None or security.authentication_enabled) and not request.path.startswith(_OPEN):
+            # a login given is always checked (a wrong password is never ignored), as remoting
+            # signatures are; without authenticationEnabled a request without one is ANONYMOUS
             peer = request.remote or "?"
             if login is None or not security.verify_password(login[0], login[1]):
                 reason = "not_authenticated" if login is None else "bad_password"

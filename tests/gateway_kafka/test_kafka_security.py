@@ -160,8 +160,12 @@ def test_wrong_password_and_unknown_user_are_refused(secure):
 def test_failed_logins_are_counted_in_metrics(secure):
     import urllib.request
 
+    import base64
+
     _login_error(sasl_conf(secure, "nobody-else", "x"))
-    text = urllib.request.urlopen(secure.admin_url + "/metrics", timeout=10).read().decode()
+    req = urllib.request.Request(secure.admin_url + "/metrics")  # authorization is on: log in as admin
+    req.add_header("Authorization", "Basic " + base64.b64encode(f"admin:{ADMIN_PW}".encode()).decode())
+    text = urllib.request.urlopen(req, timeout=10).read().decode()
     lines = [ln for ln in text.splitlines() if ln.startswith("rockafka_authentication_failures_total{")]
     assert any('listener="kafka"' in ln and float(ln.rsplit(" ", 1)[1]) >= 1 for ln in lines), lines
 
