@@ -205,6 +205,15 @@ class Node:
             from gateway_native.broker import local_address
 
             config.broker.broker_ip1 = local_address()
+        sec = config.security
+        if (sec.authentication_enabled or sec.authorization_enabled) and not sec.inner_client_authentication_credentials:
+            # the node's own broker must still register with its own NameServer: a credential
+            # for this process alone (a broker group needs the same one configured on every node)
+            import secrets
+
+            sec.inner_client_authentication_credentials = f"node-{secrets.token_hex(4)}:{secrets.token_urlsafe(24)}"
+            log.info("inner_credentials_generated",
+                     hint="set innerClientAuthenticationCredentials (the same on every node) for broker groups")
         self.store = MessageStore(config.store, broker_config=config.broker)
         self.components: list[Any] = []
         self._stopped = asyncio.Event()
