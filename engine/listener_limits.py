@@ -321,6 +321,9 @@ class ListenerTls:
     mode: str = "enforcing"
     handshake_timeout: float = 10.0
     on_failure: Any = None
+    # permissive: how long a connection may stay silent before its first byte (the listener's
+    # idle timeout; closed and counted as idle, as an established connection would be)
+    first_byte_timeout: float = 0.0
 
 
 class GuardedServer:
@@ -371,22 +374,45 @@ class GuardedServer:
                 log.warning("accept_failed", listener=self.listener, error=str(exc))
 
     async def _connect_tls(self, conn: socket.socket, addr: Any) -> None:
+        """Sniff (permissive) and hand over, with or without TLS. Until the listener's own
+        connection handler admits it, the connection holds a slot of the guard's limits here,
+        so silent or slow-handshaking connections count like any other."""
         loop = asyncio.get_running_loop()
         tls = self.tls
+        guard = self.guard
+        ip = str(addr[0]) if addr else "?"
         peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        ticket = guard.admit(self.listener, ip, conn.fileno())
+        if ticket is None:
+            conn.close()
+            return
         use_tls = True
         try:
             if tls.mode == "permissive":
-                first = await asyncio.wait_for(_peek_byte(loop, conn), tls.handshake_timeout)
+                wait = tls.first_byte_timeout or tls.handshake_timeout
+
+                def closed_early() -> None:  # the slot goes back in the same loop pass as the FIN
+                    nonlocal ticket
+                    guard.release(ticket)
+                    ticket = None
+
+                try:
+                    first = await asyncio.wait_for(_peek_byte(loop, conn, closed_early), wait)
+                except asyncio.TimeoutError:
+                    conn.close()
+                    guard.connection_closed(self.listener, peer, "idle", idle_ms=int(wait * 1000))
+                    return
                 if first is None:  # closed before sending anything
                     conn.close()
                     return
                 use_tls = first == TLS_HANDSHAKE
-            if use_tls:
-                await loop.connect_accepted_socket(self._factory, conn, ssl=tls.context,
-                                                   ssl_handshake_timeout=tls.handshake_timeout)
-            else:
+            if not use_tls:
+                guard.release(ticket)  # the handler admits it from here on
+                ticket = None
                 await loop.connect_accepted_socket(self._factory, conn)
+                return
+            await loop.connect_accepted_socket(self._factory, conn, ssl=tls.context,
+                                               ssl_handshake_timeout=tls.handshake_timeout)
         except asyncio.CancelledError:
             conn.close()
             raise
@@ -397,6 +423,8 @@ class GuardedServer:
                 tls.on_failure(self.listener, peer, str(reason))
             else:
                 log.info("tls_handshake_failed", listener=self.listener, peer=peer, reason=str(reason))
+        finally:
+            guard.release(ticket)
 
     def close(self) -> None:
         for t in self._tasks:
@@ -413,16 +441,30 @@ class GuardedServer:
 TLS_HANDSHAKE = 0x16
 
 
-async def _peek_byte(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> int | None:
-    """The first byte the peer sent, left in the socket (MSG_PEEK); None at end of stream."""
-    fut: asyncio.Future[None] = loop.create_future()
+async def _peek_byte(loop: asyncio.AbstractEventLoop, conn: socket.socket, on_eof=None) -> int | None:
+    """The first byte the peer sent, left in the socket (MSG_PEEK); None at end of stream
+    (``on_eof()`` is then called at once, from the reader callback)."""
+    fut: asyncio.Future[bytes] = loop.create_future()
     fd = conn.fileno()
-    loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+
+    def readable() -> None:
+        if fut.done():
+            return
+        try:
+            data = conn.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data and on_eof is not None:
+            on_eof()
+        fut.set_result(data)
+
+    loop.add_reader(fd, readable)
     try:
-        await fut
+        data = await fut
     finally:
         loop.remove_reader(fd)
-    data = conn.recv(1, socket.MSG_PEEK)
     return data[0] if data else None
 
 

@@ -222,5 +222,6 @@ def secure_server(server: Any, security: Any, config: Any) -> None:
         host = config.broker.broker_ip1 or config.host
         ctx = sec_tls.server_context(config, host)
         server.tls = ListenerTls(ctx, mode, on_failure=lambda listener, peer, reason: security.failed(
-            listener, "tls_handshake", peer, error=reason))
+            listener, "tls_handshake", peer, error=reason),
+            first_byte_timeout=float(config.limits.server_channel_max_idle_time_seconds))
         server.principal_mapper = sec_tls.PrincipalMapper(config.security.ssl_principal_mapping_rules)
