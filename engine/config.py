@@ -82,7 +82,16 @@ class MessageStoreConfig:
     # Flow control: a put finding the commitlog locked by another put for longer than this is
     # refused (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]...") instead of queueing behind it.
     os_page_cache_busy_time_out_mills: int = 1000
-    flush_consumer_offset_interval: int = 5000  # ms between consumer offset persists
+    flush_consumer_offset_interval: int = 5000  # ms between native consumer offset flushes to the log
+    # Internal state topics (docs/design/coordinator-state.md); Kafka's key names and defaults.
+    offsets_topic_num_partitions: int = 50  # __consumer_offsets partitions, fixed once created
+    producer_id_expiration_ms: int = 86_400_000  # idle producers' sequence state is dropped
+    # ms between snapshots of the producer state (Rockafka-only key): after a crash the
+    # commitlog is scanned from the last one
+    producer_state_snapshot_interval: int = 1000
+    # ms between checkpoints of state kept in internal topics (Rockafka-only key); a checkpoint
+    # only shortens the replay at start and lets retention delete older segments
+    state_checkpoint_interval: int = 30_000
     # Reserve a segment's blocks when it is created (posix_fallocate) instead of sparse files.
     warm_mapped_file_enable: bool = False
 
@@ -238,9 +247,6 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "group_max_size": ("1000", "members per Kafka group"),
     "offset_metadata_max_bytes": ("4096", "metadata size of a committed offset"),
     "message_max_bytes": ("maxMessageSize", "largest Kafka record batch"),
-    "producer_state_snapshot_ms": ("1000", "idempotent producer state snapshot period"),
-    "producer_id_expiration_ms": ("86400000", "forget idle producer ids after this long"),
-    "producer_state_rebuild_max_records": ("100000", "records scanned to rebuild producer state"),
     "list_offsets_time_skew_ms": ("600000", "tolerated clock skew of ListOffsets by timestamp"),
     "delete_topic_enable": ("true", "allow DeleteTopics"),
     "min_insync_replicas": ("1", "min.insync.replicas for acks=all when the topic sets none"),
@@ -250,6 +256,8 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "advertised_listeners": ("listeners", "Kafka addresses clients are told, per listener name"),
     "listener_security_protocol_map": ("standard names", "Kafka listener NAME:PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL"),
     "kafka_direct_put": ("true under ASYNC_FLUSH", "store produced batches on the event loop"),
+    "transaction_state_log_num_partitions": ("50", "__transaction_state partitions, fixed once created"),
+    "transactional_id_expiration_ms": ("604800000", "forget a transactional id idle this long"),
     "transaction_max_timeout_ms": ("900000", "largest transaction.timeout.ms"),
     "transaction_abort_timed_out_transaction_cleanup_interval_ms": ("1000", "timed-out transaction scan period"),
     # native gateway and NameServer (docs/design/native-gateway.md)

@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import enum
+import functools
 import errno
 import fcntl
 import ipaddress
@@ -51,6 +52,8 @@ from .progress import Progress
 from .file_io import FileIO, MmapFileIO
 from .ha import HAService
 from .index_file import IndexService
+from .producer_state import ProducerStateTable
+from .state_log import CONSUMER_OFFSETS, INTERNAL_TOPICS, is_internal
 from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
                       PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, UnitHeader, body_crc, decode_message, decode_message_id, encode_properties,
                       encode_unit, parse_host, patch_unit, tags_code)
@@ -203,9 +206,13 @@ class MessageStore:
                                           config.max_hash_slot_num, config.max_index_num)
         self.config_dir = Path(self.root) / "config"
         self.topic_config = TopicConfigManager(self.config_dir)
-        self.consumer_offsets = ConsumerOffsetManager(self.config_dir)
+        self.consumer_offsets = ConsumerOffsetManager(self.config_dir, config.offsets_topic_num_partitions)
         self.subscription_groups = SubscriptionGroupManager(self.config_dir, self.broker_config.auto_create_subscription_group)
         self.min_offsets = LogicalMinOffsetTable(self.config_dir)
+        # idempotence and Kafka transactions per queue, derived from the batches as they are put
+        self.producer_state = ProducerStateTable(self.config_dir, config.producer_id_expiration_ms,
+                                                 config.state_checkpoint_interval)
+        self._retention_guards: list[Callable[[], int | None]] = []
         # delayed delivery: delay levels and timer messages (delays-retry.md)
         self.schedule = ScheduleMessageService(self)
         self.timer = TimerMessageStore(self)
@@ -233,6 +240,7 @@ class MessageStore:
         self._pending_listeners: list[Callable[[str, int, int], None]] = []
         # a slave: topics its replicated units name that its topic table lacks (-> queue count seen)
         self.replicated_unknown_topics: dict[str, int] = {}
+        self._offsets_replicated = False  # a slave: __consumer_offsets records arrived, not applied yet
         self._sync = config.flush_disk_type == "SYNC_FLUSH"
         self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
         self.ha = HAService(self)  # replication: master service or slave client, by broker_role
@@ -285,6 +293,7 @@ class MessageStore:
         self._background = threading.Thread(target=self._background_loop, name="store-background", daemon=True)
         self._background.start()
         self.running = True
+        self.consumer_offsets.start(self)  # __consumer_offsets replayed before anyone reads offsets
         self.schedule.start()
         self.timer.start()
         self.ha.start()
@@ -298,6 +307,7 @@ class MessageStore:
         self.ha.shutdown()
         self.timer.stop()
         self.schedule.stop()
+        self.consumer_offsets.shutdown()  # RocketMQ consumers' last commits into the log
         self.running = False
         self._stop_event.set()
         self._wake_background.set()
@@ -310,8 +320,12 @@ class MessageStore:
         if self._flush_service is not None:
             self._flush_service.stop()
         self.commitlog.flush()
-        self._flush_logics_and_checkpoint()
-        for mgr in (self.consumer_offsets, self.topic_config, self.subscription_groups, self.min_offsets):
+        self._flush_logics_and_checkpoint(final=True)  # the producer snapshot at the very end: no scan at start
+        try:
+            self.consumer_offsets.checkpoint(force=True)
+        except OSError:
+            log.exception("config_persist_failed", path=str(self.consumer_offsets.path))
+        for mgr in (self.topic_config, self.subscription_groups, self.min_offsets):
             try:
                 mgr.persist()
             except OSError:
@@ -422,6 +436,7 @@ class MessageStore:
         self.confirmed_offset = end
         log.info("store_recovered", abnormal=abnormal, scan_from=start, commitlog_end=end, units_scanned=units,
                  seconds=round(time.monotonic() - begin, 3))
+        self.producer_state.recover(self.commitlog, end)
         if cp is not None:
             self._flush_logics_and_checkpoint()
 
@@ -511,14 +526,18 @@ class MessageStore:
             self.schedule.start()
         log.info("store_role_changed", role=role, commitlog_max_offset=self.confirmed_offset)
 
-    def _check_writable(self) -> PutMessageResult | None:
+    def _check_writable(self, topic: str | None = None) -> PutMessageResult | None:
+        """Why a put must be refused now, or None. Records of the internal state topics
+        (coordinator state: offsets, group and transaction records, a few hundred bytes each)
+        are not held to diskSpaceWarningLevelRatio, only to the space really left (reserved
+        before writing), so consumer groups keep working while a full disk refuses messages."""
         if not self.running:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
         if self.is_slave:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 "this broker is a slave (brokerRole=SLAVE): its log is written by replication only; "
                                 "write to the master of the group")
-        if not self.disk.writable(self.confirmed_offset):
+        if topic not in INTERNAL_TOPICS and not self.disk.writable(self.confirmed_offset):
             return self._refuse_disk_full()
         return None
 
@@ -568,8 +587,8 @@ class MessageStore:
             self._topic_cache[topic] = cached
         return cached
 
-    def _encode(self, msg: Message, sys_flag: int | None = None,
-                crc: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
+    def _encode(self, msg: Message, sys_flag: int | None = None, crc: int | None = None,
+                max_size: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
         if not isinstance(msg.topic, str):
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"topic must be a string, not {type(msg.topic).__name__}"), 0
         topic_bytes, err = self._topic_bytes(msg.topic)
@@ -582,9 +601,11 @@ class MessageStore:
             if not isinstance(body, memoryview):
                 return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"message body must be bytes, not {type(body).__name__}"), 0
             body = bytes(body)
-        if len(body) > self.config.max_message_size:
+        limit = self.config.max_message_size if max_size is None else max_size
+        if len(body) > limit:
+            what = f"maxMessageSize {limit}" if max_size is None else f"the topic's limit {limit}"
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
-                                      f"message body is {len(body)} bytes, more than maxMessageSize {self.config.max_message_size}"), 0
+                                      f"message body is {len(body)} bytes, more than {what}"), 0
         if msg.properties or msg.tags or msg.keys:
             all_props = msg.all_properties()
             try:
@@ -668,14 +689,15 @@ class MessageStore:
 
     def put_record_batch(self, topic: str, queue_id: int, batch, *, born_host=None, store_host=None,
                          properties: dict | None = None, delay_headers: bool = True,
-                         sync_replicas: bool | None = None) -> PutMessageResult:
+                         sync_replicas: bool | None = None, max_size: int | None = None) -> PutMessageResult:
         """Store one Kafka RecordBatch v2 as one INNER_BATCH unit with N queue offsets.
 
         Records with a delay header (``rmq.delay.level`` / ``rmq.deliver.ms``) are split off and
         staged (``engine.batch_delay``) unless ``delay_headers`` is False. ``sync_replicas``:
         None waits for the slaves as ``brokerRole`` says (SYNC_MASTER), False never (the caller
-        waits itself with ``ha.wait_replicated``, e.g. Kafka's acks), True always."""
-        refused = self._check_writable()
+        waits itself with ``ha.wait_replicated``, e.g. Kafka's acks), True always. ``max_size``
+        replaces maxMessageSize as the largest batch taken (a Kafka topic's max.message.bytes)."""
+        refused = self._check_writable(topic)
         if refused:
             return refused
         try:
@@ -684,42 +706,53 @@ class MessageStore:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
         if delay_headers and self.config.kafka_delay_headers_enable and batch_delay.may_have_delay_headers(batch, header):
             return batch_delay.put_split_batch(self, topic, queue_id, batch, born_host=born_host,
-                                               store_host=store_host, properties=properties,
+                                               store_host=store_host, properties=properties, max_size=max_size,
                                                sync_replicas=sync_replicas)
-        unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties)
+        unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties, max_size)
         if refused:
             return refused
-        return self._append(topic, queue_id, [unit], wait=True, batch=True, sync_replicas=sync_replicas)
+        return self._append(topic, queue_id, [unit], wait=True, batch=True, headers=[header],
+                            sync_replicas=sync_replicas)
 
     def put_record_batches(self, topic: str, queue_id: int, batches: list[bytes], *, born_host=None,
-                           store_host=None, properties: dict | None = None,
-                           sync_replicas: bool | None = None) -> PutMessageResult:
+                           store_host=None, properties: dict | None = None, max_size: int | None = None,
+                           producer_batch=None, sync_replicas: bool | None = None) -> PutMessageResult:
         """Store several record batches at consecutive offsets of one queue, all or none (one
-        unit each; no delay-header split). The result's queue offset is the first batch's."""
-        refused = self._check_writable()
+        unit each; no delay-header split). The result's queue offset is the first batch's.
+        ``producer_batch``: the header of the one producer batch these parts came from (a batch
+        split around delayed records), recorded in the producer state as that batch, so its
+        retry is recognised whole."""
+        refused = self._check_writable(topic)
         if refused:
             return refused
         units = []
+        headers = []
         for batch in batches:
             try:
                 header = record_batch.validate_batch(batch)
             except (ValueError, struct.error) as exc:
                 return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
-            unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties)
+            unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties,
+                                             max_size)
             if refused:
                 return refused
             units.append(unit)
-        return self._append(topic, queue_id, units, wait=True, batch=True, sync_replicas=sync_replicas)
+            headers.append(header)
+        if producer_batch is not None and producer_batch.producer_id >= 0:
+            headers = [producer_batch] + [None] * (len(units) - 1)
+        return self._append(topic, queue_id, units, wait=True, batch=True, headers=headers,
+                            sync_replicas=sync_replicas)
 
-    def _batch_unit(self, topic: str, queue_id: int, batch, header, born_host, store_host,
-                    properties: dict | None) -> tuple[tuple[bytearray, int, int] | None, PutMessageResult | None]:
+    def _batch_unit(self, topic: str, queue_id: int, batch, header, born_host, store_host, properties: dict | None,
+                    max_size: int | None = None) -> tuple[tuple[bytearray, int, int] | None, PutMessageResult | None]:
         count = header.last_offset_delta + 1
         if count <= 0:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
                                       f"record batch has lastOffsetDelta {header.last_offset_delta}")
         msg = Message(topic=topic, body=batch, properties=properties, queue_id=queue_id, born_host=born_host,
                       store_host=store_host, born_timestamp=header.max_timestamp if header.max_timestamp > 0 else None)
-        unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG, crc=0)  # BODYCRC set once offsets are known
+        unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG, crc=0,  # BODYCRC set once offsets are known
+                                        max_size=max_size)
         if refused:
             return None, refused
         return (unit, tags_code((properties or {}).get(PROPERTY_TAGS)), count), None
@@ -729,7 +762,8 @@ class MessageStore:
         return not (msg.properties and msg.properties.get("WAIT") == "false")
 
     def _append(self, topic: str, queue_id: int, units: list[tuple[bytearray, int, int]], wait: bool,
-                batch: bool = False, sync_replicas: bool | None = None) -> PutMessageResult:
+                batch: bool = False, headers: list | None = None,
+                sync_replicas: bool | None = None) -> PutMessageResult:
         started = metrics.now()
         key = (topic, queue_id)
         cl = self.commitlog
@@ -797,6 +831,10 @@ class MessageStore:
                     f.wrote_position = pos
                     cq.mfq.truncate_dirty(qoff * 20)
                     return self._refuse_write_error(exc, f"consume queue {topic}/{queue_id}")
+                if headers is not None and headers[n] is not None and headers[n].producer_id >= 0:
+                    body_pos = _body_pos(unit)
+                    self.producer_state.apply(topic, queue_id, headers[n], qoff, now,
+                                              memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)])
                 if first_phy < 0:
                     first_phy, first_qoff = phy, qoff
                 ids.append(_unit_msg_id(unit, phy))
@@ -808,7 +846,8 @@ class MessageStore:
             end = self.confirmed_offset
         finally:
             self._unlock_for_put()
-        self.dispatcher.wake()
+        if topic not in INTERNAL_TOPICS:  # state records: the dispatcher's next round (<= 1 s) will do
+            self.dispatcher.wake()
         metrics.STORE_APPEND_SECONDS.observe(metrics.now() - started)
         self.ha.notify_append()
         status = PutMessageStatus.PUT_OK
@@ -867,21 +906,23 @@ class MessageStore:
         return new_end
 
     def make_replicated_visible(self) -> None:
-        """A slave: consume-queue units (and the rest) for the complete replicated units."""
+        """A slave: consume-queue units (and the rest) for the complete replicated units; the
+        consumer offset table follows the ``__consumer_offsets`` records among them."""
         with self._put_lock:
             self._dispatch_replicated()
+            follow, self._offsets_replicated = self._offsets_replicated, False
         self.dispatcher.wake()
+        if follow:
+            self.consumer_offsets.catch_up()
 
     def _dispatch_replicated(self) -> None:
         """Under the put lock: consume-queue units for the complete units past ``confirmed_offset``."""
         from .dispatcher import queue_tags_code
         from .ha.errors import ReplicationError
         from .message import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
-        from .txn_index import for_store as txn_index_of
 
         cl = self.commitlog
         off = self.confirmed_offset
-        txn = None
         while True:
             f = cl.mfq.find(off)
             if f is None:
@@ -921,10 +962,10 @@ class MessageStore:
                 seen = self.replicated_unknown_topics
                 seen[h.topic] = max(seen.get(h.topic, 0), h.queue_id + 1)
             self._queue_offsets[(h.topic, h.queue_id)] = h.queue_offset + count
-            if is_batch and f.buf[h.body_pos + _BATCH_ATTR_LOW] & _TXN_FLAG:
-                if txn is None:
-                    txn = txn_index_of(self)
-                txn.observe_batch(h.topic, h.queue_id, bytes(f.buf[h.body_pos:h.body_pos + h.body_len]))
+            if is_batch:  # idempotence and transactions follow the log, as on the master's put path
+                self.producer_state.apply_stored(f.buf, h)
+            if h.topic == CONSUMER_OFFSETS:
+                self._offsets_replicated = True
             off += total
             self.confirmed_offset = off
 
@@ -932,8 +973,6 @@ class MessageStore:
         """A slave cuts its log at ``offset`` (its master's log differs from there): commitlog,
         consume queues and the Kafka transaction index drop everything at or past it. Returns
         how many commitlog bytes were dropped."""
-        from .txn_index import for_store as txn_index_of
-
         cl = self.commitlog
         with self._put_lock:
             old_end = cl.max_offset
@@ -947,7 +986,10 @@ class MessageStore:
                     cq.truncate_dirty(offset)
                 self._queue_offsets = {k: cq.max_offset for k, cq in self._cqs.items()}
             self.confirmed_offset = min(self.confirmed_offset, offset)
-            txn_index_of(self).truncate_to({k: cq.max_offset for k, cq in self._cqs.items()})
+            # idempotence and transaction state as of the new end: from the snapshot when it is
+            # not past the cut, else from the whole log
+            self.producer_state.recover(cl, offset)
+        self.consumer_offsets.rebuild()  # offsets whose records were cut go back to what the log says
         if self.checkpoint is not None:
             self._flush_logics_and_checkpoint()
         log.warning("commitlog_truncated", offset=offset, dropped_bytes=old_end - offset)
@@ -1183,6 +1225,8 @@ class MessageStore:
         self._pending_listeners = [x for x in self._pending_listeners if x is not cb]
 
     def delete_topic(self, topic: str) -> None:
+        if is_internal(topic):
+            raise StoreError(f"{topic} is an internal topic: it holds state the store needs")
         with self._put_lock:
             with self._cq_lock:
                 for key in [k for k in self._cqs if k[0] == topic]:
@@ -1190,14 +1234,14 @@ class MessageStore:
                     cq.destroy()
                     self._queue_offsets.pop(key, None)
             shutil.rmtree(os.path.join(self.root, "consumequeue", topic), ignore_errors=True)
+            self.producer_state.forget_topic(topic)
         with self.min_offsets.lock:
             for k in [k for k in self.min_offsets.table if k.rpartition("@")[0] == topic]:
                 del self.min_offsets.table[k]
             self.min_offsets.persist()
         self.topic_config.delete(topic)
         metrics.forget_topic(topic)
-        self.consumer_offsets.delete_topic(topic)
-        self.consumer_offsets.persist()
+        self.consumer_offsets.delete_topic(topic)  # tombstones in __consumer_offsets
         if self.running:
             # move the checkpoint past the topic's units, so crash recovery (which re-dispatches
             # from the checkpoint) cannot rebuild queues of the deleted topic
@@ -1210,9 +1254,11 @@ class MessageStore:
         return sorted(q for (t, q) in self._cqs if t == topic)
 
     # ------------------------------------------------------------------ background work
-    def _flush_logics_and_checkpoint(self) -> None:
+    def _flush_logics_and_checkpoint(self, producer_snapshot: bool = True, final: bool = False) -> None:
         with self._put_lock:
             logics_upto = self.confirmed_offset
+            if producer_snapshot:
+                self.producer_state.capture(logics_upto, self.get_min_offset_in_queue, force=final)
         for cq in list(self._cqs.values()):
             try:
                 cq.flush()
@@ -1221,6 +1267,10 @@ class MessageStore:
         index_upto = self.dispatcher.reput_offset if self.dispatcher is not None else logics_upto
         index_upto = min(index_upto, logics_upto)
         self.index_service.flush()
+        try:
+            self.producer_state.write(self.commitlog.flushed_where)  # never ahead of the flushed log
+        except OSError as exc:
+            log.warning("producer_snapshot_not_written", error=str(exc))
         cp = self.checkpoint
         if cp is None:
             return
@@ -1236,6 +1286,8 @@ class MessageStore:
         now = time.monotonic()
         next_flush = now + cq_interval
         next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
+        next_state_checkpoint = now + self.config.state_checkpoint_interval / 1000.0
+        next_producer_snapshot = 0.0
         next_clean = now + self.config.clean_resource_interval / 1000.0
         next_disk = now + 1.0
         failing: dict[str, str] = {}  # what failed last round: the same failure is logged once
@@ -1248,14 +1300,20 @@ class MessageStore:
             now = time.monotonic()
             tasks = []
             if now >= next_flush:
-                tasks.append(("flush", self._flush_logics_and_checkpoint))
+                snapshot = now >= next_producer_snapshot
+                if snapshot:
+                    next_producer_snapshot = now + self.config.producer_state_snapshot_interval / 1000.0
+                tasks.append(("flush", functools.partial(self._flush_logics_and_checkpoint, producer_snapshot=snapshot)))
                 next_flush = now + cq_interval
             if now >= next_disk or self.disk.clean_wanted.is_set():
                 tasks.append(("disk", lambda: self.disk.refresh(self.confirmed_offset)))
                 next_disk = now + 1.0
             if now >= next_offsets:
-                tasks.append(("consumer_offsets", self.consumer_offsets.persist_if_dirty))
+                tasks.append(("consumer_offsets", self.consumer_offsets.flush_dirty))
                 next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
+            if now >= next_state_checkpoint:
+                tasks.append(("state_checkpoint", self.consumer_offsets.checkpoint))
+                next_state_checkpoint = now + self.config.state_checkpoint_interval / 1000.0
             if now >= next_clean or self.disk.clean_wanted.is_set():
                 tasks.append(("clean", self.clean_expired_files))
                 next_clean = now + self.config.clean_resource_interval / 1000.0
@@ -1295,7 +1353,10 @@ class MessageStore:
         space_pressure = ratio > cfg.disk_max_used_space_ratio
         deleted = []
         if force or time_ok or space_pressure:
-            deleted = self.commitlog.mfq.delete_expired_by_time(cfg.file_reserved_time * 3600 * 1000, now_ms)
+            deletable = self._segments_below_guards()
+            if deletable:
+                deleted = self.commitlog.mfq.delete_expired_by_time(cfg.file_reserved_time * 3600 * 1000, now_ms,
+                                                                    max_files=min(10, deletable))
             disk.segments_deleted_expired += len(deleted)
         if deleted:
             log.info("commitlog_segments_deleted", count=len(deleted), first=deleted[0].path,
@@ -1303,8 +1364,12 @@ class MessageStore:
             ratio = disk.refresh(self.confirmed_offset)
         forced = 0
         # above diskSpaceCleanForciblyRatio: the oldest segments go, expired or not, one at a
-        # time until usage is below it again (at most 10 a pass; never the segment written now)
-        while disk.forcibly and forced < 10:
+        # time until usage is below it again (at most 10 a pass; never the segment written now,
+        # never one whose bytes a state checkpoint still replays: the consumer offsets'
+        # checkpoint is taken first, so only state changed since it holds segments back)
+        if disk.forcibly and not self._segments_below_guards():
+            self.consumer_offsets.checkpoint()
+        while disk.forcibly and forced < 10 and self._segments_below_guards():
             gone = self.commitlog.mfq.delete_first(1)
             if not gone:
                 break
@@ -1324,6 +1389,32 @@ class MessageStore:
         self.correct_min_offsets()
         self.apply_topic_retention(now_ms)
         return len(deleted) + forced
+
+    # -- what state in the log still needs (engine/state_log.py) ------------------------------
+    def add_retention_guard(self, needed: Callable[[], int | None]) -> None:
+        """``needed()`` returns the lowest commitlog offset its owner's replay still reads (None:
+        nothing); retention never deletes a segment holding bytes at or past it."""
+        if needed not in self._retention_guards:  # a store started again keeps one guard per owner
+            self._retention_guards.append(needed)
+
+    def remove_retention_guard(self, needed: Callable[[], int | None]) -> None:
+        self._retention_guards = [g for g in self._retention_guards if g is not needed]
+
+    def _segments_below_guards(self) -> int:
+        """How many of the oldest segments retention may delete (never the last one)."""
+        floor = None
+        for needed in list(self._retention_guards):
+            try:
+                offset = needed()
+            except Exception:  # noqa: BLE001 - a broken guard keeps everything
+                log.exception("retention_guard_failed")
+                return 0
+            if offset is not None and (floor is None or offset < floor):
+                floor = offset
+        files = self.commitlog.mfq.files[:-1]
+        if floor is None:
+            return len(files)
+        return sum(1 for f in files if f.end_offset <= floor)
 
     def apply_topic_retention(self, now_ms: float | None = None) -> int:
         """Per-topic time retention: a topic whose attributes set ``retention.ms`` (the Kafka

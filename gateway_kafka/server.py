@@ -22,9 +22,10 @@ Invariants:
 - Store calls that may wait on disk run in the default thread executor; the event loop only
   does protocol work and memory-mapped reads.
 
-Also owns the gateway-wide services handlers share: the group coordinator, the producer state
-(with its periodic snapshot), per-partition produce locks and the arrival hub that wakes
-long-polling fetches.
+Also owns the gateway-wide services handlers share: the group coordinator, the transaction
+coordinator (which also hands out producer ids), per-partition produce locks and the arrival hub
+that wakes long-polling fetches. Their state is in the engine's log
+(docs/design/coordinator-state.md): nothing here writes files of its own.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
 from gateway_kafka.cluster import BrokerNode, LocalCluster, LocalReplication
 from gateway_kafka.coordinator import GroupCoordinator
-from gateway_kafka.producer_state import ProducerStateManager
 from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
 log = structlog.get_logger("rockafka.kafka")
@@ -81,10 +81,6 @@ class KafkaSettings:
         self.group_max_size: int = config.extra_int("group_max_size", 1000)
         self.offset_metadata_max_bytes: int = config.extra_int("offset_metadata_max_bytes", 4096)
         self.message_max_bytes: int = config.extra_int("message_max_bytes", config.store.max_message_size)
-        self.producer_state_snapshot_ms: int = config.extra_int("producer_state_snapshot_ms", 1000)
-        self.producer_id_expiration_ms: int = config.extra_int("producer_id_expiration_ms", 86_400_000)
-        self.producer_state_rebuild_max_records: int = config.extra_int("producer_state_rebuild_max_records",
-                                                                        100_000)
         self.list_offsets_time_skew_ms: int = config.extra_int("list_offsets_time_skew_ms", 600_000)
         # Kafka's broker.rack (follower fetching) and min.insync.replicas (acks=all), broker-wide defaults
         self.broker_rack: str | None = config.broker.broker_rack
@@ -174,8 +170,7 @@ class KafkaGateway:
             min_session_timeout_ms=self.settings.group_min_session_timeout_ms,
             max_session_timeout_ms=self.settings.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=self.settings.group_initial_rebalance_delay_ms,
-            max_group_size=self.settings.group_max_size, state_dir=store.config_dir)
-        self.producer_state = ProducerStateManager(store.config_dir)
+            max_group_size=self.settings.group_max_size, store=store, put=self.put)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -184,17 +179,12 @@ class KafkaGateway:
         self._servers: list[Any] = []
         self.listener_ports: dict[str, int] = {}
         self._connections: set[asyncio.Task] = set()
-        self._snapshot_task: asyncio.Task | None = None
         self._stopping = False
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        from gateway_kafka import recovery
-
         apis.load_all()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, recovery.restore_producer_state, self.store, self.producer_state,
-                                   self.settings.producer_state_rebuild_max_records)
         self.arrivals = ArrivalHub(loop)
         self.store.add_arrival_listener(self.arrivals.on_arrival)
         await self.txn.start()
@@ -207,7 +197,6 @@ class KafkaGateway:
                                     rack=self.settings.broker_rack,
                                     broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
                                     local=_local_replication(self.store))
-        self._snapshot_task = asyncio.create_task(self._snapshot_loop())
         log.info("kafka_gateway_started", host=self.settings.host, port=self.port, advertised=f"{host}:"
                  f"{self.cluster.self_node.port}", apis=len(apis.REGISTRY),
                  listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))
@@ -270,32 +259,20 @@ class KafkaGateway:
             await asyncio.wait(list(self._connections), timeout=5)
         for srv in self._servers:
             await srv.wait_closed()
-        if self._snapshot_task is not None:
-            self._snapshot_task.cancel()
         await self.txn.stop()
         if self.arrivals is not None:
             self.store.remove_arrival_listener(self.arrivals.on_arrival)
-        from gateway_kafka import recovery
-
-        await asyncio.get_running_loop().run_in_executor(None, recovery.save_producer_state, self.store,
-                                                         self.producer_state)
         if self._owns_send_queue:
             self.send_queue.shutdown()
         log.info("kafka_gateway_stopped", port=self.port)
 
-    async def _snapshot_loop(self) -> None:
-        from gateway_kafka import recovery
-
+    async def put(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A store write: on the loop when it only copies into the mapped commitlog
+        (``direct_put``), else through the executor (it may wait on disk)."""
+        if self.settings.direct_put and not self.store.put_would_wait:  # never wait for another writer here
+            return fn(*args, **kwargs)
         loop = asyncio.get_running_loop()
-        interval = max(self.settings.producer_state_snapshot_ms, 50) / 1000.0
-        while True:
-            await asyncio.sleep(interval)
-            if self.producer_state.dirty:
-                try:
-                    await loop.run_in_executor(None, recovery.save_producer_state, self.store, self.producer_state,
-                                               self.settings.producer_id_expiration_ms)
-                except Exception:
-                    log.exception("producer_state_snapshot_failed")
+        return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
 
     # -- connections -----------------------------------------------------------------------
     async def _on_connection(self, spec: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -27,6 +27,8 @@ from typing import Any
 
 import structlog
 
+from engine.config_manager import write_atomic
+
 from . import namesrv_admin
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.route import decode_route_json  # noqa: F401  (re-exported: the wire form lives in remoting)
@@ -191,10 +193,7 @@ class KVConfig:
     def _persist(self) -> None:
         if not self.path:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"configTable": self.table}, indent=1), "utf-8")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"configTable": self.table}, indent=1).encode("utf-8"))
 
     def put(self, ns: str, key: str, value: str) -> None:
         self.table.setdefault(ns, {})[key] = value

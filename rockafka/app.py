@@ -19,6 +19,8 @@ from engine.listener_limits import ListenerGuard
 from engine.send_queue import SendQueue
 from engine.store import MessageStore
 
+from .loop_thread import OwnLoop
+
 log = structlog.get_logger("rockafka.node")
 
 
@@ -33,8 +35,9 @@ class Component(Protocol):
 def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     """The listeners of a node, in start order. Each gateway adds itself here."""
     components: list[Any] = []
-    # one set of connection and request-memory limits for every listener of the node, and one
-    # send queue (flow control) for the writes of both protocols
+    # one set of connection and request-memory limits for the listeners on the node's loop (the
+    # NameServer, on a loop of its own, has its own: a guard's timers and waits belong to one
+    # loop), and one send queue (flow control) for the writes of both protocols
     guard = ListenerGuard(config.limits)
     send_queue = SendQueue.from_config(config.broker)
     # -- native gateway (NameServer first: the broker registers with it) --
@@ -44,9 +47,11 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     namesrv = NameServer(config.host, config.namesrv_port,
                          kv_config_path=store.config_dir / "namesrv_kvConfig.json",
                          broker_expired_ms=config.extra_int("broker_channel_expired_time", 120_000),
-                         scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000), guard=guard)
+                         scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000),
+                         guard=ListenerGuard(config.limits))
     own_host = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
-    components.append(namesrv)
+    # its own loop and thread: a route query never waits behind broker or Kafka work
+    components.append(OwnLoop(namesrv))
     broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"], guard=guard,
                     send_queue=send_queue)
     components.append(broker)

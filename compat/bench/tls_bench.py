@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "compat" / "bench" / "peers"))  # the peers import their siblings
 
 from compat.bench.kafka_bench import consume_throughput, produce_throughput  # noqa: E402
 
@@ -57,7 +58,7 @@ def main() -> int:
     ap.add_argument("--out", help="write <out>.json and <out>.md")
     args = ap.parse_args()
 
-    from compat.bench.peers.kafka_peer import KafkaPeer
+    from kafka_peer import KafkaPeer
     from tests.support.certs import make_pki
     from tests.support.node import RunningNode, free_port
 

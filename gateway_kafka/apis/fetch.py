@@ -12,7 +12,7 @@ batch built on read (``batch_of_unit``). Offsets inside a stored batch return th
   ``max_wait_ms``, woken by the store's arrival listener for the partitions it reads. An
   errored partition answers at once.
 - Per partition: high watermark = next offset, last stable offset = first offset of the oldest
-  open transaction (``engine.txn_index``) or the high watermark, log start offset = first
+  open transaction (the engine's producer state) or the high watermark, log start offset = first
   readable offset. With isolation level 1 (read_committed) no batch at or past the last stable
   offset is returned, and ``aborted_transactions`` lists the aborted transactions (producer id,
   first offset) overlapping what is returned, so the client drops their records (it also sees
@@ -71,7 +71,7 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
         return _empty(index, E.NONE, hi, hi, lo), 0
     if fetch_offset < lo or fetch_offset > hi:
         return _empty(index, E.OFFSET_OUT_OF_RANGE, hi, hi, lo), 0
-    txn = gw.txn.index
+    txn = store.producer_state
     lso = txn.last_stable_offset(topic, index, hi)
     end = lso if isolation == 1 else hi
     if fetch_offset >= end or (limit <= 0 and not min_one):

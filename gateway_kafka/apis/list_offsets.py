@@ -3,7 +3,7 @@
 Per partition, by the requested timestamp:
 - -2 (earliest) and -4 (earliest local): the log start offset; -1 (latest): the high
   watermark, or with isolation level 1 (read_committed, v2+) the last stable offset (the first
-  offset of the oldest open transaction, ``engine.txn_index``); -5 (latest tiered): -1, there
+  offset of the oldest open transaction, the engine's producer state); -5 (latest tiered): -1, there
   is no tiered storage.
 - -3 (max timestamp, v7+): the offset and timestamp of the record with the largest
   timestamp; -1/-1 when the partition is empty.
@@ -103,7 +103,7 @@ def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tu
     if timestamp == LATEST:
         hw = store.get_max_offset_in_queue(topic, index)
         if isolation == 1:
-            return E.NONE, gw.txn.index.last_stable_offset(topic, index, hw), -1
+            return E.NONE, store.producer_state.last_stable_offset(topic, index, hw), -1
         return E.NONE, hw, -1
     if timestamp == LATEST_TIERED:
         return E.NONE, -1, -1

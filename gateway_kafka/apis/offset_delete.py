@@ -33,8 +33,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             elif name in subscribed:
                 code = E.GROUP_SUBSCRIBED_TO_TOPIC
             else:
-                offsets.delete(gid, name, index)
-                code = E.NONE
+                res = await gw.put(offsets.delete, gid, name, index)  # a tombstone, stored before the answer
+                code = E.NONE if res is None or res.stored else E.COORDINATOR_NOT_AVAILABLE
             parts.append({"partition_index": index, "error_code": code})
         topics.append({"name": name, "partitions": parts})
     return {"error_code": E.NONE, "throttle_time_ms": 0, "topics": topics}

@@ -17,19 +17,24 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
   REQUEST_TIMED_OUT when the slaves did not answer within the request's ``timeout_ms``. A
   slave answers NOT_LEADER_OR_FOLLOWER. Other acks values: INVALID_REQUIRED_ACKS.
 - Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
-  MESSAGE_TOO_LARGE (a batch above ``message_max_bytes``), UNKNOWN_TOPIC_OR_PARTITION,
-  INVALID_TOPIC_EXCEPTION, OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER /
-  INVALID_PRODUCER_EPOCH (idempotence), KAFKA_STORAGE_ERROR / REQUEST_TIMED_OUT from the store
-  (KAFKA_STORAGE_ERROR with the store's message when the data disk is full: retriable, so
-  producers retry until space returns or their delivery timeout ends).
+  MESSAGE_TOO_LARGE (a batch above the topic's ``max.message.bytes``, or the broker's
+  ``message_max_bytes`` when the topic sets none; a topic may allow more than the broker
+  default), UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (also for the internal topics
+  ``__consumer_offsets`` / ``__transaction_state``: clients cannot append to them, as in Kafka),
+  OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH
+  (idempotence), KAFKA_STORAGE_ERROR / REQUEST_TIMED_OUT from the store (KAFKA_STORAGE_ERROR with the store's message when
+  the data disk is full: retriable, so producers retry until space returns or their delivery
+  timeout ends).
 - An exact duplicate of a recent batch (producer retry) is not stored again; it is answered
   with the offset it got the first time.
-- Check, append and record run under a per-partition lock so two connections of one producer
-  cannot interleave their sequence checks.
+- Check and append run under a per-partition lock so two connections of one producer cannot
+  interleave their sequence checks. The producer state the check reads is the engine's
+  (``store.producer_state``), updated by the store as it appends a batch, so it always equals
+  what is in the log — also after a crash.
 - Transactional batches: the producer id and epoch must be the transactional id's current
   ones (else INVALID_PRODUCER_EPOCH) and the partition part of its open transaction (else
-  INVALID_TXN_STATE); the first one of a transaction in a partition opens it in
-  ``engine.txn_index`` (which holds the last stable offset back).
+  INVALID_TXN_STATE); the first one of a transaction in a partition opens it in the engine's
+  producer state (which holds the last stable offset back).
 - Flow control (the store's, as RocketMQ applies it to sends): a batch that waited in the
   node's send queue longer than ``waitTimeMillsInSendQueue``, or found the commitlog locked
   longer than ``osPageCacheBusyTimeOutMills``, is not stored and answered REQUEST_TIMED_OUT
@@ -48,7 +53,8 @@ import functools
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, partition_count, topic_name_error
+from gateway_kafka.apis._common import blocking, find_topic, is_internal, message_limit, partition_count, topic_name_error
+from gateway_kafka.producer_state import check_sequence
 from engine import metrics
 from engine.record_batch import CorruptRecordError, iter_batches, validate_batch
 from engine.send_queue import SendQueueBusy
@@ -79,7 +85,7 @@ def min_insync_replicas(gw, tc) -> int:
         return max(1, gw.settings.min_insync_replicas)
 
 
-async def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int = 1,
+async def produce_partition(ctx: RequestContext, topic: str, index: int, records, max_bytes: int, acks: int = 1,
                             timeout_ms: int = 30_000, min_isr: int = 1) -> dict:
     gw = ctx.gateway
     store = gw.store
@@ -90,17 +96,17 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                        message=f"{1 + ha.in_sync_count()} in-sync replica(s), min.insync.replicas is {min_isr}")
     if not records:
         return _result(index, E.CORRUPT_MESSAGE, message="produce request carries no record batch")
-    max_bytes = gw.settings.message_max_bytes
     try:
         batches = []
         for view in iter_batches(records):
             if len(view) > max_bytes:
                 return _result(index, E.MESSAGE_TOO_LARGE,
-                               message=f"record batch of {len(view)} bytes exceeds message_max_bytes {max_bytes}")
+                               message=f"record batch of {len(view)} bytes exceeds the topic's limit of {max_bytes} "
+                                       "bytes (max.message.bytes, else message.max.bytes)")
             batches.append((view, validate_batch(view)))
     except CorruptRecordError as exc:
         return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
-    ps = gw.producer_state
+    ps = store.producer_state
     # inline on the loop only when no other writer holds the commitlog (never wait on it here)
     sync_put = gw.settings.direct_put and not store.put_would_wait
     born = (ctx.conn.peer_host, ctx.conn.peer_port)
@@ -113,7 +119,8 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 if txn_code != E.NONE:
                     return _result(index, txn_code, message=f"transactional batch of producer {h.producer_id} epoch "
                                                             f"{h.producer_epoch} refused: {E.NAMES.get(txn_code)}")
-            verdict = ps.check(topic, index, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
+            verdict = check_sequence(ps.entry(topic, index, h.producer_id) if h.producer_id >= 0 else None,
+                                     h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
             if verdict.error_code != E.NONE:
                 return _result(index, verdict.error_code, message=verdict.message)
             if verdict.duplicate_of is not None:
@@ -122,11 +129,13 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 end_offset = max(end_offset, store.confirmed_offset)  # it is at or below the log's end
                 continue
             if sync_put:
-                res = store.put_record_batch(topic, index, bytes(view), born_host=born, sync_replicas=False)
+                res = store.put_record_batch(topic, index, bytes(view), born_host=born, sync_replicas=False,
+                                             max_size=max_bytes)
             else:
                 try:
                     res = await gw.send_queue.run(functools.partial(store.put_record_batch, topic, index, bytes(view),
-                                                                    born_host=born, sync_replicas=False))
+                                                                    born_host=born, sync_replicas=False,
+                                                                    max_size=max_bytes))
                 except SendQueueBusy as exc:
                     _throttle(ctx, exc.waited_ms)
                     return _result(index, E.REQUEST_TIMED_OUT, message=str(exc))
@@ -137,11 +146,6 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 gw.log.warning("produce_failed", topic=topic, partition=index, status=res.status.name,
                                error=res.error)
                 return _result(index, code, message=res.error or res.status.name)
-            if h.is_transactional:
-                await blocking(gw.txn.index.begin, topic, index, h.producer_id, res.queue_offset)
-            if h.producer_id >= 0:
-                ps.record(topic, index, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
-                          res.queue_offset, h.max_timestamp)
             if first_offset < 0:
                 first_offset = res.queue_offset
             end_offset = max(end_offset, res.end_offset)
@@ -191,8 +195,12 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
         elif tc is None:
             code = E.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else E.UNKNOWN_TOPIC_OR_PARTITION
             out = [_result(p.get("index", -1), code) for p in parts]
+        elif is_internal(name):
+            out = [_result(p.get("index", -1), E.INVALID_TOPIC_EXCEPTION,
+                           message=f"cannot append to internal topic {name}") for p in parts]
         else:
             count = partition_count(tc)
+            limit = message_limit(gw, tc)
             min_isr = min_insync_replicas(gw, tc)
             timeout_ms = max(0, body.get("timeout_ms", 30_000) or 0)
             for p in parts:
@@ -200,7 +208,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
                 if not 0 <= index < count:
                     out.append(_result(index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 else:
-                    out.append(await produce_partition(ctx, name, index, p.get("records"), acks, timeout_ms,
+                    out.append(await produce_partition(ctx, name, index, p.get("records"), limit, acks, timeout_ms,
                                                        min_isr))
         responses.append({"name": name, "partition_responses": out})
     # acks=all: every partition appended first, then all replication waits at once

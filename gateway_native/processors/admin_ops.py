@@ -69,7 +69,7 @@ async def reset_offset(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
             target = committed
         offsets[qid] = target
         store.consumer_offsets.commit(group, topic, qid, target)
-    store.consumer_offsets.persist()
+    await broker.run_blocking(store.consumer_offsets.persist)
     body = offset_table_json(broker.broker_config.broker_name, topic, offsets)
     info = broker.consumers.groups.get(group)
     notified = 0
@@ -113,7 +113,7 @@ async def update_subscription_group(broker: Any, conn: Connection, cmd: Remoting
             raise ValueError("retryMaxTimes must be a non-negative integer")
     except (ValueError, TypeError) as exc:
         return cmd.response(R.INVALID_PARAMETER, f"bad subscription group config: {exc}")
-    broker.store.subscription_groups.create_or_update(cfg)
+    await broker.run_blocking(broker.store.subscription_groups.create_or_update, cfg)
     return cmd.response(R.SUCCESS)
 
 

@@ -33,11 +33,12 @@ def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
-def _ensure_retry_topic(broker: Any, group: str) -> None:
+async def _ensure_retry_topic(broker: Any, group: str) -> None:
     topic = f"%RETRY%{group}"
     if broker.store.topic_config.get(topic) is None:
-        broker.store.topic_config.create_or_update(TopicConfig(topic, read_queue_nums=1, write_queue_nums=1,
-                                                               perm=PERM_READ | PERM_WRITE))
+        # the config file's fsync runs off the event loop, which also serves every other client
+        await broker.run_blocking(broker.store.topic_config.create_or_update,
+                                  TopicConfig(topic, read_queue_nums=1, write_queue_nums=1, perm=PERM_READ | PERM_WRITE))
         broker.topics_changed()
 
 
@@ -68,7 +69,7 @@ async def heart_beat(broker: Any, conn: Connection, cmd: RemotingCommand) -> Rem
         model = str(cd.get("messageModel") or "CLUSTERING")
         broker.store.subscription_groups.find_or_create(group)  # as RocketMQ: a group exists once it heartbeats
         if model == "CLUSTERING":
-            _ensure_retry_topic(broker, group)
+            await _ensure_retry_topic(broker, group)
         channel = ClientChannel(client_id, conn, cmd.language, cmd.version, now)
         broker.consumers.register(group, channel, str(cd.get("consumeType") or "CONSUME_PASSIVELY"), model,
                                   str(cd.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"), subs)
