@@ -1,17 +1,20 @@
 """Credentials and policies as records in the log (``docs/design/security.md``, "Where ...").
 
-``SecurityLog`` is the storage interface: ``append(kind, doc)``, ``read_from(offset)`` and
-``follow(callback)``. Today it writes messages to the internal topic ``rmq_sys_SECURITY``
-queue 0 through ``MessageStore.put_message`` (so master/slave replication carries them) and
-reads them back through ``get_message``; moving to another log-backed mechanism changes this
-class only.
+``SecurityLog`` is the storage interface: ``append(kind, doc)``, ``read_from(offset)``,
+``follow(callback)``, ``needed_commitlog_offset(position)``. It sits on the engine's state-log
+mechanism (``engine/state_log.py``, the one coordinator state uses): one partition of the
+internal topic ``rmq_sys_SECURITY``, Kafka RecordBatch units appended through the store's put
+path, so master/slave replication carries them byte for byte.
 
 ``SecurityState`` is what the records build: SCRAM credentials per (user, mechanism), remoting
 secret keys per user, the ACL table. Records apply in queue order; a ``snapshot`` record
-replaces everything before it. Because the commitlog is retained by time, the writer appends
-a snapshot when the oldest record the state depends on is older than half of
-``fileReservedTime`` (and at a master's start when none exists yet), so no state ever depends
-on a deleted segment and a slave that joins late still receives all of it.
+replaces everything before it and is the checkpoint: it carries the whole state and its log
+position is where replay starts. A retention guard (``MessageStore.add_retention_guard``) keeps
+the last snapshot and every record after it, and the writer appends a new snapshot when the
+oldest record the state depends on is older than half of ``fileReservedTime`` (and at a
+master's start when none exists yet), so the guard moves on and retention can delete old
+segments; a slave that joins late copies the master's log from its oldest segment, which holds
+the snapshot.
 
 Invariants: one writer at a time (``_write_lock``); records are applied exactly once, in
 order (``applied`` is the next queue offset to apply); readers never see a half-applied record
@@ -43,57 +46,51 @@ class SecurityStateError(RuntimeError):
 
 
 class SecurityLog:
-    """Records of one kind of state in the store's log (the storage interface)."""
+    """The security records in the log: one partition of the internal topic ``rmq_sys_SECURITY``
+    through the engine's state-log mechanism (``engine/state_log.py``: Kafka RecordBatch units,
+    topic created read-only and internal). Record key = the record's kind (``scram``, ``acl-``,
+    ``snapshot`` ...), value = its JSON document."""
 
     def __init__(self, store: Any, topic: str = SECURITY_TOPIC):
+        from ..state_log import StateLog
+
         self.store = store
         self.topic = topic
+        self.log = StateLog(store, topic, 1)
 
     @property
     def read_only(self) -> bool:
         return self.store.is_slave
 
     def ensure_topic(self) -> None:
-        from ..topic_config import TopicConfig
-
-        tcm = self.store.topic_config
-        if tcm.get(self.topic) is None and not self.store.is_slave:
-            tcm.create_or_update(TopicConfig(self.topic, read_queue_nums=1, write_queue_nums=1, perm=6))
+        if not self.store.is_slave:
+            self.log.ensure_topic()
 
     def append(self, kind: str, doc: dict) -> int:
-        from ..message import Message
-
         body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
-        result = self.store.put_message(Message(topic=self.topic, body=body, tags=kind, queue_id=QUEUE_ID))
+        result = self.log.append(QUEUE_ID, [(kind.encode("utf-8"), body)])
         if not result.stored:
             raise SecurityStateError(f"security change not recorded: {result.status.name} {result.error or ''}".strip())
         return result.queue_offset
 
     def end(self) -> int:
-        return self.store.get_max_offset_in_queue(self.topic, QUEUE_ID)
+        return self.log.end_offset(QUEUE_ID)
 
     def read_from(self, offset: int):
         """Yield (queue offset, kind, doc, store timestamp) from ``offset`` to the end."""
-        from ..message import decode_message
-
-        store = self.store
-        offset = max(offset, store.get_min_offset_in_queue(self.topic, QUEUE_ID))
-        end = self.end()
-        while offset < end:
-            res = store.get_message(READER_GROUP, self.topic, QUEUE_ID, offset, 64)
-            if res.status.name != "FOUND":
-                nxt = res.next_begin_offset
-                offset = nxt if nxt > offset else offset + 1
+        for rec in self.log.read(QUEUE_ID, offset):
+            if rec.key is None or rec.value is None:
                 continue
-            for unit in res.messages:
-                ext = decode_message(bytes(unit))
-                try:
-                    doc = json.loads(ext.body)
-                except ValueError:
-                    log.warning("security_record_unreadable", offset=ext.queue_offset)
-                    continue
-                yield ext.queue_offset, ext.tags or "", doc, ext.store_timestamp
-            offset = res.next_begin_offset
+            try:
+                doc = json.loads(rec.value)
+            except ValueError:
+                log.warning("security_record_unreadable", offset=rec.offset)
+                continue
+            yield rec.offset, rec.key.decode("utf-8", "replace"), doc, rec.timestamp
+
+    def needed_commitlog_offset(self, position: int) -> int | None:
+        """What retention must keep: the records from ``position`` (the last snapshot) on."""
+        return self.log.needed_commitlog_offset({QUEUE_ID: position})
 
     def follow(self, callback: Callable[[], None]) -> Callable[[str, int, int], None]:
         """Call ``callback`` (from the store's dispatch thread) when records arrive, e.g. on a
@@ -128,6 +125,9 @@ class NoLog:
     def read_from(self, offset: int):
         return iter(())
 
+    def needed_commitlog_offset(self, position: int) -> None:
+        return None
+
     def follow(self, callback: Callable[[], None]) -> None:
         return None
 
@@ -145,11 +145,13 @@ class SecurityState:
         self.secrets: dict[str, str] = {}
         self.acls = AclTable()
         self.applied = 0
+        self.snapshot_position = 0  # queue offset of the last snapshot record (replay starts there)
         self.version = 0  # grows with every applied record
         self.oldest_dependency_ms = 0  # store time of the oldest record the state depends on
         self._lock = threading.RLock()
         self._write_lock = threading.Lock()
         self._listener: Callable | None = None
+        self._applying = 0
 
     # -- reading -------------------------------------------------------------------------
     def catch_up(self) -> int:
@@ -159,6 +161,7 @@ class SecurityState:
             for offset, kind, doc, ts in self.log.read_from(self.applied):
                 if offset < self.applied:
                     continue
+                self._applying = offset
                 self._apply(kind, doc, ts)
                 self.applied = offset + 1
                 n += 1
@@ -169,6 +172,7 @@ class SecurityState:
     def _apply(self, kind: str, doc: dict, ts: int) -> None:
         try:
             if kind == "snapshot":
+                self.snapshot_position = self._applying
                 self.scram = {(d["user"], d["mechanism"]): ScramCredential.from_doc(d) for d in doc.get("scram", ())}
                 self.secrets = {str(k): str(v) for k, v in (doc.get("secrets") or {}).items()}
                 self.acls.replace(AclBinding.from_list(b) for b in doc.get("acls", ()))
@@ -197,6 +201,10 @@ class SecurityState:
         self.log.ensure_topic()
         n = self.catch_up()
         self._listener = self.log.follow(self.catch_up)
+        store = getattr(self.log, "store", None)
+        if store is not None:  # retention keeps the last snapshot and everything after it
+            self._guard = lambda: self.log.needed_commitlog_offset(self.snapshot_position)
+            store.add_retention_guard(self._guard)
         log.info("security_state_replayed", records=n, users=len(self.users()), acls=len(self.acls),
                  next_offset=self.applied)
 
@@ -204,6 +212,10 @@ class SecurityState:
         if self._listener is not None:
             self.log.unfollow(self._listener)
             self._listener = None
+        guard = getattr(self, "_guard", None)
+        if guard is not None:
+            self.log.store.remove_retention_guard(guard)
+            self._guard = None
 
     def users(self) -> set[str]:
         return {u for u, _m in self.scram} | set(self.secrets)
