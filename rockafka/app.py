@@ -254,6 +254,9 @@ class Node:
                 await comp.stop()
             except Exception:  # keep tearing down; the store must still close cleanly
                 log.exception("component_stop_failed", component=comp.name)
+        security = getattr(self.store, "_security_service", None)
+        if security is not None:
+            security.stop()  # its arrival listener and retention guard go with it
         await loop.run_in_executor(None, self.store.shutdown)
         log.info("node_stopped", data_dir=self.config.data_dir)
 
