@@ -39,9 +39,11 @@ import asyncio
 import collections
 import errno
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -350,15 +352,36 @@ def stream_protocol_factory(client_connected_cb, limit: int = 2**16):
     return factory
 
 
+@dataclass
+class ListenerTls:
+    """TLS on a listener: ``mode`` enforcing (every connection) or permissive (a connection
+    whose first byte is 0x16, a TLS handshake record, gets TLS; others stay plaintext, as
+    RocketMQ's remoting ports do). The handshake runs in the connection's own task, within
+    ``handshake_timeout`` seconds; a failed one (an untrusted client certificate, a plaintext
+    client on an enforcing port) closes the connection and is reported to ``on_failure(
+    listener, peer, reason)``."""
+
+    context: ssl.SSLContext
+    mode: str = "enforcing"
+    handshake_timeout: float = 10.0
+    on_failure: Any = None
+    # permissive: how long a connection may stay silent before its first byte (the listener's
+    # idle timeout; closed and counted as idle, as an established connection would be)
+    first_byte_timeout: float = 0.0
+
+
 class GuardedServer:
     """Listening sockets with one accept loop each (the parts of ``asyncio.Server`` the
     listeners use: ``sockets``, ``close``, ``wait_closed``)."""
 
-    def __init__(self, guard: ListenerGuard, listener: str, sockets: list[socket.socket], protocol_factory):
+    def __init__(self, guard: ListenerGuard, listener: str, sockets: list[socket.socket], protocol_factory,
+                 tls: ListenerTls | None = None):
         self.guard = guard
         self.listener = listener
         self.sockets = sockets
         self._factory = protocol_factory
+        self.tls = tls
+        self._pending: set[asyncio.Task[None]] = set()
         self._tasks = [asyncio.get_running_loop().create_task(self._accept_loop(s)) for s in sockets]
 
     async def _accept_loop(self, sock: socket.socket) -> None:
@@ -383,14 +406,74 @@ class GuardedServer:
                 guard.refuse(self.listener, str(addr[0]) if addr else "?", "open_files", fd)
                 continue
             conn.setblocking(False)
+            if self.tls is not None:  # the handshake must not hold up other accepts
+                task = loop.create_task(self._connect_tls(conn, addr))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+                continue
             try:
                 await loop.connect_accepted_socket(self._factory, conn)
             except Exception as exc:
                 conn.close()
                 log.warning("accept_failed", listener=self.listener, error=str(exc))
 
+    async def _connect_tls(self, conn: socket.socket, addr: Any) -> None:
+        """Sniff (permissive) and hand over, with or without TLS. Until the listener's own
+        connection handler admits it, the connection holds a slot of the guard's limits here,
+        so silent or slow-handshaking connections count like any other."""
+        loop = asyncio.get_running_loop()
+        tls = self.tls
+        guard = self.guard
+        ip = str(addr[0]) if addr else "?"
+        peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        ticket = guard.admit(self.listener, ip, conn.fileno())
+        if ticket is None:
+            conn.close()
+            return
+        use_tls = True
+        try:
+            if tls.mode == "permissive":
+                wait = tls.first_byte_timeout or tls.handshake_timeout
+
+                def closed_early() -> None:  # the slot goes back in the same loop pass as the FIN
+                    nonlocal ticket
+                    guard.release(ticket)
+                    ticket = None
+
+                try:
+                    first = await asyncio.wait_for(_peek_byte(loop, conn, closed_early), wait)
+                except asyncio.TimeoutError:
+                    conn.close()
+                    guard.connection_closed(self.listener, peer, "idle", idle_ms=int(wait * 1000))
+                    return
+                if first is None:  # closed before sending anything
+                    conn.close()
+                    return
+                use_tls = first == TLS_HANDSHAKE
+            if not use_tls:
+                guard.release(ticket)  # the handler admits it from here on
+                ticket = None
+                await loop.connect_accepted_socket(self._factory, conn)
+                return
+            await loop.connect_accepted_socket(self._factory, conn, ssl=tls.context,
+                                               ssl_handshake_timeout=tls.handshake_timeout)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except (ssl.SSLError, OSError, asyncio.TimeoutError, ConnectionError) as exc:
+            conn.close()
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            if tls.on_failure is not None:
+                tls.on_failure(self.listener, peer, str(reason))
+            else:
+                log.info("tls_handshake_failed", listener=self.listener, peer=peer, reason=str(reason))
+        finally:
+            guard.release(ticket)
+
     def close(self) -> None:
         for t in self._tasks:
+            t.cancel()
+        for t in list(self._pending):
             t.cancel()
         for s in self.sockets:
             s.close()
@@ -399,8 +482,38 @@ class GuardedServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+TLS_HANDSHAKE = 0x16
+
+
+async def _peek_byte(loop: asyncio.AbstractEventLoop, conn: socket.socket, on_eof=None) -> int | None:
+    """The first byte the peer sent, left in the socket (MSG_PEEK); None at end of stream
+    (``on_eof()`` is then called at once, from the reader callback)."""
+    fut: asyncio.Future[bytes] = loop.create_future()
+    fd = conn.fileno()
+
+    def readable() -> None:
+        if fut.done():
+            return
+        try:
+            data = conn.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data and on_eof is not None:
+            on_eof()
+        fut.set_result(data)
+
+    loop.add_reader(fd, readable)
+    try:
+        data = await fut
+    finally:
+        loop.remove_reader(fd)
+    return data[0] if data else None
+
+
 async def start_server(guard: ListenerGuard, listener: str, host: str | None, port: int, protocol_factory,
-                       backlog: int = 1024) -> GuardedServer:
+                       backlog: int = 1024, tls: ListenerTls | None = None) -> GuardedServer:
     """Bind ``host:port`` (every address the host resolves to, as asyncio does) and accept
     through the guard. Raises OSError (e.g. address in use) as ``asyncio.start_server`` would."""
     loop = asyncio.get_running_loop()
@@ -427,4 +540,4 @@ async def start_server(guard: ListenerGuard, listener: str, host: str | None, po
         for s in socks:
             s.close()
         raise
-    return GuardedServer(guard, listener, socks, protocol_factory)
+    return GuardedServer(guard, listener, socks, protocol_factory, tls)

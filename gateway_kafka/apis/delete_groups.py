@@ -8,6 +8,7 @@ tombstones.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.coordinator import DEAD, EMPTY
@@ -21,7 +22,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     results = []
     for gid in body.get("groups_names") or ():
         state = gw.coordinator.state_of(gid)
-        if state is None and gid not in known:
+        if not authz.group(ctx, authz.Op.DELETE, gid):
+            code = E.GROUP_AUTHORIZATION_FAILED
+        elif state is None and gid not in known:
             code = E.GROUP_ID_NOT_FOUND
         elif state not in (None, EMPTY, DEAD):
             code = E.NON_EMPTY_GROUP

@@ -11,6 +11,7 @@ owner's transaction is decided, as in Kafka.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
@@ -51,6 +52,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             if not gid:
                 groups.append({"group_id": gid, "topics": [], "error_code": E.INVALID_GROUP_ID})
                 continue
+            if not authz.group(ctx, authz.Op.DESCRIBE, gid):
+                groups.append({"group_id": gid, "topics": [], "error_code": E.GROUP_AUTHORIZATION_FAILED})
+                continue
             groups.append({"group_id": gid, "topics": _group_offsets(gw, gid, g.get("topics"), stable),
                            "error_code": E.NONE})
         return {"throttle_time_ms": 0, "groups": groups}
@@ -60,4 +64,6 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         topics = []
     if not gid:
         return {"throttle_time_ms": 0, "topics": [], "error_code": E.INVALID_GROUP_ID}
+    if not authz.group(ctx, authz.Op.DESCRIBE, gid):
+        return {"throttle_time_ms": 0, "topics": [], "error_code": E.GROUP_AUTHORIZATION_FAILED}
     return {"throttle_time_ms": 0, "topics": _group_offsets(gw, gid, topics, stable), "error_code": E.NONE}
