@@ -26,6 +26,7 @@ import structlog
 
 from . import protocol as P
 from .epoch import EpochEntry
+from .rate import ByteRate
 
 log = structlog.get_logger("rockafka.engine.ha")
 
@@ -55,6 +56,7 @@ class SlaveConnection:
         self.last_write = time.monotonic()
         self.connected_at = time.time()
         self.bytes_sent = 0
+        self.send_rate = ByteRate()
         self.wake = threading.Event()
         self.closed = threading.Event()
         self._send_lock = threading.Lock()
@@ -311,7 +313,8 @@ class SlaveConnection:
         return {"address": self.remote, "brokerId": self.broker_id, "identity": dict(self.identity),
                 "state": self.state, "ackOffset": self.ack_offset, "sentOffset": self.next_offset,
                 "lagBytes": self.lag_bytes(), "lagMs": self.lag_ms(now), "inSync": self.in_sync(now),
-                "bytesSent": self.bytes_sent, "connectedAt": int(self.connected_at * 1000)}
+                "bytesSent": self.bytes_sent, "bytesPerSecond": self.send_rate.sample(self.bytes_sent),
+                "connectedAt": int(self.connected_at * 1000)}
 
 
 class HAServer:
