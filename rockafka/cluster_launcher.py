@@ -182,12 +182,12 @@ def taken_ports(state: dict[str, Any]) -> list[str]:
     out = []
     for m in state["members"]:
         for listener, port in m["ports"].items():
-            if not _bindable(state["host"], port):
+            if not port_free(state["host"], port):
                 out.append(f"{port} ({m['name']} {listener})")
     return out
 
 
-def _bindable(host: str, port: int) -> bool:
+def port_free(host: str, port: int) -> bool:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         # as the listeners bind: a port a finished connection still holds (TIME_WAIT) is free
