@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from rockafka.cluster_launcher import STATE_FILE, alive, plan_cluster, port_free, start_ticks, stop_members
+from tests.gateway_kafka.kafka_helpers import wait_for
 from tests.support.node import _ISSUED_PORTS, _bindable, _ephemeral_range, rockafka_command
 
 
@@ -48,17 +49,6 @@ def pick_base_port() -> int:
 def status(directory: Path) -> tuple[int, dict]:
     out = cli("status", "--dir", str(directory), "--json", timeout=60)
     return out.returncode, json.loads(out.stdout)
-
-
-def poll(check, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +135,7 @@ def test_kafka_clients_produce_and_consume_through_a_master(cluster):
         rows = {r["name"]: r for r in doc["members"]}
         master, slave = rows["broker-b-0"]["replication"], rows["broker-b-1"]["replication"]
         return master["commitLogMaxOffset"] > 0 and slave["commitLogMaxOffset"] == master["commitLogMaxOffset"]
-    poll(replicated, "broker-b-1 holds broker-b-0's commitlog")
+    wait_for(replicated, timeout=30, interval=0.2, what="broker-b-1 holding broker-b-0's commitlog")
 
 
 def test_status_shows_each_process_role_ports_and_replication(cluster):
@@ -183,13 +173,13 @@ def test_a_second_cluster_is_refused_in_the_same_directory_and_on_taken_ports(cl
 def test_status_reports_a_member_that_died(cluster):
     directory, base, _, state = cluster
     os.kill(member(state, "broker-a-1")["pid"], signal.SIGKILL)
-    poll(lambda: not alive(member(state, "broker-a-1")), "broker-a-1 gone")
+    wait_for(lambda: not alive(member(state, "broker-a-1")), what="broker-a-1 gone")
 
     def master_noticed():
         rc, doc = status(directory)
         rows = {r["name"]: r for r in doc["members"]}
         return (rc, rows) if rows["broker-a-0"]["replication"]["haConnections"] == 0 else None
-    rc, rows = poll(master_noticed, "broker-a-0 lost its slave")
+    rc, rows = wait_for(master_noticed, timeout=30, interval=0.2, what="broker-a-0 noticing it lost its slave")
     assert rc == 3  # as `systemctl status`: something that should run does not
     assert rows["broker-a-1"]["alive"] is False and rows["broker-a-1"]["summary"] == "not running"
     assert rows["broker-b-1"]["alive"] is True
