@@ -491,6 +491,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     directory = Path(args.dir).resolve()
+    if not (directory / STATE_FILE).exists():
+        raise LauncherError(f"no cluster in {directory} (no {STATE_FILE})")
     with locked(directory):
         state = read_state(directory)
         if state is None:
