@@ -1,4 +1,5 @@
-"""``rockafka`` command line: ``serve`` (all-in-one node), ``namesrv``, ``admin`` and ``config list``.
+"""``rockafka`` command line: ``serve`` (all-in-one node), ``namesrv``, ``admin``, ``config list`` and
+``cluster up|status|down`` (a local cluster of broker groups, rockafka/cluster_launcher.py).
 
 Every listener follows the same flags; precedence is defaults < ``--config`` broker.conf <
 ``ROCKAFKA_*`` environment < flags. Errors a person can fix exit non-zero with one line.
@@ -62,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run an all-in-one node (NameServer, broker, Kafka gateway, admin HTTP)",
                            description="Run an all-in-one Rockafka node on embedded defaults.")
     _add_listener_flags(serve)
+    serve.add_argument("--check-config", action="store_true",
+                       help="resolve and validate the configuration (file, environment, flags), then exit: "
+                            "0 when it loads, 2 with the reason when it does not")
     namesrv = sub.add_parser("namesrv", help="run a standalone RocketMQ NameServer",
                              description="Run a standalone NameServer (brokers register with it, clients ask it for routes).")
     namesrv.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
@@ -76,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .admin_cli import add_admin_parser
 
     add_admin_parser(sub)
+    from .cluster_launcher import add_cluster_parser
+
+    add_cluster_parser(sub)
     config = sub.add_parser("config", help="list every configuration key with its value and default",
                             description="Show configuration keys (RocketMQ spelling) as `rockafka serve` would "
                                         "resolve them from the same --config, environment and --set.")
@@ -146,6 +153,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .app import Node
 
     config = config_from_args(args)
+    if args.check_config:
+        print(f"configuration ok: {args.config or 'defaults'}, broker {config.broker.broker_name} "
+              f"id {config.broker.broker_id} {config.store.broker_role}, data in {config.data_dir}")
+        return 0
     rlog.configure(args.log_level, args.log_json)
     node = Node(config)
     asyncio.run(node.run_until_signal())
@@ -169,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .admin_cli import main as admin_main
 
             return admin_main(args)
+        if args.command == "cluster":
+            from .cluster_launcher import main as cluster_main
+
+            return cluster_main(args)
     except ConfigError as exc:
         print(f"rockafka: configuration error: {exc}", file=sys.stderr)
         return 2
