@@ -15,6 +15,7 @@ from typing import Sequence
 
 from engine.config import ConfigError, NodeConfig, load_node_config
 from engine.errors import StoreError
+from engine.security.tls import TlsError
 
 from . import __version__
 from . import logging as rlog
@@ -190,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         print(f"rockafka: {exc}", file=sys.stderr)
         return 1
+    except TlsError as exc:  # a certificate or key file missing or unreadable
+        print(f"rockafka: TLS: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # output piped into `head` and the like
         return 0
     except OSError as exc:  # e.g. a port already in use
