@@ -592,7 +592,14 @@ class ModernGroupCoordinator:
         if g.group_epoch > g.assignment_epoch:
             self._update_target(g)
         old_assigned = {t: set(ps) for t, ps in m.assigned.items()}
+        before_state = (m.member_epoch, m.state)
         self._reconcile(g, m, owned)
+        if (m.member_epoch, m.state) != before_state or m.assigned != old_assigned:
+            log.info("member_reconciled", group=group_id, member=m.member_id, epoch=m.member_epoch,
+                     state={STABLE: "stable", UNREVOKED_PARTITIONS: "unrevoked_partitions",
+                            UNRELEASED_PARTITIONS: "unreleased_partitions"}.get(m.state, m.state),
+                     partitions=sum(len(ps) for ps in m.assigned.values()),
+                     revoking=sum(len(ps) for ps in m.pending_revocation.values()))
         await self._store(g)
         self._schedule_session(g, m)
         resp.update(member_id=m.member_id, member_epoch=m.member_epoch,
@@ -767,6 +774,15 @@ class ModernGroupCoordinator:
             g = self.groups.get(group_id)
             if g is None:
                 return None  # type: ignore[return-value]  # the classic coordinator takes it
+            if g.group_type == CONSUMER and not g.members:
+                # offline conversion: an empty consumer group becomes a classic group (offsets stay)
+                del self.groups[group_id]
+                try:
+                    await self._store(g)  # its tombstone
+                except GroupError as exc:
+                    return error(exc.code)
+                log.info("group_converted", group=group_id, to="classic", online=False)
+                return None  # type: ignore[return-value]
             if g.group_type != CONSUMER or protocol_type != "consumer" or not protocols:
                 return error(E.INCONSISTENT_GROUP_PROTOCOL)
             if not (self.classic.min_session_timeout_ms <= session_timeout_ms <= self.classic.max_session_timeout_ms):
@@ -792,9 +808,7 @@ class ModernGroupCoordinator:
                         return error(E.FENCED_INSTANCE_ID)
                     replaced = old
             m = g.members.get(member_id)
-            if m is None:
-                if not unknown and replaced is None and group_instance_id is None:
-                    return error(E.UNKNOWN_MEMBER_ID)
+            if m is None:  # as Kafka: a classic join creates the member (also with the id MEMBER_ID_REQUIRED gave)
                 if len(g.members) + (0 if replaced else 1) > self.settings.consumer_max_size:
                     return error(E.GROUP_MAX_SIZE_REACHED)
                 if replaced is not None:

@@ -46,8 +46,6 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
     "consumer.assignment.interval.ms": GroupConfigDef(T_INT, "consumer_assignment_interval_ms",
                                                       "Recorded only: Rockafka computes a new target assignment at once.",
                                                       False),
-    "consumer.assignor.offload.enable": GroupConfigDef(T_BOOLEAN, "assignor_offload_enable",
-                                                       "Recorded only: assignments are computed in place.", False),
     "share.session.timeout.ms": GroupConfigDef(T_INT, "share_session_timeout_ms",
                                                "Session timeout of members of a share group."),
     "share.heartbeat.interval.ms": GroupConfigDef(T_INT, "share_heartbeat_interval_ms",
@@ -70,8 +68,6 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
     "share.assignment.interval.ms": GroupConfigDef(T_INT, "share_assignment_interval_ms",
                                                    "Recorded only: Rockafka computes a new target assignment at once.",
                                                    False),
-    "share.assignor.offload.enable": GroupConfigDef(T_BOOLEAN, "assignor_offload_enable",
-                                                    "Recorded only: assignments are computed in place.", False),
     "errors.deadletterqueue.topic.name": GroupConfigDef(
         T_STRING, "share_dlq_topic",
         "Dead-letter topic of a share group: rejected records and records out of deliveries go there. "
@@ -92,14 +88,6 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
                                                      "Recorded only: streams groups are not offered.", False),
     "streams.rack.aware.assignment.tags": GroupConfigDef(T_LIST, "streams_rack_aware_assignment_tags",
                                                          "Recorded only: streams groups are not offered.", False),
-    "streams.assignor.offload.enable": GroupConfigDef(T_BOOLEAN, "assignor_offload_enable",
-                                                      "Recorded only: streams groups are not offered.", False),
-    "streams.task.offset.interval.ms": GroupConfigDef(T_INT, "streams_task_offset_interval_ms",
-                                                      "Recorded only: streams groups are not offered.", False),
-    "streams.num.warmup.replicas": GroupConfigDef(T_INT, "streams_num_warmup_replicas",
-                                                  "Recorded only: streams groups are not offered.", False),
-    "streams.acceptable.recovery.lag": GroupConfigDef(T_LONG, "streams_acceptable_recovery_lag",
-                                                      "Recorded only: streams groups are not offered.", False),
     "streams.assignor.name": GroupConfigDef(T_STRING, "streams_assignor_name",
                                             "Recorded only: streams groups are not offered.", False),
 }

@@ -139,7 +139,7 @@ def _modern_group_settings(s: Any, config: Any) -> None:
     s.streams_task_offset_interval_ms = 60_000
     s.streams_num_warmup_replicas = 2
     s.streams_acceptable_recovery_lag = 10_000
-    s.streams_assignor_name = ""
+    s.streams_assignor_name = "sticky"
 
 
 def _local_replication(store: Any) -> LocalReplication:
@@ -217,6 +217,8 @@ class KafkaGateway:
         from gateway_kafka.consumer_groups import ModernGroupCoordinator
         from gateway_kafka.group_configs import GroupConfigs
         self.group_configs = GroupConfigs(self.settings, store, self.put)
+        from gateway_kafka.dynamic_configs import DynamicConfigs
+        self.dynamic_configs = DynamicConfigs(store.config_dir, self)
         self.modern_groups = ModernGroupCoordinator(self, self.coordinator, self.group_configs)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
@@ -235,6 +237,8 @@ class KafkaGateway:
         await self.txn.start()
         self.coordinator.restore()
         self.group_configs.restore()
+        self.dynamic_configs.load()
+        self.dynamic_configs.apply()
         self.modern_groups.restore()
         self._server = await start_server(self.guard, "kafka", self.settings.host, self.settings.port,
                                           stream_protocol_factory(self._on_connection))

@@ -47,6 +47,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     top = gw.modern_groups.validate_offset_commit(*args, ctx.api_version)
     if top is None:
         top = gw.coordinator.validate_offset_commit(*args)
+    if top:
+        gw.log.info("offset_commit_refused", group=group_id, member=args[1], generation_or_epoch=args[2],
+                    error=E.NAMES.get(top, top))
     by_id = ctx.api_version >= 10
     if by_id:  # v10: topics by id; the answers carry the id back
         for t in body.get("topics") or ():

@@ -66,6 +66,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 continue
             code = gw.modern_groups.validate_offset_fetch(gid, g.get("member_id"), g.get("member_epoch", -1))
             if code:
+                gw.log.info("offset_fetch_refused", group=gid, member=g.get("member_id"), epoch=g.get("member_epoch"),
+                            error=E.NAMES.get(code, code))
                 groups.append({"group_id": gid, "topics": [], "error_code": code})
                 continue
             groups.append({"group_id": gid, "topics": _group_offsets(gw, gid, g.get("topics"), stable,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from tests.gateway_kafka.kafka_helpers import create_topic, unique, wait_for
 
@@ -61,3 +61,39 @@ def test_topic_limit_overrides_the_broker_default_both_ways(node):
         assert len(m.value()) == 5 * MiB
     finally:
         c.close()
+
+
+def test_broker_message_max_bytes_changes_at_run_time_and_survives_a_restart(node):
+    """``kafka-configs --entity-type brokers --alter``: a dynamic broker config takes effect at once,
+    is reported as DYNAMIC_BROKER_CONFIG and is kept across a restart; static keys are refused."""
+    bs = node.kafka_bootstrap
+    topic = unique("dyn")
+    create_topic(bs, topic)
+    admin = AdminClient({"bootstrap.servers": bs})
+    broker = str(next(iter(admin.list_topics(timeout=10).brokers)))
+    res = ConfigResource(ConfigResource.Type.BROKER, broker)
+
+    def alter(name: str, value: str | None, op=AlterConfigOpType.SET):
+        change = ConfigResource(ConfigResource.Type.BROKER, broker,
+                                incremental_configs=[ConfigEntry(name, value, incremental_operation=op)])
+        return admin.incremental_alter_configs([change])[change].result(20)
+
+    assert send(bs, topic, 100_000) is None
+    alter("message.max.bytes", "51200")
+    refused = send(bs, topic, 100_000)
+    assert refused is not None and refused.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    with pytest.raises(Exception, match="socket.request.max.bytes"):  # static: only at start
+        alter("socket.request.max.bytes", "1000")
+    with pytest.raises(Exception, match="no.such.config"):
+        alter("no.such.config", "1")
+
+    node.restart()
+    admin = AdminClient({"bootstrap.servers": bs})
+    entry = admin.describe_configs([res])[res].result(20)["message.max.bytes"]
+    assert entry.value == "51200" and entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    refused = send(bs, topic, 100_000)
+    assert refused is not None and refused.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    alter("message.max.bytes", None, AlterConfigOpType.DELETE)  # back to the static value
+    assert send(bs, topic, 100_000) is None
+    entry = admin.describe_configs([res])[res].result(20)["message.max.bytes"]
+    assert entry.source != ConfigSource.DYNAMIC_BROKER_CONFIG.value
