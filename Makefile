@@ -9,7 +9,7 @@ HTMX   := rockafka/console/static/htmx.min.js
 
 GRPC   := gateway_grpc/proto/.generated
 
-.PHONY: serve test test-deps bench chaos clean grpc compat-peer
+.PHONY: serve test test-deps bench bench-tls chaos clean grpc compat-peer
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ chaos: test-deps
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python compat/bench/run_all.py
+
+# Kafka protocol over TLS next to plaintext, Rockafka and Apache Kafka side by side
+bench-tls: test-deps
+	$(BIN)/python compat/bench/tls_bench.py --out compat/bench/results/$$(date -u +%F)-tls
 
 # the client scenarios against Apache RocketMQ 5.5 (NameServer, broker, gRPC proxy from Maven
 # Central) in a private network namespace; not part of `make test`

@@ -164,6 +164,32 @@ class ListenerLimits:
 
 
 @dataclass
+class SecurityConfig:
+    """Authentication and authorization for every listener (docs/design/security.md).
+
+    RocketMQ 5's key names where RocketMQ has one, Kafka's (dots become underscores) where
+    only Kafka has one. Everything is off by default, as in both: a node that listens beyond
+    loopback without authentication says so loudly at start."""
+
+    authentication_enabled: bool = False  # RocketMQ 5: every remoting request signed, REGISTER_BROKER and HA authenticated
+    authorization_enabled: bool = False  # RocketMQ 5 / Kafka's authorizer: deny unless an ACL allows
+    super_users: str = ""  # Kafka's super.users: "User:admin;User:broker"
+    # RocketMQ 5: {"username":"admin","password":"..."} or admin:password; created once when no
+    # credential exists (salted SCRAM + remoting secret, in the log), then the line can go
+    init_authentication_user: str | None = None
+    # RocketMQ 5: {"accessKey":"...","secretKey":"..."} or ak:sk this node signs with towards
+    # other nodes (REGISTER_BROKER, the HA handshake)
+    inner_client_authentication_credentials: str | None = None
+    connection_failed_authentication_delay_ms: int = 100  # Kafka's key and default
+    connections_max_reauth_ms: int = 0  # Kafka's KIP-368 key: 0 = sessions never expire
+    ssl_principal_mapping_rules: str = "DEFAULT"  # Kafka's key: client certificate DN -> principal
+    tls_enable: bool = False  # RocketMQ's tls.enable: this node's own connections to other nodes use TLS
+    # Admin HTTP binds loopback unless told otherwise (the node's host for every other listener)
+    admin_host: str = "127.0.0.1"
+    admin_tls_enable: bool = False  # admin HTTP over HTTPS with the node's certificate
+
+
+@dataclass
 class NodeConfig:
     """An all-in-one node: the store, the broker identity and every listener."""
 
@@ -174,6 +200,7 @@ class NodeConfig:
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     limits: ListenerLimits = field(default_factory=ListenerLimits)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     # Keys no dataclass above declares, for gateways' own settings (e.g. Kafka's
     # ``advertised_host``, ``num_partitions``); snake_case, values as strings.
     extra: dict[str, str] = field(default_factory=dict)
@@ -243,8 +270,11 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "list_offsets_time_skew_ms": ("600000", "tolerated clock skew of ListOffsets by timestamp"),
     "delete_topic_enable": ("true", "allow DeleteTopics"),
     "min_insync_replicas": ("1", "min.insync.replicas for acks=all when the topic sets none"),
-    "sasl_enabled_mechanisms": ("", "SASL mechanisms, e.g. PLAIN"),
-    "sasl_plain_users": ("", "user:password pairs for SASL PLAIN, comma separated"),
+    "sasl_enabled_mechanisms": ("", "SASL mechanisms: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    "sasl_plain_users": ("", "user:password pairs for SASL PLAIN in clear text (prefer stored SCRAM credentials)"),
+    "listeners": ("PLAINTEXT://host:kafka_port", "Kafka listeners NAME://host:port, comma separated"),
+    "advertised_listeners": ("listeners", "Kafka addresses clients are told, per listener name"),
+    "listener_security_protocol_map": ("standard names", "Kafka listener NAME:PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL"),
     "kafka_direct_put": ("true under ASYNC_FLUSH", "store produced batches on the event loop"),
     "transaction_state_log_num_partitions": ("50", "__transaction_state partitions, fixed once created"),
     "transactional_id_expiration_ms": ("604800000", "forget a transactional id idle this long"),
@@ -268,6 +298,11 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "tls_cert_path": ("", "older name for tls_server_cert_path"),
     "tls_server_key_path": ("<data dir>/tls, generated", "private key (PEM) of the gRPC port"),
     "tls_key_path": ("", "older name for tls_server_key_path"),
+    "tls_server_trust_cert_path": ("", "CA certificates (PEM) that sign accepted client certificates"),
+    "tls_server_need_client_auth": ("none", "client certificates: none, optional or require (Kafka ssl.client.auth)"),
+    "tls_client_trust_cert_path": ("tlsServerTrustCertPath", "CAs this node trusts when it connects to other nodes"),
+    "ssl_client_auth": ("none", "Kafka's name for tls_server_need_client_auth (requested, required)"),
+    "ssl_truststore_location": ("", "Kafka's name for tls_server_trust_cert_path (a PEM file)"),
     "default_invisible_time_mills": ("60000", "invisible time of a push consumer's receive (auto renew)"),
     "renew_slice_time_millis": ("60000", "invisible time added by each automatic renewal"),
     "renew_ahead_time_millis": ("10000", "renew this long before the invisible time ends"),
@@ -290,6 +325,7 @@ _ALIASES = {
     "store_path_root_dir": "store_path_root_dir",
     "broker.rack": "broker_rack",
     "min.insync.replicas": "min_insync_replicas",  # Kafka's broker key (a Kafka gateway setting)
+    "super.users": "super_users",
 }
 
 
@@ -359,6 +395,7 @@ def known_keys() -> dict[str, str]:
     keys.update({f.name: "store" for f in fields(MessageStoreConfig)})
     keys.update({f.name: "broker" for f in fields(BrokerConfig)})
     keys.update({f.name: "limits" for f in fields(ListenerLimits)})
+    keys.update({f.name: "security" for f in fields(SecurityConfig)})
     keys.update({k: "extra" for k in EXTRA_KEYS})
     return keys
 
@@ -413,9 +450,10 @@ def describe(config: NodeConfig) -> list[dict[str, str]]:
             default, about = EXTRA_KEYS[key]
             value = config.extra.get(key, default)
         else:
-            owner = {"node": config, "store": config.store, "broker": config.broker, "limits": config.limits}[where]
+            owner = {"node": config, "store": config.store, "broker": config.broker, "limits": config.limits,
+                     "security": config.security}[where]
             default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker,
-                             "limits": defaults.limits}[where]
+                             "limits": defaults.limits, "security": defaults.security}[where]
             value, default, about = getattr(owner, key), getattr(default_owner, key), ""
         rows.append({"key": camel_case(key), "value": _text(value), "default": _text(default), "section": where,
                      "about": about})
@@ -427,6 +465,7 @@ def apply(config: NodeConfig, values: Mapping[str, Any]) -> NodeConfig:
     store_types = _field_types(MessageStoreConfig)
     broker_types = _field_types(BrokerConfig)
     limit_types = _field_types(ListenerLimits)
+    security_types = _field_types(SecurityConfig)
     for raw_key, raw in values.items():
         if raw is None:
             continue
@@ -440,6 +479,8 @@ def apply(config: NodeConfig, values: Mapping[str, Any]) -> NodeConfig:
             setattr(config.broker, key, _convert(key, raw, broker_types[key]))
         elif key in limit_types:
             setattr(config.limits, key, _convert(key, raw, limit_types[key]))
+        elif key in security_types:
+            setattr(config.security, key, _convert(key, raw, security_types[key]))
         else:
             config.extra[key] = str(raw)
     validate(config)
@@ -492,6 +533,9 @@ def validate(config: NodeConfig) -> None:
             continue
         if value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF):
             raise ConfigError(f"{f.name} must be positive{' (0 = off)' if f.name in _ZERO_MEANS_OFF else ''}, got {value}")
+    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms"):
+        if getattr(config.security, key) < 0:
+            raise ConfigError(f"{key} must be 0 or more, got {getattr(config.security, key)}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):
         port = getattr(config, name)
         if not 0 <= port <= 65535:

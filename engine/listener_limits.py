@@ -27,7 +27,8 @@ import each other; they know nothing of any wire format.
   stamps two fields per request, instead of arming a timer per read.
 
 Invariants: ``admit``/``release`` and ``acquire``/``release`` pair up (every listener releases
-in a ``finally``); counters only grow. Everything runs on the node's one event loop.
+in a ``finally``); counters only grow. A guard's timer and budget run on its own event loop;
+the connection counts are one ``ConnectionBook`` per node, shared by the guards of every loop.
 Refusals are counted per reason and logged at most once a second (20,000 refused connections
 must not become 20,000 log lines).
 """
@@ -38,8 +39,11 @@ import asyncio
 import collections
 import errno
 import socket
+import ssl
+import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -149,24 +153,62 @@ class RequestBudget:
         return len(self._waiters)
 
 
-class ListenerGuard:
-    """Connection accounting and the request budget for all listeners of one node."""
+class ConnectionBook:
+    """The node-wide connection counts every guard of the node admits against.
 
-    def __init__(self, limits: ListenerLimits | None = None):
-        self.limits = limits or ListenerLimits()
-        queued = self.limits.queued_max_request_bytes
-        self.budget = RequestBudget(queued if queued > 0 else 2**62)  # -1: unbounded (Kafka's default)
-        self.open_files_limit = open_files_limit()
+    Listeners on different event loops (the NameServer runs on a loop of its own) each have a
+    ``ListenerGuard`` -- its timer and request budget belong to one loop -- but
+    ``max_connections`` and ``max_connections_per_ip`` are node-wide, as Kafka's are, and the
+    refusal and close counters are reported once for the node. A lock makes admission atomic
+    across those threads; it is held for a few dictionary operations only.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
         self.total = 0
         self.per_ip: collections.Counter[str] = collections.Counter()
         self.per_listener: collections.Counter[str] = collections.Counter()
         self.refused: collections.Counter[str] = collections.Counter()  # by reason
         self.closed: collections.Counter[str] = collections.Counter()  # idle / slow request, by reason
-        self._last_log = 0.0
-        self._unlogged = 0
+        self.last_log = 0.0
+        self.unlogged = 0
+
+
+class ListenerGuard:
+    """Connection accounting and the request budget for the listeners on one event loop.
+
+    ``sibling()`` gives a guard for listeners on another loop that counts connections in the
+    same ``ConnectionBook`` (node-wide limits) with a timer and budget of its own.
+    """
+
+    def __init__(self, limits: ListenerLimits | None = None, book: ConnectionBook | None = None):
+        self.limits = limits or ListenerLimits()
+        queued = self.limits.queued_max_request_bytes
+        self.budget = RequestBudget(queued if queued > 0 else 2**62)  # -1: unbounded (Kafka's default)
+        self.open_files_limit = open_files_limit()
+        self.book = book or ConnectionBook()
         self._watched: set[Watch] = set()
         self._timer: asyncio.Task[None] | None = None
         self._interval = 1.0
+
+    def sibling(self) -> ListenerGuard:
+        return ListenerGuard(self.limits, self.book)
+
+    @property
+    def total(self) -> int:
+        return self.book.total
+
+    @property
+    def per_ip(self) -> collections.Counter[str]:
+        return self.book.per_ip
+
+    @property
+    def refused(self) -> collections.Counter[str]:
+        return self.book.refused
+
+    @property
+    def closed(self) -> collections.Counter[str]:
+        return self.book.closed
 
     @property
     def fd_reserve(self) -> int:
@@ -174,48 +216,50 @@ class ListenerGuard:
 
     def admit(self, listener: str, ip: str, fileno: int = -1) -> Ticket | None:
         """A slot for a new connection, or None (the caller closes it) with the reason counted."""
-        lim = self.limits
-        if fileno >= 0 and fileno >= self.open_files_limit - self.fd_reserve:
-            reason = "open_files"
-        elif self.total >= lim.max_connections:
-            reason = "max_connections"
-        elif self.per_ip[ip] >= lim.max_connections_per_ip:
-            reason = "max_connections_per_ip"
-        else:
-            self.total += 1
-            self.per_ip[ip] += 1
-            self.per_listener[listener] += 1
-            return Ticket(listener, ip)
+        lim, book = self.limits, self.book
+        with book.lock:
+            if fileno >= 0 and fileno >= self.open_files_limit - self.fd_reserve:
+                reason = "open_files"
+            elif book.total >= lim.max_connections:
+                reason = "max_connections"
+            elif book.per_ip[ip] >= lim.max_connections_per_ip:
+                reason = "max_connections_per_ip"
+            else:
+                book.total += 1
+                book.per_ip[ip] += 1
+                book.per_listener[listener] += 1
+                return Ticket(listener, ip)
         self.refuse(listener, ip, reason, fileno)
         return None
 
     def release(self, ticket: Ticket | None) -> None:
         if ticket is None:
             return
-        self.total -= 1
-        self.per_listener[ticket.listener] -= 1
-        self.per_ip[ticket.ip] -= 1
-        if self.per_ip[ticket.ip] <= 0:
-            del self.per_ip[ticket.ip]
+        book = self.book
+        with book.lock:
+            book.total -= 1
+            book.per_listener[ticket.listener] -= 1
+            book.per_ip[ticket.ip] -= 1
+            if book.per_ip[ticket.ip] <= 0:
+                del book.per_ip[ticket.ip]
 
     def refuse(self, listener: str, ip: str, reason: str, fileno: int) -> None:
         """Count (and log, at most once a second) a connection closed as soon as it came."""
-        self.refused[reason] += 1
-        self._log_refusal(listener, ip, reason, fileno)
-
-    def _log_refusal(self, listener: str, ip: str, reason: str, fileno: int) -> None:
+        book = self.book
         now = time.monotonic()
-        if now - self._last_log < 1.0:
-            self._unlogged += 1
-            return
-        log.warning("connection_refused", listener=listener, peer=ip, reason=reason, connections=self.total,
-                    descriptor=fileno, open_files_limit=self.open_files_limit, refused_since_last=self._unlogged)
-        self._last_log = now
-        self._unlogged = 0
+        with book.lock:
+            book.refused[reason] += 1
+            if now - book.last_log < 1.0:
+                book.unlogged += 1
+                return
+            unlogged, book.unlogged, book.last_log = book.unlogged, 0, now
+        log.warning("connection_refused", listener=listener, peer=ip, reason=reason, connections=book.total,
+                    descriptor=fileno, open_files_limit=self.open_files_limit, refused_since_last=unlogged)
 
     def connection_closed(self, listener: str, peer: str, reason: str, **fields) -> None:
         """A listener closed a connection for a limit (idle, slow request): count it, log it."""
-        self.closed[reason] += 1
+        with self.book.lock:
+            self.book.closed[reason] += 1
         log.info("connection_closed_by_limit", listener=listener, peer=peer, reason=reason, **fields)
 
     # -- timeouts --------------------------------------------------------------------------
@@ -261,10 +305,12 @@ class ListenerGuard:
             pass
 
     def metrics(self) -> dict[str, object]:
-        lim = self.limits
+        lim, book = self.limits, self.book
+        with book.lock:
+            counts = {"connections": book.total, "connections_by_listener": dict(book.per_listener),
+                      "connections_refused": dict(book.refused), "connections_closed": dict(book.closed)}
         return {
-            "connections": self.total, "connections_by_listener": dict(self.per_listener),
-            "connections_refused": dict(self.refused), "connections_closed": dict(self.closed),
+            **counts,
             "request_bytes_in_flight": self.budget.used, "request_bytes_in_flight_peak": self.budget.peak,
             "request_budget_waits": self.budget.waits, "requests_waiting_for_budget": self.budget.waiting,
             "open_files_limit": self.open_files_limit, "open_files_reserve": self.fd_reserve,
@@ -306,15 +352,36 @@ def stream_protocol_factory(client_connected_cb, limit: int = 2**16):
     return factory
 
 
+@dataclass
+class ListenerTls:
+    """TLS on a listener: ``mode`` enforcing (every connection) or permissive (a connection
+    whose first byte is 0x16, a TLS handshake record, gets TLS; others stay plaintext, as
+    RocketMQ's remoting ports do). The handshake runs in the connection's own task, within
+    ``handshake_timeout`` seconds; a failed one (an untrusted client certificate, a plaintext
+    client on an enforcing port) closes the connection and is reported to ``on_failure(
+    listener, peer, reason)``."""
+
+    context: ssl.SSLContext
+    mode: str = "enforcing"
+    handshake_timeout: float = 10.0
+    on_failure: Any = None
+    # permissive: how long a connection may stay silent before its first byte (the listener's
+    # idle timeout; closed and counted as idle, as an established connection would be)
+    first_byte_timeout: float = 0.0
+
+
 class GuardedServer:
     """Listening sockets with one accept loop each (the parts of ``asyncio.Server`` the
     listeners use: ``sockets``, ``close``, ``wait_closed``)."""
 
-    def __init__(self, guard: ListenerGuard, listener: str, sockets: list[socket.socket], protocol_factory):
+    def __init__(self, guard: ListenerGuard, listener: str, sockets: list[socket.socket], protocol_factory,
+                 tls: ListenerTls | None = None):
         self.guard = guard
         self.listener = listener
         self.sockets = sockets
         self._factory = protocol_factory
+        self.tls = tls
+        self._pending: set[asyncio.Task[None]] = set()
         self._tasks = [asyncio.get_running_loop().create_task(self._accept_loop(s)) for s in sockets]
 
     async def _accept_loop(self, sock: socket.socket) -> None:
@@ -339,14 +406,74 @@ class GuardedServer:
                 guard.refuse(self.listener, str(addr[0]) if addr else "?", "open_files", fd)
                 continue
             conn.setblocking(False)
+            if self.tls is not None:  # the handshake must not hold up other accepts
+                task = loop.create_task(self._connect_tls(conn, addr))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+                continue
             try:
                 await loop.connect_accepted_socket(self._factory, conn)
             except Exception as exc:
                 conn.close()
                 log.warning("accept_failed", listener=self.listener, error=str(exc))
 
+    async def _connect_tls(self, conn: socket.socket, addr: Any) -> None:
+        """Sniff (permissive) and hand over, with or without TLS. Until the listener's own
+        connection handler admits it, the connection holds a slot of the guard's limits here,
+        so silent or slow-handshaking connections count like any other."""
+        loop = asyncio.get_running_loop()
+        tls = self.tls
+        guard = self.guard
+        ip = str(addr[0]) if addr else "?"
+        peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        ticket = guard.admit(self.listener, ip, conn.fileno())
+        if ticket is None:
+            conn.close()
+            return
+        use_tls = True
+        try:
+            if tls.mode == "permissive":
+                wait = tls.first_byte_timeout or tls.handshake_timeout
+
+                def closed_early() -> None:  # the slot goes back in the same loop pass as the FIN
+                    nonlocal ticket
+                    guard.release(ticket)
+                    ticket = None
+
+                try:
+                    first = await asyncio.wait_for(_peek_byte(loop, conn, closed_early), wait)
+                except asyncio.TimeoutError:
+                    conn.close()
+                    guard.connection_closed(self.listener, peer, "idle", idle_ms=int(wait * 1000))
+                    return
+                if first is None:  # closed before sending anything
+                    conn.close()
+                    return
+                use_tls = first == TLS_HANDSHAKE
+            if not use_tls:
+                guard.release(ticket)  # the handler admits it from here on
+                ticket = None
+                await loop.connect_accepted_socket(self._factory, conn)
+                return
+            await loop.connect_accepted_socket(self._factory, conn, ssl=tls.context,
+                                               ssl_handshake_timeout=tls.handshake_timeout)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except (ssl.SSLError, OSError, asyncio.TimeoutError, ConnectionError) as exc:
+            conn.close()
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            if tls.on_failure is not None:
+                tls.on_failure(self.listener, peer, str(reason))
+            else:
+                log.info("tls_handshake_failed", listener=self.listener, peer=peer, reason=str(reason))
+        finally:
+            guard.release(ticket)
+
     def close(self) -> None:
         for t in self._tasks:
+            t.cancel()
+        for t in list(self._pending):
             t.cancel()
         for s in self.sockets:
             s.close()
@@ -355,8 +482,38 @@ class GuardedServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+TLS_HANDSHAKE = 0x16
+
+
+async def _peek_byte(loop: asyncio.AbstractEventLoop, conn: socket.socket, on_eof=None) -> int | None:
+    """The first byte the peer sent, left in the socket (MSG_PEEK); None at end of stream
+    (``on_eof()`` is then called at once, from the reader callback)."""
+    fut: asyncio.Future[bytes] = loop.create_future()
+    fd = conn.fileno()
+
+    def readable() -> None:
+        if fut.done():
+            return
+        try:
+            data = conn.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data and on_eof is not None:
+            on_eof()
+        fut.set_result(data)
+
+    loop.add_reader(fd, readable)
+    try:
+        data = await fut
+    finally:
+        loop.remove_reader(fd)
+    return data[0] if data else None
+
+
 async def start_server(guard: ListenerGuard, listener: str, host: str | None, port: int, protocol_factory,
-                       backlog: int = 1024) -> GuardedServer:
+                       backlog: int = 1024, tls: ListenerTls | None = None) -> GuardedServer:
     """Bind ``host:port`` (every address the host resolves to, as asyncio does) and accept
     through the guard. Raises OSError (e.g. address in use) as ``asyncio.start_server`` would."""
     loop = asyncio.get_running_loop()
@@ -383,4 +540,4 @@ async def start_server(guard: ListenerGuard, listener: str, host: str | None, po
         for s in socks:
             s.close()
         raise
-    return GuardedServer(guard, listener, socks, protocol_factory)
+    return GuardedServer(guard, listener, socks, protocol_factory, tls)

@@ -27,33 +27,28 @@ cannot be reached the client's connection is closed (the client retries).
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from engine.security import tls as sec_tls
+
 log = structlog.get_logger("rockafka.grpc.tls")
 
 MODES = ("permissive", "enforcing", "disabled")
-TLS_HANDSHAKE = 0x16
+TLS_HANDSHAKE = sec_tls.TLS_HANDSHAKE
 
 
-class TlsConfigError(ValueError):
-    pass
+# The node's TLS material and modes are engine.security.tls's (one set for every listener);
+# this front keeps its own names for them.
+TlsConfigError = sec_tls.TlsError
 
 
 def tls_settings(config: Any) -> tuple[str, str | None, str | None]:
     """(mode, cert path, key path) from the node's config (extra keys, any RocketMQ spelling)."""
-    mode = (config.extra_str("tls_server_mode") or config.extra_str("tls_mode") or "permissive").strip().lower()
-    if mode not in MODES:
-        raise TlsConfigError(f"tlsServerMode must be one of {', '.join(MODES)}, got {mode!r}")
-    cert = config.extra_str("tls_server_cert_path") or config.extra_str("tls_cert_path")
-    key = config.extra_str("tls_server_key_path") or config.extra_str("tls_key_path")
-    if bool(cert) != bool(key):
-        raise TlsConfigError("tlsServerCertPath and tlsServerKeyPath go together: set both or neither")
+    mode = sec_tls.tls_mode(config)
+    cert, key = sec_tls.cert_paths(config)
     return mode, cert, key
 
 
@@ -67,30 +62,8 @@ def load_or_create_pair(cert: str | None, key: str | None, data_dir: str, host: 
     d = Path(data_dir) / "tls"
     cert_file, key_file = d / "server.crt", d / "server.key"
     if not (cert_file.exists() and key_file.exists()):
-        generate_self_signed(cert_file, key_file, host)
+        sec_tls.generate_self_signed(cert_file, key_file, host)
     return cert_file.read_bytes(), key_file.read_bytes()
-
-
-def generate_self_signed(cert_file: Path, key_file: Path, host: str, days: int = 3650) -> None:
-    """A self-signed RSA pair for ``host`` (and localhost / 127.0.0.1) with openssl."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise TlsConfigError("openssl not found: install it, or set tlsServerCertPath/tlsServerKeyPath, "
-                             "or run with tlsServerMode=disabled")
-    cert_file.parent.mkdir(parents=True, exist_ok=True)
-    names = ["DNS:localhost", "IP:127.0.0.1"]
-    if host and host not in ("0.0.0.0", "::", "localhost", "127.0.0.1"):
-        names.append(("IP:" if host.replace(".", "").isdigit() or ":" in host else "DNS:") + host)
-    tmp_key, tmp_cert = key_file.with_suffix(".key.tmp"), cert_file.with_suffix(".crt.tmp")
-    proc = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", str(days),
-                           "-subj", "/CN=rockafka", "-addext", "subjectAltName=" + ",".join(names),
-                           "-keyout", str(tmp_key), "-out", str(tmp_cert)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise TlsConfigError(f"openssl could not generate a self-signed certificate: {proc.stderr.strip()[-500:]}")
-    os.chmod(tmp_key, 0o600)
-    os.replace(tmp_key, key_file)
-    os.replace(tmp_cert, cert_file)
-    log.info("tls_self_signed_generated", cert=str(cert_file), names=names)
 
 
 class _Relay(asyncio.Protocol):

@@ -40,6 +40,7 @@ import structlog
 
 from gateway_kafka import apis
 from gateway_kafka.apis import ConnectionState, RequestContext
+from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
 from gateway_kafka.cluster import BrokerNode, LocalCluster, LocalReplication
 from gateway_kafka.coordinator import GroupCoordinator
 from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
@@ -86,14 +87,10 @@ class KafkaSettings:
         self.broker_rack: str | None = config.broker.broker_rack
         self.min_insync_replicas: int = config.extra_int("min_insync_replicas", 1)
         self.delete_topic_enable: bool = config.extra_bool("delete_topic_enable", True)
-        self.sasl_mechanisms: list[str] = [m.strip().upper() for m in
-                                           (config.extra_str("sasl_enabled_mechanisms", "") or "").split(",")
-                                           if m.strip().upper() == "PLAIN"]
-        self.sasl_plain_users: dict[str, str] = {}
-        for pair in (config.extra_str("sasl_plain_users", "") or "").split(","):
-            if ":" in pair:
-                user, password = pair.split(":", 1)
-                self.sasl_plain_users[user.strip()] = password
+        from gateway_kafka.listeners import listener_specs, sasl_mechanisms
+
+        self.sasl_mechanisms: list[str] = sasl_mechanisms(config)
+        self.listeners = listener_specs(config)
         # Under ASYNC_FLUSH a put only copies into the mapped commitlog, so it runs on the event
         # loop (an executor hop costs more than the put); SYNC_FLUSH puts wait on disk and go
         # through the executor.
@@ -202,6 +199,9 @@ class KafkaGateway:
         self.config = config
         self.log = log
         self.settings = KafkaSettings(config)
+        from engine import security
+
+        self.security = security.for_store(store, config)  # who is this, may it (docs/design/security.md)
         self.guard = guard or ListenerGuard(config.limits)  # the node passes the one all listeners share
         from engine.send_queue import SendQueue
 
@@ -225,6 +225,8 @@ class KafkaGateway:
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
         self.arrivals: ArrivalHub | None = None
         self._server: Any = None
+        self._servers: list[Any] = []
+        self.listener_ports: dict[str, int] = {}
         self._connections: set[asyncio.Task] = set()
         self._stopping = False
 
@@ -240,16 +242,58 @@ class KafkaGateway:
         self.dynamic_configs.load()
         self.dynamic_configs.apply()
         self.modern_groups.restore()
-        self._server = await start_server(self.guard, "kafka", self.settings.host, self.settings.port,
-                                          stream_protocol_factory(self._on_connection))
-        self.port = self._server.sockets[0].getsockname()[1]
-        host = self.settings.advertised_host or self._default_advertised_host()
+        await self._start_listeners()
+        primary = self.settings.listeners[0]
+        host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
         self.cluster = LocalCluster(self.settings.cluster_id, self.settings.node_id, host,
-                                    self.settings.advertised_port or self.port, rack=self.settings.broker_rack,
+                                    primary.advertised_port or self.settings.advertised_port or self.port,
+                                    rack=self.settings.broker_rack,
                                     broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
                                     local=_local_replication(self.store))
         log.info("kafka_gateway_started", host=self.settings.host, port=self.port, advertised=f"{host}:"
-                 f"{self.settings.advertised_port or self.port}", apis=len(apis.REGISTRY))
+                 f"{self.cluster.self_node.port}", apis=len(apis.REGISTRY),
+                 listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))
+
+    async def _start_listeners(self) -> None:
+        from engine.listener_limits import ListenerTls
+        from engine.security import tls as sec_tls
+
+        contexts: dict[str, Any] = {}
+        for spec in self.settings.listeners:
+            tls = None
+            if spec.tls:
+                # SSL listeners ask for client certificates as tlsServerNeedClientAuth says;
+                # SASL_SSL ones never (the login names the principal), as Kafka's do
+                kind = "SASL_SSL" if spec.sasl else "SSL"
+                if kind not in contexts:
+                    contexts[kind] = sec_tls.server_context(self.config, self._default_advertised_host(),
+                                                            "none" if spec.sasl else None)
+                tls = ListenerTls(contexts[kind], "enforcing", on_failure=self._tls_failed)
+            try:
+                server = await start_server(self.guard, "kafka", spec.host, spec.port,
+                                            stream_protocol_factory(functools.partial(self._on_connection, spec)),
+                                            tls=tls)
+            except BaseException:
+                for srv in self._servers:
+                    srv.close()
+                raise
+            self._servers.append(server)
+            self.listener_ports[spec.name] = server.sockets[0].getsockname()[1]
+        self._server = self._servers[0]
+        self.port = self.listener_ports[self.settings.listeners[0].name]
+
+    def _tls_failed(self, listener: str, peer: str, reason: str) -> None:
+        self.security.failed("kafka", "tls_handshake", peer, error=reason)
+
+    def advertised(self, spec: Any, node: BrokerNode) -> BrokerNode:
+        """``node`` as a client on listener ``spec`` must reach it: this node's own entry gets
+        that listener's address (other members are advertised as they registered)."""
+        if spec is None or self.cluster is None or node.node_id != self.cluster.self_node.node_id \
+                or spec is self.settings.listeners[0]:
+            return node
+        host = spec.advertised_host or (spec.host if spec.host not in ("0.0.0.0", "::", "") else self.cluster.self_node.host)
+        return BrokerNode(node.node_id, host, spec.advertised_port or self.listener_ports.get(spec.name, node.port),
+                          node.rack)
 
     def _default_advertised_host(self) -> str:
         host = self.settings.host
@@ -259,16 +303,16 @@ class KafkaGateway:
 
     async def stop(self) -> None:
         self._stopping = True
-        if self._server is not None:
-            self._server.close()
+        for srv in self._servers:
+            srv.close()
         self.coordinator.close()
         self.modern_groups.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for srv in self._servers:
+            await srv.wait_closed()
         await self.txn.stop()
         if self.arrivals is not None:
             self.store.remove_arrival_listener(self.arrivals.on_arrival)
@@ -285,7 +329,7 @@ class KafkaGateway:
         return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
 
     # -- connections -----------------------------------------------------------------------
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(self, spec: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("?", 0)
         sock = writer.get_extra_info("socket")
         ticket = self.guard.admit("kafka", str(peer[0]), sock.fileno() if sock is not None else -1)
@@ -295,7 +339,18 @@ class KafkaGateway:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        conn = ConnectionState(str(peer[0]), int(peer[1]))
+        conn = ConnectionState(str(peer[0]), int(peer[1]), listener=spec)
+        if spec.tls:  # a verified client certificate names the principal (SASL may override it)
+            from engine.security import tls as sec_tls
+
+            mapper = self.__dict__.get("_principal_mapper")
+            if mapper is None:
+                mapper = self._principal_mapper = sec_tls.PrincipalMapper(
+                    self.config.security.ssl_principal_mapping_rules)
+            cert_principal = sec_tls.peer_principal(writer.get_extra_info("ssl_object"), mapper)
+            if cert_principal is not None:
+                conn.principal = cert_principal
+                self.security.succeeded("kafka", "SSL", cert_principal, f"{conn.peer_host}:{conn.peer_port}")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -333,7 +388,7 @@ class KafkaGateway:
                                             encode_response_chunks)
 
         max_bytes = self.settings.socket_request_max_bytes
-        sasl_required = bool(self.settings.sasl_mechanisms)
+        sasl_required = conn.listener is not None and conn.listener.sasl
         registry = apis.REGISTRY
         transport = writer.transport
         peer = f"{conn.peer_host}:{conn.peer_port}"
@@ -378,14 +433,22 @@ class KafkaGateway:
                 log.warning("request_refused", peer=peer, reason="unsupported_api", api_key=header.api_key,
                             api_version=header.api_version)
                 return
-            if sasl_required and conn.authenticated_principal is None and header.api_key not in _PRE_AUTH_APIS:
-                log.warning("request_refused", peer=peer, reason="not_authenticated", api_key=header.api_key)
-                return
+            if sasl_required and header.api_key not in _PRE_AUTH_APIS:
+                if conn.authenticated_principal is None:
+                    log.warning("request_refused", peer=peer, reason="not_authenticated", api_key=header.api_key)
+                    await asyncio.sleep(self.security.failed("kafka", "not_authenticated", peer))
+                    return
+                expires = conn.session_expires_at
+                if expires and clock() > expires:  # KIP-368: the session ended without re-authentication
+                    log.info("session_expired", peer=peer, principal=conn.principal, api_key=header.api_key)
+                    return
             if header.client_id is not None:
                 conn.client_id = header.client_id
             ctx = RequestContext(self, conn, header.api_key, header.api_version, header.correlation_id,
                                  header.client_id)
-            body = await spec.handler(ctx, req.body)
+            body = _authz_refused(ctx, header.api_key, req.body) if header.api_key in _CHECKED else None
+            if body is None:
+                body = await spec.handler(ctx, req.body)
             if body is None:
                 if conn.extra.pop("close_now", False):
                     return

@@ -395,7 +395,9 @@ class Broker:
     async def _namesrv_conn(self, addr: str) -> Connection:
         conn = self._namesrv_conns.get(addr)
         if conn is None or conn.closed:
-            conn = await open_connection(addr, None, timeout=3.0)
+            from .security import node_client_options
+
+            conn = await open_connection(addr, None, timeout=3.0, **node_client_options(self.config))
             self._namesrv_conns[addr] = conn
         return conn
 

@@ -74,10 +74,16 @@ class RemotingServer:
             table.observer = request_metrics(table)
         self._dispatch = table.dispatcher(context)
         self.on_connection_closed: list[Callable[[Connection], None]] = []
+        # authentication and authorization before any processor (gateway_native/security.py)
+        self.gate: Any = None
+        # TLS (engine.listener_limits.ListenerTls: permissive or enforcing) and the mapping of
+        # client certificates to principals
+        self.tls: Any = None
+        self.principal_mapper: Any = None
 
     async def start(self) -> None:
         self._server = await start_server(self.guard, self.name, self.host, self.port,
-                                          stream_protocol_factory(self._accept, limit=1 << 20))
+                                          stream_protocol_factory(self._accept, limit=1 << 20), tls=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("remoting_listening", server=self.name, host=self.host, port=self.port)
 
@@ -89,8 +95,14 @@ class RemotingServer:
             writer.close()
             return
         try:
-            conn = Connection(reader, writer, self._dispatch, max_frame_size=self.max_frame_size, role=self.name,
-                              guard=self.guard, idle_s=self.idle_s)
+            conn = Connection(reader, writer, self._gated if self.gate is not None else self._dispatch,
+                              max_frame_size=self.max_frame_size, role=self.name, guard=self.guard, idle_s=self.idle_s)
+            if self.principal_mapper is not None:
+                from engine.security.tls import peer_principal
+
+                cert = peer_principal(writer.get_extra_info("ssl_object"), self.principal_mapper)
+                if cert is not None:
+                    conn.attrs["cert_principal"] = cert
             self.connections.add(conn)
             for cb in self.on_connection_closed:
                 conn.on_close(cb)
@@ -98,6 +110,18 @@ class RemotingServer:
             await conn.run()
         finally:
             self.guard.release(ticket)
+
+    async def _gated(self, conn: Connection, cmd: Any) -> None:
+        refusal = await self.gate.check(conn, cmd)
+        if refusal is None:
+            await self._dispatch(conn, cmd)
+        elif not cmd.is_oneway and not conn.closed:
+            from .transport import ConnectionClosedError
+
+            try:
+                await conn.send_and_drain(refusal)
+            except ConnectionClosedError:
+                pass
 
     async def stop(self) -> None:
         if self._server is not None:

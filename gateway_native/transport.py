@@ -47,8 +47,9 @@ class RemotingTimeoutError(TimeoutError):
 class Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dispatch: Dispatch | None, *,
                  max_frame_size: int = MAX_FRAME_SIZE, role: str = "server", guard: ListenerGuard | None = None,
-                 idle_s: float = 0.0):
+                 idle_s: float = 0.0, signer: Callable[[RemotingCommand], None] | None = None):
         self.reader = reader
+        self.signer = signer  # signs every request this side sends (remoting/acl.py)
         self.guard = guard
         self.idle_s = idle_s
         self.writer = writer
@@ -135,6 +136,8 @@ class Connection:
     def send(self, cmd: RemotingCommand) -> None:
         if self.closed:
             raise ConnectionClosedError(f"connection to {self.remote_addr} is closed")
+        if self.signer is not None and not cmd.is_response:
+            self.signer(cmd)
         # Frames queued in one loop iteration go out in one write: a syscall per frame cost more
         # than encoding it when requests or answers are pipelined. Nothing waits longer for it.
         self._out.append(encode(cmd))
@@ -211,17 +214,20 @@ def _expire(fut: "asyncio.Future[RemotingCommand]", addr: str, code: int, timeou
         fut.set_exception(RemotingTimeoutError(f"no response from {addr} to request code {code} within {timeout:.1f}s"))
 
 
-async def open_connection(addr: str, dispatch: Dispatch | None = None, timeout: float = 3.0) -> Connection:
+async def open_connection(addr: str, dispatch: Dispatch | None = None, timeout: float = 3.0, *,
+                          ssl_context: Any = None, signer: Callable[[RemotingCommand], None] | None = None) -> Connection:
+    """A client connection to ``addr``; TLS when ``ssl_context`` is given, requests signed by
+    ``signer`` (``remoting.acl.signer(access_key, secret_key)``)."""
     host, _, port = addr.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"address {addr!r} is not host:port")
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), ssl=ssl_context), timeout)
     except asyncio.TimeoutError:
         raise ConnectionClosedError(f"connect to {addr} timed out after {timeout}s") from None
     except OSError as exc:
         raise ConnectionClosedError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
-    conn = Connection(reader, writer, dispatch, role="client")
+    conn = Connection(reader, writer, dispatch, role="client", signer=signer)
     conn.remote_addr = addr
     conn.start()
     return conn

@@ -148,7 +148,13 @@ class AdminHttp:
     def app(self) -> web.Application:
         from .console import Console
 
-        app = web.Application(client_max_size=self.config.limits.admin_request_max_bytes)
+        from engine import security as engine_security
+
+        from .admin_security import middleware
+
+        self.security = engine_security.for_store(self.store, self.config)
+        app = web.Application(client_max_size=self.config.limits.admin_request_max_bytes,
+                              middlewares=[middleware(self.security)])
         r = app.router
         r.add_get("/api/health", self.health)
         r.add_get("/api/cluster", self.cluster)
@@ -179,11 +185,19 @@ class AdminHttp:
         make_handler = self._runner.server
         guard = self.guard
         # the node's accept loop (not TCPSite), so every accepted connection passes the guard
-        self._server = await start_server(guard, "admin", self.config.host, self.config.admin_port,
-                                          lambda: _GuardedProtocol(guard, make_handler))
+        tls = None
+        if self.config.security.admin_tls_enable:  # HTTPS with the node's certificate
+            from engine.listener_limits import ListenerTls
+            from engine.security import tls as sec_tls
+
+            tls = ListenerTls(sec_tls.server_context(self.config, self.config.security.admin_host), "enforcing")
+        # loopback unless adminHost says otherwise (docs/design/security.md, "Safe defaults")
+        self._server = await start_server(guard, "admin", self.config.security.admin_host, self.config.admin_port,
+                                          lambda: _GuardedProtocol(guard, make_handler), tls=tls)
         self.port = self._server.sockets[0].getsockname()[1]
         self.history.start()
-        log.info("admin_http_listening", host=self.config.host, port=self.port)
+        log.info("admin_http_listening", host=self.config.security.admin_host, port=self.port,
+                 https=self.config.security.admin_tls_enable)
 
     async def stop(self) -> None:
         await self.history.stop()
@@ -240,7 +254,7 @@ class AdminHttp:
         from gateway_native.client import Admin
 
         def resend() -> dict[str, Any]:
-            with Admin(self._namesrv(), timeout_ms=10_000) as admin:
+            with Admin(self._namesrv(), timeout_ms=10_000, **self._client_options()) as admin:
                 m = admin.resend_dlq_message(group, msg_id)
             return {"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": "%RETRY%" + group,
                     "originTopic": m.properties.get("RETRY_TOPIC")}
@@ -253,13 +267,25 @@ class AdminHttp:
         from gateway_native.client import Admin
 
         def reset() -> list[dict[str, Any]]:
-            with Admin(self._namesrv(), timeout_ms=10_000) as admin:
+            with Admin(self._namesrv(), timeout_ms=10_000, **self._client_options()) as admin:
                 table = admin.reset_offset_by_timestamp(group, topic, timestamp_ms)
             return [{"queue_id": mq.queue_id, "offset": off} for mq, off in sorted(table.items())]
 
         rows = await self.call(reset)
         log.info("group_offsets_reset", group=group, topic=topic, timestamp=timestamp_ms, queues=len(rows))
         return rows
+
+    def _client_options(self) -> dict[str, Any]:
+        """The node's own writes go through its NameServer and broker as the node itself: signed
+        with the inner credentials (the HTTP user was authorized here), over TLS when the
+        remoting ports require it."""
+        from engine.security import parse_pair
+        from engine.security.tls import client_context, tls_mode
+
+        inner = parse_pair(self.config.security.inner_client_authentication_credentials, "accessKey", "secretKey")
+        tls = client_context(self.config) if tls_mode(self.config) == "enforcing" or self.config.security.tls_enable \
+            else None
+        return {"credentials": inner, "tls": tls}
 
     def _namesrv(self) -> str:
         if self.views.namesrv_addr is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from engine.config import ConfigError, NodeConfig, load_node_config
@@ -67,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("--port", type=int, default=9876, help="listen port (default 9876; 0 = any free port)")
     namesrv.add_argument("--kv-config", metavar="FILE", help="where to persist KV config (default: not persisted)")
     namesrv.add_argument("--broker-expired-ms", type=int, default=120_000, help="drop brokers silent this long (default 120000)")
+    namesrv.add_argument("--config", metavar="FILE", help="broker.conf with the security and TLS keys "
+                         "(tlsServerMode, tlsServerCertPath, authenticationEnabled, innerClientAuthenticationCredentials, ...)")
+    namesrv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="as `serve --set`")
     namesrv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     namesrv.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
     from .admin_cli import add_admin_parser
@@ -108,6 +112,22 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     async def run() -> None:
         ns = NameServer(args.host, args.port, kv_config_path=args.kv_config, broker_expired_ms=args.broker_expired_ms,
                         scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)))
+        # the same security as a node's NameServer: TLS as tlsServerMode says (a self-signed pair
+        # beside the KV config, or in the working directory), REGISTER_BROKER only from brokers
+        # signing with the inner credentials when authenticationEnabled
+        from engine import security as engine_security
+        from gateway_native.security import secure_server
+
+        sec_config = config_from_args(argparse.Namespace(config=args.config, set=args.set))
+        sec_config.host = args.host
+        if args.kv_config:
+            sec_config.store.store_path_root_dir = str(Path(args.kv_config).resolve().parent)
+        elif not (sec_config.extra_str("tls_server_mode") or sec_config.extra_str("tls_mode")
+                  or sec_config.extra_str("tls_server_cert_path")):
+            sec_config.extra["tls_server_mode"] = "disabled"  # nowhere to keep a generated certificate
+        security = engine_security.SecurityService(None, sec_config)
+        security.start()
+        secure_server(ns.server, security, sec_config)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

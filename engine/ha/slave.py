@@ -28,6 +28,7 @@ import structlog
 from . import metadata
 from . import protocol as P
 from .epoch import EpochEntry, consistent_point
+from .rate import ByteRate
 from .errors import ReplicationError
 
 log = structlog.get_logger("rockafka.engine.ha")
@@ -52,8 +53,10 @@ class HAClient:
         self.master_max_offset = -1
         self.master_confirm_offset = -1
         self.last_receive = 0.0
+        self.last_ack_sent = 0.0  # monotonic: the last offset report to the master
         self.last_error: str | None = None
         self.bytes_received = 0
+        self.receive_rate = ByteRate()
         self._base = 0  # where streaming started: the end to acknowledge before any byte arrived
         self._stop = threading.Event()
         self._addr_changed = threading.Event()
@@ -129,6 +132,8 @@ class HAClient:
         host, _, port = addr.rpartition(":")
         self.state = "CONNECTING"
         sock = socket.create_connection((host.strip("[]"), int(port)), timeout=3.0)
+        if self.service.tls_client is not None:
+            sock = self.service.tls_client.wrap_socket(sock)
         self._sock = sock
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
@@ -137,6 +142,10 @@ class HAClient:
         ident = dict(svc.identity)
         ident.setdefault("brokerId", store.broker_config.broker_id)
         ident.setdefault("brokerName", store.broker_config.broker_name)
+        if svc.hello_signer is not None:
+            auth = svc.hello_signer(P.identity_bytes(ident))
+            if auth is not None:
+                ident["auth"] = auth
         sock.sendall(P.encode_hello(P.Hello(P.PROTOCOL_VERSION, store.config.mapped_file_size_commit_log,
                                             store.broker_config.broker_id, ident)))
         self.state = "HANDSHAKE"
@@ -249,7 +258,7 @@ class HAClient:
                 if applied:
                     # acknowledged as soon as the bytes are in the commitlog; queues follow
                     sock.sendall(P.encode_offset(P.ACK, self._end()))
-                    last_ack = now
+                    last_ack = self.last_ack_sent = now
                     acked_now = True
                     store.make_replicated_visible()
                     if store.replicated_unknown_topics:
@@ -258,7 +267,7 @@ class HAClient:
                 raise ReplicationError(f"nothing from the master for {int(svc.housekeeping_s * 1000)} ms")
             if not acked_now and now - last_ack >= svc.heartbeat_s:
                 sock.sendall(P.encode_offset(P.ACK, self._end()))
-                last_ack = now
+                last_ack = self.last_ack_sent = now
 
     def _learn_topics(self) -> None:
         """Messages of a topic the master's topics document has not brought yet (it is sent on
@@ -285,4 +294,6 @@ class HAClient:
         return {"masterAddress": self.master_address, "connected": self.connected_to is not None,
                 "state": self.state, "masterMaxOffset": self.master_max_offset, "behindBytes": behind,
                 "lastReceiveMsAgo": int((now - self.last_receive) * 1000) if self.last_receive else None,
-                "bytesReceived": self.bytes_received, "lastError": self.last_error}
+                "lastAckMsAgo": int((now - self.last_ack_sent) * 1000) if self.last_ack_sent else None,
+                "bytesReceived": self.bytes_received, "bytesPerSecond": self.receive_rate.sample(self.bytes_received),
+                "lastError": self.last_error}

@@ -42,6 +42,8 @@ GROUP_RESOURCE = 32
 
 _RECORDED = "Recorded only: "
 _ONE_LOG = "all topics share one commitlog, so "
+_COMPACTION = ("a compacted topic's superseded records go when retention deletes their commitlog segment, "
+               "the only time they free space (docs/design/compaction.md).")
 
 
 class ConfigDef(NamedTuple):
@@ -60,7 +62,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "compression.type": ConfigDef(TYPE_STRING, ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
                                   _RECORDED + "batches are stored as the producer compressed them (producer)."),
     "compression.zstd.level": ConfigDef(TYPE_INT, (), _RECORDED + "batches are stored as the producer compressed them."),
-    "delete.retention.ms": ConfigDef(TYPE_LONG, (), "How long a tombstone stays in a compacted topic.", True),
+    "delete.retention.ms": ConfigDef(TYPE_LONG, (), "How long a tombstone stays in a compacted topic (from its "
+                                     "timestamp).", True),
     "errors.deadletterqueue.group.enable": ConfigDef(TYPE_BOOLEAN, (), _RECORDED + "any topic may be a share group's "
                                                      "dead-letter topic (errors.deadletterqueue.topic.name)."),
     "file.delete.delay.ms": ConfigDef(TYPE_LONG, (), _RECORDED + _ONE_LOG + "its segments go with fileReservedTime."),
@@ -71,8 +74,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "leader.replication.throttled.replicas": ConfigDef(TYPE_LIST, (), _RECORDED + "replication is not throttled."),
     "local.retention.bytes": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
     "local.retention.ms": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
-    "max.compaction.lag.ms": ConfigDef(TYPE_LONG, (), "A compacted topic is cleaned at least this soon after a write.",
-                                       True),
+    "max.compaction.lag.ms": ConfigDef(TYPE_LONG, (), _RECORDED + _COMPACTION),
     "max.decompressed.message.bytes": ConfigDef(TYPE_INT, (), _RECORDED + "batches are not decompressed on produce."),
     "max.message.bytes": ConfigDef(TYPE_INT, (), "Largest record batch the topic takes.", True),
     "message.timestamp.after.max.ms": ConfigDef(TYPE_LONG, (), "Batches whose latest timestamp is further in the "
@@ -81,10 +83,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
                                                  "are refused (INVALID_TIMESTAMP).", True),
     "message.timestamp.type": ConfigDef(TYPE_STRING, ("CreateTime", "LogAppendTime"),
                                         "LogAppendTime: the broker's append time replaces the producer's.", True),
-    "min.cleanable.dirty.ratio": ConfigDef(TYPE_DOUBLE, (), "A compacted topic is cleaned when this share of it was "
-                                           "written since the last cleaning.", True),
-    "min.compaction.lag.ms": ConfigDef(TYPE_LONG, (), "A record of a compacted topic stays uncompacted at least this "
-                                       "long.", True),
+    "min.cleanable.dirty.ratio": ConfigDef(TYPE_DOUBLE, (), _RECORDED + _COMPACTION),
+    "min.compaction.lag.ms": ConfigDef(TYPE_LONG, (), _RECORDED + _COMPACTION),
     "min.insync.replicas": ConfigDef(TYPE_INT, (), "acks=all needs this many in-sync replicas.", True),
     "preallocate": ConfigDef(TYPE_BOOLEAN, (), _RECORDED + _ONE_LOG + "preallocation is warmMapedFileEnable."),
     "remote.copy.lag.bytes": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
@@ -379,12 +379,38 @@ class _NotStored(Exception):
     pass
 
 
-async def alter_resources(gw: Any, body: dict, compute: Callable[[Target, dict], tuple[dict | None, str | None]]) -> dict:
+def may_on_config(ctx: Any, op: Any) -> Callable[[int, str], bool]:
+    """``may(resource_type, name)`` for ``op`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on a topic, a
+    group or the broker (the cluster, as Kafka checks broker configs)."""
+    from gateway_kafka import authz
+
+    def may(rtype: int, name: str) -> bool:
+        if rtype == TOPIC_RESOURCE:
+            return authz.topic(ctx, op, name)
+        if rtype == GROUP_RESOURCE:
+            return authz.group(ctx, op, name)
+        return authz.cluster(ctx, op)
+    return may
+
+
+def denied_code(rtype: int) -> int:
+    return {TOPIC_RESOURCE: E.TOPIC_AUTHORIZATION_FAILED, GROUP_RESOURCE: E.GROUP_AUTHORIZATION_FAILED}.get(
+        rtype, E.CLUSTER_AUTHORIZATION_FAILED)
+
+
+async def alter_resources(gw: Any, body: dict, compute: Callable[[Target, dict], tuple[dict | None, str | None]],
+                          may: Callable[[int, str], bool] | None = None) -> dict:
     """For each resource: ``compute(target, resource)`` -> (new overrides, None) or (None, why);
-    ``why`` answers INVALID_CONFIG and changes nothing; ``validate_only`` stores nothing."""
+    ``why`` answers INVALID_CONFIG and changes nothing; ``validate_only`` stores nothing.
+    ``may(resource_type, name)`` says whether the caller may ALTER_CONFIGS it
+    (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED otherwise)."""
     out = []
     for r in body.get("resources") or ():
         rtype, rname = r.get("resource_type", 0), r.get("resource_name", "")
+        if may is not None and not may(rtype, rname):
+            out.append({"error_code": denied_code(rtype), "error_message": "not allowed to ALTER_CONFIGS",
+                        "resource_type": rtype, "resource_name": rname})
+            continue
         target, code, msg = _target(gw, rtype, rname)
         if target is not None:
             new, why = compute(target, r)

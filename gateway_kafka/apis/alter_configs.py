@@ -8,8 +8,9 @@ validated (INVALID_CONFIG) before anything changes; ``validate_only`` changes no
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._configs import Target, alter_resources
+from gateway_kafka.apis._configs import Target, alter_resources, may_on_config
 
 
 def replace_all(target: Target, resource: dict) -> tuple[dict[str, str] | None, str | None]:
@@ -24,4 +25,4 @@ def replace_all(target: Target, resource: dict) -> tuple[dict[str, str] | None, 
 
 @api(key=33, min=0, max=2)
 async def handle(ctx: RequestContext, body: dict) -> dict:
-    return await alter_resources(ctx.gateway, body, replace_all)
+    return await alter_resources(ctx.gateway, body, replace_all, may_on_config(ctx, authz.Op.ALTER_CONFIGS))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, is_internal, partition_count
@@ -27,7 +28,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         count = t.get("count", 0)
         tc = find_topic(gw, name)
         assignments = t.get("assignments")
-        if not gw.cluster.is_master:
+        if not authz.topic(ctx, authz.Op.ALTER, name):
+            code, msg = E.TOPIC_AUTHORIZATION_FAILED, f"{ctx.conn.principal} may not ALTER topic {name}"
+        elif not gw.cluster.is_master:
             code, msg = E.NOT_CONTROLLER, "this broker is a slave; change topics on the master of the group"
         elif tc is None:
             code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"

@@ -8,6 +8,7 @@ tombstones.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.coordinator import DEAD, EMPTY
@@ -25,7 +26,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             results.append({"group_id": gid, "error_code": code})
             continue
         state = gw.coordinator.state_of(gid)
-        if state is None and gid not in known:
+        if not authz.group(ctx, authz.Op.DELETE, gid):
+            code = E.GROUP_AUTHORIZATION_FAILED
+        elif state is None and gid not in known:
             code = E.GROUP_ID_NOT_FOUND
         elif state not in (None, EMPTY, DEAD):
             code = E.NON_EMPTY_GROUP

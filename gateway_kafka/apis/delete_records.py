@@ -10,6 +10,7 @@ watermark.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, is_internal, partition_count
@@ -24,6 +25,11 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         name = t.get("name")
         tc = find_topic(gw, name)
         parts = []
+        if not authz.topic(ctx, authz.Op.DELETE, name):
+            topics.append({"name": name, "partitions": [
+                {"partition_index": p.get("partition_index", -1), "low_watermark": -1,
+                 "error_code": E.TOPIC_AUTHORIZATION_FAILED} for p in t.get("partitions") or ()]})
+            continue
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
             offset = p.get("offset", -1)

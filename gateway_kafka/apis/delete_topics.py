@@ -9,6 +9,7 @@ for the internal topics (their partitions place every group and transactional id
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, is_hidden, is_internal, topic_id, visible_topics
@@ -33,7 +34,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                             "error_message": f"no topic with id {tid}"})
                 continue
         tid = topic_id(name)
-        if not gw.settings.delete_topic_enable:
+        if not authz.topic(ctx, authz.Op.DELETE, name):
+            code, msg = E.TOPIC_AUTHORIZATION_FAILED, f"{ctx.conn.principal} may not DELETE topic {name}"
+        elif not gw.settings.delete_topic_enable:
             code, msg = E.TOPIC_DELETION_DISABLED, "topic deletion is disabled (delete_topic_enable=false)"
         elif find_topic(gw, name) is None:
             code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"

@@ -12,24 +12,28 @@ Unknown topics UNKNOWN_TOPIC_OR_PARTITION; other resource types INVALID_REQUEST.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic
-from gateway_kafka.apis._configs import (BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, describe_broker,
-                                         describe_group, describe_topic)
+from gateway_kafka.apis._configs import (BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, denied_code, describe_broker,
+                                         describe_group, describe_topic, may_on_config)
 
 
 @api(key=32, min=0, max=4)
 async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     synonyms, docs = body.get("include_synonyms", False), body.get("include_documentation", False)
+    may = may_on_config(ctx, authz.Op.DESCRIBE_CONFIGS)
     results = []
     for r in body.get("resources") or ():
         rtype, rname = r.get("resource_type", 0), r.get("resource_name", "")
         keys = r.get("configuration_keys")
         entry = {"error_code": E.NONE, "error_message": None, "resource_type": rtype, "resource_name": rname,
                  "configs": []}
-        if rtype == TOPIC_RESOURCE:
+        if rtype in (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE) and not may(rtype, rname):
+            entry.update(error_code=denied_code(rtype), error_message="not allowed to DESCRIBE_CONFIGS")
+        elif rtype == TOPIC_RESOURCE:
             tc = find_topic(gw, rname)
             if tc is None:
                 entry.update(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"topic {rname!r} does not exist")

@@ -6,11 +6,12 @@ no protocol type; an unknown group is "Dead", as Kafka answers. Member assignmen
 once the group is Stable. A KIP-848 consumer group is shown as Kafka shows it to this API
 (protocol type "consumer", its state, members with their subscription and current assignment in
 the consumer protocol's encoding); a share group likewise (protocol type "share"). Authorized
-operations (v3+, when asked): every group operation (no authorizer is configured).
+operations (v3+, when asked): the group operations the caller's ACLs allow.
 """
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import GROUP_OPERATIONS, NOT_ASKED
@@ -29,8 +30,12 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             state = "Empty" if gid in known else "Dead"
             desc = {"group_id": gid, "group_state": state, "protocol_type": "", "protocol_data": "", "members": []}
         entry = {"error_code": E.NONE if gid else E.INVALID_GROUP_ID, **desc,
-                 "authorized_operations": GROUP_OPERATIONS if body.get("include_authorized_operations") else NOT_ASKED}
+                 "authorized_operations": authz.authorized_operations(ctx, authz.RT.GROUP, gid, GROUP_OPERATIONS)
+                 if body.get("include_authorized_operations") else NOT_ASKED}
         if ctx.api_version >= 6 and desc["group_state"] == "Dead":
             entry.update(error_code=E.GROUP_ID_NOT_FOUND, error_message=f"Group {gid} not found.")
+        if gid and not authz.group(ctx, authz.Op.DESCRIBE, gid):
+            entry = {"error_code": E.GROUP_AUTHORIZATION_FAILED, "group_id": gid, "group_state": "",
+                     "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": NOT_ASKED}
         out.append(entry)
     return {"throttle_time_ms": 0, "groups": out}

@@ -34,6 +34,7 @@ import asyncio
 
 from engine import metrics
 from engine.record_batch import iter_batches, record_count
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import batch_of_unit, find_topic, partition_count
@@ -62,7 +63,7 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     if rack:
         preferred = gw.cluster.preferred_read_replica(topic, index, rack)
         if preferred >= 0:  # KIP-392: no records, the client fetches from that replica instead
-            resp = _empty(index, E.NONE, hi, gw.txn.index.last_stable_offset(topic, index, hi), lo)
+            resp = _empty(index, E.NONE, hi, store.producer_state.last_stable_offset(topic, index, hi), lo)
             resp["preferred_read_replica"] = preferred
             return resp, 0
     if fetch_offset > hi and not gw.cluster.is_master:
@@ -127,6 +128,14 @@ def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0,
 async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     topics = body.get("topics") or []
+    denied = []
+    if authz.enabled(ctx) or any(t.get("topic") == "rmq_sys_SECURITY" for t in topics):
+        _ok, names = authz.split_topics(ctx, authz.Op.READ, {t.get("topic") for t in topics})
+        if names:
+            denied = [{"topic": t.get("topic"), "partitions": [_empty(p.get("partition", -1), E.TOPIC_AUTHORIZATION_FAILED)
+                                                              for p in t.get("partitions") or ()]}
+                      for t in topics if t.get("topic") in names]
+            topics = [t for t in topics if t.get("topic") not in names]
     max_wait_ms = max(0, body.get("max_wait_ms", 0))
     min_bytes = max(0, body.get("min_bytes", 1))
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
@@ -158,6 +167,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         finally:
             gw.arrivals.unregister(keys, woken)
     _count_out(responses)
+    responses.extend(denied)
     return {"throttle_time_ms": 0, "error_code": E.NONE, "session_id": 0, "responses": responses}
 
 

@@ -11,8 +11,9 @@ broker, other resource types), COORDINATOR_NOT_AVAILABLE when a group's configs 
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._configs import Target, alter_resources
+from gateway_kafka.apis._configs import Target, alter_resources, may_on_config
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -55,4 +56,5 @@ def apply_ops(target: Target, ops: list[dict]) -> tuple[dict[str, str] | None, s
 
 @api(key=44, min=0, max=1)
 async def handle(ctx: RequestContext, body: dict) -> dict:
-    return await alter_resources(ctx.gateway, body, lambda target, r: apply_ops(target, r.get("configs") or []))
+    return await alter_resources(ctx.gateway, body, lambda target, r: apply_ops(target, r.get("configs") or []),
+                                 may_on_config(ctx, authz.Op.ALTER_CONFIGS))

@@ -13,12 +13,21 @@ take the record. See ``gateway_kafka.txn_coordinator``.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
+from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
 
 @api(key=22, min=0, max=5)
 async def handle(ctx: RequestContext, body: dict) -> dict:
+    tid = body.get("transactional_id")
+    if tid is not None and not authz.txn_id(ctx, authz.Op.WRITE, tid):
+        return {"throttle_time_ms": 0, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
+                "producer_epoch": -1}
+    if tid is None and not (authz.cluster(ctx, authz.Op.IDEMPOTENT_WRITE)
+                            or ctx.gateway.security.may_on_any(ctx.conn.principal, authz.Op.WRITE, authz.RT.TOPIC)):
+        return {"throttle_time_ms": 0, "error_code": E.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
+                "producer_epoch": -1}
     code, pid, epoch = await ctx.gateway.txn.init_producer_id(
-        body.get("transactional_id"), body.get("transaction_timeout_ms", 60_000), body.get("producer_id", -1),
-        body.get("producer_epoch", -1))
+        tid, body.get("transaction_timeout_ms", 60_000), body.get("producer_id", -1), body.get("producer_epoch", -1))
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}

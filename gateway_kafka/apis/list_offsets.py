@@ -20,6 +20,7 @@ producers' clocks (a "no record at or after t" answer therefore reads the partit
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import batch_of_unit, blocking, find_topic, partition_count
@@ -122,6 +123,11 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     for t in body.get("topics") or ():
         name = t.get("name")
         parts = []
+        if not authz.topic(ctx, authz.Op.DESCRIBE, name):
+            topics.append({"name": name, "partitions": [
+                {"partition_index": p.get("partition_index", -1), "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.get("partitions") or ()]})
+            continue
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
             ts = p.get("timestamp", LATEST)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 
 from engine.consumer_offset import OffsetEntry
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic, partition_count, partition_results, topic_by_id
@@ -55,12 +56,15 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         for t in body.get("topics") or ():
             t["name"] = topic_by_id(gw, t.get("topic_id"))
     max_meta = gw.settings.offset_metadata_max_bytes
+    if top == E.NONE and not authz.group(ctx, authz.Op.READ, group_id):
+        top = E.GROUP_AUTHORIZATION_FAILED
     now = int(time.time() * 1000)
     codes: dict[tuple[str, int], int] = {}
     entries: dict[tuple[str, int], OffsetEntry] = {}
     for t in body.get("topics") or ():
         name = t.get("name")
         tc = find_topic(gw, name)
+        topic_denied = top == E.NONE and name is not None and not authz.topic(ctx, authz.Op.READ, name)
         count = partition_count(tc) if tc is not None else 0
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
@@ -69,6 +73,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 codes[(name, index)] = top
             elif by_id and name is None:
                 codes[(name, index)] = E.UNKNOWN_TOPIC_ID
+            elif topic_denied:
+                codes[(name, index)] = E.TOPIC_AUTHORIZATION_FAILED
             elif not 0 <= index < count:
                 codes[(name, index)] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif meta is not None and len(meta.encode("utf-8")) > max_meta:

@@ -7,6 +7,7 @@ subscriptions); a group nobody knows gets GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
@@ -16,6 +17,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     gid = body.get("group_id", "")
     offsets = gw.store.consumer_offsets
+    if not authz.group(ctx, authz.Op.DELETE, gid):
+        return {"error_code": E.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     modern = gw.modern_groups.owns(gid)
     if not modern and gw.coordinator.state_of(gid) is None and gid not in offsets.groups():
         return {"error_code": E.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
@@ -26,7 +29,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         parts = []
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
-            if name in subscribed:
+            if not authz.topic(ctx, authz.Op.READ, name):
+                code = E.TOPIC_AUTHORIZATION_FAILED
+            elif name in subscribed:
                 code = E.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 res = await gw.put(offsets.delete, gid, name, index)  # a tombstone, stored before the answer

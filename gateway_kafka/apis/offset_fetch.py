@@ -13,6 +13,7 @@ group's current member; admin clients (no member id, epoch -1) read any group.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import topic_by_id, topic_id
@@ -64,6 +65,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             if not gid:
                 groups.append({"group_id": gid, "topics": [], "error_code": E.INVALID_GROUP_ID})
                 continue
+            if not authz.group(ctx, authz.Op.DESCRIBE, gid):
+                groups.append({"group_id": gid, "topics": [], "error_code": E.GROUP_AUTHORIZATION_FAILED})
+                continue
             code = gw.modern_groups.validate_offset_fetch(gid, g.get("member_id"), g.get("member_epoch", -1))
             if code:
                 gw.log.info("offset_fetch_refused", group=gid, member=g.get("member_id"), epoch=g.get("member_epoch"),
@@ -80,4 +84,6 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         topics = []
     if not gid:
         return {"throttle_time_ms": 0, "topics": [], "error_code": E.INVALID_GROUP_ID}
+    if not authz.group(ctx, authz.Op.DESCRIBE, gid):
+        return {"throttle_time_ms": 0, "topics": [], "error_code": E.GROUP_AUTHORIZATION_FAILED}
     return {"throttle_time_ms": 0, "topics": _group_offsets(gw, gid, topics, stable), "error_code": E.NONE}

@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, is_internal, message_limit, partition_count, topic_name_error
@@ -176,6 +177,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
     gw = ctx.gateway
     acks = body.get("acks", 1)
     responses = []
+    txn = body.get("transactional_id")
+    txn_denied = txn is not None and not authz.txn_id(ctx, authz.Op.WRITE, txn)
     for t in body.get("topic_data") or ():
         name = t.get("name")
         parts = t.get("partition_data") or ()
@@ -183,6 +186,12 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
         out = []
         if acks not in (0, 1, -1):
             out = [_result(p.get("index", -1), E.INVALID_REQUIRED_ACKS) for p in parts]
+        elif txn_denied:
+            out = [_result(p.get("index", -1), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           message=f"{ctx.conn.principal} may not WRITE transactional id {txn}") for p in parts]
+        elif not authz.topic(ctx, authz.Op.WRITE, name):
+            out = [_result(p.get("index", -1), E.TOPIC_AUTHORIZATION_FAILED,
+                           message=f"{ctx.conn.principal} may not WRITE topic {name}") for p in parts]
         elif tc is None:
             code = E.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else E.UNKNOWN_TOPIC_OR_PARTITION
             out = [_result(p.get("index", -1), code) for p in parts]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 
 from engine.consumer_offset import OffsetEntry
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic, partition_count, partition_results
@@ -44,6 +45,15 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             else:
                 staged[(name, index)] = OffsetEntry(p.get("committed_offset", -1), p.get("committed_leader_epoch", -1),
                                                     meta, now)
+    denied = None
+    if not authz.txn_id(ctx, authz.Op.WRITE, body.get("transactional_id", "")):
+        denied = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authz.group(ctx, authz.Op.READ, group):
+        denied = E.GROUP_AUTHORIZATION_FAILED
+    for key in list(staged):
+        if denied is not None or not authz.topic(ctx, authz.Op.READ, key[0]):
+            codes[key] = denied if denied is not None else E.TOPIC_AUTHORIZATION_FAILED
+            del staged[key]
     if staged:
         member, generation, instance = body.get("member_id") or "", body.get("generation_id", -1), \
             body.get("group_instance_id")

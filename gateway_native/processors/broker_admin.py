@@ -22,6 +22,10 @@
 - INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): asks each online member of a group
   (GET_CONSUMER_STATUS_FROM_CLIENT, 221) for its offsets of a topic; ``GetConsumerStatusBody``.
 - GET_SYSTEM_TOPIC_LIST_FROM_BROKER (304) and QUERY_CONSUME_TIME_SPAN (303).
+- GET_BROKER_HA_STATUS (907): ``HARuntimeInfo`` of the store's replication (``haStatus``): on a
+  master its commitlog end and one ``haConnectionInfo`` per slave (acknowledged offset, bytes
+  behind, in sync, bytes a second); on a slave ``haClientRuntimeInfo`` (its master, its own
+  end, the master's, the last read and write).
 """
 
 from __future__ import annotations
@@ -203,6 +207,39 @@ def _earliest_store_time(store: Any) -> int:
 async def get_broker_runtime_info(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     info = await broker.run_blocking(runtime_info, broker)
     return cmd.response(R.SUCCESS, None, body=_json({"table": info}))
+
+
+def ha_status(broker: Any) -> dict[str, Any]:
+    """RocketMQ's ``HARuntimeInfo`` built from ``store.ha.runtime_info()``."""
+    store = broker.store
+    info = store.ha.runtime_info()
+    now_ms = int(time.time() * 1000)
+    end = int(info.get("commitLogMaxOffset", 0))
+    if store.ha.is_master:
+        slaves = info.get("slaves") or []
+        conns = []
+        for s in slaves:
+            ack = int(s.get("ackOffset", 0))
+            conns.append({"addr": s.get("address", ""), "slaveAckOffset": ack, "diff": max(0, end - ack),
+                          "inSync": bool(s.get("inSync")), "transferFromWhere": int(s.get("sentOffset", 0)),
+                          "transferredByteInSecond": int(s.get("bytesPerSecond", 0))})
+        return {"master": True, "masterCommitLogMaxOffset": end, "inSyncSlaveNums": int(info.get("inSyncSlaves", 0)),
+                "haConnectionInfo": conns, "haClientRuntimeInfo": None}
+    def stamp(ms_ago: Any) -> int:
+        return now_ms - int(ms_ago) if ms_ago is not None else 0
+
+    client = {"masterAddr": info.get("masterAddress") or "", "maxOffset": end,
+              "masterFlushOffset": max(0, int(info.get("masterMaxOffset") or 0)),
+              "lastReadTimestamp": stamp(info.get("lastReceiveMsAgo")),
+              "lastWriteTimestamp": stamp(info.get("lastAckMsAgo")),
+              "transferredByteInSecond": int(info.get("bytesPerSecond") or 0), "activated": bool(info.get("connected"))}
+    return {"master": False, "masterCommitLogMaxOffset": 0, "inSyncSlaveNums": 0, "haConnectionInfo": [],
+            "haClientRuntimeInfo": client}
+
+
+@reg(RC.GET_BROKER_HA_STATUS)
+async def get_broker_ha_status(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.response(R.SUCCESS, body=_json(ha_status(broker)))
 
 
 @reg(RC.GET_PRODUCER_CONNECTION_LIST)

@@ -69,6 +69,28 @@ def test_group_is_registered_with_roles_and_the_slave_learns_its_master_from_the
     assert 'rockafka_ha_role{role="SLAVE"} 1' in urllib_text(f"{group.slaves[0].admin_url}/metrics")
 
 
+def test_mqadmin_ha_status_of_master_and_slave(group, tmp_path):
+    """``mqadmin haStatus`` (GET_BROKER_HA_STATUS): the master lists its slave with the offset it
+    acknowledged, the slave names its master and its own commitlog end."""
+    from tests.compat.mqadmin import MQAdmin
+
+    send_all(group.namesrv_addr, "HaStatus", [f"s{i}".encode() for i in range(20)])
+    slave = group.slaves[0]
+    group.wait_caught_up(slave)
+    end = group.ha(group.master)["commitLogMaxOffset"]
+    mqadmin = MQAdmin.built(group.namesrv_addr, tmp_path)
+    out = mqadmin.many({"master": ["haStatus", "-b", group.master.broker_addr],
+                        "slave": ["haStatus", "-b", slave.broker_addr]})
+    master_out = out["master"]
+    assert f"#MasterAddr\t{group.master.broker_addr}" in master_out, master_out
+    assert f"#MasterCommitLogMaxOffset\t{end}" in master_out and "#SlaveNum\t1" in master_out, master_out
+    assert "#InSyncSlaveNum\t1" in master_out, master_out
+    rows = [line.split() for line in master_out.splitlines() if line.startswith("127.0.0.1:")]
+    assert len(rows) == 1 and rows[0][1] == str(end) and rows[0][2] == "0", master_out  # ack offset, diff
+    slave_out = out["slave"]
+    assert f"127.0.0.1:{group.master.ha_port}" in slave_out and str(end) in slave_out, slave_out
+
+
 def urllib_text(url: str) -> str:
     import urllib.request
 

@@ -16,7 +16,8 @@ from tests.support.node import free_port
 def test_namesrv_answers_while_the_broker_loop_is_blocked(tmp_path):
     config = load_node_config(overrides={
         "host": "127.0.0.1", "data_dir": str(tmp_path / "data"), "kafka_port": free_port(),
-        "namesrv_port": free_port(), "broker_port": free_port(), "ha_port": free_port(), "admin_port": free_port()})
+        "namesrv_port": free_port(), "broker_port": free_port(), "ha_port": free_port(), "admin_port": free_port(),
+        "grpc_proxy_port": free_port()})
     node = Node(config)
     ready = threading.Event()
     blocked = threading.Event()
@@ -27,7 +28,12 @@ def test_namesrv_answers_while_the_broker_loop_is_blocked(tmp_path):
 
     async def run() -> None:
         loop_holder["loop"] = asyncio.get_running_loop()
-        await node.start()
+        try:
+            await node.start()
+        except BaseException as e:  # a port taken, say: fail now with the cause, not after a wait
+            loop_holder["error"] = e
+            ready.set()
+            raise
         ready.set()
         await asyncio.get_running_loop().run_in_executor(None, done.wait)
         await node.stop()
@@ -41,6 +47,7 @@ def test_namesrv_answers_while_the_broker_loop_is_blocked(tmp_path):
     runner.start()
     try:
         assert ready.wait(60), "node did not start"
+        assert "error" not in loop_holder, f"node did not start: {loop_holder['error']!r}"
         addr = f"127.0.0.1:{config.namesrv_port}"
         with Admin(addr, timeout_ms=3000) as admin:
             assert admin.cluster_info()["brokerAddrTable"]  # the broker registered

@@ -236,13 +236,19 @@ class StandaloneNamesrv:
     """``rockafka namesrv`` in a child process on a free loopback port (a NameServer that outlives
     the brokers registered with it, as in a RocketMQ deployment)."""
 
-    def __init__(self, tmp_path: Path, expired_ms: int = 120_000, ready_timeout: float = 30.0):
+    def __init__(self, tmp_path: Path, expired_ms: int = 120_000, ready_timeout: float = 30.0,
+                 settings: dict[str, object] | None = None):
         self.port = free_port()
         Path(tmp_path).mkdir(parents=True, exist_ok=True)
         self.path = Path(tmp_path) / f"namesrv-{self.port}.log"
         self.log = open(self.path, "wb")
+        extra: list[str] = []
+        if settings:  # security / TLS keys; its KV config (and any generated certificate) under tmp_path
+            extra = ["--kv-config", str(Path(tmp_path) / f"namesrv-{self.port}" / "kvConfig.json")]
+            for key, value in settings.items():
+                extra += ["--set", f"{key}={value}"]
         self.proc = subprocess.Popen(rockafka_command() + ["namesrv", "--host", "127.0.0.1", "--port", str(self.port),
-                                                           "--broker-expired-ms", str(expired_ms)],
+                                                           "--broker-expired-ms", str(expired_ms)] + extra,
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True)
         deadline = time.monotonic() + ready_timeout
         while b"namesrv_ready" not in self.path.read_bytes():
