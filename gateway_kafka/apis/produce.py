@@ -56,7 +56,8 @@ from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, is_internal, message_limit, partition_count, topic_name_error
 from gateway_kafka.producer_state import check_sequence
 from engine import metrics
-from engine.record_batch import CorruptRecordError, iter_batches, validate_batch
+from engine.compaction import is_compacted
+from engine.record_batch import CorruptRecordError, decode_batch, iter_batches, validate_batch
 from engine.send_queue import SendQueueBusy
 
 THROTTLE = "throttle_time_ms"  # ConnectionState.extra: answer with it, then mute the connection
@@ -77,6 +78,27 @@ def _result(index: int, code: int, base_offset: int = -1, log_start: int = -1, m
             "log_start_offset": log_start, "record_errors": [], "error_message": message}
 
 
+def _keyless_records(topic: str, index: int, batches) -> dict | None:
+    """A compacted topic takes only records with a key: INVALID_RECORD naming each keyless one
+    (its index in the batch, as Kafka's record_errors do), else None."""
+    errors = []
+    for view, h in batches:
+        if h.is_control:
+            continue
+        try:
+            _, records = decode_batch(view)
+        except CorruptRecordError as exc:
+            return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
+        errors += [{"batch_index": n, "batch_index_error_message": "Compacted topic cannot accept message without key."}
+                   for n, r in enumerate(records) if r.key is None]
+    if not errors:
+        return None
+    res = _result(index, E.INVALID_RECORD, message=f"Compacted topic cannot accept message without key in topic "
+                                                   f"partition {topic}-{index}.")
+    res["record_errors"] = errors
+    return res
+
+
 def min_insync_replicas(gw, tc) -> int:
     raw = (tc.attributes or {}).get("min.insync.replicas") if tc is not None else None
     try:
@@ -86,7 +108,7 @@ def min_insync_replicas(gw, tc) -> int:
 
 
 async def produce_partition(ctx: RequestContext, topic: str, index: int, records, max_bytes: int, acks: int = 1,
-                            timeout_ms: int = 30_000, min_isr: int = 1) -> dict:
+                            timeout_ms: int = 30_000, min_isr: int = 1, compacted: bool = False) -> dict:
     gw = ctx.gateway
     store = gw.store
     ha = store.ha
@@ -106,6 +128,10 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             batches.append((view, validate_batch(view)))
     except CorruptRecordError as exc:
         return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
+    if compacted:
+        refused = _keyless_records(topic, index, batches)
+        if refused is not None:
+            return refused
     ps = store.producer_state
     # inline on the loop only when no other writer holds the commitlog (never wait on it here)
     sync_put = gw.settings.direct_put and not store.put_would_wait
@@ -209,7 +235,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
                     out.append(_result(index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 else:
                     out.append(await produce_partition(ctx, name, index, p.get("records"), limit, acks, timeout_ms,
-                                                       min_isr))
+                                                       min_isr, compacted=is_compacted(tc.attributes)))
         responses.append({"name": name, "partition_responses": out})
     # acks=all: every partition appended first, then all replication waits at once
     waits = [_await_replication(gw, t["name"], p) for t in responses for p in t["partition_responses"] if _WAIT in p]
