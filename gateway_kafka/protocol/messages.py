@@ -1013,3 +1013,66 @@ api(51, "AlterUserScramCredentials", "0-0", flexible="0+",
       error_code: int16
       error_message: string null:0+
 """)
+
+api(35, "DescribeLogDirs", "1-4", flexible="2+",
+    request="""
+    topics: [] null:0+
+      topic: string
+      partitions: [int32]
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16 3+
+    results: []
+      error_code: int16
+      log_dir: string
+      topics: []
+        name: string
+        partitions: []
+          partition_index: int32
+          partition_size: int64
+          offset_lag: int64
+          is_future_key: bool
+      total_bytes: int64 4+ =-1
+      usable_bytes: int64 4+ =-1
+""")
+
+api(45, "AlterPartitionReassignments", "0", flexible="0+",
+    request="""
+    timeout_ms: int32 =60000
+    topics: []
+      name: string
+      partitions: []
+        partition_index: int32
+        replicas: [int32] null:0+
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+
+    responses: []
+      name: string
+      partitions: []
+        partition_index: int32
+        error_code: int16
+        error_message: string null:0+
+""")
+
+api(46, "ListPartitionReassignments", "0", flexible="0+",
+    request="""
+    timeout_ms: int32 =60000
+    topics: [] null:0+ =null
+      name: string
+      partition_indexes: [int32]
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+
+    topics: []
+      name: string
+      partitions: []
+        partition_id: int32
+        current_brokers: [int32]
+        target_brokers: [int32]
+""")
