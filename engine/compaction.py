@@ -82,20 +82,23 @@ class Compactor:
         compacted = self._compacted_topics()
         self.floors = {k: v for k, v in self.floors.items() if k[0] in compacted}
         copied = 0
+        may_copy = not self.store.is_slave  # a slave's log is its master's: it waits for the master's copies
         for (topic, qid), cq in list(self.store.consume_queues().items()):
             attrs = compacted.get(topic)
             if attrs is None:
                 continue
             cq.compacted = True
             try:
-                copied += self._compact_queue(topic, qid, cq, attrs, cut, now)
+                copied += self._compact_queue(topic, qid, cq, attrs, cut, now, may_copy)
             except Exception:  # noqa: BLE001 - the queue keeps its floor: retention waits
                 log.exception("compaction_failed", topic=topic, queue_id=qid)
         if copied:
+            self.store.commitlog.flush()  # the copies are on disk before their originals' segment goes
             log.info("compaction_copied", records=copied, cut=cut)
         return copied
 
-    def _compact_queue(self, topic: str, qid: int, cq: Any, attrs: dict[str, str], cut: int, now: float) -> int:
+    def _compact_queue(self, topic: str, qid: int, cq: Any, attrs: dict[str, str], cut: int, now: float,
+                       may_copy: bool = True) -> int:
         store = self.store
         cl = store.commitlog
         policy = policy_of(attrs)
@@ -125,7 +128,7 @@ class Compactor:
         floor = None
         copies = []
         for key, (offset, phy, tcode, rec) in latest.items():
-            if rec is None:
+            if rec is None or not may_copy:
                 if floor is None or phy < floor:
                     floor = phy
                 continue
