@@ -77,10 +77,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "max.compaction.lag.ms": ConfigDef(TYPE_LONG, (), _RECORDED + _COMPACTION),
     "max.decompressed.message.bytes": ConfigDef(TYPE_INT, (), _RECORDED + "batches are not decompressed on produce."),
     "max.message.bytes": ConfigDef(TYPE_INT, (), "Largest record batch the topic takes.", True),
-    "message.timestamp.after.max.ms": ConfigDef(TYPE_LONG, (), "Batches whose latest timestamp is further in the "
-                                                "future are refused (INVALID_TIMESTAMP).", True),
-    "message.timestamp.before.max.ms": ConfigDef(TYPE_LONG, (), "Batches whose first timestamp is further in the past "
-                                                 "are refused (INVALID_TIMESTAMP).", True),
+    "message.timestamp.after.max.ms": ConfigDef(TYPE_LONG, (), "When set on the topic: batches whose latest timestamp is "
+                                                "further in the future are refused (INVALID_TIMESTAMP).", True),
+    "message.timestamp.before.max.ms": ConfigDef(TYPE_LONG, (), "When set on the topic: batches whose first timestamp "
+                                                 "is further in the past are refused (INVALID_TIMESTAMP).", True),
     "message.timestamp.type": ConfigDef(TYPE_STRING, ("CreateTime", "LogAppendTime"),
                                         "LogAppendTime: the broker's append time replaces the producer's.", True),
     "min.cleanable.dirty.ratio": ConfigDef(TYPE_DOUBLE, (), _RECORDED + _COMPACTION),

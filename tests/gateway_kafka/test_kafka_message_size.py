@@ -1,7 +1,8 @@
 """Message size limits as Kafka has them, with confluent-kafka: a topic's ``max.message.bytes``
 (set at creation or altered later) decides over the broker's ``message.max.bytes`` either way —
 smaller refuses with MESSAGE_TOO_LARGE, larger accepts batches the broker default would refuse —
-and a consumer whose fetch limits are smaller than a record still gets it (KIP-74)."""
+and a consumer whose fetch limits are smaller than a record still gets it (KIP-74); the broker's
+``message.max.bytes`` changed at run time; LogAppendTime topics and timestamp bounds."""
 
 from __future__ import annotations
 
@@ -97,3 +98,35 @@ def test_broker_message_max_bytes_changes_at_run_time_and_survives_a_restart(nod
     assert send(bs, topic, 100_000) is None
     entry = admin.describe_configs([res])[res].result(20)["message.max.bytes"]
     assert entry.source != ConfigSource.DYNAMIC_BROKER_CONFIG.value
+
+
+def test_log_append_time_topic_and_timestamp_bounds(node):
+    """message.timestamp.type=LogAppendTime: consumers see the broker's time, whatever the
+    producer set; message.timestamp.before.max.ms refuses records stamped too far back."""
+    import time
+
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+
+    bs = node.kafka_bootstrap
+    stamped, bounded = unique("lat"), unique("bounded")
+    create_topic(bs, stamped, config={"message.timestamp.type": "LogAppendTime"})
+    create_topic(bs, bounded, config={"message.timestamp.before.max.ms": "60000"})
+    results: list = []
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0, "retries": 0})
+    before = int(time.time() * 1000)
+    for topic in (stamped, bounded):
+        p.produce(topic, b"old", partition=0, timestamp=1_000_000,
+                  on_delivery=lambda err, m: results.append((m.topic(), err)))
+    p.flush(30)
+    errors = dict(results)
+    assert errors[stamped] is None
+    assert errors[bounded] is not None and errors[bounded].code() == KafkaError.INVALID_TIMESTAMP
+    c = Consumer({"bootstrap.servers": bs, "group.id": unique("g"), "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(stamped, 0, 0)])
+        m = wait_for(lambda: (lambda m: m if m is not None and m.error() is None else None)(c.poll(0.5)), timeout=30,
+                     interval=0, what="the stamped record")
+        kind, ts = m.timestamp()
+        assert kind == TIMESTAMP_LOG_APPEND_TIME and ts >= before and m.value() == b"old"
+    finally:
+        c.close()
