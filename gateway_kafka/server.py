@@ -101,27 +101,26 @@ def _modern_group_settings(s: Any, config: Any) -> None:
     """KIP-848 consumer groups and KIP-932 share groups: Kafka's broker defaults
     (``group.consumer.*`` / ``group.share.*``, here with underscores); the group configs
     (``group_configs.py``) override them per group within the min/max bounds."""
-    x = config.extra_int
-    s.consumer_session_timeout_ms = x("group_consumer_session_timeout_ms", 45_000)
-    s.consumer_min_session_timeout_ms = x("group_consumer_min_session_timeout_ms", 45_000)
-    s.consumer_max_session_timeout_ms = x("group_consumer_max_session_timeout_ms", 60_000)
-    s.consumer_heartbeat_interval_ms = x("group_consumer_heartbeat_interval_ms", 5_000)
-    s.consumer_min_heartbeat_interval_ms = x("group_consumer_min_heartbeat_interval_ms", 5_000)
-    s.consumer_max_heartbeat_interval_ms = x("group_consumer_max_heartbeat_interval_ms", 15_000)
-    s.consumer_max_size = x("group_consumer_max_size", 2_147_483_647)
-    s.consumer_assignment_interval_ms = x("group_consumer_assignment_interval_ms", 1_000)
+    s.consumer_session_timeout_ms = config.extra_int("group_consumer_session_timeout_ms", 45_000)
+    s.consumer_min_session_timeout_ms = config.extra_int("group_consumer_min_session_timeout_ms", 45_000)
+    s.consumer_max_session_timeout_ms = config.extra_int("group_consumer_max_session_timeout_ms", 60_000)
+    s.consumer_heartbeat_interval_ms = config.extra_int("group_consumer_heartbeat_interval_ms", 5_000)
+    s.consumer_min_heartbeat_interval_ms = config.extra_int("group_consumer_min_heartbeat_interval_ms", 5_000)
+    s.consumer_max_heartbeat_interval_ms = config.extra_int("group_consumer_max_heartbeat_interval_ms", 15_000)
+    s.consumer_max_size = config.extra_int("group_consumer_max_size", 2_147_483_647)
+    s.consumer_assignment_interval_ms = config.extra_int("group_consumer_assignment_interval_ms", 1_000)
     s.assignor_offload_enable = False
-    s.share_session_timeout_ms = x("group_share_session_timeout_ms", 45_000)
-    s.share_min_session_timeout_ms = x("group_share_min_session_timeout_ms", 45_000)
-    s.share_max_session_timeout_ms = x("group_share_max_session_timeout_ms", 60_000)
-    s.share_heartbeat_interval_ms = x("group_share_heartbeat_interval_ms", 5_000)
-    s.share_min_heartbeat_interval_ms = x("group_share_min_heartbeat_interval_ms", 5_000)
-    s.share_max_heartbeat_interval_ms = x("group_share_max_heartbeat_interval_ms", 15_000)
-    s.share_max_size = x("group_share_max_size", 200)
-    s.share_record_lock_duration_ms = x("group_share_record_lock_duration_ms", 30_000)
-    s.share_delivery_count_limit = x("group_share_delivery_count_limit", 5)
-    s.share_partition_max_record_locks = x("group_share_partition_max_record_locks", 2_000)
-    s.share_assignment_interval_ms = x("group_share_assignment_interval_ms", 1_000)
+    s.share_session_timeout_ms = config.extra_int("group_share_session_timeout_ms", 45_000)
+    s.share_min_session_timeout_ms = config.extra_int("group_share_min_session_timeout_ms", 45_000)
+    s.share_max_session_timeout_ms = config.extra_int("group_share_max_session_timeout_ms", 60_000)
+    s.share_heartbeat_interval_ms = config.extra_int("group_share_heartbeat_interval_ms", 5_000)
+    s.share_min_heartbeat_interval_ms = config.extra_int("group_share_min_heartbeat_interval_ms", 5_000)
+    s.share_max_heartbeat_interval_ms = config.extra_int("group_share_max_heartbeat_interval_ms", 15_000)
+    s.share_max_size = config.extra_int("group_share_max_size", 200)
+    s.share_record_lock_duration_ms = config.extra_int("group_share_record_lock_duration_ms", 30_000)
+    s.share_delivery_count_limit = config.extra_int("group_share_delivery_count_limit", 5)
+    s.share_partition_max_record_locks = config.extra_int("group_share_partition_max_record_locks", 2_000)
+    s.share_assignment_interval_ms = config.extra_int("group_share_assignment_interval_ms", 1_000)
     s.share_auto_offset_reset = "latest"
     s.share_isolation_level = "read_uncommitted"
     s.share_renew_acknowledge_enable = True
