@@ -41,6 +41,7 @@ import structlog
 from . import batch_delay, metrics, record_batch
 from .checkpoint import StoreCheckpoint, checkpoint_path
 from .commitlog import CommitLog, FlushRealTimeService, GroupCommitService, commitlog_dir
+from .compaction import Compactor, policy_of
 from .config import BrokerConfig, MessageStoreConfig
 from .config_manager import ConfigManager
 from .consume_queue import ConsumeQueue
@@ -213,6 +214,7 @@ class MessageStore:
         self.producer_state = ProducerStateTable(self.config_dir, config.producer_id_expiration_ms,
                                                  config.state_checkpoint_interval)
         self._retention_guards: list[Callable[[], int | None]] = []
+        self.compactor = Compactor(self)  # compacted topics: live records copied forward (compaction.md)
         # delayed delivery: delay levels and timer messages (delays-retry.md)
         self.schedule = ScheduleMessageService(self)
         self.timer = TimerMessageStore(self)
@@ -917,6 +919,7 @@ class MessageStore:
 
     def _dispatch_replicated(self) -> None:
         """Under the put lock: consume-queue units for the complete units past ``confirmed_offset``."""
+        from .compaction import dispatch_copy, is_copy
         from .dispatcher import queue_tags_code
         from .ha.errors import ReplicationError
         from .message import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
@@ -956,6 +959,11 @@ class MessageStore:
             is_batch = h.sys_flag & INNER_BATCH_FLAG
             count = batch_record_count(f.buf, h.body_pos) if is_batch else 1
             props = h.properties(f.buf) if h.props_len else {}
+            if props and is_copy(props):  # a compacted record copied forward: repoints, adds nothing
+                dispatch_copy(self, h, off, queue_tags_code(self, h, props))
+                off += total
+                self.confirmed_offset = off
+                continue
             cq = self.find_consume_queue(h.topic, h.queue_id, create=True)
             cq.put(h.queue_offset, off, total, queue_tags_code(self, h, props) if props else 0, count)
             if h.topic not in self.topic_config.table:
@@ -1352,8 +1360,13 @@ class MessageStore:
         time_ok = hour_now in hours or str(int(hour_now)) in hours
         space_pressure = ratio > cfg.disk_max_used_space_ratio
         deleted = []
+        # compacted topics: their live records below ``cut`` are copied forward first, and this
+        # pass deletes nothing past ``cut`` (records written meanwhile were not looked at)
+        cut = self._retention_cut(force or time_ok or space_pressure, now_ms) if self.compactor.active() else None
+        if cut is not None:
+            self.compactor.before_retention(cut, now_ms)
         if force or time_ok or space_pressure:
-            deletable = self._segments_below_guards()
+            deletable = self._segments_below_guards(cut)
             if deletable:
                 deleted = self.commitlog.mfq.delete_expired_by_time(cfg.file_reserved_time * 3600 * 1000, now_ms,
                                                                     max_files=min(10, deletable))
@@ -1369,7 +1382,14 @@ class MessageStore:
         # checkpoint is taken first, so only state changed since it holds segments back)
         if disk.forcibly and not self._segments_below_guards():
             self.consumer_offsets.checkpoint()
-        while disk.forcibly and forced < 10 and self._segments_below_guards():
+        while disk.forcibly and forced < 10:
+            if self.compactor.active() and self.commitlog.mfq.files:
+                first_end = self.commitlog.mfq.files[0].end_offset
+                if cut is None or first_end > cut:
+                    cut = first_end
+                    self.compactor.before_retention(cut, now_ms)
+            if not self._segments_below_guards(cut):
+                break
             gone = self.commitlog.mfq.delete_first(1)
             if not gone:
                 break
@@ -1390,6 +1410,22 @@ class MessageStore:
         self.apply_topic_retention(now_ms)
         return len(deleted) + forced
 
+    def _retention_cut(self, expired_may_go: bool, now_ms: float | None) -> int | None:
+        """The end of the segments this pass may delete (None: none): the expired ones when they
+        may go, at least the first one under forcible cleaning."""
+        files = self.commitlog.mfq.files[:-1][:10]
+        now = time.time() * 1000 if now_ms is None else now_ms
+        reserved = self.config.file_reserved_time * 3600 * 1000
+        cut = None
+        if expired_may_go:
+            for f in files:
+                if f.mtime() * 1000 + reserved > now:
+                    break
+                cut = f.end_offset
+        if self.disk.forcibly and files:
+            cut = max(cut or 0, files[0].end_offset)
+        return cut
+
     # -- what state in the log still needs (engine/state_log.py) ------------------------------
     def add_retention_guard(self, needed: Callable[[], int | None]) -> None:
         """``needed()`` returns the lowest commitlog offset its owner's replay still reads (None:
@@ -1400,9 +1436,10 @@ class MessageStore:
     def remove_retention_guard(self, needed: Callable[[], int | None]) -> None:
         self._retention_guards = [g for g in self._retention_guards if g is not needed]
 
-    def _segments_below_guards(self) -> int:
-        """How many of the oldest segments retention may delete (never the last one)."""
-        floor = None
+    def _segments_below_guards(self, limit: int | None = None) -> int:
+        """How many of the oldest segments retention may delete (never the last one, none past
+        commitlog offset ``limit``)."""
+        floor = limit
         for needed in list(self._retention_guards):
             try:
                 offset = needed()
@@ -1432,7 +1469,7 @@ class MessageStore:
                 retention = int(tc.attributes.get(TOPIC_RETENTION_MS, -1))
             except ValueError:
                 continue
-            if retention >= 0:
+            if retention >= 0 and policy_of(tc.attributes) != {"compact"}:  # compact only: kept (Kafka)
                 retention_of[topic] = retention
         moved: dict[str, int] = {}
         if not retention_of:
@@ -1461,6 +1498,7 @@ class MessageStore:
         return len(moved)
 
     def correct_min_offsets(self) -> None:
+        self.compactor.mark_queues()
         cl_min = self.commitlog.min_offset
         queues = list(self._cqs.values())
         progress = Progress("retention_progress", len(queues), "queues", phase="consume_queues",

@@ -80,6 +80,7 @@ class KafkaSettings:
         self.group_initial_rebalance_delay_ms: int = config.extra_int("group_initial_rebalance_delay_ms", 100)
         self.group_max_size: int = config.extra_int("group_max_size", 1000)
         self.offset_metadata_max_bytes: int = config.extra_int("offset_metadata_max_bytes", 4096)
+        _modern_group_settings(self, config)
         self.message_max_bytes: int = config.extra_int("message_max_bytes", config.store.max_message_size)
         self.list_offsets_time_skew_ms: int = config.extra_int("list_offsets_time_skew_ms", 600_000)
         # Kafka's broker.rack (follower fetching) and min.insync.replicas (acks=all), broker-wide defaults
@@ -94,6 +95,47 @@ class KafkaSettings:
         # loop (an executor hop costs more than the put); SYNC_FLUSH puts wait on disk and go
         # through the executor.
         self.direct_put: bool = config.extra_bool("kafka_direct_put", config.store.flush_disk_type == "ASYNC_FLUSH")
+
+
+def _modern_group_settings(s: Any, config: Any) -> None:
+    """KIP-848 consumer groups and KIP-932 share groups: Kafka's broker defaults
+    (``group.consumer.*`` / ``group.share.*``, here with underscores); the group configs
+    (``group_configs.py``) override them per group within the min/max bounds."""
+    s.consumer_session_timeout_ms = config.extra_int("group_consumer_session_timeout_ms", 45_000)
+    s.consumer_min_session_timeout_ms = config.extra_int("group_consumer_min_session_timeout_ms", 45_000)
+    s.consumer_max_session_timeout_ms = config.extra_int("group_consumer_max_session_timeout_ms", 60_000)
+    s.consumer_heartbeat_interval_ms = config.extra_int("group_consumer_heartbeat_interval_ms", 5_000)
+    s.consumer_min_heartbeat_interval_ms = config.extra_int("group_consumer_min_heartbeat_interval_ms", 5_000)
+    s.consumer_max_heartbeat_interval_ms = config.extra_int("group_consumer_max_heartbeat_interval_ms", 15_000)
+    s.consumer_max_size = config.extra_int("group_consumer_max_size", 2_147_483_647)
+    s.consumer_assignment_interval_ms = config.extra_int("group_consumer_assignment_interval_ms", 1_000)
+    s.assignor_offload_enable = False
+    s.share_session_timeout_ms = config.extra_int("group_share_session_timeout_ms", 45_000)
+    s.share_min_session_timeout_ms = config.extra_int("group_share_min_session_timeout_ms", 45_000)
+    s.share_max_session_timeout_ms = config.extra_int("group_share_max_session_timeout_ms", 60_000)
+    s.share_heartbeat_interval_ms = config.extra_int("group_share_heartbeat_interval_ms", 5_000)
+    s.share_min_heartbeat_interval_ms = config.extra_int("group_share_min_heartbeat_interval_ms", 5_000)
+    s.share_max_heartbeat_interval_ms = config.extra_int("group_share_max_heartbeat_interval_ms", 15_000)
+    s.share_max_size = config.extra_int("group_share_max_size", 200)
+    s.share_record_lock_duration_ms = config.extra_int("group_share_record_lock_duration_ms", 30_000)
+    s.share_delivery_count_limit = config.extra_int("group_share_delivery_count_limit", 5)
+    s.share_partition_max_record_locks = config.extra_int("group_share_partition_max_record_locks", 2_000)
+    s.share_assignment_interval_ms = config.extra_int("group_share_assignment_interval_ms", 1_000)
+    s.share_auto_offset_reset = "latest"
+    s.share_isolation_level = "read_uncommitted"
+    s.share_renew_acknowledge_enable = True
+    s.share_dlq_topic = ""           # "" = the engine's %DLQ%<group>
+    s.share_dlq_copy_record = True
+    s.streams_session_timeout_ms = 45_000
+    s.streams_heartbeat_interval_ms = 5_000
+    s.streams_num_standby_replicas = 0
+    s.streams_initial_rebalance_delay_ms = 3_000
+    s.streams_assignment_interval_ms = 1_000
+    s.streams_rack_aware_assignment_tags = ""
+    s.streams_task_offset_interval_ms = 60_000
+    s.streams_num_warmup_replicas = 2
+    s.streams_acceptable_recovery_lag = 10_000
+    s.streams_assignor_name = "sticky"
 
 
 def _local_replication(store: Any) -> LocalReplication:
@@ -171,6 +213,12 @@ class KafkaGateway:
             max_session_timeout_ms=self.settings.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=self.settings.group_initial_rebalance_delay_ms,
             max_group_size=self.settings.group_max_size, store=store, put=self.put)
+        from gateway_kafka.consumer_groups import ModernGroupCoordinator
+        from gateway_kafka.group_configs import GroupConfigs
+        self.group_configs = GroupConfigs(self.settings, store, self.put)
+        from gateway_kafka.dynamic_configs import DynamicConfigs
+        self.dynamic_configs = DynamicConfigs(store.config_dir, self)
+        self.modern_groups = ModernGroupCoordinator(self, self.coordinator, self.group_configs)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -189,6 +237,10 @@ class KafkaGateway:
         self.store.add_arrival_listener(self.arrivals.on_arrival)
         await self.txn.start()
         self.coordinator.restore()
+        self.group_configs.restore()
+        self.dynamic_configs.load()
+        self.dynamic_configs.apply()
+        self.modern_groups.restore()
         await self._start_listeners()
         primary = self.settings.listeners[0]
         host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
@@ -253,6 +305,7 @@ class KafkaGateway:
         for srv in self._servers:
             srv.close()
         self.coordinator.close()
+        self.modern_groups.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:

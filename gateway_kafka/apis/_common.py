@@ -41,6 +41,24 @@ _SYSFLAG_POS = 36
 _V6_FLAGS = msg.BORNHOST_V6_FLAG | msg.STOREHOST_V6_FLAG
 
 
+# Authorized operations (a bit per AclOperation code) answered when a client asks for them:
+# with no authorizer configured Kafka answers every operation the resource type supports
+# (AclEntry.supportedOperations), and so does Rockafka.
+_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE = 3, 4, 5, 6, 7, 8
+_CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 9, 10, 11, 12
+
+
+def _ops(*codes: int) -> int:
+    return sum(1 << c for c in codes)
+
+
+TOPIC_OPERATIONS = _ops(_READ, _WRITE, _CREATE, _DESCRIBE, _DELETE, _ALTER, _DESCRIBE_CONFIGS, _ALTER_CONFIGS)
+GROUP_OPERATIONS = _ops(_READ, _DESCRIBE, _DELETE, _DESCRIBE_CONFIGS, _ALTER_CONFIGS)
+CLUSTER_OPERATIONS = _ops(_CREATE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE, _ALTER,
+                          _DESCRIBE)
+NOT_ASKED = -2147483648  # Kafka's "authorized operations not requested"
+
+
 def topic_name_error(name: str | None) -> str | None:
     """Why ``name`` is not a legal Kafka topic name, or None when it is."""
     if not name:
@@ -86,6 +104,23 @@ def partition_results(topics: Any, codes: dict[tuple[str, int], int]) -> list[di
 
 def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
+
+
+_ids_by_version: tuple[int, dict[uuid.UUID, str]] = (-1, {})
+
+
+def topic_by_id(gateway: Any, tid: uuid.UUID | None) -> str | None:
+    """The name of the topic whose id is ``tid`` (None when no topic has it)."""
+    global _ids_by_version
+    if tid is None:
+        return None
+    tcm = gateway.store.topic_config
+    version = tcm.data_version.counter
+    cached_version, table = _ids_by_version
+    if cached_version != version:
+        table = {topic_id(name): name for name in tcm.all()}
+        _ids_by_version = (version, table)
+    return table.get(tid)
 
 
 def partition_count(tc: TopicConfig) -> int:

@@ -42,13 +42,18 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
   ``throttle_time_ms`` and the listener reads nothing more from that connection for that long
   (a Kafka broker's quota throttling, KIP-219), so producers slow down instead of requests
   queueing without bound.
-- Not implemented: LogAppendTime topics.
+- Timestamps: a topic with ``message.timestamp.type=LogAppendTime`` gets each batch stamped with
+  the broker's time (attribute bit 3, maxTimestamp, CRC recomputed) as Kafka does; a CreateTime
+  topic that sets ``message.timestamp.before.max.ms`` / ``after.max.ms`` refuses batches whose
+  timestamps lie further in the past / future with INVALID_TIMESTAMP.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import struct
+import time
 
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
@@ -56,7 +61,9 @@ from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, is_internal, message_limit, partition_count, topic_name_error
 from gateway_kafka.producer_state import check_sequence
 from engine import metrics
-from engine.record_batch import CorruptRecordError, iter_batches, validate_batch
+from engine.compaction import is_compacted
+from engine.record_batch import (ATTRIBUTES_OFFSET, CRC_OFFSET, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
+                                 CorruptRecordError, compute_crc, decode_batch, iter_batches, validate_batch)
 from engine.send_queue import SendQueueBusy
 
 THROTTLE = "throttle_time_ms"  # ConnectionState.extra: answer with it, then mute the connection
@@ -77,6 +84,63 @@ def _result(index: int, code: int, base_offset: int = -1, log_start: int = -1, m
             "log_start_offset": log_start, "record_errors": [], "error_message": message}
 
 
+def _keyless_records(topic: str, index: int, batches) -> dict | None:
+    """A compacted topic takes only records with a key: INVALID_RECORD naming each keyless one
+    (its index in the batch, as Kafka's record_errors do), else None."""
+    errors = []
+    for view, h in batches:
+        if h.is_control:
+            continue
+        try:
+            _, records = decode_batch(view)
+        except CorruptRecordError as exc:
+            return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
+        errors += [{"batch_index": n, "batch_index_error_message": "Compacted topic cannot accept message without key."}
+                   for n, r in enumerate(records) if r.key is None]
+    if not errors:
+        return None
+    res = _result(index, E.INVALID_RECORD, message=f"Compacted topic cannot accept message without key in topic "
+                                                   f"partition {topic}-{index}.")
+    res["record_errors"] = errors
+    return res
+
+
+_TIMESTAMP_KEYS = frozenset({"message.timestamp.type", "message.timestamp.before.max.ms",
+                             "message.timestamp.after.max.ms"})
+
+
+def _timestamp_rules(attributes: dict, batches: list, now: int) -> tuple[list, str | None]:
+    """LogAppendTime: batches stamped with ``now``; CreateTime: the topic's bounds checked."""
+    if attributes.get("message.timestamp.type") == "LogAppendTime":
+        stamped = []
+        for view, h in batches:
+            if h.is_control:
+                stamped.append((view, h))
+                continue
+            buf = bytearray(view)
+            attrs = struct.unpack_from(">h", buf, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
+            struct.pack_into(">h", buf, ATTRIBUTES_OFFSET, attrs)
+            struct.pack_into(">q", buf, MAX_TIMESTAMP_OFFSET, now)
+            struct.pack_into(">I", buf, CRC_OFFSET, compute_crc(buf))
+            stamped.append((memoryview(buf), h))
+        return stamped, None
+    try:
+        before = int(attributes.get("message.timestamp.before.max.ms", -1))
+        after = int(attributes.get("message.timestamp.after.max.ms", -1))
+    except ValueError:
+        return batches, None
+    for _, h in batches:
+        if h.is_control:
+            continue
+        if before >= 0 and now - h.base_timestamp > before:
+            return batches, (f"timestamp {h.base_timestamp} of a record is more than {before} ms before the broker's "
+                             f"time {now} (message.timestamp.before.max.ms)")
+        if after >= 0 and h.max_timestamp - now > after:
+            return batches, (f"timestamp {h.max_timestamp} of a record is more than {after} ms after the broker's "
+                             f"time {now} (message.timestamp.after.max.ms)")
+    return batches, None
+
+
 def min_insync_replicas(gw, tc) -> int:
     raw = (tc.attributes or {}).get("min.insync.replicas") if tc is not None else None
     try:
@@ -86,7 +150,8 @@ def min_insync_replicas(gw, tc) -> int:
 
 
 async def produce_partition(ctx: RequestContext, topic: str, index: int, records, max_bytes: int, acks: int = 1,
-                            timeout_ms: int = 30_000, min_isr: int = 1) -> dict:
+                            timeout_ms: int = 30_000, min_isr: int = 1, compacted: bool = False,
+                            attributes: dict | None = None) -> dict:
     gw = ctx.gateway
     store = gw.store
     ha = store.ha
@@ -106,6 +171,14 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             batches.append((view, validate_batch(view)))
     except CorruptRecordError as exc:
         return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
+    if compacted:
+        refused = _keyless_records(topic, index, batches)
+        if refused is not None:
+            return refused
+    if attributes and _TIMESTAMP_KEYS.intersection(attributes):
+        batches, why = _timestamp_rules(attributes, batches, int(time.time() * 1000))
+        if why:
+            return _result(index, E.INVALID_TIMESTAMP, message=why)
     ps = store.producer_state
     # inline on the loop only when no other writer holds the commitlog (never wait on it here)
     sync_put = gw.settings.direct_put and not store.put_would_wait
@@ -209,7 +282,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
                     out.append(_result(index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 else:
                     out.append(await produce_partition(ctx, name, index, p.get("records"), limit, acks, timeout_ms,
-                                                       min_isr))
+                                                       min_isr, compacted=is_compacted(tc.attributes),
+                                                       attributes=tc.attributes))
         responses.append({"name": name, "partition_responses": out})
     # acks=all: every partition appended first, then all replication waits at once
     waits = [_await_replication(gw, t["name"], p) for t in responses for p in t["partition_responses"] if _WAIT in p]

@@ -55,8 +55,15 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             codes[key] = denied if denied is not None else E.TOPIC_AUTHORIZATION_FAILED
             del staged[key]
     if staged:
-        code = gw.coordinator.validate_txn_offset_commit(group, body.get("member_id") or "",
-                                                         body.get("generation_id", -1), body.get("group_instance_id"))
+        member, generation, instance = body.get("member_id") or "", body.get("generation_id", -1), \
+            body.get("group_instance_id")
+        if gw.modern_groups.owns(group):  # KIP-848: the member's epoch (KIP-447 checks carry over)
+            code = gw.modern_groups.validate_offset_commit(group, member, generation, instance, ctx.api_version,
+                                                           transactional=True)
+            if code == E.STALE_MEMBER_EPOCH:
+                code = E.ILLEGAL_GENERATION  # what Kafka answers transactional commits
+        else:
+            code = gw.coordinator.validate_txn_offset_commit(group, member, generation, instance)
         if code == E.NONE:
             code = await gw.txn.stage_offsets(body.get("transactional_id", ""), body.get("producer_id", -1),
                                               body.get("producer_epoch", -1), group, staged)
