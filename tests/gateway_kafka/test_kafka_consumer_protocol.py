@@ -62,6 +62,7 @@ class Member(threading.Thread):
         self.conf, self.subscription = conf, subscription
         self.stop_flag = threading.Event()
         self.records: list[tuple[str, int, int, str]] = []
+        self.assigned: set[tuple[str, int]] = set()  # the client's own view, refreshed each poll
         self.error: BaseException | None = None
         self.started = threading.Event()
 
@@ -73,6 +74,7 @@ class Member(threading.Thread):
             try:
                 while not self.stop_flag.is_set():
                     batch = [m for m in c.consume(100, 0.2) if m.error() is None]
+                    self.assigned = {(tp.topic, tp.partition) for tp in c.assignment()}
                     if not batch:
                         continue
                     last: dict[tuple[str, int], int] = {}
@@ -121,8 +123,12 @@ def test_members_join_leave_and_a_restart_every_record_exactly_once(node):
         m = Member(bs, group, [topic], name)
         members.append(m)
         m.start()
+    # the first member gives up partitions only as it reconciles (heartbeat by heartbeat): records
+    # produced before that are rightly its own, so wait for the split before producing more
+    wait_for(lambda: all(m.assigned for m in members)
+             and sum(len(m.assigned) for m in members) == 6, 60, what="every member getting partitions")
     produce(bs, topic, values[100:250])
-    wait_for(lambda: all(m.records for m in members), 60, what="every member getting partitions")
+    wait_for(lambda: all(m.records for m in members), 60, what="every member getting records")
     members[1].stop()  # a leave
     produce(bs, topic, values[250:400])
     wait_for(lambda: len(set(counted(members))) >= 350, 60, what="records after the leave")
