@@ -19,7 +19,7 @@ Invariant: node ids are stable for the life of a process (Kafka clients cache th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -45,6 +45,8 @@ class GroupView:
     broker_name: str
     members: tuple[GroupMember, ...] = ()
     in_sync_broker_ids: tuple[int, ...] = ()  # the master's in-sync slaves
+    # topic -> Kafka partition id of each queue, as the master registered it (cluster.md)
+    partitions: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)
 
     @property
     def master(self) -> GroupMember | None:
@@ -180,6 +182,7 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
     for name, bd in (info.get("brokerAddrTable") or {}).items():
         members = []
         in_sync: tuple[int, ...] = ()
+        partitions: dict[str, tuple[int, ...]] = {}
         for bid, addr in (bd.get("brokerAddrs") or {}).items():
             ex = extras.get(addr) or {}
             host, port, node_id = ex.get("kafkaHost"), ex.get("kafkaPort"), ex.get("kafkaNodeId")
@@ -189,7 +192,8 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
                                        str(ex.get("brokerRole") or "")))
             if int(bid) == 0:
                 in_sync = tuple(int(x) for x in ex.get("inSyncBrokerIds") or ())
-        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync)
+                partitions = {str(t): tuple(int(i) for i in ids) for t, ids in (ex.get("kafkaPartitions") or {}).items()}
+        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, partitions)
     return out
 
 

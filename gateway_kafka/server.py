@@ -41,7 +41,8 @@ import structlog
 from gateway_kafka import apis
 from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
-from gateway_kafka.cluster import BrokerNode, LocalCluster, LocalReplication
+from gateway_kafka.cluster import BrokerNode, LocalReplication
+from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
 from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
@@ -165,7 +166,7 @@ class KafkaGateway:
         self._owns_send_queue = send_queue is None  # flow control for puts that may wait on disk
         self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.port: int | None = None
-        self.cluster: LocalCluster | None = None
+        self.cluster: ClusterView | None = None
         self.coordinator = GroupCoordinator(
             min_session_timeout_ms=self.settings.group_min_session_timeout_ms,
             max_session_timeout_ms=self.settings.group_max_session_timeout_ms,
@@ -192,11 +193,12 @@ class KafkaGateway:
         await self._start_listeners()
         primary = self.settings.listeners[0]
         host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
-        self.cluster = LocalCluster(self.settings.cluster_id, self.settings.node_id, host,
-                                    primary.advertised_port or self.settings.advertised_port or self.port,
-                                    rack=self.settings.broker_rack,
-                                    broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
-                                    local=_local_replication(self.store))
+        self.cluster = ClusterView(self.settings.cluster_id, self.settings.node_id, host,
+                                   primary.advertised_port or self.settings.advertised_port or self.port,
+                                   rack=self.settings.broker_rack,
+                                   broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
+                                   local=_local_replication(self.store), local_topics=self.store.topic_config.all,
+                                   local_topic=self.store.topic_config.get)
         log.info("kafka_gateway_started", host=self.settings.host, port=self.port, advertised=f"{host}:"
                  f"{self.cluster.self_node.port}", apis=len(apis.REGISTRY),
                  listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))
