@@ -31,15 +31,17 @@ PARTITION_IDS = "kafka.partition.ids"
 
 
 def parse_partition_ids(raw: str) -> list[int]:
-    """``"4,5,6"`` -> [4, 5, 6]; ValueError for anything else (negative, repeated, not a number)."""
-    ids = [int(p) for p in raw.split(",") if p.strip()]
+    """``"4;5;6"`` -> [4, 5, 6] (``,`` is read too); ValueError for anything else (negative,
+    repeated, not a number). ``;`` because RocketMQ's attribute syntax separates attributes by
+    ``,`` (``updateTopic -a +kafka.partition.ids=4;5;6``)."""
+    ids = [int(p) for p in raw.replace(",", ";").split(";") if p.strip()]
     if any(i < 0 for i in ids) or len(set(ids)) != len(ids):
         raise ValueError(f"{PARTITION_IDS}={raw!r}: distinct non-negative partition ids expected")
     return ids
 
 
 def format_partition_ids(ids: list[int]) -> str:
-    return ",".join(str(i) for i in ids)
+    return ";".join(str(i) for i in ids)
 
 
 def local_partition_ids(tc: Any) -> list[int]:
@@ -81,10 +83,24 @@ class ClusterView(LocalCluster):
         self._generation = 0  # bumped by every update: cached placements are of one generation
         self._cache: dict[str, tuple[Any, dict[int, Placement]]] = {}
         self._conflicts: set[tuple[str, int]] = set()
+        # ids this node just wrote to another group, until that group's registration shows them
+        self._pending: dict[tuple[str, str], tuple[int, ...] | None] = {}
+
+    def note_partitions(self, broker_name: str, topic: str, ids: list[int] | None) -> None:
+        """This node stored ``ids`` of ``topic`` on group ``broker_name`` (None: deleted it there,
+        topic_placement): serve that now rather than after that group's next registration
+        reaches the NameServer."""
+        self._pending[(broker_name, topic)] = tuple(ids) if ids is not None else None
+        self._generation += 1
 
     def update(self, groups: dict[str, GroupView]) -> None:
         super().update(groups)
         others = {name: g for name, g in groups.items() if name != self.broker_name}
+        for (name, topic), ids in list(self._pending.items()):
+            g = others.get(name)
+            registered = (g.partitions or {}).get(topic) if g is not None else None
+            if g is not None and (tuple(registered) if registered is not None else None) == ids:
+                del self._pending[(name, topic)]
         if others != self.others:
             self.others = others
             self._generation += 1
@@ -97,7 +113,8 @@ class ClusterView(LocalCluster):
         if tc is not None:
             out.append((self.broker_name, local_partition_ids(tc)))
         for name, g in self.others.items():
-            ids = (g.partitions or {}).get(topic)
+            key = (name, topic)
+            ids = self._pending[key] if key in self._pending else (g.partitions or {}).get(topic)
             if ids is not None:
                 out.append((name, list(ids)))
         return sorted(out)
@@ -132,10 +149,13 @@ class ClusterView(LocalCluster):
         return sorted(self.placements(topic))
 
     def topic_names(self) -> set[str]:
-        """Every topic some group holds with Kafka partition ids registered, and this node's."""
+        """Every topic this node holds or another group registered Kafka partition ids for."""
         names = set(self.local_topics())
-        for g in self.others.values():
-            names.update((g.partitions or {}).keys())
+        for name, g in self.others.items():
+            for topic, ids in (g.partitions or {}).items():
+                if self._pending.get((name, topic), ids) is not None:
+                    names.add(topic)
+        names.update(topic for (name, topic), ids in self._pending.items() if ids is not None and name in self.others)
         return names
 
     def owner(self, topic: str, partition: int) -> str | None:

@@ -167,6 +167,8 @@ class KafkaGateway:
         self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.port: int | None = None
         self.cluster: ClusterView | None = None
+        # how topics reach other broker groups (topic_placement.RemoteGroups); None: this group only
+        self.remote_groups: Any = None
         self.coordinator = GroupCoordinator(
             min_session_timeout_ms=self.settings.group_min_session_timeout_ms,
             max_session_timeout_ms=self.settings.group_max_session_timeout_ms,
