@@ -106,6 +106,11 @@ class LocalCluster:
 
     # -- answers -------------------------------------------------------------------------------
     def nodes(self) -> list[BrokerNode]:
+        """Every broker a client may be sent to (a cluster view adds other groups')."""
+        return self.group_nodes()
+
+    def group_nodes(self) -> list[BrokerNode]:
+        """The live members of this node's broker group."""
         out = {m.node.node_id: m.node for m in self.group.members}
         out[self.self_node.node_id] = self.self_node
         if self.is_master:
@@ -127,7 +132,7 @@ class LocalCluster:
 
     def replicas(self, topic: str, partition: int) -> list[int]:
         master = self.master_node()
-        ids = [n.node_id for n in self.nodes()]
+        ids = [n.node_id for n in self.group_nodes()]
         for nid in self._seen:
             if nid not in ids:
                 ids.append(nid)
@@ -149,12 +154,12 @@ class LocalCluster:
         return out
 
     def offline_replicas(self, topic: str, partition: int) -> list[int]:
-        live = {n.node_id for n in self.nodes()}
+        live = {n.node_id for n in self.group_nodes()}
         return [nid for nid in self.replicas(topic, partition) if nid not in live]
 
     def group_size(self) -> int:
         """Live members of this node's broker group (the most replicas a topic can have)."""
-        return len(self.nodes())
+        return len(self.group_nodes())
 
     def preferred_read_replica(self, topic: str, partition: int, client_rack: str | None) -> int:
         """KIP-392: an in-sync replica in the client's rack (the leader when it is there), else -1."""
@@ -163,7 +168,7 @@ class LocalCluster:
         if self.self_node.rack == client_rack:
             return -1
         in_sync = set(self.isr(topic, partition))
-        for node in self.nodes():
+        for node in self.group_nodes():
             if node.rack == client_rack and node.node_id in in_sync:
                 return node.node_id
         return -1

@@ -80,6 +80,7 @@ class ClusterView(LocalCluster):
         self.local_topics = local_topics  # this node's topic table
         self.local_topic = local_topic  # one entry of it
         self.others: dict[str, GroupView] = {}  # other groups, by broker name
+        self.gone: set[str] = set()  # groups of ``others`` the NameServer no longer lists
         self._generation = 0  # bumped by every update: cached placements are of one generation
         self._cache: dict[str, tuple[Any, dict[int, Placement]]] = {}
         self._conflicts: set[tuple[str, int]] = set()
@@ -96,6 +97,12 @@ class ClusterView(LocalCluster):
     def update(self, groups: dict[str, GroupView]) -> None:
         super().update(groups)
         others = {name: g for name, g in groups.items() if name != self.broker_name}
+        # a group that left the NameServer (stopped, expired) still owns its partitions: they stay
+        # listed, leaderless, with its last members as offline replicas, until it returns
+        self.gone = {name for name in self.others if name not in others} | {
+            name for name in self.gone if name not in others}
+        for name in self.gone:
+            others[name] = self.others[name]
         for (name, topic), ids in list(self._pending.items()):
             g = others.get(name)
             registered = (g.partitions or {}).get(topic) if g is not None else None
@@ -185,7 +192,7 @@ class ClusterView(LocalCluster):
     # -- answers -------------------------------------------------------------------------------
     def nodes(self) -> list[BrokerNode]:
         out = {n.node_id: n for n in super().nodes()}
-        for name in sorted(self.others):
+        for name in sorted(set(self.others) - self.gone):
             for m in self.others[name].members:
                 if m.node.node_id in out and out[m.node.node_id] != m.node:
                     if ("node", m.node.node_id) not in self._conflicts:
@@ -199,7 +206,7 @@ class ClusterView(LocalCluster):
         g = self._group(topic, partition)
         if g is True or (g is None and topic not in self.topic_names()):
             return super().leader(topic, partition)
-        if not g or g.master is None:
+        if not g or g.master is None or g.broker_name in self.gone:
             return None
         return g.master.node
 
@@ -213,7 +220,7 @@ class ClusterView(LocalCluster):
         g = self._group(topic, partition)
         if g is True or not g:
             return super().isr(topic, partition)
-        if g.master is None:
+        if g.master is None or g.broker_name in self.gone:
             return []
         by_id = {m.broker_id: m.node.node_id for m in g.members}
         return [g.master.node.node_id] + [by_id[b] for b in g.in_sync_broker_ids if b in by_id and b != 0]
@@ -222,7 +229,7 @@ class ClusterView(LocalCluster):
         g = self._group(topic, partition)
         if g is True or not g:
             return super().offline_replicas(topic, partition)
-        return []
+        return self.replicas(topic, partition) if g.broker_name in self.gone else []
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()

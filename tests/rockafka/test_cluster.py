@@ -221,6 +221,10 @@ def test_restarting_every_group_in_another_order_keeps_partition_ids_and_data(cl
     want = {p: GROUPS[("broker-a", "broker-b", "broker-c")[p // 2]] for p in range(6)}
     wait_leaders(cluster, topic, want)
     sent = produce(cluster.bootstrap("broker-a"), topic, 6, 5)
+    cluster.nodes["broker-c"].stop()
+    # a group that is down keeps its partitions: listed, without a leader, until it returns
+    wait_until(lambda: leaders(cluster.bootstrap("broker-a"), topic) == {**want, 4: -1, 5: -1}, 30,
+               what="broker-c's partitions listed leaderless")
     for n in cluster.nodes.values():
         n.stop()
     for name in ("broker-c", "broker-a", "broker-b"):  # not the order they first registered in
