@@ -47,6 +47,8 @@ class GroupView:
     in_sync_broker_ids: tuple[int, ...] = ()  # the master's in-sync slaves
     # topic -> Kafka partition id of each queue, as the master registered it (cluster.md)
     partitions: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)
+    # internal topic -> its partitions holding records on this group (coordinator placement)
+    coordinator_partitions: dict[str, frozenset[int]] = field(default_factory=dict, hash=False)
 
     @property
     def master(self) -> GroupMember | None:
@@ -188,6 +190,7 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
         members = []
         in_sync: tuple[int, ...] = ()
         partitions: dict[str, tuple[int, ...]] = {}
+        coordinating: dict[str, frozenset[int]] = {}
         for bid, addr in (bd.get("brokerAddrs") or {}).items():
             ex = extras.get(addr) or {}
             host, port, node_id = ex.get("kafkaHost"), ex.get("kafkaPort"), ex.get("kafkaNodeId")
@@ -198,7 +201,9 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
             if int(bid) == 0:
                 in_sync = tuple(int(x) for x in ex.get("inSyncBrokerIds") or ())
                 partitions = {str(t): tuple(int(i) for i in ids) for t, ids in (ex.get("kafkaPartitions") or {}).items()}
-        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, partitions)
+                coordinating = {str(t): frozenset(int(i) for i in ids)
+                                for t, ids in (ex.get("coordinatorPartitions") or {}).items()}
+        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, partitions, coordinating)
     return out
 
 

@@ -65,6 +65,14 @@ def registered_partitions(topics: dict[str, Any]) -> dict[str, list[int]]:
             if (tc.attributes or {}).get(PARTITION_IDS)}
 
 
+def coordinator_partitions(cluster: Any) -> dict[str, list[int]]:
+    """What a master registers for coordinator placement: per internal topic, the partitions
+    this group's coordinators hold state in."""
+    from engine.state_log import CONSUMER_OFFSETS, TRANSACTION_STATE
+
+    return {t: sorted(cluster.local_coordinator_partitions(t)) for t in (CONSUMER_OFFSETS, TRANSACTION_STATE)}
+
+
 @dataclass(frozen=True)
 class Placement:
     broker_name: str
@@ -75,8 +83,14 @@ class ClusterView(LocalCluster):
     """This node's group (``LocalCluster``) plus every other group the NameServer reported."""
 
     def __init__(self, *args: Any, local_topics: Callable[[], dict[str, Any]] = dict,
-                 local_topic: Callable[[str], Any] = lambda name: None, **kwargs: Any):
+                 local_topic: Callable[[str], Any] = lambda name: None,
+                 coordinator_partition: Callable[[str, int], tuple[str, int] | None] = lambda key, key_type: None,
+                 local_coordinator_partitions: Callable[[str], set[int]] = lambda topic: set(), **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # (internal topic, partition) of a group id (key type 0) / transactional id (1)
+        self.coordinator_partition = coordinator_partition
+        # partitions of an internal topic that hold records on this node's group
+        self.local_coordinator_partitions = local_coordinator_partitions
         self.local_topics = local_topics  # this node's topic table
         self.local_topic = local_topic  # one entry of it
         self.others: dict[str, GroupView] = {}  # other groups, by broker name
@@ -230,6 +244,31 @@ class ClusterView(LocalCluster):
         if g is True or not g:
             return super().offline_replicas(topic, partition)
         return self.replicas(topic, partition) if g.broker_name in self.gone else []
+
+    # -- coordinators ----------------------------------------------------------------------------
+    def coordinator_owner(self, topic: str, partition: int) -> str:
+        """The group owning ``partition`` of internal topic ``topic``: live group ``partition % n``
+        (by broker name) when it holds coordinator state of that partition or nobody does; else
+        the first group (by name) that holds some — state never moves away from its log, also
+        when groups come and go."""
+        live = sorted({self.broker_name} | {name for name, g in self.others.items()
+                                            if g.master is not None and name not in self.gone})
+        rule = live[partition % len(live)]
+        holders = [self.broker_name] if partition in self.local_coordinator_partitions(topic) else []
+        holders += [name for name, g in self.others.items() if partition in (g.coordinator_partitions or {}).get(topic, ())]
+        return rule if not holders or rule in holders else min(holders)
+
+    def coordinator(self, key: str, key_type: int) -> BrokerNode | None:
+        where = self.coordinator_partition(key, key_type) if self.others else None
+        if where is None:
+            return super().coordinator(key, key_type)
+        owner = self.coordinator_owner(*where)
+        if owner == self.broker_name:
+            return super().coordinator(key, key_type)
+        g = self.others.get(owner)
+        if g is None or g.master is None or owner in self.gone:
+            return None
+        return g.master.node
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()

@@ -72,3 +72,51 @@ class RemoteGroups:
 
         await self._invoke(broker_name, RC.DELETE_TOPIC_IN_BROKER, {"topic": topic})
         log.info("remote_topic_deleted", broker_name=broker_name, topic=topic)
+
+
+class CoordinatorPlacementWatch:
+    """Component: re-registers at once when a coordinator of this group takes state in a new
+    internal-topic partition (a group's first join, a transactional id's first use), so other nodes place that group or
+    transactional id here before anything else can move it (docs/design/cluster.md)."""
+
+    name = "coordinator_placement"
+
+    def __init__(self, broker: Any, kafka: Any, interval_ms: int):
+        self.broker = broker
+        self.kafka = kafka
+        self.interval = max(interval_ms, 100) / 1000
+        self._task: Any = None
+        self._seen: dict[str, list[int]] | None = None
+
+    async def start(self) -> None:
+        import asyncio
+
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> None:
+        import asyncio
+
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _loop(self) -> None:
+        import asyncio
+
+        from gateway_kafka.cluster_view import coordinator_partitions
+
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                if not self.broker.is_master or self.kafka.cluster is None:
+                    continue
+                now = coordinator_partitions(self.kafka.cluster)
+                if now != self._seen:
+                    if self._seen is not None:
+                        self.broker.request_registration()
+                    self._seen = now
+            except Exception:
+                log.exception("coordinator_placement_check_failed")

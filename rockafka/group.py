@@ -3,7 +3,8 @@ Kafka gateway's cluster view refreshed from the NameServer.
 
 Registration (``registration_extras``): the body's ``rockafka`` object carries this node's Kafka
 listener (``kafkaNodeId``, ``kafkaHost``, ``kafkaPort``), ``brokerRack``, ``brokerRole``, on a
-master the stored Kafka partition ids of its topics (``kafkaPartitions``, cluster.md) and its
+master the stored Kafka partition ids of its topics (``kafkaPartitions``) and the internal-topic
+partitions its log holds records of (``coordinatorPartitions``, cluster.md) and its
 replication state (a master's ``masterEpoch`` and ``inSyncBrokerIds``, each slave's lag). The
 NameServer hands it back in GET_BROKER_CLUSTER_INFO (``brokerExtraTable``).
 
@@ -48,9 +49,11 @@ def registration_extras(store: Any, config: Any, kafka: Any) -> dict[str, Any]:
     if rack:
         out["brokerRack"] = rack
     if store.ha.is_master:
-        from gateway_kafka.cluster_view import registered_partitions
+        from gateway_kafka.cluster_view import coordinator_partitions, registered_partitions
 
         out["kafkaPartitions"] = registered_partitions(store.topic_config.all())
+        if getattr(kafka, "cluster", None) is not None:
+            out["coordinatorPartitions"] = coordinator_partitions(kafka.cluster)
         out["inSyncBrokerIds"] = sorted(s["brokerId"] for s in info.get("slaves", []) if s["inSync"])
         out["slaves"] = [{"brokerId": s["brokerId"], "lagBytes": s["lagBytes"], "lagMs": s["lagMs"],
                           "inSync": s["inSync"]} for s in info.get("slaves", [])]

@@ -185,6 +185,57 @@ def test_create_partitions_on_the_least_loaded_or_the_chosen_group(cluster):
         assert native.max_offset(MessageQueue(topic, "broker-b", 2)) == 4
 
 
+def coordinator_of(bootstrap: str, key: str, key_type: int = 0) -> int:
+    with RawKafka(bootstrap) as raw:
+        found = raw.request(10, 3, {"key": key, "key_type": key_type})
+    assert found["error_code"] == ErrorCode.NONE, found
+    return found["node_id"]
+
+
+def test_coordinators_are_spread_over_groups_and_every_node_names_the_same(cluster):
+    for key_type in (0, 1):
+        keys = [unique("key") for _ in range(12)]
+        placed = {k: {coordinator_of(cluster.bootstrap(n), k, key_type) for n in cluster.nodes} for k in keys}
+        assert all(len(nodes) == 1 for nodes in placed.values()), placed  # one answer whoever is asked
+        assert len({next(iter(nodes)) for nodes in placed.values()}) >= 2, placed  # not all on one group
+
+
+def test_a_consumer_group_of_three_reads_a_spread_topic_exactly_once(cluster):
+    topic, group = unique("members"), unique("group")
+    create_topic(cluster.bootstrap("broker-a"), topic, 12)
+    wait_leaders(cluster, topic, {p: GROUPS[("broker-a", "broker-b", "broker-c")[p // 4]] for p in range(12)})
+    consumers = [Consumer({"bootstrap.servers": cluster.bootstrap(n), "group.id": group, "auto.offset.reset": "earliest",
+                           "enable.auto.commit": False}) for n in cluster.nodes]
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while sorted(len(c.assignment()) for c in consumers) != [4, 4, 4]:
+            assert time.monotonic() < deadline, [c.assignment() for c in consumers]
+            for c in consumers:
+                c.poll(0.1)
+        sent = produce(cluster.bootstrap("broker-b"), topic, 12, 5)
+        got: list[tuple[int, bytes]] = []
+        while len(got) < 60 and time.monotonic() < deadline + 60:
+            for c in consumers:
+                m = c.poll(0.1)
+                if m is not None and not m.error():
+                    got.append((m.partition(), m.value()))
+        assert sorted(got) == sorted((p, v) for p, vs in sent.items() for v in vs)  # each record once
+        for c in consumers:
+            c.commit(asynchronous=False)
+    finally:
+        for c in consumers:
+            c.close()
+    # the offsets, committed through the group's coordinator, are there for partitions of every group
+    check = Consumer({"bootstrap.servers": cluster.bootstrap("broker-c"), "group.id": group})
+    try:
+        committed = check.committed([TopicPartition(topic, p) for p in range(12)], timeout=30)
+        assert [tp.offset for tp in committed] == [5] * 12
+    finally:
+        check.close()
+
+
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs java (make test-deps)")
 def test_kafka_topics_describe_shows_leaders_on_three_nodes(cluster):
     topic = unique("describe")
