@@ -75,48 +75,23 @@ class RemoteGroups:
 
 
 class CoordinatorPlacementWatch:
-    """Component: re-registers at once when a coordinator of this group takes state in a new
-    internal-topic partition (a group's first join, a transactional id's first use), so other nodes place that group or
-    transactional id here before anything else can move it (docs/design/cluster.md)."""
+    """Re-registers at once when a coordinator of this group takes state in a new internal-topic
+    partition (a group's first join, a transactional id's first use), so other nodes place that
+    group or transactional id here before anything else can move it (docs/design/cluster.md).
+    ``check`` runs on every cluster view refresh."""
 
-    name = "coordinator_placement"
-
-    def __init__(self, broker: Any, kafka: Any, interval_ms: int):
+    def __init__(self, broker: Any, kafka: Any):
         self.broker = broker
         self.kafka = kafka
-        self.interval = max(interval_ms, 100) / 1000
-        self._task: Any = None
         self._seen: dict[str, list[int]] | None = None
 
-    async def start(self) -> None:
-        import asyncio
-
-        self._task = asyncio.ensure_future(self._loop())
-
-    async def stop(self) -> None:
-        import asyncio
-
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-
-    async def _loop(self) -> None:
-        import asyncio
-
+    def check(self) -> None:
         from gateway_kafka.cluster_view import coordinator_partitions
 
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                if not self.broker.is_master or self.kafka.cluster is None:
-                    continue
-                now = coordinator_partitions(self.kafka.cluster)
-                if now != self._seen:
-                    if self._seen is not None:
-                        self.broker.request_registration()
-                    self._seen = now
-            except Exception:
-                log.exception("coordinator_placement_check_failed")
+        if not self.broker.is_master or self.kafka.cluster is None:
+            return
+        now = coordinator_partitions(self.kafka.cluster)
+        if now != self._seen:
+            if self._seen is not None:
+                self.broker.request_registration()
+            self._seen = now

@@ -74,6 +74,7 @@ class GroupViewRefresher:
         self.kafka = kafka
         self.interval = max(interval_ms, 100) / 1000
         self._task: asyncio.Task[None] | None = None
+        self.on_refresh: list = []  # called after each refresh (cluster_ops)
 
     async def start(self) -> None:
         # the Kafka listener is bound now: tell the master (HA handshake) and the NameServer
@@ -96,6 +97,8 @@ class GroupViewRefresher:
         info = await self.broker.cluster_info()
         if info is not None and self.kafka.cluster is not None:
             self.kafka.cluster.update(group_views_from_cluster_info(info))
+        for hook in self.on_refresh:
+            hook()
 
     async def _loop(self) -> None:
         while True:
