@@ -98,10 +98,16 @@ def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 30000})
     for part, values in sent.items():
         for v in values:
-            p.produce(topic, v, partition=part, on_delivery=lambda err, msg: err and errors.append(err))
+            p.produce(topic, v, partition=part,
+                      on_delivery=lambda err, msg: err and errors.append((msg.partition(), err)))
     assert p.flush(30) == 0
-    assert not errors, errors
+    assert not errors, (errors[:3], {b: leaders(b, topic) for b in bootstraps(bootstrap)})
     return sent
+
+
+def bootstraps(any_bootstrap: str) -> list[str]:
+    md = AdminClient({"bootstrap.servers": any_bootstrap}).list_topics(timeout=10)
+    return [f"{b.host}:{b.port}" for b in md.brokers.values()]
 
 
 def consume_all(bootstrap: str, topic: str, partitions: list[int], total: int) -> dict[int, list[bytes]]:
