@@ -19,7 +19,7 @@ Invariant: node ids are stable for the life of a process (Kafka clients cache th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -45,6 +45,10 @@ class GroupView:
     broker_name: str
     members: tuple[GroupMember, ...] = ()
     in_sync_broker_ids: tuple[int, ...] = ()  # the master's in-sync slaves
+    # topic -> Kafka partition id of each queue, as the master registered it (cluster.md)
+    partitions: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)
+    # internal topic -> its partitions holding records on this group (coordinator placement)
+    coordinator_partitions: dict[str, frozenset[int]] = field(default_factory=dict, hash=False)
 
     @property
     def master(self) -> GroupMember | None:
@@ -104,6 +108,11 @@ class LocalCluster:
 
     # -- answers -------------------------------------------------------------------------------
     def nodes(self) -> list[BrokerNode]:
+        """Every broker a client may be sent to (a cluster view adds other groups')."""
+        return self.group_nodes()
+
+    def group_nodes(self) -> list[BrokerNode]:
+        """The live members of this node's broker group."""
         out = {m.node.node_id: m.node for m in self.group.members}
         out[self.self_node.node_id] = self.self_node
         if self.is_master:
@@ -125,7 +134,7 @@ class LocalCluster:
 
     def replicas(self, topic: str, partition: int) -> list[int]:
         master = self.master_node()
-        ids = [n.node_id for n in self.nodes()]
+        ids = [n.node_id for n in self.group_nodes()]
         for nid in self._seen:
             if nid not in ids:
                 ids.append(nid)
@@ -147,12 +156,12 @@ class LocalCluster:
         return out
 
     def offline_replicas(self, topic: str, partition: int) -> list[int]:
-        live = {n.node_id for n in self.nodes()}
+        live = {n.node_id for n in self.group_nodes()}
         return [nid for nid in self.replicas(topic, partition) if nid not in live]
 
     def group_size(self) -> int:
         """Live members of this node's broker group (the most replicas a topic can have)."""
-        return len(self.nodes())
+        return len(self.group_nodes())
 
     def preferred_read_replica(self, topic: str, partition: int, client_rack: str | None) -> int:
         """KIP-392: an in-sync replica in the client's rack (the leader when it is there), else -1."""
@@ -161,7 +170,7 @@ class LocalCluster:
         if self.self_node.rack == client_rack:
             return -1
         in_sync = set(self.isr(topic, partition))
-        for node in self.nodes():
+        for node in self.group_nodes():
             if node.rack == client_rack and node.node_id in in_sync:
                 return node.node_id
         return -1
@@ -180,6 +189,8 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
     for name, bd in (info.get("brokerAddrTable") or {}).items():
         members = []
         in_sync: tuple[int, ...] = ()
+        partitions: dict[str, tuple[int, ...]] = {}
+        coordinating: dict[str, frozenset[int]] = {}
         for bid, addr in (bd.get("brokerAddrs") or {}).items():
             ex = extras.get(addr) or {}
             host, port, node_id = ex.get("kafkaHost"), ex.get("kafkaPort"), ex.get("kafkaNodeId")
@@ -189,7 +200,10 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
                                        str(ex.get("brokerRole") or "")))
             if int(bid) == 0:
                 in_sync = tuple(int(x) for x in ex.get("inSyncBrokerIds") or ())
-        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync)
+                partitions = {str(t): tuple(int(i) for i in ids) for t, ids in (ex.get("kafkaPartitions") or {}).items()}
+                coordinating = {str(t): frozenset(int(i) for i in ids)
+                                for t, ids in (ex.get("coordinatorPartitions") or {}).items()}
+        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, partitions, coordinating)
     return out
 
 

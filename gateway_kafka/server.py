@@ -41,7 +41,8 @@ import structlog
 from gateway_kafka import apis
 from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
-from gateway_kafka.cluster import BrokerNode, LocalCluster, LocalReplication
+from gateway_kafka.cluster import BrokerNode, LocalReplication
+from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
 from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
@@ -207,7 +208,9 @@ class KafkaGateway:
         self._owns_send_queue = send_queue is None  # flow control for puts that may wait on disk
         self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.port: int | None = None
-        self.cluster: LocalCluster | None = None
+        self.cluster: ClusterView | None = None
+        # how topics reach other broker groups (topic_placement.RemoteGroups); None: this group only
+        self.remote_groups: Any = None
         self.coordinator = GroupCoordinator(
             min_session_timeout_ms=self.settings.group_min_session_timeout_ms,
             max_session_timeout_ms=self.settings.group_max_session_timeout_ms,
@@ -229,6 +232,29 @@ class KafkaGateway:
         self._connections: set[asyncio.Task] = set()
         self._stopping = False
 
+    def _coordinator_partition(self, key: str, key_type: int) -> tuple[str, int] | None:
+        """Where a group id (0) or transactional id (1) keeps its state, as Kafka places it."""
+        from engine.state_log import CONSUMER_OFFSETS, TRANSACTION_STATE
+
+        if key_type == 0 and getattr(self.store, "consumer_offsets", None) is not None:
+            return CONSUMER_OFFSETS, self.store.consumer_offsets.partition_of(key)
+        if key_type == 1 and self.txn.log is not None:
+            return TRANSACTION_STATE, self.txn.log.partition_for(key)
+        return None
+
+    def _coordinated_partitions(self, topic: str) -> set[int]:
+        """Partitions of an internal topic this node's coordinators hold state in: groups with
+        metadata (joined at least once), transactional ids."""
+        where = self._coordinator_partition
+        key_type = 0 if topic == "__consumer_offsets" else 1
+        keys = self.coordinator.groups if key_type == 0 else self.txn.txns
+        out = set()
+        for key in list(keys):
+            found = where(key, key_type)
+            if found is not None:
+                out.add(found[1])
+        return out
+
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         apis.load_all()
@@ -244,11 +270,14 @@ class KafkaGateway:
         await self._start_listeners()
         primary = self.settings.listeners[0]
         host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
-        self.cluster = LocalCluster(self.settings.cluster_id, self.settings.node_id, host,
-                                    primary.advertised_port or self.settings.advertised_port or self.port,
-                                    rack=self.settings.broker_rack,
-                                    broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
-                                    local=_local_replication(self.store))
+        self.cluster = ClusterView(self.settings.cluster_id, self.settings.node_id, host,
+                                   primary.advertised_port or self.settings.advertised_port or self.port,
+                                   rack=self.settings.broker_rack,
+                                   broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
+                                   local=_local_replication(self.store), local_topics=self.store.topic_config.all,
+                                   local_topic=self.store.topic_config.get,
+                                   coordinator_partition=self._coordinator_partition,
+                                   local_coordinator_partitions=self._coordinated_partitions)
         log.info("kafka_gateway_started", host=self.settings.host, port=self.port, advertised=f"{host}:"
                  f"{self.cluster.self_node.port}", apis=len(apis.REGISTRY),
                  listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))

@@ -403,10 +403,17 @@ class TransactionCoordinator:
             elif self.store.topic_config.get(topic) is None:
                 continue  # deleted meanwhile: nothing to mark (the engine forgot its transactions)
             else:
+                # the partition's local queue (cluster.md); a partition of another group gets no
+                # marker here: transactions spanning broker groups are not supported
+                cluster = self.gw.cluster
+                queue = cluster.local_queue(topic, partition) if cluster is not None else partition
+                if queue is None:
+                    log.error("txn_marker_remote_partition", transactional_id=tid, topic=topic, partition=partition)
+                    continue
                 marker = rb.build_control_batch(rb.CONTROL_TYPE_COMMIT if committed else rb.CONTROL_TYPE_ABORT,
                                                 producer_id=m.producer_id, producer_epoch=m.epoch, timestamp=_now())
                 async with self.gw.partition_locks[(topic, partition)]:
-                    res = await self._put(self.store.put_record_batch, topic, partition, marker, delay_headers=False)
+                    res = await self._put(self.store.put_record_batch, topic, queue, marker, delay_headers=False)
             if not res.stored:
                 log.error("txn_marker_failed", transactional_id=tid, topic=topic, partition=partition,
                           status=res.status.name, error=res.error)

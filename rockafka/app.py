@@ -75,7 +75,13 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
 
     broker.registration_extras = lambda: registration_extras(store, config, kafka)
     broker.runtime_info_providers.append(lambda: ha_runtime_fields(store.ha.runtime_info()))
-    components.append(GroupViewRefresher(broker, kafka, config.extra_int("cluster_view_refresh_ms", 1000)))
+    refresher = GroupViewRefresher(broker, kafka, config.extra_int("cluster_view_refresh_ms", 1000))
+    components.append(refresher)
+    # -- the cluster: Kafka topics placed over every group, coordinators where their state is (cluster.md) --
+    from .cluster_ops import CoordinatorPlacementWatch, RemoteGroups
+
+    kafka.remote_groups = RemoteGroups(broker)
+    refresher.on_refresh.append(CoordinatorPlacementWatch(broker, kafka).check)
     # -- RocketMQ 5 gRPC proxy front --
     from gateway_grpc.server import GrpcGateway
 

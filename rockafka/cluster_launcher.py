@@ -67,7 +67,7 @@ MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
 LAUNCHER_KEYS = frozenset({
     "host", "kafka_port", "namesrv_port", "admin_port", "listen_port", "ha_listen_port", "grpc_proxy_port",
     "grpc_server_port", "store_path_root_dir", "broker_cluster_name", "broker_name", "broker_id", "broker_role",
-    "namesrv_addr", "ha_master_address", "listeners", "advertised_listeners",
+    "namesrv_addr", "ha_master_address", "listeners", "advertised_listeners", "kafka_node_id",
 })
 
 
@@ -127,8 +127,9 @@ def plan_cluster(directory: Path, *, groups: int, replicas: int, namesrvs: int, 
             name = f"{bname}-{r}"
             data = directory / name
             member_role = role if r == 0 else "SLAVE"
+            # every node of the cluster its own Kafka node id (docs/design/cluster.md): 100 * group + brokerId
             keys = {"brokerClusterName": cluster_name, "brokerName": bname, "brokerId": str(r),
-                    "brokerRole": member_role, "namesrvAddr": namesrv_addr}
+                    "brokerRole": member_role, "namesrvAddr": namesrv_addr, "kafka_node_id": str(100 * g + r)}
             if r:
                 keys["haMasterAddress"] = f"{reach}:{master_ha}"
             argv = list(command) + [

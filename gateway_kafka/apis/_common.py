@@ -18,6 +18,7 @@ from typing import Any, Callable
 from engine import message as msg
 from engine.state_log import is_internal  # noqa: F401  (Kafka's Topic.isInternal: the handlers' name for it)
 from engine.topic_config import TopicConfig
+from gateway_kafka import error_codes as E
 
 TOPIC_MAX_MESSAGE_BYTES = "max.message.bytes"
 
@@ -127,6 +128,31 @@ def partition_count(tc: TopicConfig) -> int:
     return tc.read_queue_nums
 
 
+def local_queue(gateway: Any, topic: str, partition: int) -> tuple[int | None, int]:
+    """(local queue id, NONE) when this node's group owns ``partition`` of ``topic``; (None,
+    NOT_LEADER_OR_FOLLOWER) when another group does; (None, UNKNOWN_TOPIC_OR_PARTITION) when no
+    group does (docs/design/cluster.md)."""
+    cluster = gateway.cluster
+    if cluster is None:
+        tc = find_topic(gateway, topic)
+        ok = tc is not None and 0 <= partition < partition_count(tc)
+        return (partition, E.NONE) if ok else (None, E.UNKNOWN_TOPIC_OR_PARTITION)
+    queue = cluster.local_queue(topic, partition)
+    if queue is not None:
+        return queue, E.NONE
+    if cluster.owner(topic, partition) is not None:
+        return None, E.NOT_LEADER_OR_FOLLOWER
+    return None, E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def partition_exists(gateway: Any, topic: str, partition: int) -> bool:
+    """Some group of the cluster owns ``partition`` of ``topic`` (offsets may be committed for it)."""
+    if gateway.cluster is None:
+        tc = find_topic(gateway, topic)
+        return tc is not None and 0 <= partition < partition_count(tc)
+    return gateway.cluster.owner(topic, partition) is not None
+
+
 async def blocking(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     """Run a store call that may wait on disk in the default executor."""
     loop = asyncio.get_running_loop()
@@ -139,6 +165,24 @@ def visible_topics(gateway: Any) -> dict[str, TopicConfig]:
 
 def find_topic(gateway: Any, name: str) -> TopicConfig | None:
     return gateway.store.topic_config.get(name)
+
+
+def cluster_topics(gateway: Any) -> dict[str, TopicConfig | None]:
+    """Every Kafka-visible topic of the cluster: this node's (with its config) and those only
+    other broker groups hold (None)."""
+    out: dict[str, TopicConfig | None] = dict(visible_topics(gateway))
+    if gateway.cluster is not None:
+        for name in gateway.cluster.topic_names():
+            if name not in out and not is_hidden(name, gateway):
+                out[name] = None
+    return out
+
+
+def topic_partition_ids(gateway: Any, name: str, tc: TopicConfig | None) -> list[int]:
+    """The topic's partition ids over the whole cluster, ascending."""
+    if gateway.cluster is None:
+        return list(range(partition_count(tc))) if tc is not None else []
+    return gateway.cluster.partition_ids(name)
 
 
 def new_topic_config(name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicConfig:

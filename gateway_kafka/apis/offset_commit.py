@@ -29,7 +29,7 @@ from engine.consumer_offset import OffsetEntry
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import find_topic, partition_count, partition_results, topic_by_id
+from gateway_kafka.apis._common import partition_exists, partition_results, topic_by_id
 
 
 def store_result_code(res) -> int:
@@ -63,9 +63,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     entries: dict[tuple[str, int], OffsetEntry] = {}
     for t in body.get("topics") or ():
         name = t.get("name")
-        tc = find_topic(gw, name)
         topic_denied = top == E.NONE and name is not None and not authz.topic(ctx, authz.Op.READ, name)
-        count = partition_count(tc) if tc is not None else 0
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
             meta = p.get("committed_metadata")
@@ -75,7 +73,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 codes[(name, index)] = E.UNKNOWN_TOPIC_ID
             elif topic_denied:
                 codes[(name, index)] = E.TOPIC_AUTHORIZATION_FAILED
-            elif not 0 <= index < count:
+            elif not partition_exists(gw, name, index):
                 codes[(name, index)] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif meta is not None and len(meta.encode("utf-8")) > max_meta:
                 codes[(name, index)] = E.OFFSET_METADATA_TOO_LARGE

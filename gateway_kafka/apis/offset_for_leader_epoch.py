@@ -12,7 +12,7 @@ from __future__ import annotations
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import find_topic, partition_count
+from gateway_kafka.apis._common import local_queue
 
 
 @api(key=23, min=0, max=4)
@@ -21,15 +21,14 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     topics = []
     for t in body.get("topics") or ():
         name = t.get("topic")
-        tc = find_topic(gw, name)
         parts = []
         for p in t.get("partitions") or ():
             index = p.get("partition", -1)
             if not authz.topic(ctx, authz.Op.DESCRIBE, name):
                 parts.append({"error_code": E.TOPIC_AUTHORIZATION_FAILED, "partition": index, "leader_epoch": -1,
                               "end_offset": -1})
-            elif tc is None or not 0 <= index < partition_count(tc):
-                parts.append({"error_code": E.UNKNOWN_TOPIC_OR_PARTITION, "partition": index, "leader_epoch": -1,
+            elif local_queue(gw, name, index)[0] is None:
+                parts.append({"error_code": local_queue(gw, name, index)[1], "partition": index, "leader_epoch": -1,
                               "end_offset": -1})
             elif p.get("current_leader_epoch", -1) > 0:
                 parts.append({"error_code": E.UNKNOWN_LEADER_EPOCH, "partition": index, "leader_epoch": -1,
@@ -38,6 +37,6 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 parts.append({"error_code": E.NONE, "partition": index, "leader_epoch": -1, "end_offset": -1})
             else:
                 parts.append({"error_code": E.NONE, "partition": index, "leader_epoch": 0,
-                              "end_offset": gw.store.get_max_offset_in_queue(name, index)})
+                              "end_offset": gw.store.get_max_offset_in_queue(name, local_queue(gw, name, index)[0])})
         topics.append({"topic": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

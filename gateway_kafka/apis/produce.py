@@ -58,7 +58,8 @@ import time
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, is_internal, message_limit, partition_count, topic_name_error
+from gateway_kafka.apis._common import (blocking, find_topic, is_internal, local_queue, message_limit,
+                                        topic_name_error)
 from gateway_kafka.producer_state import check_sequence
 from engine import metrics
 from engine.compaction import is_compacted
@@ -151,8 +152,11 @@ def min_insync_replicas(gw, tc) -> int:
 
 async def produce_partition(ctx: RequestContext, topic: str, index: int, records, max_bytes: int, acks: int = 1,
                             timeout_ms: int = 30_000, min_isr: int = 1, compacted: bool = False,
-                            attributes: dict | None = None) -> dict:
+                            attributes: dict | None = None, queue: int | None = None) -> dict:
+    """Append to partition ``index``, stored in local queue ``queue`` (the same id unless the topic
+    spreads over broker groups, docs/design/cluster.md)."""
     gw = ctx.gateway
+    queue = index if queue is None else queue
     store = gw.store
     ha = store.ha
     replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()))
@@ -192,7 +196,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 if txn_code != E.NONE:
                     return _result(index, txn_code, message=f"transactional batch of producer {h.producer_id} epoch "
                                                             f"{h.producer_epoch} refused: {E.NAMES.get(txn_code)}")
-            verdict = check_sequence(ps.entry(topic, index, h.producer_id) if h.producer_id >= 0 else None,
+            verdict = check_sequence(ps.entry(topic, queue, h.producer_id) if h.producer_id >= 0 else None,
                                      h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
             if verdict.error_code != E.NONE:
                 return _result(index, verdict.error_code, message=verdict.message)
@@ -202,11 +206,11 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 end_offset = max(end_offset, store.confirmed_offset)  # it is at or below the log's end
                 continue
             if sync_put:
-                res = store.put_record_batch(topic, index, bytes(view), born_host=born, sync_replicas=False,
+                res = store.put_record_batch(topic, queue, bytes(view), born_host=born, sync_replicas=False,
                                              max_size=max_bytes)
             else:
                 try:
-                    res = await gw.send_queue.run(functools.partial(store.put_record_batch, topic, index, bytes(view),
+                    res = await gw.send_queue.run(functools.partial(store.put_record_batch, topic, queue, bytes(view),
                                                                     born_host=born, sync_replicas=False,
                                                                     max_size=max_bytes))
                 except SendQueueBusy as exc:
@@ -223,7 +227,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 first_offset = res.queue_offset
             end_offset = max(end_offset, res.end_offset)
     metrics.topic_in("kafka", topic, sum(len(v) for v, _h in batches), sum(h.last_offset_delta + 1 for _v, h in batches))
-    result = _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, index))
+    result = _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, queue))
     if replicate and end_offset >= 0:  # waited for by ``handle`` after every partition appended
         result[_WAIT] = ha.wait_replicated(end_offset, min_isr - 1, timeout_ms / 1000)
     return result
@@ -265,25 +269,27 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
         elif not authz.topic(ctx, authz.Op.WRITE, name):
             out = [_result(p.get("index", -1), E.TOPIC_AUTHORIZATION_FAILED,
                            message=f"{ctx.conn.principal} may not WRITE topic {name}") for p in parts]
-        elif tc is None:
+        elif tc is None and (topic_name_error(name) or gw.cluster is None or name not in gw.cluster.topic_names()):
             code = E.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else E.UNKNOWN_TOPIC_OR_PARTITION
             out = [_result(p.get("index", -1), code) for p in parts]
+        elif tc is None:  # held by other broker groups only
+            out = [_result(p.get("index", -1), local_queue(gw, name, p.get("index", -1))[1]) for p in parts]
         elif is_internal(name):
             out = [_result(p.get("index", -1), E.INVALID_TOPIC_EXCEPTION,
                            message=f"cannot append to internal topic {name}") for p in parts]
         else:
-            count = partition_count(tc)
             limit = message_limit(gw, tc)
             min_isr = min_insync_replicas(gw, tc)
             timeout_ms = max(0, body.get("timeout_ms", 30_000) or 0)
             for p in parts:
                 index = p.get("index", -1)
-                if not 0 <= index < count:
-                    out.append(_result(index, E.UNKNOWN_TOPIC_OR_PARTITION))
+                queue, code = local_queue(gw, name, index)
+                if queue is None:
+                    out.append(_result(index, code))
                 else:
                     out.append(await produce_partition(ctx, name, index, p.get("records"), limit, acks, timeout_ms,
                                                        min_isr, compacted=is_compacted(tc.attributes),
-                                                       attributes=tc.attributes))
+                                                       attributes=tc.attributes, queue=queue))
         responses.append({"name": name, "partition_responses": out})
     # acks=all: every partition appended first, then all replication waits at once
     waits = [_await_replication(gw, t["name"], p) for t in responses for p in t["partition_responses"] if _WAIT in p]
