@@ -12,7 +12,7 @@ from __future__ import annotations
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis.list_partition_reassignments import partition_exists
+from gateway_kafka.apis._common import partition_exists
 
 REFUSED = ("partitions do not move between brokers: a partition stays on the broker group that holds its "
            "topic's queue (replicas are that group's master and slaves)")

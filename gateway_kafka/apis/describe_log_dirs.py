@@ -16,7 +16,7 @@ import shutil
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, partition_count, visible_topics
+from gateway_kafka.apis._common import blocking, find_topic, local_queue, topic_partition_ids, visible_topics
 
 
 def partition_size(store, topic: str, queue_id: int) -> int:
@@ -42,15 +42,15 @@ def partition_size(store, topic: str, queue_id: int) -> int:
 def _describe(gw, wanted) -> dict:
     store = gw.store
     if wanted is None:
-        wanted = {name: range(partition_count(tc)) for name, tc in visible_topics(gw).items()}
+        wanted = {name: topic_partition_ids(gw, name, tc) for name, tc in visible_topics(gw).items()}
     topics = []
     for name, indexes in wanted.items():
-        tc = find_topic(gw, name)
-        if tc is None:
+        if find_topic(gw, name) is None:
             continue
-        count = partition_count(tc)
-        parts = [{"partition_index": i, "partition_size": partition_size(store, name, i), "offset_lag": 0,
-                  "is_future_key": False} for i in indexes if 0 <= i < count]
+        # this node's log dir holds the partitions its broker group owns (docs/design/cluster.md)
+        local = [(i, q) for i in indexes if (q := local_queue(gw, name, i)[0]) is not None]
+        parts = [{"partition_index": i, "partition_size": partition_size(store, name, q), "offset_lag": 0,
+                  "is_future_key": False} for i, q in local]
         if parts:
             topics.append({"name": name, "partitions": parts})
     usage = shutil.disk_usage(store.root)

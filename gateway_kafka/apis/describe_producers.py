@@ -13,7 +13,7 @@ from __future__ import annotations
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import find_topic, partition_count
+from gateway_kafka.apis._common import local_queue
 
 
 @api(key=61, min=0, max=0)
@@ -22,21 +22,20 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     topics = []
     for t in body.get("topics") or ():
         name = t.get("name", "")
-        tc = find_topic(gw, name)
         allowed = authz.topic(ctx, authz.Op.READ, name)
         parts = []
         for index in t.get("partition_indexes") or ():
             entry = {"partition_index": index, "error_code": E.NONE, "error_message": None, "active_producers": []}
             if not allowed:
                 entry.update(error_code=E.TOPIC_AUTHORIZATION_FAILED, error_message=f"not allowed to READ {name!r}")
-            elif tc is None or not 0 <= index < partition_count(tc):
-                entry.update(error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
-                             error_message=f"partition {name}-{index} does not exist")
+            elif (queue := local_queue(gw, name, index))[0] is None:  # not here: another group, or none
+                entry.update(error_code=queue[1], error_message=f"partition {name}-{index} is not on this node"
+                             if queue[1] == E.NOT_LEADER_OR_FOLLOWER else f"partition {name}-{index} does not exist")
             else:
                 entry["active_producers"] = [
                     {"producer_id": pid, "producer_epoch": epoch, "last_sequence": seq, "last_timestamp": ts,
                      "coordinator_epoch": -1, "current_txn_start_offset": start}
-                    for pid, epoch, seq, ts, start in gw.store.producer_state.active_producers(name, index)]
+                    for pid, epoch, seq, ts, start in gw.store.producer_state.active_producers(name, queue[0])]
             parts.append(entry)
         topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -10,12 +10,7 @@ from __future__ import annotations
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import find_topic, partition_count
-
-
-def partition_exists(gw, name: str, index: int) -> bool:
-    tc = find_topic(gw, name)
-    return tc is not None and 0 <= index < partition_count(tc)
+from gateway_kafka.apis._common import partition_exists
 
 
 @api(key=46, min=0, max=0)

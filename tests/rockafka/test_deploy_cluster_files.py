@@ -242,6 +242,7 @@ def test_k8s_workloads_match_the_cli_and_the_configuration(tmp_path):
     services = by_kind(docs, "Service")
     pdbs = by_kind(docs, "PodDisruptionBudget")
     groups: dict[str, dict[int, str]] = {}
+    kafka_node_ids: dict[int, str] = {}  # one Kafka cluster: every broker its own node id
     namesrv_pods: dict[str, int] = {}
     namesrv_addr: set[str] = set()
     for sts in by_kind(docs, "StatefulSet"):
@@ -271,6 +272,9 @@ def test_k8s_workloads_match_the_cli_and_the_configuration(tmp_path):
             group = groups.setdefault(cfg.broker.broker_name, {})
             assert cfg.broker.broker_id not in group, f"two pods are {cfg.broker.broker_name} id {cfg.broker.broker_id}"
             group[cfg.broker.broker_id] = cfg.store.broker_role
+            node_id = cfg.extra_int("kafka_node_id", cfg.broker.broker_id)
+            assert node_id not in kafka_node_ids, f"{name} and {kafka_node_ids.get(node_id)} are Kafka node {node_id}"
+            kafka_node_ids[node_id] = name
             assert labels["rockafka.io/broker-name"] == cfg.broker.broker_name
             assert cfg.broker.broker_ip1 == "10.1.2.3"  # the pod's IP, from the downward API
             namesrv_addr.add(cfg.broker.namesrv_addr)
