@@ -227,6 +227,8 @@ class MessageStore:
         self.replicated_unknown_topics: dict[str, int] = {}
         self._sync = config.flush_disk_type == "SYNC_FLUSH"
         self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
+        # the master flavour this store takes when it leads (a controller may make a slave master)
+        self.master_role = config.broker_role if config.broker_role != "SLAVE" else "ASYNC_MASTER"
         self.ha = HAService(self)  # replication: master service or slave client, by broker_role
         if broker_config is None:  # an embedded store (tests, tools): its HA listener takes any free port
             self.ha.listen_port = 0
@@ -473,15 +475,18 @@ class MessageStore:
     def is_slave(self) -> bool:
         return self.config.broker_role == "SLAVE"
 
-    def change_role(self, role: str, master_address: str | None = None) -> None:
+    def change_role(self, role: str, master_address: str | None = None, epoch: int | None = None) -> None:
         """Switch between master (ASYNC_MASTER / SYNC_MASTER) and SLAVE while running: a new
-        master opens a new epoch at its log's end and delivers delayed and timer messages from
-        where its copied progress says; a master stepping down stops accepting puts at once,
-        stops delivering and follows ``master_address`` (or the NameServer's answer)."""
+        master opens a new epoch (``epoch`` when a controller hands it out) at its log's end and
+        delivers delayed and timer messages from where its copied progress says; a master
+        stepping down stops accepting puts at once, stops delivering and follows
+        ``master_address`` (or the NameServer's answer)."""
         if role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
             raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, got {role!r}")
         was_slave = self.is_slave
         if role == self.config.broker_role:
+            if role == "SLAVE" and master_address:
+                self.ha.update_master_address(master_address)
             return
         if not was_slave and role != "SLAVE":  # between master flavours: only the wait changes
             self.config.broker_role = role
@@ -491,7 +496,7 @@ class MessageStore:
             self.schedule.stop()
         with self._put_lock:  # no put in flight while the log changes hands
             pass
-        self.ha.change_role(role, master_address)
+        self.ha.change_role(role, master_address, epoch)
         self.timer.follower = role == "SLAVE"
         if was_slave:
             self.schedule.start()
@@ -504,6 +509,10 @@ class MessageStore:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 "this broker is a slave (brokerRole=SLAVE): its log is written by replication only; "
                                 "write to the master of the group")
+        if not self.ha.lease_valid():
+            return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                "master lease expired: the failover controller has not confirmed this broker as "
+                                "master recently (cut off, or another broker was elected); write to the current master")
         if self.disk_full:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 f"disk of {self.root} is more than {self.config.disk_space_warning_level_ratio}% full "

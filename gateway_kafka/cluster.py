@@ -79,7 +79,8 @@ class LocalCluster:
         view = groups.get(self.broker_name)
         if view is None:
             return
-        members = [m for m in view.members if m.broker_id != self.broker_id]
+        # this node by its Kafka node id: in controller mode it registers under 0 while it leads
+        members = [m for m in view.members if m.node.node_id != self.self_node.node_id]
         me = GroupMember(self.broker_id, self.self_node, "SLAVE" if not self.local.is_master() else "MASTER")
         self.group = GroupView(view.broker_name, tuple(sorted(members + [me], key=lambda m: m.broker_id)),
                                view.in_sync_broker_ids)

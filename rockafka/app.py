@@ -116,6 +116,10 @@ class Node:
 
             config.broker.broker_ip1 = local_address()
         self.store = MessageStore(config.store, broker_config=config.broker)
+        if config.broker.enable_controller_mode:
+            # the controller says who leads (docs/design/failover.md): start as a slave that knows
+            # no master; brokerRole only says which master this broker becomes when elected
+            config.store.broker_role = "SLAVE"
         self.components: list[Any] = []
         self._stopped = asyncio.Event()
 

@@ -67,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("--port", type=int, default=9876, help="listen port (default 9876; 0 = any free port)")
     namesrv.add_argument("--kv-config", metavar="FILE", help="where to persist KV config (default: not persisted)")
     namesrv.add_argument("--broker-expired-ms", type=int, default=120_000, help="drop brokers silent this long (default 120000)")
+    namesrv.add_argument("--data-dir", metavar="DIR", default="./namesrv-data",
+                         help="where the controller keeps its Raft journal (default ./namesrv-data)")
+    namesrv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="controller keys, e.g. enableControllerInNamesrv=true controllerDLegerPeers=... "
+                              "(docs/design/failover.md)")
     namesrv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     namesrv.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
     from .admin_cli import add_admin_parser
@@ -101,13 +106,23 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
     import structlog
 
+    from engine.config import load_controller_config
     from gateway_native.namesrv import NameServer
 
     rlog.configure(args.log_level, args.log_json)
+    settings = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        settings[key] = value
+    controller = load_controller_config(settings)
 
     async def run() -> None:
         ns = NameServer(args.host, args.port, kv_config_path=args.kv_config, broker_expired_ms=args.broker_expired_ms,
-                        scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)))
+                        scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)),
+                        controller=controller if controller.enable_controller_in_namesrv else None,
+                        data_dir=args.data_dir)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
