@@ -223,6 +223,8 @@ class MessageStore:
         self.last_exit_ok = True
         self.disk_full = False
         self._pending_listeners: list[Callable[[str, int, int], None]] = []
+        # called with the new role after change_role, before the caller lets writes in
+        self.role_listeners: list[Callable[[str, int], None]] = []
         # a slave: topics its replicated units name that its topic table lacks (-> queue count seen)
         self.replicated_unknown_topics: dict[str, int] = {}
         self._sync = config.flush_disk_type == "SYNC_FLUSH"
@@ -501,6 +503,11 @@ class MessageStore:
         if was_slave:
             self.schedule.start()
         log.info("store_role_changed", role=role, commitlog_max_offset=self.confirmed_offset)
+        for cb in list(self.role_listeners):
+            try:
+                cb(role, self.ha.master_epoch)
+            except Exception:
+                log.exception("role_listener_failed", role=role)
 
     def _check_writable(self) -> PutMessageResult | None:
         if not self.running:

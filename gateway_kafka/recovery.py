@@ -38,14 +38,35 @@ def save_producer_state(store: Any, ps: ProducerStateManager, expiration_ms: int
     ps.save(log_end)
 
 
-def restore_producer_state(store: Any, ps: ProducerStateManager, max_records: int = 100_000) -> None:
+def rebuild_producer_state_on_promotion(store: Any, ps: ProducerStateManager, epoch: int,
+                                        max_records: int = 100_000) -> None:
+    """A slave became master (failover): its sequence state is rebuilt from the replicated log
+    alone — its own snapshot predates the log it now serves and may describe batches a
+    truncation removed. Producer ids it hands out from here start at ``epoch << 40``: the
+    former master may have handed out ids of its reserved block that no batch shows yet, and
+    each master epoch owning its own range keeps two producers from sharing an id."""
+    ps.load()  # ids and transactional ids; partition state is rebuilt below
+    ps.partitions = {}
+    ps.log_end = {}
+    restore_producer_state(store, ps, max_records, load=False)
+    seen = max((pid for producers in ps.partitions.values() for pid in producers), default=-1)
+    start = max(ps.next_producer_id, seen + 1, epoch << 40)
+    ps.next_producer_id = ps._reserved_until = start
+    ps.dirty = True
+    log.info("producer_state_rebuilt_on_promotion", epoch=epoch, next_producer_id=start,
+             partitions_with_producers=len(ps.partitions))
+
+
+def restore_producer_state(store: Any, ps: ProducerStateManager, max_records: int = 100_000,
+                           load: bool = True) -> None:
     """Load the snapshot, then replay batch headers stored after it — at most the last
     ``max_records`` offsets of a partition, so a first start over a large existing log stays
     quick; a producer whose batches all lie before that window counts as unknown (any
     sequence accepted), as in Kafka once a producer's state has expired."""
     from gateway_kafka.apis._common import stored_batch
 
-    ps.load()
+    if load:
+        ps.load()
     replayed = 0
     for topic, q in _partitions(store):
         lo = store.get_min_offset_in_queue(topic, q)

@@ -191,8 +191,19 @@ class KafkaGateway:
                                     broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
                                     local=_local_replication(self.store))
         self._snapshot_task = asyncio.create_task(self._snapshot_loop())
+        self.store.role_listeners.append(self._role_changed)
         log.info("kafka_gateway_started", host=self.settings.host, port=self.port, advertised=f"{host}:"
                  f"{self.settings.advertised_port or self.port}", apis=len(apis.REGISTRY))
+
+    def _role_changed(self, role: str, epoch: int) -> None:
+        """Failover made this node master (docs/design/failover.md): idempotence state comes from
+        the replicated log before the store lets writes in (runs in the role change's thread)."""
+        if role == "SLAVE":
+            return
+        from gateway_kafka import recovery
+
+        recovery.rebuild_producer_state_on_promotion(self.store, self.producer_state, epoch,
+                                                     self.settings.producer_state_rebuild_max_records)
 
     def _default_advertised_host(self) -> str:
         host = self.settings.host
@@ -202,6 +213,8 @@ class KafkaGateway:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._role_changed in self.store.role_listeners:
+            self.store.role_listeners.remove(self._role_changed)
         if self._server is not None:
             self._server.close()
         self.coordinator.close()

@@ -63,6 +63,9 @@ class ReplicasManager:
         self._role_lock = asyncio.Lock()
         self._last_sss_check = 0.0
         self._last_metadata = 0.0
+        # SyncStateSet member -> when this master last saw it in sync (or took office)
+        self._member_seen: dict[int, float] = {}
+        self.not_catchup_s = self.store.config.ha_max_time_slave_not_catchup / 1000
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -167,10 +170,17 @@ class ReplicasManager:
         if not self.is_master or not g or int(g.get("masterBrokerId", -1)) != self.broker_id:
             return
         current = set(int(b) for b in g.get("syncStateSet", []))
-        local = set(self.store.ha.local_in_sync_ids()) | {self.broker_id}
-        if local == current:
+        now = time.monotonic()
+        caught_up = set(self.store.ha.local_in_sync_ids())
+        for b in caught_up:
+            self._member_seen[b] = now
+        # a member leaves only after haMaxTimeSlaveNotCatchup out of sync (RocketMQ's and Kafka's
+        # rule): a slave reconnecting after a failover or a short hiccup keeps its place
+        keep = {b for b in current - caught_up if now - self._member_seen.setdefault(b, now) <= self.not_catchup_s}
+        proposal = caught_up | keep | {self.broker_id}
+        if proposal == current:
             return
-        body = json.dumps({"syncStateSet": sorted(local), "syncStateSetEpoch": g["syncStateSetEpoch"]}).encode()
+        body = json.dumps({"syncStateSet": sorted(proposal), "syncStateSetEpoch": g["syncStateSetEpoch"]}).encode()
         resp = await self.invoke(RC.CONTROLLER_ALTER_SYNC_STATE_SET, {
             "brokerName": self.group, "masterBrokerId": self.broker_id, "masterEpoch": g["masterEpoch"]}, body)
         if resp.code == R.SUCCESS:
@@ -206,6 +216,7 @@ class ReplicasManager:
                     await loop.run_in_executor(None, self.store.change_role, "SLAVE", None)
                 self.store.ha.set_sync_state_set(frozenset() if self.bc.all_ack_in_sync_state_set else None)
                 self._apply_sync_state_set(g)
+                self._member_seen = {int(b): time.monotonic() for b in g.get("syncStateSet", [])}
                 await loop.run_in_executor(None, lambda: self.store.change_role(self.master_role, None, epoch))
                 metrics.FAILOVER_ROLE_CHANGES.labels("master").inc()
                 log.warning("failover_became_master", broker_id=self.broker_id, group=self.group, epoch=epoch,

@@ -70,7 +70,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
     gw = ctx.gateway
     store = gw.store
     ha = store.ha
-    replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()))
+    replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()) or bool(ha.sync_state_set))
     if replicate and 1 + ha.in_sync_count() < min_isr:
         return _result(index, E.NOT_ENOUGH_REPLICAS,
                        message=f"{1 + ha.in_sync_count()} in-sync replica(s), min.insync.replicas is {min_isr}")

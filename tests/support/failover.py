@@ -21,7 +21,8 @@ from tests.support.node import RunningNode, StandaloneNamesrv, free_port
 
 # fast enough for tests; the lease stays shorter than the heartbeat timeout (fencing)
 FAILOVER_SETTINGS = {"brokerHeartbeatInterval": 500, "controllerHeartBeatTimeoutMills": 3000,
-                     "masterLeaseMills": 2000, "checkSyncStateSetPeriod": 500}
+                     "masterLeaseMills": 2000, "checkSyncStateSetPeriod": 500,
+                     "haMaxTimeSlaveNotCatchup": 5000}
 CONTROLLER_SETTINGS = {"scanNotActiveBrokerInterval": 300}
 
 
