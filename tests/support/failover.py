@@ -103,8 +103,10 @@ class ControllerQuorum:
 
 class FailoverGroup:
     def __init__(self, tmp_path: Path, *, members: int = 3, role: str = "SYNC_MASTER", name: str = "broker-a",
-                 settings: dict[str, object] | None = None, controller_settings: dict[str, object] | None = None):
+                 settings: dict[str, object] | None = None, controller_settings: dict[str, object] | None = None,
+                 network: Any = None):
         self.tmp_path = Path(tmp_path)
+        self.network = network  # compat/chaos/netns.Network: each broker in its own namespace
         self.name = name
         self.quorum = ControllerQuorum(self.tmp_path, settings=controller_settings)
         common = dict(TEST_SETTINGS, **FAILOVER_SETTINGS, brokerName=name, brokerRole=role,
