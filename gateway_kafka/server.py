@@ -108,7 +108,8 @@ def _local_replication(store: Any) -> LocalReplication:
                                               int(ident["kafkaPort"]), ident.get("brokerRack") or None)
         return out
 
-    return LocalReplication(is_master=lambda: ha.is_master,
+    # a master whose lease ran out (cut off from the controller) no longer claims to lead
+    return LocalReplication(is_master=lambda: ha.is_master and ha.lease_valid(),
                             in_sync_broker_ids=lambda: [v["brokerId"] for v in ha.in_sync_slaves()],
                             slave_nodes=slave_nodes)
 

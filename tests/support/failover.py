@@ -42,10 +42,12 @@ def remoting_call(addr: str, code: int, fields: dict[str, Any] | None = None, bo
 
 
 class ControllerQuorum:
-    def __init__(self, tmp_path: Path, peers: int = 3, settings: dict[str, object] | None = None):
+    def __init__(self, tmp_path: Path, peers: int = 3, settings: dict[str, object] | None = None,
+                 host: str = "127.0.0.1", command_prefix: list[str] | None = None):
         raft = [free_port() for _ in range(peers)]
-        spec = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(raft))
-        self.nodes = [StandaloneNamesrv(Path(tmp_path), start=False, name=f"controller-n{i}",
+        spec = ";".join(f"n{i}-{host}:{p}" for i, p in enumerate(raft))
+        self.nodes = [StandaloneNamesrv(Path(tmp_path), start=False, name=f"controller-n{i}", host=host,
+                                        command_prefix=command_prefix,
                                         settings={"enableControllerInNamesrv": "true", "controllerDLegerPeers": spec,
                                                   "controllerDLegerSelfId": f"n{i}", **CONTROLLER_SETTINGS,
                                                   **(settings or {})})
@@ -108,12 +110,17 @@ class FailoverGroup:
         self.tmp_path = Path(tmp_path)
         self.network = network  # compat/chaos/netns.Network: each broker in its own namespace
         self.name = name
-        self.quorum = ControllerQuorum(self.tmp_path, settings=controller_settings)
+        where = network.controller_place() if network is not None else {}
+        self.quorum = ControllerQuorum(self.tmp_path, settings=controller_settings, **where)
         common = dict(TEST_SETTINGS, **FAILOVER_SETTINGS, brokerName=name, brokerRole=role,
                       enableControllerMode="true", controllerAddr=self.quorum.addrs, namesrvAddr=self.quorum.addrs,
                       **(settings or {}))
         self.brokers = [RunningNode(self.tmp_path / f"{name}-{i}", settings=dict(common, brokerId=i))
                         for i in range(1, members + 1)]
+        if network is not None:
+            for i, b in enumerate(self.brokers, 1):
+                place = network.broker_place(i)
+                b.host, b.command_prefix = place["host"], place["command_prefix"]
 
     @property
     def namesrv_addr(self) -> str:

@@ -89,6 +89,7 @@ class RunningNode:
         self.settings = dict(settings or {})
         self.ready_timeout = ready_timeout
         self.host = "127.0.0.1"
+        self.command_prefix: list[str] = []  # e.g. ["ip", "netns", "exec", NAME]: run it in a namespace
         self._pick_ports()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
@@ -118,7 +119,7 @@ class RunningNode:
 
     # -- lifecycle ------------------------------------------------------------------------
     def args(self) -> list[str]:
-        cmd = rockafka_command() + [
+        cmd = self.command_prefix + rockafka_command() + [
             "serve", "--host", self.host, "--data-dir", str(self.data_dir),
             "--kafka-port", str(self.kafka_port), "--namesrv-port", str(self.namesrv_port),
             "--broker-port", str(self.broker_port), "--ha-port", str(self.ha_port),
@@ -240,8 +241,10 @@ class StandaloneNamesrv:
 
     def __init__(self, tmp_path: Path, expired_ms: int = 120_000, ready_timeout: float = 30.0, *,
                  settings: dict[str, object] | None = None, port: int | None = None, name: str | None = None,
-                 start: bool = True):
+                 start: bool = True, host: str = "127.0.0.1", command_prefix: list[str] | None = None):
         self.port = port or free_port()
+        self.host = host
+        self.command_prefix = list(command_prefix or [])
         self.tmp_path = Path(tmp_path)
         self.tmp_path.mkdir(parents=True, exist_ok=True)
         self.name = name or f"namesrv-{self.port}"
@@ -258,7 +261,7 @@ class StandaloneNamesrv:
     def start(self) -> "StandaloneNamesrv":
         offset = self.path.stat().st_size if self.path.exists() else 0
         self.log = open(self.path, "ab")
-        cmd = rockafka_command() + ["namesrv", "--host", "127.0.0.1", "--port", str(self.port),
+        cmd = self.command_prefix + rockafka_command() + ["namesrv", "--host", self.host, "--port", str(self.port),
                                     "--broker-expired-ms", str(self.expired_ms), "--data-dir", str(self.data_dir)]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
@@ -274,7 +277,7 @@ class StandaloneNamesrv:
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
