@@ -279,46 +279,27 @@ def _open(data_dir: Path):
     return store
 
 
-def _native_at(store, qid: int, qoff: int) -> bytes | None:
-    from engine.message import decode_message
-
-    got = store.get_message("check", NATIVE_TOPIC, qid, qoff, 1)
-    if not got.messages:
-        return None
-    return decode_message(bytes(got.messages[0])).body
-
-
-def _kafka_at(store, part: int, offset: int) -> bytes | None:
+def _scan(store, topic: str, queues: int, kafka: bool) -> dict[tuple[int, int], bytes]:
+    """(queue, offset) -> record value / message body, for the whole topic (each batch decoded once)."""
     from engine.message import decode_message
     from engine.record_batch import decode_batch
 
-    got = store.get_message("check", KAFKA_TOPIC, part, offset, 1)
-    if not got.messages:
-        return None
-    header, records = decode_batch(decode_message(bytes(got.messages[0])).body)
-    rec = [r for r in records if header.base_offset + r.offset_delta == offset]
-    return rec[0].value if rec else None
-
-
-def _all_values(store, topic: str, queues: int, kafka: bool) -> list[bytes]:
-    from engine.message import decode_message
-    from engine.record_batch import decode_batch
-
-    out = []
+    out: dict[tuple[int, int], bytes] = {}
     for q in range(queues):
         off = store.get_min_offset_in_queue(topic, q)
         hi = store.get_max_offset_in_queue(topic, q)
         while off < hi:
-            got = store.get_message("check", topic, q, off, 256)
-            if not got.messages:
+            got = store.get_message("check", topic, q, off, 1024)
+            if not got.messages or got.next_begin_offset <= off:
                 break
             for unit in got.messages:
                 m = decode_message(bytes(unit))
                 if kafka:
-                    _h, records = decode_batch(m.body)
-                    out += [r.value for r in records]
+                    h, records = decode_batch(m.body)
+                    for r in records:
+                        out[(q, h.base_offset + r.offset_delta)] = r.value
                 else:
-                    out.append(m.body)
+                    out[(q, m.queue_offset)] = m.body
             off = got.next_begin_offset
     return out
 
@@ -341,22 +322,18 @@ def check(master_dir: Path, slave_dirs: list[Path], native_acked: list, kafka_ac
         store = _open(d)
         try:
             where = "master" if i == 0 else f"replica {Path(d).name}"
-            for _t, q, off, body in native_acked:
-                got = _native_at(store, q, off)
-                if got != body:
-                    problems.append(f"native {q}@{off} on the {where}: {got[:24] if got else None!r}, "
-                                    f"acknowledged {body[:24]!r}")
-            for _t, p, off, value in kafka_acked:
-                got = _kafka_at(store, p, off)
-                if got != value:
-                    problems.append(f"kafka {p}@{off} on the {where}: {got[:24] if got else None!r}, "
-                                    f"acknowledged {value[:24]!r}")
+            qn = store.topic_config.get(NATIVE_TOPIC)
+            native = _scan(store, NATIVE_TOPIC, qn.write_queue_nums if qn else 8, False)
+            kafka = _scan(store, KAFKA_TOPIC, KAFKA_PARTITIONS, True)
+            for label, acked, log in (("native", native_acked, native), ("kafka", kafka_acked, kafka)):
+                for _t, q, off, body in acked:
+                    got = log.get((q, off))
+                    if got != body:
+                        problems.append(f"{label} {q}@{off} on the {where}: {got[:24] if got else None!r}, "
+                                        f"acknowledged {body[:24]!r}")
             if i == 0:
-                qn = store.topic_config.get(NATIVE_TOPIC)
-                native_values = _all_values(store, NATIVE_TOPIC, qn.write_queue_nums if qn else 8, False)
-                kafka_values = _all_values(store, KAFKA_TOPIC, KAFKA_PARTITIONS, True)
-                dupes = {"native": sum(n - 1 for n in Counter(native_values).values() if n > 1),
-                         "kafka": sum(n - 1 for n in Counter(kafka_values).values() if n > 1)}
+                dupes = {"native": sum(n - 1 for n in Counter(native.values()).values() if n > 1),
+                         "kafka": sum(n - 1 for n in Counter(kafka.values()).values() if n > 1)}
         finally:
             store.shutdown()
     return problems, dupes
@@ -384,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--json-out", default=None, help="also write the report here")
     args = ap.parse_args(argv)
+    # SIGTERM tears the group (and any namespaces) down like Ctrl-C does
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     faults = [f for f in args.faults.split(",") if f]
     if args.netns and "partition" not in faults:
         faults.append("partition")
