@@ -711,6 +711,9 @@ class MessageStore:
             guess = self._queue_offsets.get(key, 0)
             body_pos = _body_pos(unit)
             record_batch.set_base_offset(memoryview(unit)[body_pos:], guess)
+            if self.broker_config.enable_controller_mode:  # as Kafka brokers stamp the leader epoch
+                for u, _t, _c in units:
+                    record_batch.set_partition_leader_epoch(memoryview(u)[_body_pos(u):], self.ha.master_epoch)
             _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
         with self._put_lock:
             if not self.running:
@@ -1099,6 +1102,36 @@ class MessageStore:
         return res
 
     # ------------------------------------------------------------------ admin
+    def queue_offset_at(self, topic: str, queue_id: int, commitlog_offset: int) -> int:
+        """The first logical offset of the queue whose unit lies at or after ``commitlog_offset``
+        (the queue's max offset when none does)."""
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            unit = cq.unit(mid)
+            if unit is None or unit[0] >= commitlog_offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def epoch_end_offset(self, topic: str, queue_id: int, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for a follower or consumer that last saw ``epoch`` (Kafka's
+        OffsetForLeaderEpoch on the epoch file): the newest epoch <= ``epoch`` this log holds
+        and the queue offset where it ends — the queue's max offset for the current epoch;
+        (-1, -1) when the log holds no epoch that old."""
+        entries = self.ha.epochs.all()
+        older = [i for i, e in enumerate(entries) if e.epoch <= epoch]
+        if not older:
+            return -1, -1
+        i = older[-1]
+        if i + 1 >= len(entries):
+            return entries[i].epoch, self.get_max_offset_in_queue(topic, queue_id)
+        return entries[i].epoch, self.queue_offset_at(topic, queue_id, entries[i + 1].start_offset)
+
     def delete_records(self, topic: str, queue_id: int, before_offset: int) -> int:
         cq = self._cqs.get((topic, queue_id))
         if cq is None:

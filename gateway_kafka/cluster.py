@@ -45,6 +45,7 @@ class GroupView:
     broker_name: str
     members: tuple[GroupMember, ...] = ()
     in_sync_broker_ids: tuple[int, ...] = ()  # the master's in-sync slaves
+    master_epoch: int = 0  # the master's epoch as it registered it
 
     @property
     def master(self) -> GroupMember | None:
@@ -59,6 +60,9 @@ class LocalReplication:
     in_sync_broker_ids: Callable[[], list[int]] = lambda: []
     # a connected slave's Kafka node, from what it told the master (before the NameServer says)
     slave_nodes: Callable[[], dict[int, BrokerNode]] = lambda: {}
+    # the leader epoch partitions report: the master epoch under a failover controller, else 0
+    leader_epochs: bool = False
+    master_epoch: Callable[[], int] = lambda: 0
 
 
 class LocalCluster:
@@ -83,7 +87,7 @@ class LocalCluster:
         members = [m for m in view.members if m.node.node_id != self.self_node.node_id]
         me = GroupMember(self.broker_id, self.self_node, "SLAVE" if not self.local.is_master() else "MASTER")
         self.group = GroupView(view.broker_name, tuple(sorted(members + [me], key=lambda m: m.broker_id)),
-                               view.in_sync_broker_ids)
+                               view.in_sync_broker_ids, view.master_epoch)
         for m in self.group.members:
             self._seen[m.node.node_id] = m.node
 
@@ -114,6 +118,13 @@ class LocalCluster:
 
     def leader(self, topic: str, partition: int) -> BrokerNode | None:
         return self.master_node()
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """Kafka's leader epoch: the group's master epoch under a failover controller (it grows
+        at every election, KIP-320), 0 otherwise (a group's leader never changes by itself)."""
+        if not self.local.leader_epochs:
+            return 0
+        return self.local.master_epoch() if self.is_master else self.group.master_epoch
 
     def coordinator(self, key: str, key_type: int) -> BrokerNode | None:
         return self.master_node()
@@ -181,6 +192,7 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
     for name, bd in (info.get("brokerAddrTable") or {}).items():
         members = []
         in_sync: tuple[int, ...] = ()
+        epoch = 0
         for bid, addr in (bd.get("brokerAddrs") or {}).items():
             ex = extras.get(addr) or {}
             host, port, node_id = ex.get("kafkaHost"), ex.get("kafkaPort"), ex.get("kafkaNodeId")
@@ -190,7 +202,8 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
                                        str(ex.get("brokerRole") or "")))
             if int(bid) == 0:
                 in_sync = tuple(int(x) for x in ex.get("inSyncBrokerIds") or ())
-        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync)
+                epoch = int(ex.get("masterEpoch") or 0)
+        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, epoch)
     return out
 
 

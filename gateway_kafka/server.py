@@ -111,7 +111,9 @@ def _local_replication(store: Any) -> LocalReplication:
     # a master whose lease ran out (cut off from the controller) no longer claims to lead
     return LocalReplication(is_master=lambda: ha.is_master and ha.lease_valid(),
                             in_sync_broker_ids=lambda: [v["brokerId"] for v in ha.in_sync_slaves()],
-                            slave_nodes=slave_nodes)
+                            slave_nodes=slave_nodes,
+                            leader_epochs=bool(store.broker_config.enable_controller_mode),
+                            master_epoch=lambda: ha.master_epoch)
 
 
 class ArrivalHub:

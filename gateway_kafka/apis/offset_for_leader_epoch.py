@@ -1,10 +1,17 @@
 """OffsetForLeaderEpoch (key 23), versions 0-4.
 
-Every partition has had one leader epoch, 0, since it was created (a single node never
-changes leader), so the end offset of any epoch >= 0 is the high watermark and the answered
-epoch is 0. A ``current_leader_epoch`` newer than 0 is UNKNOWN_LEADER_EPOCH; unknown
-partitions UNKNOWN_TOPIC_OR_PARTITION. Consumers use this to validate their position after a
-metadata change; it never reports truncation here.
+Without a failover controller every partition has had one leader epoch, 0, since it was created
+(a group's master never changes by itself), so the end offset of any epoch >= 0 is the high
+watermark and the answered epoch is 0; a ``current_leader_epoch`` newer than 0 is
+UNKNOWN_LEADER_EPOCH.
+
+Under a failover controller (docs/design/failover.md) a partition's leader epoch is its broker
+group's master epoch, which grows at every election, and the answer comes from the store's
+epoch file (``MessageStore.epoch_end_offset``): the newest epoch not newer than the requested
+one and the partition offset where it ended — so a consumer that read past what a failover
+truncated learns where its epoch really ended (KIP-101, KIP-320). ``current_leader_epoch``
+older than the master's is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; a slave answers
+NOT_LEADER_OR_FOLLOWER (clients ask the leader). Unknown partitions UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -12,6 +19,26 @@ from __future__ import annotations
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic, partition_count
+
+
+def _answer(gw, name: str, index: int, p: dict) -> dict:
+    cluster = gw.cluster
+    current = cluster.leader_epoch(name, index)
+    asked_current = p.get("current_leader_epoch", -1)
+    if asked_current > current:
+        return {"error_code": E.UNKNOWN_LEADER_EPOCH, "partition": index, "leader_epoch": -1, "end_offset": -1}
+    if 0 <= asked_current < current:
+        return {"error_code": E.FENCED_LEADER_EPOCH, "partition": index, "leader_epoch": -1, "end_offset": -1}
+    epoch = p.get("leader_epoch", -1)
+    if epoch < 0:
+        return {"error_code": E.NONE, "partition": index, "leader_epoch": -1, "end_offset": -1}
+    if not gw.store.broker_config.enable_controller_mode:
+        return {"error_code": E.NONE, "partition": index, "leader_epoch": 0,
+                "end_offset": gw.store.get_max_offset_in_queue(name, index)}
+    if not cluster.is_master:
+        return {"error_code": E.NOT_LEADER_OR_FOLLOWER, "partition": index, "leader_epoch": -1, "end_offset": -1}
+    found, end = gw.store.epoch_end_offset(name, index, epoch)
+    return {"error_code": E.NONE, "partition": index, "leader_epoch": found, "end_offset": end}
 
 
 @api(key=23, min=0, max=4)
@@ -27,13 +54,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             if tc is None or not 0 <= index < partition_count(tc):
                 parts.append({"error_code": E.UNKNOWN_TOPIC_OR_PARTITION, "partition": index, "leader_epoch": -1,
                               "end_offset": -1})
-            elif p.get("current_leader_epoch", -1) > 0:
-                parts.append({"error_code": E.UNKNOWN_LEADER_EPOCH, "partition": index, "leader_epoch": -1,
-                              "end_offset": -1})
-            elif p.get("leader_epoch", -1) < 0:
-                parts.append({"error_code": E.NONE, "partition": index, "leader_epoch": -1, "end_offset": -1})
             else:
-                parts.append({"error_code": E.NONE, "partition": index, "leader_epoch": 0,
-                              "end_offset": gw.store.get_max_offset_in_queue(name, index)})
+                parts.append(_answer(gw, name, index, p))
         topics.append({"topic": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,120 @@
+"""Kafka clients through a failover (docs/design/failover.md, "What clients see"): the stock
+Java producer with its defaults (idempotent, acks=all) keeps producing while the master is
+killed — no OUT_OF_ORDER_SEQUENCE_NUMBER, no error, each record stored once at the offset it was
+acknowledged with — and the partition leader epoch follows the master epoch: Metadata reports
+it, stored batches carry it, OffsetForLeaderEpoch answers where an older epoch ended."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.compat import java_runner
+from tests.gateway_kafka.kafka_helpers import RawKafka
+from tests.support.failover import FailoverGroup
+from tests.support.group import wait_until
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    java_runner.build(java_runner.KAFKA_DIR)
+    g = FailoverGroup(tmp_path_factory.mktemp("kafka-failover")).start()
+    yield g
+    g.stop()
+
+
+def _bootstrap(group: FailoverGroup) -> str:
+    return ",".join(b.kafka_bootstrap for b in group.brokers)
+
+
+def test_java_idempotent_producer_keeps_producing_through_kill_9_of_the_master(group, tmp_path):
+    master = group.wait_settled()
+    cmd = java_runner.kafka_command(_bootstrap(group), ["idempotent-failover"], tmp_path)
+    cmd[-4:-4] = ["--records", "300", "--timeout-s", "180"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (tmp_path / "producing").exists() or proc.poll() is not None, 120,
+                   what="the Java producer's first acknowledgements")
+        master.kill()
+        group.wait_master(not_=master)
+        (tmp_path / "failed-over").touch()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    result = java_runner.parse(cmd, proc.returncode, out, err)
+    result.assert_passed("idempotent-failover", min_checks=7)
+    master.start()  # rejoins as a slave
+    group.wait_settled()
+
+
+def _metadata(node, topic: str) -> dict:
+    with RawKafka(node.kafka_bootstrap) as raw:
+        resp = raw.request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                  "include_cluster_authorized_operations": False,
+                                  "include_topic_authorized_operations": False})
+    return resp["topics"][0]["partitions"][0]
+
+
+def _epoch_end(node, topic: str, epoch: int, current: int = -1) -> dict:
+    with RawKafka(node.kafka_bootstrap) as raw:
+        resp = raw.request(23, 3, {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]})
+    return resp["topics"][0]["partitions"][0]
+
+
+def test_leader_epoch_follows_the_master_epoch(group):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    master = group.wait_settled()
+    topic = "epoch-topic"
+    kadmin = AdminClient({"bootstrap.servers": _bootstrap(group)})
+    kadmin.create_topics([NewTopic(topic, 1, 3)], request_timeout=15)[topic].result(30)
+    epoch = group.ha(master)["masterEpoch"]
+    p = Producer({"bootstrap.servers": _bootstrap(group), "acks": "all"})
+    for i in range(20):
+        p.produce(topic, f"a-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    for node in group.brokers:  # every member reports the master's epoch
+        wait_until(lambda: _metadata(node, topic)["leader_epoch"] == epoch, 30, what="the leader epoch in Metadata")
+    # a manual switch: the epoch grows by one
+    target = next(b for b in group.brokers if b is not master)
+    from gateway_native.client import Admin
+
+    with Admin(group.namesrv_addr) as admin:
+        admin.elect_master(group.namesrv_addr.split(";"), "broker-a", group.brokers.index(target) + 1)
+    new = group.wait_master(not_=master)
+    wait_until(lambda: _metadata(new, topic)["leader_epoch"] == epoch + 1, 30, what="the bumped leader epoch")
+    wait_until(lambda: _metadata(master, topic)["leader_epoch"] == epoch + 1, 30,
+               what="the old master reporting the new epoch")
+    assert _metadata(new, topic)["leader_id"] == group.brokers.index(new) + 1
+
+    def more() -> bool:
+        p.produce(topic, b"b-after", partition=0)
+        return p.flush(10) == 0
+    wait_until(more, 60, 0.5, "a record acknowledged by the new master")
+    # where the old epoch ended, per the new master's epoch file
+    assert _epoch_end(new, topic, epoch) == {"error_code": 0, "partition": 0, "leader_epoch": epoch, "end_offset": 20}
+    end = _epoch_end(new, topic, epoch + 1)
+    assert end["leader_epoch"] == epoch + 1 and end["end_offset"] >= 21
+    assert _epoch_end(new, topic, epoch, current=epoch)["error_code"] == 74  # FENCED_LEADER_EPOCH
+    assert _epoch_end(new, topic, epoch, current=epoch + 5)["error_code"] == 75  # UNKNOWN_LEADER_EPOCH
+    # stored batches carry the epoch they were written in
+    c = Consumer({"bootstrap.servers": _bootstrap(group), "group.id": "epoch-check", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    try:
+        from confluent_kafka import TopicPartition
+
+        c.assign([TopicPartition(topic, 0, 0)])
+        seen = []
+        wait_until(lambda: seen.extend(m for m in c.consume(50, 1.0) if m.error() is None) or
+                   any(m.value() == b"b-after" for m in seen), 60, what="the records back")
+        epochs = {m.value()[:1]: m.leader_epoch() for m in seen}
+        assert epochs[b"a"] == epoch and epochs[b"b"] == epoch + 1, epochs
+    finally:
+        c.close()
