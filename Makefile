@@ -39,11 +39,15 @@ test-deps: $(VENV)/.test-extras $(GRPC) $(HTMX)
 test: test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# fault loops outside `make test`: kill -9 of a SYNC_MASTER master under load, 20 cycles
-# (CHAOS_ARGS="--cycles 50 --seed 7" to change); exits non-zero if an acknowledged message is lost
+# fault loops outside `make test`, each exits non-zero if an acknowledged message is lost:
+# kill -9 of a SYNC_MASTER master under load, 20 cycles (CHAOS_ARGS="--cycles 50 --seed 7");
+# then automatic failover under a controller quorum, 52 faults (kill -9, SIGSTOP past the lease,
+# controller leader kill, and as root a network partition in namespaces; FAILOVER_ARGS)
 CHAOS_ARGS ?= --cycles 20
+FAILOVER_ARGS ?= --cycles 52 $(if $(filter 0,$(shell id -u)),--netns,)
 chaos: test-deps
 	$(BIN)/python compat/chaos/ha_kill.py $(CHAOS_ARGS)
+	$(BIN)/python compat/chaos/failover.py $(FAILOVER_ARGS)
 
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy

@@ -248,7 +248,13 @@ class Harness:
                                 self.native.acked, self.kafka.acked)
         times = [c["first_ack_after_s"] for c in self.cycles
                  if c["fault"] in ("kill", "stop", "partition") and c["first_ack_after_s"] is not None]
+        by_fault: dict[str, dict[str, Any]] = {}
+        for fault in sorted({c["fault"] for c in self.cycles}):
+            ts = [c["first_ack_after_s"] for c in self.cycles if c["fault"] == fault and c["first_ack_after_s"] is not None]
+            by_fault[fault] = {"runs": len(ts), "median_s": statistics.median(ts) if ts else None,
+                               "min_s": min(ts) if ts else None, "max_s": max(ts) if ts else None}
         return {"cycles": len(self.cycles), "faults": dict(Counter(c["fault"] for c in self.cycles)),
+                "first_ack_by_fault": by_fault,
                 "native_acked": len(self.native.acked), "kafka_acked": len(self.kafka.acked),
                 "native_statuses": dict(self.native.statuses), "kafka_statuses": dict(self.kafka.statuses),
                 "kafka_fatal": self.kafka.fatal, "duplicates": dupes, "problems": problems,
