@@ -137,7 +137,10 @@ class ReplicasManager:
 
     async def register(self) -> None:
         ha_addr = self.broker.ha_server_addr
-        body = json.dumps({"kafkaNodeId": self._kafka_node_id()}).encode()
+        # incarnation: a master that restarted before the controller replaced it must not go on
+        # in its old epoch (engine/controller/state.py)
+        body = json.dumps({"kafkaNodeId": self._kafka_node_id(),
+                           "incarnation": int(self.broker.started_at * 1000)}).encode()
         resp = await self.invoke(RC.CONTROLLER_REGISTER_BROKER, {
             "clusterName": self.bc.broker_cluster_name, "brokerName": self.group, "brokerId": self.broker_id,
             "brokerAddress": self.broker.addr, "haAddress": ha_addr}, body)
@@ -164,6 +167,16 @@ class ReplicasManager:
         if resp.code != R.SUCCESS:
             raise RuntimeError(f"heartbeat refused: {resp.code} {resp.remark}")
         await self.apply(json.loads(bytes(resp.body)), sent)
+
+    async def sync_metadata(self) -> None:
+        """CONTROLLER_GET_REPLICA_INFO every syncBrokerMetadataPeriod (RocketMQ's periodic
+        metadata sync); heartbeat answers carry the same every second, this also reaches a
+        broker whose heartbeats the controller refuses."""
+        resp = await self.invoke(RC.CONTROLLER_GET_REPLICA_INFO, {"brokerName": self.group})
+        if resp.code == R.SUCCESS and resp.body:
+            g = json.loads(bytes(resp.body)).get("rockafka")
+            if g:
+                await self.apply(g, None)
 
     async def propose_sync_state_set(self) -> None:
         g = self.view
@@ -259,6 +272,9 @@ class ReplicasManager:
                     await self.register()
                 await self.heartbeat()
                 now = time.monotonic()
+                if now - self._last_metadata >= self.sync_metadata_s:
+                    self._last_metadata = now
+                    await self.sync_metadata()
                 if self.is_master and now - self._last_sss_check >= self.check_sss_s:
                     self._last_sss_check = now
                     await self.propose_sync_state_set()

@@ -19,6 +19,8 @@ Invariants:
 
 Commands (``op``):
 - ``register``: ``group``, ``cluster``, ``brokerId``, ``brokerAddress``, ``haAddress``, ``extra``
+  (``extra.incarnation``: the broker process's start time; the master registering with a new
+  one restarted, and the group has no master until the next election)
 - ``elect``: ``group``, ``alive`` ({brokerId: {"epoch", "maxOffset"}}), ``designated`` (broker
   id or None), ``unclean`` (bool), ``reason`` (text for the event)
 - ``alter_sync_state_set``: ``group``, ``masterBrokerId``, ``masterEpoch``,
@@ -96,8 +98,16 @@ class ControllerState:
             g = self.groups[name] = GroupState(str(cmd.get("cluster") or "DefaultCluster"), name)
         info = {"brokerAddress": cmd.get("brokerAddress"), "haAddress": cmd.get("haAddress")}
         info.update(cmd.get("extra") or {})
+        before = g.replicas.get(bid, {}).get("incarnation")
         g.replicas[bid] = info
-        return {"ok": True, "group": g.view()}
+        restarted = (bid == g.master_broker_id and before is not None
+                     and info.get("incarnation") is not None and info["incarnation"] != before)
+        if restarted:
+            # the master came back before anyone replaced it: its log may have lost a tail the
+            # slaves hold, so it may not simply go on in its epoch; the next election (from the
+            # SyncStateSet, ranked by log end) opens a new one
+            g.master_broker_id = -1
+        return {"ok": True, "group": g.view(), "masterRestarted": restarted}
 
     def _elect(self, cmd: dict[str, Any]) -> dict[str, Any]:
         name = str(cmd["group"])

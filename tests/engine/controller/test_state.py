@@ -112,3 +112,19 @@ def test_epochs_only_grow_and_bad_commands_are_refused_without_changing_state():
     assert s.apply({"op": "elect", "group": "other", "alive": {}})["code"] == "NO_SUCH_GROUP"
     assert s.apply("not a dict")["code"] == "INVALID"
     assert s.view() == before
+
+
+def test_a_master_that_restarted_before_being_replaced_is_elected_again_only_in_a_new_epoch():
+    s = ControllerState()
+    for b in (1, 2):
+        s.apply({"op": "register", "group": G, "brokerId": b, "brokerAddress": f"h:{b}", "extra": {"incarnation": 100}})
+    _elect(s, _alive(1))
+    _grow(s, 1, [1, 2])
+    again = s.apply({"op": "register", "group": G, "brokerId": 2, "brokerAddress": "h:2", "extra": {"incarnation": 100}})
+    assert again["masterRestarted"] is False and again["group"]["masterBrokerId"] == 1
+    r = s.apply({"op": "register", "group": G, "brokerId": 1, "brokerAddress": "h:1", "extra": {"incarnation": 200}})
+    assert r["masterRestarted"] is True and r["group"]["masterBrokerId"] == -1
+    # the slave kept the longer log: it leads the new epoch; the restarted broker is a candidate too
+    r = _elect(s, _alive(1, 2, offsets={1: 50, 2: 80}, epoch=1))
+    assert r["group"]["masterBrokerId"] == 2 and r["group"]["masterEpoch"] == 2
+    assert r["group"]["syncStateSet"] == [1, 2]
