@@ -142,7 +142,7 @@ def _signal_group(proc: Any, sig: int) -> None:
 
 
 class Harness:
-    def __init__(self, work: Path, seed: int | None, log=print, netns: bool = False):
+    def __init__(self, work: Path, seed: int | None, log=print, netns: bool = False, fast: bool = True):
         self.work = Path(work)
         self.rng = random.Random(seed)
         self.log = log
@@ -151,7 +151,7 @@ class Harness:
             from compat.chaos.netns import Network
 
             self.net = Network(members=3)
-        self.group = FailoverGroup(self.work, network=self.net)
+        self.group = FailoverGroup(self.work, network=self.net, fast=fast)
         self.native: NativeWriter | None = None
         self.kafka: KafkaWriter | None = None
         self.cycles: list[dict[str, Any]] = []
@@ -346,8 +346,8 @@ def check(master_dir: Path, slave_dirs: list[Path], native_acked: list, kafka_ac
 
 
 def run(work: Path, cycles: int, faults: list[str], seed: int | None = None, log=print,
-        netns: bool = False) -> dict[str, Any]:
-    h = Harness(work, seed, log, netns=netns)
+        netns: bool = False, fast: bool = True) -> dict[str, Any]:
+    h = Harness(work, seed, log, netns=netns, fast=fast)
     try:
         h.start()
         for n in range(cycles):
@@ -363,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--faults", default="kill,stop,controller", help=f"comma-separated, from {', '.join(FAULTS)}")
     ap.add_argument("--netns", action="store_true", help="run every broker in its own network namespace "
                     "(root; needed by the partition fault, which it adds to --faults)")
+    ap.add_argument("--default-timing", action="store_true",
+                    help="the documented defaults of the failover keys (heartbeat 1 s, timeout 6 s, lease 4 s, "
+                         "scan 1 s) instead of the test timings (0.5 s / 3 s / 2 s / 0.3 s)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--json-out", default=None, help="also write the report here")
@@ -376,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     if bad or ("partition" in faults and not args.netns):
         ap.error(f"unknown faults {bad}" if bad else "the partition fault needs --netns")
     with tempfile.TemporaryDirectory(prefix="rockafka-failover-") as tmp:
-        report = run(Path(args.work_dir or tmp), args.cycles, faults, args.seed, netns=args.netns)
+        report = run(Path(args.work_dir or tmp), args.cycles, faults, args.seed, netns=args.netns,
+                     fast=not args.default_timing)
+    report["timing"] = "defaults" if args.default_timing else "test"
     text = json.dumps(report, indent=2)
     print(text)
     if args.json_out:

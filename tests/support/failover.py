@@ -43,13 +43,14 @@ def remoting_call(addr: str, code: int, fields: dict[str, Any] | None = None, bo
 
 class ControllerQuorum:
     def __init__(self, tmp_path: Path, peers: int = 3, settings: dict[str, object] | None = None,
-                 host: str = "127.0.0.1", command_prefix: list[str] | None = None):
+                 host: str = "127.0.0.1", command_prefix: list[str] | None = None, fast: bool = True):
         raft = [free_port() for _ in range(peers)]
         spec = ";".join(f"n{i}-{host}:{p}" for i, p in enumerate(raft))
         self.nodes = [StandaloneNamesrv(Path(tmp_path), start=False, name=f"controller-n{i}", host=host,
                                         command_prefix=command_prefix,
                                         settings={"enableControllerInNamesrv": "true", "controllerDLegerPeers": spec,
-                                                  "controllerDLegerSelfId": f"n{i}", **CONTROLLER_SETTINGS,
+                                                  "controllerDLegerSelfId": f"n{i}",
+                                                  **(CONTROLLER_SETTINGS if fast else {}),
                                                   **(settings or {})})
                       for i in range(peers)]
 
@@ -106,13 +107,14 @@ class ControllerQuorum:
 class FailoverGroup:
     def __init__(self, tmp_path: Path, *, members: int = 3, role: str = "SYNC_MASTER", name: str = "broker-a",
                  settings: dict[str, object] | None = None, controller_settings: dict[str, object] | None = None,
-                 network: Any = None):
+                 network: Any = None, fast: bool = True):
         self.tmp_path = Path(tmp_path)
         self.network = network  # compat/chaos/netns.Network: each broker in its own namespace
         self.name = name
         where = network.controller_place() if network is not None else {}
-        self.quorum = ControllerQuorum(self.tmp_path, settings=controller_settings, **where)
-        common = dict(TEST_SETTINGS, **FAILOVER_SETTINGS, brokerName=name, brokerRole=role,
+        # fast: test timings (FAILOVER_SETTINGS); else the documented defaults of the failover keys
+        self.quorum = ControllerQuorum(self.tmp_path, settings=controller_settings, fast=fast, **where)
+        common = dict(**(dict(TEST_SETTINGS, **FAILOVER_SETTINGS) if fast else {}), brokerName=name, brokerRole=role,
                       enableControllerMode="true", controllerAddr=self.quorum.addrs, namesrvAddr=self.quorum.addrs,
                       **(settings or {}))
         self.brokers = [RunningNode(self.tmp_path / f"{name}-{i}", settings=dict(common, brokerId=i))
