@@ -300,44 +300,44 @@ def _body_json(cmd: RemotingCommand) -> Any:
 
 
 def register_handlers(table: Any) -> None:
-    reg = table.register
+    def handler(code: int, leader: bool = True) -> Any:
+        """Register ``fn(controller, conn, cmd)`` for ``code``: answered REQUEST_CODE_NOT_SUPPORTED
+        without a controller, CONTROLLER_NOT_LEADER by a follower (``leader``) or when a command
+        could not be committed."""
+        def wrap(fn: Any) -> Any:
+            @table.register(code)
+            async def run(ns: Any, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+                c = getattr(ns, "controller", None)
+                if c is None:
+                    return cmd.response(R.REQUEST_CODE_NOT_SUPPORTED,
+                                        "this NameServer runs no controller (enableControllerInNamesrv=false)")
+                try:
+                    if leader:
+                        c.require_leader()
+                    return await fn(c, conn, cmd)
+                except ControllerUnavailable as exc:
+                    return _unavailable(cmd, exc)
+                except ValueError as exc:  # a body that is not the JSON the request needs
+                    return cmd.response(R.CONTROLLER_INVALID_REQUEST, str(exc))
+            return run
+        return wrap
 
-    def controller_of(ns: Any, cmd: RemotingCommand) -> ControllerService | RemotingCommand:
-        c = getattr(ns, "controller", None)
-        if c is None:
-            return cmd.response(R.REQUEST_CODE_NOT_SUPPORTED,
-                                "this NameServer runs no controller (enableControllerInNamesrv=false)")
-        return c
-
-    @reg(RC.CONTROLLER_REGISTER_BROKER)
-    async def register_broker(ns: Any, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
-        c = controller_of(ns, cmd)
-        if isinstance(c, RemotingCommand):
-            return c
-        try:
-            extra = _body_json(cmd) or {}
-            result = await c.propose({"op": "register", "group": cmd.require_str("brokerName"),
-                                      "cluster": cmd.get_str("clusterName") or "DefaultCluster",
-                                      "brokerId": cmd.require_int("brokerId"),
-                                      "brokerAddress": cmd.require_str("brokerAddress"),
-                                      "haAddress": cmd.get_str("haAddress"),
-                                      "extra": extra if isinstance(extra, dict) else {}})
-        except ControllerUnavailable as exc:
-            return _unavailable(cmd, exc)
+    @handler(RC.CONTROLLER_REGISTER_BROKER)
+    async def register_broker(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        extra = _body_json(cmd) or {}
+        result = await c.propose({"op": "register", "group": cmd.require_str("brokerName"),
+                                  "cluster": cmd.get_str("clusterName") or "DefaultCluster",
+                                  "brokerId": cmd.require_int("brokerId"),
+                                  "brokerAddress": cmd.require_str("brokerAddress"),
+                                  "haAddress": cmd.get_str("haAddress"),
+                                  "extra": extra if isinstance(extra, dict) else {}})
         if not result.get("ok"):
             return _failed(cmd, result)
         g = result["group"]
         return cmd.response(R.SUCCESS, None, _replica_fields(g), _json(g))
 
-    @reg(RC.BROKER_HEARTBEAT)
-    async def broker_heartbeat(ns: Any, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
-        c = controller_of(ns, cmd)
-        if isinstance(c, RemotingCommand):
-            return c
-        try:
-            c.require_leader()
-        except ControllerUnavailable as exc:
-            return _unavailable(cmd, exc)
+    @handler(RC.BROKER_HEARTBEAT)
+    async def broker_heartbeat(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         name = cmd.require_str("brokerName")
         bid = cmd.require_int("brokerId")
         g = c.replica_info(name)
@@ -349,22 +349,17 @@ def register_handlers(table: Any) -> None:
                     cmd.get_str("brokerAddr") or "")
         return cmd.response(R.SUCCESS, None, _replica_fields(g), _json(g))
 
-    @reg(RC.CONTROLLER_ALTER_SYNC_STATE_SET)
-    async def alter_sync_state_set(ns: Any, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
-        c = controller_of(ns, cmd)
-        if isinstance(c, RemotingCommand):
-            return c
+    @handler(RC.CONTROLLER_ALTER_SYNC_STATE_SET)
+    async def alter_sync_state_set(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         try:
             body = _body_json(cmd) or {}
-            result = await c.propose({"op": "alter_sync_state_set", "group": cmd.require_str("brokerName"),
-                                      "masterBrokerId": cmd.require_int("masterBrokerId"),
-                                      "masterEpoch": cmd.require_int("masterEpoch"),
-                                      "syncStateSetEpoch": int(body["syncStateSetEpoch"]),
-                                      "syncStateSet": [int(b) for b in body["syncStateSet"]]})
-        except ControllerUnavailable as exc:
-            return _unavailable(cmd, exc)
+            command = {"op": "alter_sync_state_set", "group": cmd.require_str("brokerName"),
+                       "masterBrokerId": cmd.require_int("masterBrokerId"), "masterEpoch": cmd.require_int("masterEpoch"),
+                       "syncStateSetEpoch": int(body["syncStateSetEpoch"]),
+                       "syncStateSet": [int(b) for b in body["syncStateSet"]]}
         except (KeyError, TypeError, ValueError) as exc:
             return cmd.response(R.CONTROLLER_INVALID_REQUEST, f"alter SyncStateSet: {exc}")
+        result = await c.propose(command)
         if not result.get("ok"):
             code = R.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH if "SyncStateSet epoch" in (result.get("error") or "") \
                 else _FAILURE_CODES.get(result.get("code", ""), R.CONTROLLER_INVALID_REQUEST)
@@ -373,24 +368,16 @@ def register_handlers(table: Any) -> None:
         return cmd.response(R.SUCCESS, None, {"newSyncStateSetEpoch": g["syncStateSetEpoch"]},
                             _json({"syncStateSet": g["syncStateSet"], "syncStateSetEpoch": g["syncStateSetEpoch"]}))
 
-    @reg(RC.CONTROLLER_ELECT_MASTER)
-    async def elect_master(ns: Any, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
-        c = controller_of(ns, cmd)
-        if isinstance(c, RemotingCommand):
-            return c
+    @handler(RC.CONTROLLER_ELECT_MASTER)
+    async def elect_master(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         name = cmd.require_str("brokerName")
-        designated = cmd.get_int("brokerId")
-        try:
-            c.require_leader()
-            g = c.replica_info(name)
-            if g is None:
-                return cmd.response(R.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"no broker of group {name} has registered")
-            alive = c.alive_members(name, g, time.monotonic())
-            result = await c.propose({"op": "elect", "group": name, "alive": alive, "designated": designated,
-                                      "unclean": c.config.enable_elect_unclean_master,
-                                      "reason": f"requested by {conn.remote if hasattr(conn, 'remote') else 'admin'}"})
-        except ControllerUnavailable as exc:
-            return _unavailable(cmd, exc)
+        g = c.replica_info(name)
+        if g is None:
+            return cmd.response(R.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"no broker of group {name} has registered")
+        result = await c.propose({"op": "elect", "group": name, "alive": c.alive_members(name, g, time.monotonic()),
+                                  "designated": cmd.get_int("brokerId"),
+                                  "unclean": c.config.enable_elect_unclean_master,
+                                  "reason": f"requested by {getattr(conn, 'remote', None) or 'admin'}"})
         if not result.get("ok"):
             return _failed(cmd, result)
         g = result["group"]
@@ -398,15 +385,8 @@ def register_handlers(table: Any) -> None:
                         "brokerAddrs": {str(b): r.get("brokerAddress") for b, r in g["replicas"].items()}}
         return cmd.response(R.SUCCESS, None, _replica_fields(g), _json(member_group))
 
-    @reg(RC.CONTROLLER_GET_REPLICA_INFO)
-    async def get_replica_info(ns: Any, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
-        c = controller_of(ns, cmd)
-        if isinstance(c, RemotingCommand):
-            return c
-        try:
-            c.require_leader()
-        except ControllerUnavailable as exc:
-            return _unavailable(cmd, exc)
+    @handler(RC.CONTROLLER_GET_REPLICA_INFO)
+    async def get_replica_info(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         name = cmd.require_str("brokerName")
         g = c.replica_info(name)
         if g is None:
@@ -415,26 +395,17 @@ def register_handlers(table: Any) -> None:
                             _json({"syncStateSet": g["syncStateSet"], "syncStateSetEpoch": g["syncStateSetEpoch"],
                                    "rockafka": g}))
 
-    @reg(RC.CONTROLLER_GET_METADATA_INFO)
-    async def get_metadata(ns: Any, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
-        c = controller_of(ns, cmd)
-        if isinstance(c, RemotingCommand):
-            return c
+    @handler(RC.CONTROLLER_GET_METADATA_INFO, leader=False)
+    async def get_metadata(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         meta = c.metadata()
         fields = {k: v for k, v in meta.items() if v is not None and k in
                   ("group", "controllerLeaderId", "controllerLeaderAddress", "isLeader", "peers")}
         return cmd.response(R.SUCCESS, None, fields, _json(meta))
 
-    @reg(RC.CONTROLLER_GET_SYNC_STATE_DATA)
-    async def get_sync_state_data(ns: Any, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
-        c = controller_of(ns, cmd)
-        if isinstance(c, RemotingCommand):
-            return c
+    @handler(RC.CONTROLLER_GET_SYNC_STATE_DATA)
+    async def get_sync_state_data(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         try:
-            c.require_leader()
             names = _body_json(cmd)
-        except ControllerUnavailable as exc:
-            return _unavailable(cmd, exc)
         except ValueError as exc:
             return cmd.response(R.CONTROLLER_INVALID_REQUEST, str(exc))
         if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
