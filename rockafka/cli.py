@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("--broker-expired-ms", type=int, default=120_000, help="drop brokers silent this long (default 120000)")
     namesrv.add_argument("--data-dir", metavar="DIR", default="./namesrv-data",
                          help="where the controller keeps its Raft journal (default ./namesrv-data)")
+    namesrv.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                         help="serve Prometheus /metrics here (controller elections and leadership)")
     namesrv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                          help="controller keys, e.g. enableControllerInNamesrv=true controllerDLegerPeers=... "
                               "(docs/design/failover.md)")
@@ -128,7 +130,16 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await ns.start()
-        structlog.get_logger("rockafka.namesrv").info("namesrv_ready", host=args.host, namesrv_port=ns.port)
+        metrics_port = None
+        if args.metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            from engine.metrics import REGISTRY
+
+            server, _thread = start_http_server(args.metrics_port, addr=args.host, registry=REGISTRY)
+            metrics_port = server.server_port
+        structlog.get_logger("rockafka.namesrv").info("namesrv_ready", host=args.host, namesrv_port=ns.port,
+                                                      metrics_port=metrics_port)
         try:
             await stop.wait()
         finally:

@@ -69,6 +69,13 @@ def test_controller_view_and_a_manual_switch_that_loses_nothing(tmp_path):
             wait_until(sent_after, 30, 0.2, "a send acknowledged by the new master")
         metrics = urllib.request.urlopen(f"{new.admin_url}/metrics", timeout=5).read().decode()
         assert 'rockafka_failover_role_changes_total{role="master"}' in metrics
+        # every controller peer applied (and counts) the manual election; one of them leads
+        leaders = 0
+        for peer in group.quorum.nodes:
+            text = urllib.request.urlopen(f"http://{peer.host}:{peer.metrics_port}/metrics", timeout=5).read().decode()
+            assert 'rockafka_controller_elections_total{group="broker-a",reason="manual"} 1.0' in text
+            leaders += "rockafka_controller_is_leader 1.0" in text
+        assert leaders == 1
         # an unknown member, or one that is not alive, cannot be made master
         err = admin(group, "elect-master", "--broker-name", "broker-a", "--broker-id", "9", ok=False).stderr
         assert "not alive" in err

@@ -47,7 +47,7 @@ class ControllerQuorum:
         raft = [free_port() for _ in range(peers)]
         spec = ";".join(f"n{i}-{host}:{p}" for i, p in enumerate(raft))
         self.nodes = [StandaloneNamesrv(Path(tmp_path), start=False, name=f"controller-n{i}", host=host,
-                                        command_prefix=command_prefix,
+                                        command_prefix=command_prefix, metrics_port=free_port(),
                                         settings={"enableControllerInNamesrv": "true", "controllerDLegerPeers": spec,
                                                   "controllerDLegerSelfId": f"n{i}",
                                                   **(CONTROLLER_SETTINGS if fast else {}),

@@ -241,8 +241,10 @@ class StandaloneNamesrv:
 
     def __init__(self, tmp_path: Path, expired_ms: int = 120_000, ready_timeout: float = 30.0, *,
                  settings: dict[str, object] | None = None, port: int | None = None, name: str | None = None,
-                 start: bool = True, host: str = "127.0.0.1", command_prefix: list[str] | None = None):
+                 start: bool = True, host: str = "127.0.0.1", command_prefix: list[str] | None = None,
+                 metrics_port: int | None = None):
         self.port = port or free_port()
+        self.metrics_port = metrics_port
         self.host = host
         self.command_prefix = list(command_prefix or [])
         self.tmp_path = Path(tmp_path)
@@ -265,6 +267,8 @@ class StandaloneNamesrv:
                                     "--broker-expired-ms", str(self.expired_ms), "--data-dir", str(self.data_dir)]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
+        if self.metrics_port is not None:
+            cmd += ["--metrics-port", str(self.metrics_port)]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT),
                                      start_new_session=True)
         deadline = time.monotonic() + self.ready_timeout
