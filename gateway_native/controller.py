@@ -195,10 +195,14 @@ class ControllerService:
         self.live[(group, broker_id)] = BrokerLive(time.monotonic(), epoch, max_offset,
                                                    max(timeout_ms, 1) / 1000, address)
 
-    def _alive(self, group: str, broker_id: int, now: float) -> bool:
+    def _alive(self, group: str, broker_id: int, now: float, g: dict[str, Any] | None = None) -> bool:
         live = self.live.get((group, broker_id))
-        if live is None:  # not heard since this controller leads: alive until a full timeout passed
-            return now - self.leader_since < DEFAULT_TIMEOUT_MS / 1000
+        if live is None:
+            # not heard since this controller leads: alive until a full heartbeat timeout of that
+            # broker (registered with it) has passed, since its lease may still run
+            info = ((g or {}).get("replicas") or {}).get(str(broker_id)) or {}
+            timeout_ms = int(info.get("heartbeatTimeoutMills") or DEFAULT_TIMEOUT_MS)
+            return now - self.leader_since < timeout_ms / 1000
         return now - live.last_seen <= live.timeout_s
 
     def alive_members(self, group: str, g: dict[str, Any], now: float) -> dict[str, dict[str, int]]:
@@ -226,7 +230,7 @@ class ControllerService:
         now = time.monotonic()
         for name, g in self.raft.view().items():
             master = int(g["masterBrokerId"])
-            if master >= 0 and self._alive(name, master, now):
+            if master >= 0 and self._alive(name, master, now, g):
                 continue
             alive = self.alive_members(name, g, now)
             if not alive:
@@ -263,7 +267,7 @@ class ControllerService:
             ins, outs = [], []
             for bid, info in sorted(g["replicas"].items(), key=lambda kv: int(kv[0])):
                 entry = {"brokerName": name, "brokerId": int(bid), "brokerAddress": info.get("brokerAddress"),
-                         "alive": self._alive(name, int(bid), now) if self.raft.is_leader else None}
+                         "alive": self._alive(name, int(bid), now, g) if self.raft.is_leader else None}
                 (ins if int(bid) in g["syncStateSet"] else outs).append(entry)
             table[name] = {"masterBrokerId": g["masterBrokerId"], "masterAddress": g["masterAddress"],
                            "masterEpoch": g["masterEpoch"], "syncStateSetEpoch": g["syncStateSetEpoch"],

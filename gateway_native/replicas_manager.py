@@ -139,8 +139,10 @@ class ReplicasManager:
         ha_addr = self.broker.ha_server_addr
         # incarnation: a master that restarted before the controller replaced it must not go on
         # in its old epoch (engine/controller/state.py)
+        # heartbeatTimeoutMills: a new controller leader waits that long before it may elect
         body = json.dumps({"kafkaNodeId": self._kafka_node_id(),
-                           "incarnation": int(self.broker.started_at * 1000)}).encode()
+                           "incarnation": int(self.broker.started_at * 1000),
+                           "heartbeatTimeoutMills": self.bc.controller_heart_beat_timeout_mills}).encode()
         resp = await self.invoke(RC.CONTROLLER_REGISTER_BROKER, {
             "clusterName": self.bc.broker_cluster_name, "brokerName": self.group, "brokerId": self.broker_id,
             "brokerAddress": self.broker.addr, "haAddress": ha_addr}, body)
