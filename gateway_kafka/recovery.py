@@ -24,11 +24,13 @@ SCAN_BYTES = 1 << 20
 
 
 def _partitions(store: Any) -> list[tuple[str, int]]:
-    out = []
+    """Every queue the topic table names, and every queue that holds data (a replicated log
+    may hold queues whose topic settings have not arrived yet)."""
+    out = set(store.consume_queues())
     for name, tc in store.topic_config.all().items():
         for q in range(max(tc.read_queue_nums, tc.write_queue_nums)):
-            out.append((name, q))
-    return out
+            out.add((name, q))
+    return sorted(out)
 
 
 def save_producer_state(store: Any, ps: ProducerStateManager, expiration_ms: int | None = None) -> None:
@@ -68,6 +70,7 @@ def restore_producer_state(store: Any, ps: ProducerStateManager, max_records: in
     if load:
         ps.load()
     replayed = 0
+    scanned: dict[str, int] = {}
     for topic, q in _partitions(store):
         lo = store.get_min_offset_in_queue(topic, q)
         hi = store.get_max_offset_in_queue(topic, q)
@@ -92,8 +95,9 @@ def restore_producer_state(store: Any, ps: ProducerStateManager, max_records: in
                     ps.replay(topic, q, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
                               h.base_offset, h.max_timestamp)
                     replayed += 1
+                    scanned[f"{topic}/{q}"] = scanned.get(f"{topic}/{q}", 0) + 1
             if res.next_begin_offset <= offset:
                 break
             offset = res.next_begin_offset
     log.info("producer_state_restored", path=str(ps.path), partitions_with_producers=len(ps.partitions),
-             batches_replayed=replayed)
+             batches_replayed=replayed, replayed_by_partition=scanned if len(scanned) <= 32 else len(scanned))
