@@ -205,8 +205,12 @@ class KafkaGateway:
             return
         from gateway_kafka import recovery
 
-        recovery.rebuild_producer_state_on_promotion(self.store, self.producer_state, epoch,
+        # built aside and swapped in whole: the snapshot loop may save the old one meanwhile
+        # (and would otherwise move the replay's starting points under it)
+        fresh = ProducerStateManager(self.store.config_dir)
+        recovery.rebuild_producer_state_on_promotion(self.store, fresh, epoch,
                                                      self.settings.producer_state_rebuild_max_records)
+        self.producer_state = fresh
 
     def _default_advertised_host(self) -> str:
         host = self.settings.host
