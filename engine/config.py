@@ -467,8 +467,8 @@ def load_controller_config(values: Mapping[str, Any]) -> ControllerConfig:
             raise ConfigError(f"unknown NameServer key {raw_key!r}; known: "
                               + ", ".join(camel_case(k) for k in sorted(types)))
         setattr(cfg, key, _convert(key, raw, types[key]))
+    peers = cfg.peers()  # a malformed peer list is an error even while the controller is off
     if cfg.enable_controller_in_namesrv:
-        peers = cfg.peers()
         if len(peers) < 1 or cfg.controller_d_leger_self_id not in peers:
             raise ConfigError("enableControllerInNamesrv=true needs controllerDLegerPeers (id-host:port;...) and "
                               "controllerDLegerSelfId naming one of them")
