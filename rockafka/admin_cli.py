@@ -210,7 +210,7 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
         rows = cluster_rows(admin.cluster_info())
         if not rows:
             raise AdminCliError("no broker is registered with the NameServer")
-        _print(rows, js, ["cluster", "brokerName", "brokerId", "role", "addr", "epoch", "inSync", "lagBytes", "lagMs",
+        emit(rows, js, ["cluster", "brokerName", "brokerId", "role", "addr", "epoch", "inSync", "lagBytes", "lagMs",
                           "kafka"])
         return 0
     if cmd == "topics":

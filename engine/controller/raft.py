@@ -18,12 +18,19 @@ and elects a new master (``docs/design/failover.md``, "Fencing").
 
 from __future__ import annotations
 
+import socket
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
 import structlog
-from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+
+# pysyncobj (0.3.x) replaces socket.inet_ntop on every platform with a Windows-only version when
+# it is imported; everything else in the process (message ids, addresses) needs the real one
+_inet_ntop = socket.inet_ntop
+from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated  # noqa: E402
+
+socket.inet_ntop = _inet_ntop
 
 from .state import ControllerState
 
