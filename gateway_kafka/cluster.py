@@ -36,6 +36,7 @@ class GroupMember:
     broker_id: int  # RocketMQ brokerId: 0 = master
     node: BrokerNode  # its Kafka listener
     role: str = "ASYNC_MASTER"
+    replica_id: int = -1  # its own broker id under a failover controller (it registers as 0 while it leads)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ class LocalCluster:
             return
         # this node by its Kafka node id: in controller mode it registers under 0 while it leads
         members = [m for m in view.members if m.node.node_id != self.self_node.node_id]
-        me = GroupMember(self.broker_id, self.self_node, "SLAVE" if not self.local.is_master() else "MASTER")
+        me = GroupMember(self.broker_id, self.self_node, "SLAVE" if not self.local.is_master() else "MASTER",
+                         self.broker_id)
         self.group = GroupView(view.broker_name, tuple(sorted(members + [me], key=lambda m: m.broker_id)),
                                view.in_sync_broker_ids, view.master_epoch)
         for m in self.group.members:
@@ -141,10 +143,23 @@ class LocalCluster:
         for nid in self._seen:
             if nid not in ids:
                 ids.append(nid)
+        if self.local.leader_epochs:
+            # under a failover controller the order is the preference (Kafka's preferred replica
+            # is the first): lowest node id first, wherever the master is
+            return sorted(ids)
         if master is not None and master.node_id in ids:
             ids.remove(master.node_id)
             ids.insert(0, master.node_id)
         return ids
+
+    def broker_id_of_node(self, node_id: int) -> int | None:
+        """The replica's own broker id behind a Kafka node id (what a controller elects)."""
+        if node_id == self.self_node.node_id:
+            return self.broker_id
+        for m in self.group.members:
+            if m.node.node_id == node_id:
+                return m.replica_id if m.replica_id >= 0 else m.broker_id
+        return None
 
     def isr(self, topic: str, partition: int) -> list[int]:
         master = self.master_node()
@@ -199,7 +214,7 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
             if host is None or port is None or node_id is None:
                 continue
             members.append(GroupMember(int(bid), BrokerNode(int(node_id), str(host), int(port), ex.get("brokerRack") or None),
-                                       str(ex.get("brokerRole") or "")))
+                                       str(ex.get("brokerRole") or ""), int(ex.get("replicaId", bid))))
             if int(bid) == 0:
                 in_sync = tuple(int(x) for x in ex.get("inSyncBrokerIds") or ())
                 epoch = int(ex.get("masterEpoch") or 0)

@@ -167,6 +167,9 @@ class KafkaGateway:
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
+        # under a failover controller: async (broker id or None) -> (ok, reason), asks the
+        # controller to elect a master (ElectLeaders); set by the node, None without one
+        self.elect_master: Any = None
         self.arrivals: ArrivalHub | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()

@@ -180,6 +180,21 @@ class ReplicasManager:
             if g:
                 await self.apply(g, None)
 
+    async def elect(self, designated: int | None) -> tuple[bool, str | None]:
+        """Ask the controller to elect ``designated`` (or whom it picks) master of this group:
+        (True, None) once elected (or already master), (False, reason) when refused."""
+        fields: dict[str, Any] = {"clusterName": self.bc.broker_cluster_name, "brokerName": self.group,
+                                  "designateElect": designated is not None}
+        if designated is not None:
+            fields["brokerId"] = designated
+        try:
+            resp = await self.invoke(RC.CONTROLLER_ELECT_MASTER, fields)
+        except ConnectionClosedError as exc:
+            return False, str(exc)
+        if resp.code != R.SUCCESS:
+            return False, resp.remark or f"controller answered {resp.code}"
+        return True, None
+
     async def propose_sync_state_set(self) -> None:
         g = self.view
         if not self.is_master or not g or int(g.get("masterBrokerId", -1)) != self.broker_id:

@@ -54,6 +54,8 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     from .group import GroupViewRefresher, registration_extras
 
     broker.registration_extras = lambda: registration_extras(store, config, kafka)
+    if broker.replicas is not None:  # Kafka's ElectLeaders asks the failover controller
+        kafka.elect_master = broker.replicas.elect
     components.append(GroupViewRefresher(broker, kafka, config.extra_int("cluster_view_refresh_ms", 1000)))
     # -- RocketMQ 5 gRPC proxy front --
     from gateway_grpc.server import GrpcGateway

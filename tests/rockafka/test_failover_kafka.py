@@ -118,3 +118,30 @@ def test_leader_epoch_follows_the_master_epoch(group):
         assert epochs[b"a"] == epoch and epochs[b"b"] == epoch + 1, epochs
     finally:
         c.close()
+
+
+def test_elect_leaders_moves_the_group_to_its_preferred_replica(group):
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from gateway_native.client import Admin
+
+    master = group.wait_settled()
+    preferred = group.by_id(1)  # the lowest broker id: first in every partition's replica list
+    if master is preferred:  # lead elsewhere first, so the election has something to do
+        with Admin(group.namesrv_addr) as admin:
+            admin.elect_master(group.namesrv_addr.split(";"), "broker-a", 2)
+        master = group.wait_master(not_=preferred)
+    group.wait_settled()
+    kadmin = AdminClient({"bootstrap.servers": _bootstrap(group)})
+    topic = "elect-topic"
+    kadmin.create_topics([NewTopic(topic, 2, 3)], request_timeout=15)[topic].result(30)
+    assert _metadata(master, topic)["replica_nodes"][0] == 1
+    parts = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    result = kadmin.elect_leaders(ElectionType.PREFERRED, parts).result(60)
+    assert all(err is None for err in result.values()), result
+    assert group.wait_master(not_=master) is preferred
+    wait_until(lambda: _metadata(preferred, topic)["leader_id"] == 1, 30, what="partition 0 led by broker 1")
+    # now the preferred replica leads: nothing to elect
+    result = kadmin.elect_leaders(ElectionType.PREFERRED, parts).result(60)
+    assert {err.code() for err in result.values()} == {84}, result  # ELECTION_NOT_NEEDED
