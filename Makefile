@@ -9,7 +9,7 @@ HTMX   := rockafka/console/static/htmx.min.js
 
 GRPC   := gateway_grpc/proto/.generated
 
-.PHONY: serve test test-deps bench chaos clean grpc
+.PHONY: serve test test-deps bench bench-tls chaos clean grpc compat-peer
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,19 +39,31 @@ test-deps: $(VENV)/.test-extras $(GRPC) $(HTMX)
 test: test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# fault loops outside `make test`, each exits non-zero if an acknowledged message is lost:
-# kill -9 of a SYNC_MASTER master under load, 20 cycles (CHAOS_ARGS="--cycles 50 --seed 7");
-# then automatic failover under a controller quorum, 52 faults (kill -9, SIGSTOP past the lease,
-# controller leader kill, and as root a network partition in namespaces; FAILOVER_ARGS)
+# Long fault loops outside `make test` (which runs a few cycles of each), each exits non-zero
+# on any loss: kill -9 of a SYNC_MASTER master under load (CHAOS_ARGS="--cycles 50 --seed 7" to
+# change); kill -9 / restart cycles on a small memory-backed disk (CHAOS_CYCLES); automatic
+# failover under a controller quorum, 52 faults (kill -9, SIGSTOP past the lease, controller
+# leader kill, and as root a network partition in namespaces; FAILOVER_ARGS)
 CHAOS_ARGS ?= --cycles 20
+CHAOS_CYCLES ?= 30
 FAILOVER_ARGS ?= --cycles 52 $(if $(filter 0,$(shell id -u)),--netns,)
 chaos: test-deps
 	$(BIN)/python compat/chaos/ha_kill.py $(CHAOS_ARGS)
+	CHAOS_CYCLES=$(CHAOS_CYCLES) $(BIN)/python -m pytest tests/engine/test_tmpfs_crash_restart.py $(PYTEST_ARGS)
 	$(BIN)/python compat/chaos/failover.py $(FAILOVER_ARGS)
 
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python compat/bench/run_all.py
+
+# Kafka protocol over TLS next to plaintext, Rockafka and Apache Kafka side by side
+bench-tls: test-deps
+	$(BIN)/python compat/bench/tls_bench.py --out compat/bench/results/$$(date -u +%F)-tls
+
+# the client scenarios against Apache RocketMQ 5.5 (NameServer, broker, gRPC proxy from Maven
+# Central) in a private network namespace; not part of `make test`
+compat-peer: test-deps
+	$(BIN)/python -m tests.compat.peer_scenarios
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -110,7 +110,8 @@ def _to_message(topic: str, queue_id: int, record: rb.Record, header: rb.BatchHe
 
 
 def put_split_batch(store: Any, topic: str, queue_id: int, batch: bytes, *, born_host: Any = None,
-                    store_host: Any = None, properties: dict | None = None, sync_replicas: bool | None = None) -> Any:
+                    store_host: Any = None, properties: dict | None = None, sync_replicas: bool | None = None,
+                    max_size: int | None = None) -> Any:
     """Stage the delayed records; store the batch's offsets as runs of undelayed records and one
     placeholder per delayed record, so every record keeps the offset its producer computes.
     Returns a PutMessageResult whose queue offset is the batch's base offset."""
@@ -121,7 +122,8 @@ def put_split_batch(store: Any, topic: str, queue_id: int, batch: bytes, *, born
     delays = [_delay_of(rec) for rec in records]
     if not any(delays):
         return store.put_record_batch(topic, queue_id, batch, born_host=born_host, store_host=store_host,
-                                      properties=properties, delay_headers=False, sync_replicas=sync_replicas)
+                                      properties=properties, delay_headers=False, sync_replicas=sync_replicas,
+                                      max_size=max_size)
     for rec, d in zip(records, delays):
         if d:
             res = store.put_message(_to_message(topic, queue_id, rec, header, d, born_host, store_host))
@@ -143,7 +145,8 @@ def put_split_batch(store: Any, topic: str, queue_id: int, batch: bytes, *, born
             run.append(i)
     close_run()
     return store.put_record_batches(topic, queue_id, parts, born_host=born_host, store_host=store_host,
-                                    properties=properties, sync_replicas=sync_replicas)
+                                    properties=properties, sync_replicas=sync_replicas, max_size=max_size,
+                                    producer_batch=header)
 
 
 def placeholder_batch(timestamp: int, header: rb.BatchHeader | None = None, index: int = 0) -> bytes:

@@ -34,7 +34,10 @@ _CRC = struct.Struct(">I")
 class StoreCheckpoint:
     def __init__(self, fio: FileIO, path: str):
         self.path = path
-        self.segment = fio.open_segment(path, FILE_SIZE)
+        # written every second by the background thread: by pwrite, so a stalled disk blocks
+        # that thread only (a faulting copy into a mapping would hold the GIL)
+        self.segment = fio.open_segment(path, FILE_SIZE, log_writes=True)
+        self.segment.pwrite_min = 0
         self.physic_msg_timestamp = 0
         self.logics_msg_timestamp = 0
         self.index_msg_timestamp = 0
@@ -46,7 +49,7 @@ class StoreCheckpoint:
         self.valid = self._load()
 
     def _load(self) -> bool:
-        buf = self.segment.read(0, _LAYOUT.size + 4)
+        buf = self.segment.pread(0, _LAYOUT.size + 4)  # a new file is a hole: not through the mapping
         if buf == bytes(len(buf)):
             return False
         fields = _LAYOUT.unpack_from(buf, 0)

@@ -71,6 +71,7 @@ class CommitLog:
         if f.remaining < size + END_FILE_MIN_BLANK_LENGTH:
             blank = f.remaining
             pos = f.wrote_position
+            f.segment.reserve(pos, 8)  # ENOSPC here leaves the segment as it was
             f.write_at(pos + 4, _I32.pack(BLANK_MAGIC_CODE))
             f.write_at(pos, _I32.pack(blank))
             f.wrote_position = f.file_size
@@ -79,8 +80,10 @@ class CommitLog:
 
     @staticmethod
     def write_unit(f: MappedFile, unit) -> int:
-        """Write a complete unit at the write position, TOTALSIZE last; return its log offset."""
+        """Write a complete unit at the write position, TOTALSIZE last; return its log offset.
+        Space is reserved first: ``OSError(ENOSPC)`` leaves nothing written."""
         pos = f.wrote_position
+        f.segment.reserve(pos, len(unit))
         mv = memoryview(unit)
         f.write_at(pos + 4, mv[4:])
         f.write_at(pos, mv[:4])
@@ -89,6 +92,10 @@ class CommitLog:
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, offset: int, size: int) -> bytes | None:
+        """``size`` bytes at ``offset``, or None when not all of them were written (or deleted).
+        Nothing past the write position is read: those pages may be holes (see file_io)."""
+        if offset + size > self.mfq.max_offset:
+            return None
         f = self.mfq.find(offset)
         if f is None:
             return None
@@ -100,6 +107,8 @@ class CommitLog:
         return data if len(data) == size else None
 
     def unit_size_at(self, offset: int) -> int | None:
+        if offset < 0 or offset + 8 > self.mfq.max_offset:
+            return None
         f = self.mfq.find(offset)
         if f is None:
             return None
@@ -116,7 +125,12 @@ class CommitLog:
     # -- recovery ----------------------------------------------------------------------------
     def scan(self, start: int, check_crc: bool) -> Iterator[tuple[int, UnitHeader | None, MappedFile]]:
         """Yield (offset, header, segment) for each valid unit from ``start``; header None for
-        a BLANK. Stops at the first invalid unit; ``self.scan_end`` is where it stopped."""
+        a BLANK. Stops at the first invalid unit; ``self.scan_end`` is where it stopped.
+
+        Only written bytes are read: a segment is read below its first hole after the scan
+        position (a hole reads as zero, which ends the log anyway), so recovery of a 1 GiB
+        segment holding 100 KB touches 100 KB -- on tmpfs, reading the rest through the
+        mapping would allocate it."""
         self.scan_end = start
         files = self.mfq.files
         offset = start
@@ -127,9 +141,15 @@ class CommitLog:
             f = files[i]
             buf = f.buf
             pos = offset - f.file_from_offset
+            data_end = f.segment.next_hole(pos)
             while True:
                 if pos + 8 > f.file_size:
                     break
+                if pos + 8 > data_end:
+                    data_end = f.segment.next_hole(pos)
+                    if pos + 8 > data_end:  # a hole: nothing was written here
+                        self.scan_end = f.file_from_offset + pos
+                        return
                 total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
                 if magic == BLANK_MAGIC_CODE and total == f.file_size - pos:
                     yield offset, None, f
@@ -138,6 +158,11 @@ class CommitLog:
                 if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2) or total < MIN_UNIT_SIZE or pos + total > f.file_size:
                     self.scan_end = f.file_from_offset + pos
                     return
+                if pos + total > data_end:
+                    data_end = f.segment.next_hole(pos)
+                    if pos + total > data_end:  # torn: part of the unit was never written
+                        self.scan_end = f.file_from_offset + pos
+                        return
                 try:
                     h = UnitHeader(buf, pos)
                 except (MessageFormatError, struct.error, IndexError, ValueError):

@@ -78,7 +78,20 @@ class MessageStoreConfig:
     index_kafka_record_keys: bool = True
     disk_space_clean_forcibly_ratio: int = 85  # percent; above it even unexpired files go
     disk_space_warning_level_ratio: int = 90  # percent; above it puts are refused (disk full)
-    flush_consumer_offset_interval: int = 5000  # ms between consumer offset persists
+    clean_file_forcibly_enable: bool = True  # above the forcibly ratio, delete the oldest segments
+    # Flow control: a put finding the commitlog locked by another put for longer than this is
+    # refused (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]...") instead of queueing behind it.
+    os_page_cache_busy_time_out_mills: int = 1000
+    flush_consumer_offset_interval: int = 5000  # ms between native consumer offset flushes to the log
+    # Internal state topics (docs/design/coordinator-state.md); Kafka's key names and defaults.
+    offsets_topic_num_partitions: int = 50  # __consumer_offsets partitions, fixed once created
+    producer_id_expiration_ms: int = 86_400_000  # idle producers' sequence state is dropped
+    # ms between snapshots of the producer state (Rockafka-only key): after a crash the
+    # commitlog is scanned from the last one
+    producer_state_snapshot_interval: int = 1000
+    # ms between checkpoints of state kept in internal topics (Rockafka-only key); a checkpoint
+    # only shortens the replay at start and lets retention delete older segments
+    state_checkpoint_interval: int = 30_000
     # Reserve a segment's blocks when it is created (posix_fallocate) instead of sparse files.
     warm_mapped_file_enable: bool = False
 
@@ -129,6 +142,66 @@ class BrokerConfig:
     # ms a master keeps acknowledging after the controller last confirmed it (Rockafka-only key);
     # must be shorter than controllerHeartBeatTimeoutMills (fencing, docs/design/failover.md).
     master_lease_mills: int = 4000
+    # Flow control (RocketMQ's BrokerFastFailure): a send that waited in the send queue longer
+    # than this is answered SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]..." without being stored.
+    broker_fast_failure_enable: bool = True
+    wait_time_mills_in_send_queue: int = 200
+    send_message_thread_pool_nums: int = 4  # store writers for sends that may wait on disk
+
+
+@dataclass
+class ListenerLimits:
+    """What one client can take from the node: connections, request sizes, time, memory.
+
+    Kafka's broker keys and defaults where Kafka has one; ``connections.max.idle.ms`` also
+    governs the admin listener, RocketMQ's ``serverChannelMaxIdleTimeSeconds`` the remoting
+    ones. Connection counts are node-wide (all listeners share the process's descriptors).
+    """
+
+    max_connections: int = 2**31 - 1  # Kafka's default: no limit but the descriptors
+    max_connections_per_ip: int = 2**31 - 1
+    connections_max_idle_ms: int = 600_000  # Kafka listener and admin HTTP
+    server_channel_max_idle_time_seconds: int = 120  # remoting listeners (NameServer, broker)
+    socket_request_max_bytes: int = 100 * MiB  # Kafka: a larger length prefix closes the connection
+    frame_max_length: int = 16 * MiB  # remoting (RocketMQ's com.rocketmq.remoting.frameMaxLength)
+    admin_request_max_bytes: int = 1 * MiB  # admin HTTP bodies (aiohttp's client_max_size)
+    # Time a request may take to arrive once its length prefix has (neither Kafka nor RocketMQ
+    # bound it; a client sending one byte a second would otherwise hold its buffer forever).
+    request_receive_timeout_ms: int = 30_000
+    # Memory held by requests read but not yet answered, all listeners together. Kafka's
+    # queued.max.request.bytes defaults to -1 (unbounded); a bound keeps four 100 MiB
+    # requests from taking 400 MiB at once: past it, listeners stop reading sockets. -1 = no
+    # bound, as in Kafka.
+    queued_max_request_bytes: int = 256 * MiB
+    # Descriptors kept free for the store: a new connection is refused when accepting it left
+    # fewer than this many below the open-files limit (a quarter of the limit at most).
+    open_files_reserve: int = 1024
+
+
+@dataclass
+class SecurityConfig:
+    """Authentication and authorization for every listener (docs/design/security.md).
+
+    RocketMQ 5's key names where RocketMQ has one, Kafka's (dots become underscores) where
+    only Kafka has one. Everything is off by default, as in both: a node that listens beyond
+    loopback without authentication says so loudly at start."""
+
+    authentication_enabled: bool = False  # RocketMQ 5: every remoting request signed, REGISTER_BROKER and HA authenticated
+    authorization_enabled: bool = False  # RocketMQ 5 / Kafka's authorizer: deny unless an ACL allows
+    super_users: str = ""  # Kafka's super.users: "User:admin;User:broker"
+    # RocketMQ 5: {"username":"admin","password":"..."} or admin:password; created once when no
+    # credential exists (salted SCRAM + remoting secret, in the log), then the line can go
+    init_authentication_user: str | None = None
+    # RocketMQ 5: {"accessKey":"...","secretKey":"..."} or ak:sk this node signs with towards
+    # other nodes (REGISTER_BROKER, the HA handshake)
+    inner_client_authentication_credentials: str | None = None
+    connection_failed_authentication_delay_ms: int = 100  # Kafka's key and default
+    connections_max_reauth_ms: int = 0  # Kafka's KIP-368 key: 0 = sessions never expire
+    ssl_principal_mapping_rules: str = "DEFAULT"  # Kafka's key: client certificate DN -> principal
+    tls_enable: bool = False  # RocketMQ's tls.enable: this node's own connections to other nodes use TLS
+    # Admin HTTP binds loopback unless told otherwise (the node's host for every other listener)
+    admin_host: str = "127.0.0.1"
+    admin_tls_enable: bool = False  # admin HTTP over HTTPS with the node's certificate
 
 
 @dataclass
@@ -141,6 +214,8 @@ class NodeConfig:
     admin_port: int = 8080
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
+    limits: ListenerLimits = field(default_factory=ListenerLimits)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     # Keys no dataclass above declares, for gateways' own settings (e.g. Kafka's
     # ``advertised_host``, ``num_partitions``); snake_case, values as strings.
     extra: dict[str, str] = field(default_factory=dict)
@@ -181,23 +256,23 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "kafka_cluster_id": ("brokerClusterName", "Kafka cluster id"),
     "num_partitions": ("1", "partitions of an auto-created Kafka topic"),
     "auto_create_topics_enable": ("autoCreateTopicEnable", "create unknown topics on Metadata/Produce"),
-    "socket_request_max_bytes": ("104857600", "largest Kafka request frame accepted"),
-    "connections_max_idle_ms": ("600000", "close Kafka connections idle this long (0 = never)"),
     "group_min_session_timeout_ms": ("6000", "smallest session.timeout.ms a member may ask for"),
     "group_max_session_timeout_ms": ("1800000", "largest session.timeout.ms a member may ask for"),
     "group_initial_rebalance_delay_ms": ("100", "wait for more members before the first rebalance"),
     "group_max_size": ("1000", "members per Kafka group"),
     "offset_metadata_max_bytes": ("4096", "metadata size of a committed offset"),
     "message_max_bytes": ("maxMessageSize", "largest Kafka record batch"),
-    "producer_state_snapshot_ms": ("1000", "idempotent producer state snapshot period"),
-    "producer_id_expiration_ms": ("86400000", "forget idle producer ids after this long"),
-    "producer_state_rebuild_max_records": ("100000", "records scanned to rebuild producer state"),
     "list_offsets_time_skew_ms": ("600000", "tolerated clock skew of ListOffsets by timestamp"),
     "delete_topic_enable": ("true", "allow DeleteTopics"),
     "min_insync_replicas": ("1", "min.insync.replicas for acks=all when the topic sets none"),
-    "sasl_enabled_mechanisms": ("", "SASL mechanisms, e.g. PLAIN"),
-    "sasl_plain_users": ("", "user:password pairs for SASL PLAIN, comma separated"),
+    "sasl_enabled_mechanisms": ("", "SASL mechanisms: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    "sasl_plain_users": ("", "user:password pairs for SASL PLAIN in clear text (prefer stored SCRAM credentials)"),
+    "listeners": ("PLAINTEXT://host:kafka_port", "Kafka listeners NAME://host:port, comma separated"),
+    "advertised_listeners": ("listeners", "Kafka addresses clients are told, per listener name"),
+    "listener_security_protocol_map": ("standard names", "Kafka listener NAME:PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL"),
     "kafka_direct_put": ("true under ASYNC_FLUSH", "store produced batches on the event loop"),
+    "transaction_state_log_num_partitions": ("50", "__transaction_state partitions, fixed once created"),
+    "transactional_id_expiration_ms": ("604800000", "forget a transactional id idle this long"),
     "transaction_max_timeout_ms": ("900000", "largest transaction.timeout.ms"),
     "transaction_abort_timed_out_transaction_cleanup_interval_ms": ("1000", "timed-out transaction scan period"),
     # native gateway and NameServer (docs/design/native-gateway.md)
@@ -212,6 +287,24 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     # RocketMQ 5 gRPC proxy front (docs/design/grpc-proxy.md)
     "grpc_proxy_port": ("8081", "port of the gRPC MessagingService (RocketMQ 5 clients)"),
     "grpc_server_port": ("8081", "RocketMQ proxy's name for grpc_proxy_port"),
+    "tls_server_mode": ("permissive", "gRPC port: permissive (TLS and plaintext), enforcing, disabled"),
+    "tls_mode": ("permissive", "RocketMQ's older name for tls_server_mode"),
+    "tls_server_cert_path": ("<data dir>/tls, generated", "certificate (PEM) of the gRPC port"),
+    "tls_cert_path": ("", "older name for tls_server_cert_path"),
+    "tls_server_key_path": ("<data dir>/tls, generated", "private key (PEM) of the gRPC port"),
+    "tls_key_path": ("", "older name for tls_server_key_path"),
+    "tls_server_trust_cert_path": ("", "CA certificates (PEM) that sign accepted client certificates"),
+    "tls_server_need_client_auth": ("none", "client certificates: none, optional or require (Kafka ssl.client.auth)"),
+    "tls_client_trust_cert_path": ("tlsServerTrustCertPath", "CAs this node trusts when it connects to other nodes"),
+    "ssl_client_auth": ("none", "Kafka's name for tls_server_need_client_auth (requested, required)"),
+    "ssl_truststore_location": ("", "Kafka's name for tls_server_trust_cert_path (a PEM file)"),
+    "default_invisible_time_mills": ("60000", "invisible time of a push consumer's receive (auto renew)"),
+    "renew_slice_time_millis": ("60000", "invisible time added by each automatic renewal"),
+    "renew_ahead_time_millis": ("10000", "renew this long before the invisible time ends"),
+    "renew_max_time_millis": ("10800000", "stop renewing a message after this long"),
+    "recall_message_enable": ("true", "allow RecallMessage (cancel a delayed message)"),
+    "default_message_request_mode": ("PULL", "a group's mode until setConsumeMode: PULL or POP"),
+    "trace_topic_enable": ("true", "create RMQ_SYS_TRACE_TOPIC for message trace"),
     # admin listener
     "console_sample_interval_ms": ("10000", "console charts: one throughput and lag sample this often"),
 }
@@ -227,12 +320,14 @@ _ALIASES = {
     "store_path_root_dir": "store_path_root_dir",
     "broker.rack": "broker_rack",
     "min.insync.replicas": "min_insync_replicas",  # Kafka's broker key (a Kafka gateway setting)
+    "super.users": "super_users",
 }
 
 
 def snake_case(key: str) -> str:
-    """``flushDiskType`` -> ``flush_disk_type``; ``--data-dir`` -> ``data_dir``."""
-    key = key.strip().lstrip("-").replace("-", "_")
+    """``flushDiskType`` -> ``flush_disk_type``; ``--data-dir`` -> ``data_dir``; Kafka's
+    ``max.connections.per.ip`` -> ``max_connections_per_ip``."""
+    key = key.strip().lstrip("-").replace("-", "_").replace(".", "_")
     return _CAMEL.sub(r"_\1", key).lower()
 
 
@@ -289,10 +384,13 @@ def read_broker_conf(path: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def known_keys() -> dict[str, str]:
-    """Every accepted key (snake_case) -> where it lives: ``node``, ``store``, ``broker``, ``extra``."""
+    """Every accepted key (snake_case) -> where it lives: ``node``, ``store``, ``broker``,
+    ``limits``, ``extra``."""
     keys = {k: "node" for k in _NODE_KEYS}
     keys.update({f.name: "store" for f in fields(MessageStoreConfig)})
     keys.update({f.name: "broker" for f in fields(BrokerConfig)})
+    keys.update({f.name: "limits" for f in fields(ListenerLimits)})
+    keys.update({f.name: "security" for f in fields(SecurityConfig)})
     keys.update({k: "extra" for k in EXTRA_KEYS})
     return keys
 
@@ -347,8 +445,10 @@ def describe(config: NodeConfig) -> list[dict[str, str]]:
             default, about = EXTRA_KEYS[key]
             value = config.extra.get(key, default)
         else:
-            owner = {"node": config, "store": config.store, "broker": config.broker}[where]
-            default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker}[where]
+            owner = {"node": config, "store": config.store, "broker": config.broker, "limits": config.limits,
+                     "security": config.security}[where]
+            default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker,
+                             "limits": defaults.limits, "security": defaults.security}[where]
             value, default, about = getattr(owner, key), getattr(default_owner, key), ""
         rows.append({"key": camel_case(key), "value": _text(value), "default": _text(default), "section": where,
                      "about": about})
@@ -359,6 +459,8 @@ def apply(config: NodeConfig, values: Mapping[str, Any]) -> NodeConfig:
     """Apply ``values`` (any spelling of a key) onto ``config``; unknown keys are refused."""
     store_types = _field_types(MessageStoreConfig)
     broker_types = _field_types(BrokerConfig)
+    limit_types = _field_types(ListenerLimits)
+    security_types = _field_types(SecurityConfig)
     for raw_key, raw in values.items():
         if raw is None:
             continue
@@ -370,6 +472,10 @@ def apply(config: NodeConfig, values: Mapping[str, Any]) -> NodeConfig:
             setattr(config.store, key, _convert(key, raw, store_types[key]))
         elif key in broker_types:
             setattr(config.broker, key, _convert(key, raw, broker_types[key]))
+        elif key in limit_types:
+            setattr(config.limits, key, _convert(key, raw, limit_types[key]))
+        elif key in security_types:
+            setattr(config.security, key, _convert(key, raw, security_types[key]))
         else:
             config.extra[key] = str(raw)
     validate(config)
@@ -424,6 +530,20 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError(f"brokerId {b.broker_id} is a slave id: set brokerRole=SLAVE, or brokerId=0 for a master")
     if s.ha_master_address and ":" not in s.ha_master_address:
         raise ConfigError(f"haMasterAddress must be host:port, got {s.ha_master_address!r}")
+    if not 1 <= s.os_page_cache_busy_time_out_mills:
+        raise ConfigError(f"osPageCacheBusyTimeOutMills must be positive, got {s.os_page_cache_busy_time_out_mills}")
+    for key in ("wait_time_mills_in_send_queue", "send_message_thread_pool_nums"):
+        if getattr(b, key) <= 0:
+            raise ConfigError(f"{key} must be positive, got {getattr(b, key)}")
+    for f in fields(ListenerLimits):
+        value = getattr(config.limits, f.name)
+        if f.name == "queued_max_request_bytes" and value == -1:
+            continue
+        if value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF):
+            raise ConfigError(f"{f.name} must be positive{' (0 = off)' if f.name in _ZERO_MEANS_OFF else ''}, got {value}")
+    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms"):
+        if getattr(config.security, key) < 0:
+            raise ConfigError(f"{key} must be 0 or more, got {getattr(config.security, key)}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):
         port = getattr(config, name)
         if not 0 <= port <= 65535:
@@ -456,6 +576,12 @@ class ControllerConfig:
         return out
 
 
+def is_controller_key(raw_key: str) -> bool:
+    """``raw_key`` (any spelling) names a ``ControllerConfig`` key."""
+    squashed = _squash(snake_case(raw_key))
+    return any(_squash(k) == squashed for k in _field_types(ControllerConfig))
+
+
 def load_controller_config(values: Mapping[str, Any]) -> ControllerConfig:
     """``ControllerConfig`` from ``key=value`` settings in any spelling; unknown keys are refused."""
     cfg = ControllerConfig()
@@ -476,6 +602,8 @@ def load_controller_config(values: Mapping[str, Any]) -> ControllerConfig:
             raise ConfigError("scanNotActiveBrokerInterval must be positive")
     return cfg
 
+
+_ZERO_MEANS_OFF = {"connections_max_idle_ms", "server_channel_max_idle_time_seconds", "request_receive_timeout_ms"}
 
 ENV_PREFIX = "ROCKAFKA_"
 # ROCKAFKA_* variables that are not node keys: `rockafka admin`'s default NameServer.

@@ -54,7 +54,11 @@ class ConsumeQueue:
         return UNIT.unpack_from(f.buf, pos - f.file_from_offset)
 
     def recover(self, zero_tail: bool = True) -> None:
-        """Find the end of the written units (only the last file may be partly filled)."""
+        """Find the end of the written units (only the last file may be partly filled).
+
+        Reads only below the file's first hole after its first written byte: units are written
+        front to back, a hole reads as zero (no unit), and reading holes through a tmpfs
+        mapping would allocate them."""
         files = self.mfq.files
         if not files:
             return
@@ -63,12 +67,19 @@ class ConsumeQueue:
         buf = f.buf
         first = 0
         if f is files[0]:  # a queue that began mid-file has a blank head
-            while first < n and UNIT.unpack_from(buf, first * CQ_STORE_UNIT_SIZE)[1] <= 0:
+            data = f.segment.next_data(0)
+            first = n if data is None else data // CQ_STORE_UNIT_SIZE
+            limit = min(n, f.segment.next_hole(first * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE)
+            while first < limit and UNIT.unpack_from(buf, first * CQ_STORE_UNIT_SIZE)[1] <= 0:
                 first += 1
+            if first >= limit:
+                first = n
         if first >= n:
             end = f.file_from_offset
         else:
-            lo, hi = first, n  # first unit with size <= 0 in [first, n)
+            # the first unit with size <= 0 in [first, n), all of them below the first hole
+            n = min(n, max(first, f.segment.next_hole(first * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE))
+            lo, hi = first, n
             while lo < hi:
                 mid = (lo + hi) // 2
                 if UNIT.unpack_from(buf, mid * CQ_STORE_UNIT_SIZE)[1] > 0:
@@ -87,7 +98,10 @@ class ConsumeQueue:
             return
         lo = first.file_from_offset
         end = self.mfq.max_offset
-        i = lo // CQ_STORE_UNIT_SIZE
+        data = first.segment.next_data(0)  # skip a blank head without reading it
+        if data is None:
+            data = first.file_size
+        i = (lo + min(data, end - lo if end > lo else 0)) // CQ_STORE_UNIT_SIZE
         end_i = end // CQ_STORE_UNIT_SIZE
         while i < end_i:
             u = self._unit(i)
@@ -156,6 +170,16 @@ class ConsumeQueue:
         self.max_physic_offset = commitlog_offset + size
         return True
 
+    def reserve(self, queue_offset: int, count: int) -> None:
+        """Reserve disk space for ``count`` units from ``queue_offset`` in the file written now
+        (``OSError(ENOSPC)`` when the disk is full); units past its end are reserved when written."""
+        last = self.mfq.last()
+        pos = queue_offset * CQ_STORE_UNIT_SIZE
+        if last is None or not last.file_from_offset <= pos < last.end_offset:
+            return
+        rel = pos - last.file_from_offset
+        last.segment.reserve(rel, min(count * CQ_STORE_UNIT_SIZE, last.file_size - rel))
+
     def _skip_to(self, expected: int) -> None:
         while self.mfq.max_offset < expected:
             f = self.mfq.last_for_write()
@@ -207,7 +231,7 @@ class ConsumeQueue:
         deleted = 0
         while len(self.mfq.files) > 1:
             f = self.mfq.files[0]
-            last = UNIT.unpack_from(f.buf, f.file_size - CQ_STORE_UNIT_SIZE)
+            last = UNIT.unpack_from(f.segment.pread(f.file_size - CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE))
             if last[1] > 0 and last[0] + last[1] <= commitlog_min:
                 self.mfq.delete_first(1)
                 deleted += 1

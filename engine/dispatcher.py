@@ -28,6 +28,7 @@ from . import record_batch
 from .message import (BLANK_MAGIC_CODE, INNER_BATCH_FLAG, MAGIC_CODE_V1, MAGIC_CODE_V2, PROPERTY_KEYS,
                       PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageFormatError, UnitHeader,
                       decode_properties, tags_code)
+from .state_log import INTERNAL_TOPICS
 
 log = structlog.get_logger("rockafka.engine.dispatcher")
 
@@ -178,7 +179,8 @@ class Dispatcher(threading.Thread):
                 is_batch = h.sys_flag & INNER_BATCH_FLAG
                 count = batch_record_count(buf, h.body_pos) if is_batch else 1
                 changed[(h.topic, h.queue_id)] = h.queue_offset + count
-                if index is not None and (h.props_len or (is_batch and index_record_keys)):
+                if index is not None and (h.props_len or (is_batch and index_record_keys)) \
+                        and h.topic not in INTERNAL_TOPICS:  # state records are not looked up by key
                     to_index.append((offset, h, buf))
                 offset += total
                 n += 1
@@ -228,7 +230,7 @@ def dispatch_for_recovery(store, offset: int, h: UnitHeader, buf, index_from: in
     props = h.properties(buf)
     cq = store.find_consume_queue(h.topic, h.queue_id, create=True)
     cq.put(h.queue_offset, offset, h.total_size, queue_tags_code(store, h, props), count)
-    if store.config.message_index_enable and offset >= index_from:
+    if store.config.message_index_enable and offset >= index_from and h.topic not in INTERNAL_TOPICS:
         keys = unit_keys(h, buf, props, store.config.index_kafka_record_keys)
         if keys:
             store.index_service.build_index(h.topic, keys, offset, h.store_timestamp)

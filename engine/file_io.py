@@ -1,9 +1,13 @@
 """File access for the store's fixed-size segment files, behind one tiny interface.
 
 Two implementations:
-- ``MmapFileIO``: real files, memory-mapped; sparse by default, or preallocated
-  (``posix_fallocate``, so a full disk fails when a segment is created, not later as SIGBUS
-  on a write into a hole) when ``preallocate`` is set.
+- ``MmapFileIO``: real files, memory-mapped. A segment file has its full size from the start
+  but is sparse; its blocks are reserved with ``posix_fallocate`` a chunk at a time *before*
+  the first write into that chunk (``Segment.reserve``, called by ``write``). A full disk is
+  therefore an ``OSError(ENOSPC)`` from ``write``/``reserve`` that the store turns into a
+  refused put -- never a SIGBUS from a page fault on a hole with no space behind it (ext4
+  delayed allocation and tmpfs both deliver that). ``preallocate`` (RocketMQ's
+  warmMapedFileEnable) reserves a whole segment when it is created instead.
   ``Segment.flush`` is ``fdatasync``: after it returns the bytes written are on disk.
 - ``MemoryFileIO``: the same interface over ``bytearray``s, keeping for every file the bytes
   last flushed. ``crash(power_loss=...)`` returns the file system a restarted process would
@@ -11,8 +15,14 @@ Two implementations:
   power loss only flushed bytes do. Crash and torn-write tests use it to be fast and
   deterministic.
 
-Invariant: a segment's ``buf`` supports slicing and ``struct.unpack_from``; reads copy
-(``bytes``) so results outlive the segment (retention may unmap it right after).
+Invariants:
+- a segment's ``buf`` supports slicing and ``struct.unpack_from``; reads copy (``bytes``) so
+  results outlive the segment (retention may unmap it right after).
+- Bytes are written only into reserved chunks. Reading a hole *through the mapping* of a tmpfs
+  file allocates a page (and raises SIGBUS when the tmpfs is full), so code that may look at
+  bytes nobody wrote (recovery probing for the end of a log, queries by arbitrary slot or
+  offset) reads with ``pread`` or stays below ``next_hole``: holes read as zero there and
+  cost nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +48,12 @@ class Segment(Protocol):
 
     def next_data(self, pos: int) -> int | None: ...
 
+    def next_hole(self, pos: int) -> int: ...
+
+    def pread(self, pos: int, n: int) -> bytes: ...
+
+    def reserve(self, pos: int, n: int) -> None: ...
+
     def flush(self, start: int = 0, end: int | None = None) -> None: ...
 
     def close(self) -> None: ...
@@ -59,49 +75,84 @@ class FileIO(Protocol):
 
     def touch(self, path: str) -> None: ...
 
+    def disk_usage(self, path: str) -> tuple[int, int]: ...
+
 
 PWRITE_MIN = 4096  # writes at least this large go through pwrite on segments that keep a descriptor
+# Space is reserved (posix_fallocate) this much at a time: log segments, written front to back,
+# in large chunks (one call per MiB); randomly written ones (queue units, hash slots) a page at a
+# time, so a file that holds a few units occupies no more than it did sparse.
+LOG_ALLOC_CHUNK = 1 << 20
+RANDOM_ALLOC_CHUNK = PAGE_SIZE
+_NO_FALLOCATE = (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS)
+
+
+def disk_full_error(path: str) -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+
+def _fallocate(fd: int, pos: int, n: int) -> bool:
+    """Reserve blocks for [pos, pos + n); False when the file system cannot (no protection then)."""
+    try:
+        os.posix_fallocate(fd, pos, n)
+    except OSError as exc:
+        if exc.errno in _NO_FALLOCATE:
+            return False
+        raise
+    return True
 
 
 class MmapSegment:
     """One mapped segment file holding a single descriptor: the one ``mmap`` keeps for itself.
 
     The descriptor used to create and map the file is closed right after mapping (a node with
-    10,000 queues would otherwise hold two per consume-queue file). ``flush`` and ``next_data``
-    open the file briefly by path; a path that is gone belongs to a segment that retention or
-    topic deletion has removed, which needs no flush.
+    10,000 queues would otherwise hold two per consume-queue file). ``flush``, ``reserve``,
+    ``pread`` and ``next_data`` open the file briefly by path; a path that is gone belongs to a
+    segment that retention or topic deletion has removed, which needs no flush.
 
     ``log_writes`` (the commitlog: few, large files written front to back) keeps that descriptor
-    instead, and writes of ``PWRITE_MIN`` bytes or more (Kafka batches) go through ``pwrite``:
-    the kernel copies into the page cache without a page fault per page, about three times
-    faster than a copy into the mapping, and without the GIL. Reads through the mapping see
-    those bytes at once (one page cache).
+    instead, and writes of ``pwrite_min`` bytes or more (``PWRITE_MIN``: Kafka batches) go
+    through ``pwrite``: the kernel copies into the page cache without a page fault per page,
+    about three times faster than a copy into the mapping, and without the GIL. Reads through
+    the mapping see those bytes at once (one page cache). ``pwrite_min = 0`` sends every write
+    through ``pwrite``: a copy into the mapping that faults on a stalled disk (a frozen or
+    throttled file system) blocks holding the GIL, i.e. the whole process; a blocked ``pwrite``
+    blocks only its thread. That costs two system calls per message (about half the
+    single-thread put rate), so it is for writers that may wait on the disk anyway (SYNC_FLUSH,
+    the checkpoint).
+
+    Space: ``_reserved`` has one byte per allocation chunk, set once the chunk's blocks are
+    reserved. It starts empty when an existing file is opened; reserving blocks a file already
+    has costs one system call and no space, so nothing needs to be remembered across restarts.
     """
 
-    __slots__ = ("path", "size", "buf", "_open", "_wfd")
+    __slots__ = ("path", "size", "buf", "_open", "_wfd", "_reserved", "_shift", "_chunk", "pwrite_min")
 
     def __init__(self, path: str, size: int, preallocate: bool = False, random_access: bool = False,
                  log_writes: bool = False):
         self.path = path
         self.size = size
+        chunk = LOG_ALLOC_CHUNK if log_writes else RANDOM_ALLOC_CHUNK
+        self._chunk = chunk
+        self._shift = chunk.bit_length() - 1
+        self.pwrite_min = PWRITE_MIN
         existed = os.path.exists(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             current = os.fstat(fd).st_size
-            if (not existed or current < size) and not preallocate:
-                os.ftruncate(fd, size)
-            elif not existed or current < size:
-                try:
-                    os.posix_fallocate(fd, 0, size)
-                except OSError as exc:
-                    if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-                        os.ftruncate(fd, size)
-                    else:
+            whole = False
+            if not existed or current < size:
+                if preallocate:
+                    try:
+                        whole = _fallocate(fd, 0, size)
+                    except OSError:
                         if not existed:
                             os.close(fd)
                             fd = -1
                             os.unlink(path)
                         raise
+                if not whole:
+                    os.ftruncate(fd, size)
             elif current > size:
                 size = self.size = current
             self.buf = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -114,6 +165,8 @@ class MmapSegment:
             if fd >= 0:
                 os.close(fd)
             raise
+        chunks = (size + chunk - 1) // chunk
+        self._reserved = bytearray(b"\x01" * chunks) if whole else bytearray(chunks)
         if log_writes:
             self._wfd = fd
         else:
@@ -121,9 +174,50 @@ class MmapSegment:
             self._wfd = -1
         self._open = True
 
+    def reserve(self, pos: int, n: int) -> None:
+        """Make sure [pos, pos + n) has blocks behind it; ``OSError(ENOSPC)`` when the disk is full."""
+        shift = self._shift
+        first = pos >> shift
+        reserved = self._reserved
+        last = min((pos + n - 1) >> shift if n > 0 else first, len(reserved) - 1)
+        if first > last:
+            return
+        if reserved[first] and reserved[last]:
+            i = first + 1
+            while i < last and reserved[i]:
+                i += 1
+            if i >= last:
+                return
+        self._reserve_chunks(first, last)
+
+    def _reserve_chunks(self, first: int, last: int) -> None:
+        reserved = self._reserved
+        fd = self._fd(write=True)
+        if fd < 0:  # closed or deleted meanwhile: nothing will be written
+            return
+        try:
+            i = first
+            while i <= last:
+                if reserved[i]:
+                    i += 1
+                    continue
+                j = i
+                while j + 1 <= last and not reserved[j + 1]:
+                    j += 1
+                start = i << self._shift
+                end = min((j + 1) << self._shift, self.size)
+                if not _fallocate(fd, start, end - start):
+                    reserved[:] = b"\x01" * len(reserved)  # the file system cannot reserve: stop trying
+                    return
+                reserved[i:j + 1] = b"\x01" * (j + 1 - i)
+                i = j + 1
+        finally:
+            os.close(fd)
+
     def write(self, pos: int, data) -> None:
         n = len(data)
-        if n >= PWRITE_MIN and self._wfd >= 0:
+        self.reserve(pos, n)
+        if n >= self.pwrite_min and self._wfd >= 0:
             view = memoryview(data)
             done = 0
             while done < n:
@@ -134,7 +228,19 @@ class MmapSegment:
     def read(self, pos: int, n: int) -> bytes:
         return self.buf[pos:pos + n]
 
-    def _fd(self) -> int:
+    def pread(self, pos: int, n: int) -> bytes:
+        """Read through the descriptor: holes read as zero without allocating anything."""
+        n = max(0, min(n, self.size - pos))
+        fd = self._fd()
+        if fd < 0:
+            return bytes(n)
+        try:
+            data = os.pread(fd, n, pos)
+        finally:
+            os.close(fd)
+        return data if len(data) == n else data + bytes(n - len(data))
+
+    def _fd(self, write: bool = False) -> int:
         """A descriptor of the caller's own for the file (to close), or -1 when it is closed or gone."""
         if not self._open:
             return -1
@@ -144,7 +250,7 @@ class MmapSegment:
             except OSError:  # closed meanwhile
                 return -1
         try:
-            return os.open(self.path, os.O_RDONLY)
+            return os.open(self.path, os.O_RDWR if write else os.O_RDONLY)
         except FileNotFoundError:  # closed and deleted meanwhile (retention, topic deletion)
             return -1
 
@@ -159,6 +265,20 @@ class MmapSegment:
             if exc.errno == errno.ENXIO:
                 return None
             return pos  # SEEK_DATA unsupported: assume data
+        finally:
+            os.close(fd)
+
+    def next_hole(self, pos: int) -> int:
+        """The first offset >= pos in a hole (reads as zero; the size when there is none)."""
+        if pos >= self.size:
+            return self.size
+        fd = self._fd()
+        if fd < 0:
+            return self.size
+        try:
+            return min(os.lseek(fd, pos, os.SEEK_HOLE), self.size)
+        except OSError:
+            return self.size  # unsupported: no holes known
         finally:
             os.close(fd)
 
@@ -191,15 +311,18 @@ class MmapSegment:
 
 class MmapFileIO:
     """Real files. ``preallocate`` (RocketMQ's warmMapedFileEnable) reserves a segment's blocks
-    when it is created; otherwise files are sparse and the store checks free space instead."""
+    when it is created; otherwise they are reserved a chunk at a time just before use."""
 
-    def __init__(self, preallocate: bool = False):
+    def __init__(self, preallocate: bool = False, pwrite_all: bool = False):
         self.preallocate = preallocate
+        self.pwrite_all = pwrite_all  # log segments write everything by pwrite (see MmapSegment)
 
     def open_segment(self, path: str, size: int, random_access: bool = False,
                      log_writes: bool = False) -> MmapSegment:
         new = not os.path.exists(path)
         seg = MmapSegment(path, size, self.preallocate, random_access, log_writes)
+        if log_writes and self.pwrite_all:
+            seg.pwrite_min = 0
         if new:  # the directory entry must survive a power loss as well as the data
             dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
             try:
@@ -236,34 +359,62 @@ class MmapFileIO:
         finally:
             os.close(fd)
 
+    def disk_usage(self, path: str) -> tuple[int, int]:
+        """(total, used) bytes of the file system holding ``path``, as RocketMQ computes its
+        ratio: used = total - free, root-reserved blocks counted as free."""
+        st = os.statvfs(path)
+        total = st.f_blocks * st.f_frsize
+        return total, total - st.f_bfree * st.f_frsize
+
 
 class _MemFile:
-    __slots__ = ("data", "durable", "mtime")
+    __slots__ = ("data", "durable", "mtime", "pages")
 
     def __init__(self, size: int):
         self.data = bytearray(size)
         self.durable = bytearray(size)
         self.mtime = time.time()
+        self.pages: set[int] = set()  # pages with space reserved (counted against capacity)
 
 
 class MemorySegment:
-    __slots__ = ("path", "size", "buf", "_file")
+    __slots__ = ("path", "size", "buf", "_file", "_fio", "pwrite_min")
 
-    def __init__(self, path: str, f: _MemFile):
+    def __init__(self, path: str, f: _MemFile, fio: "MemoryFileIO"):
         self.path = path
         self._file = f
+        self._fio = fio
         self.buf = f.data
         self.size = len(f.data)
+        self.pwrite_min = PWRITE_MIN  # no effect in memory
+
+    def reserve(self, pos: int, n: int) -> None:
+        pages = self._file.pages
+        first, last = pos // PAGE_SIZE, (pos + max(n, 1) - 1) // PAGE_SIZE
+        missing = [p for p in range(first, last + 1) if p not in pages]
+        if missing:
+            fio = self._fio
+            if fio.capacity is not None and fio.used + len(missing) * PAGE_SIZE > fio.capacity:
+                raise disk_full_error(self.path)
+            pages.update(missing)
+            fio.used += len(missing) * PAGE_SIZE
 
     def write(self, pos: int, data) -> None:
+        self.reserve(pos, len(data))
         self.buf[pos:pos + len(data)] = data
         self._file.mtime = time.time()
 
     def read(self, pos: int, n: int) -> bytes:
         return bytes(self.buf[pos:pos + n])
 
+    def pread(self, pos: int, n: int) -> bytes:
+        return bytes(self.buf[pos:pos + n])
+
     def next_data(self, pos: int) -> int | None:
         return pos if pos < self.size else None
+
+    def next_hole(self, pos: int) -> int:
+        return self.size
 
     def flush(self, start: int = 0, end: int | None = None) -> None:
         end = self.size if end is None else end
@@ -274,18 +425,25 @@ class MemorySegment:
 
 
 class MemoryFileIO:
-    """In-memory files; ``crash()`` models what survives a kill or a power loss."""
+    """In-memory files; ``crash()`` models what survives a kill or a power loss, ``capacity``
+    (bytes, None = unlimited) a disk that fills up: a write needing a page beyond it raises
+    ``OSError(ENOSPC)`` as a real reservation does."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int | None = None) -> None:
         self.files: dict[str, _MemFile] = {}
         self.dirs: set[str] = set()
+        self.capacity = capacity
+        self.used = 0
 
     def open_segment(self, path: str, size: int, random_access: bool = False,
                      log_writes: bool = False) -> MemorySegment:
         f = self.files.get(path)
         if f is None:
             f = self.files[path] = _MemFile(size)
-        return MemorySegment(path, f)
+        return MemorySegment(path, f, self)
+
+    def disk_usage(self, path: str) -> tuple[int, int]:
+        return (self.capacity or 1 << 40), self.used
 
     def list_dir(self, path: str) -> list[str]:
         prefix = path.rstrip("/") + "/"
@@ -299,7 +457,9 @@ class MemoryFileIO:
             p = p.parent
 
     def remove(self, path: str) -> None:
-        self.files.pop(path, None)
+        f = self.files.pop(path, None)
+        if f is not None:
+            self.used -= len(f.pages) * PAGE_SIZE
 
     def exists(self, path: str) -> bool:
         return path in self.files or path in self.dirs
@@ -316,7 +476,7 @@ class MemoryFileIO:
 
     def crash(self, power_loss: bool = False) -> "MemoryFileIO":
         """The files a restarted process sees: all written bytes, or only flushed ones."""
-        after = MemoryFileIO()
+        after = MemoryFileIO(self.capacity)
         after.dirs = set(self.dirs)
         for path, f in self.files.items():
             g = _MemFile(len(f.data))
@@ -324,5 +484,7 @@ class MemoryFileIO:
             g.data[:] = src
             g.durable[:] = src
             g.mtime = f.mtime
+            g.pages = set(f.pages)
             after.files[path] = g
+        after.used = self.used
         return after

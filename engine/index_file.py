@@ -65,11 +65,11 @@ class IndexFile:
         self.size = HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
         self.segment = fio.open_segment(path, self.size, random_access=True)  # hash slots: random pages
         self._fio = fio
+        # pread: a new file is a hole, and reading a hole through a tmpfs mapping allocates it
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
-         self.hash_slot_count, self.index_count) = _HEADER.unpack_from(self.segment.buf, 0)
+         self.hash_slot_count, self.index_count) = _HEADER.unpack(self.segment.pread(0, HEADER_SIZE))
         if self.index_count <= 0:
-            self.index_count = 1
-            self._write_header()
+            self.index_count = 1  # written with the first entry (a new file takes no space until then)
 
     def _write_header(self) -> None:
         self.segment.write(0, _HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
@@ -84,6 +84,11 @@ class IndexFile:
             return False
         h = key_hash(key)
         slot_pos = HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE
+        entry_pos = HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE + self.index_count * INDEX_SIZE
+        # space for the slot and the entry first (ENOSPC leaves the file as it was); then the
+        # slot's page can be read through the mapping
+        self.segment.reserve(slot_pos, HASH_SLOT_SIZE)
+        self.segment.reserve(entry_pos, INDEX_SIZE)
         buf = self.segment.buf
         slot_value = self._chain_head(buf, _I32.unpack_from(buf, slot_pos)[0])
         if self.index_count <= 1:
@@ -91,7 +96,6 @@ class IndexFile:
             self.begin_phy_offset = phy_offset
         time_diff = (store_timestamp - self.begin_timestamp) // 1000
         time_diff = 0 if time_diff < 0 else min(time_diff, _MAX_INT)
-        entry_pos = HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE + self.index_count * INDEX_SIZE
         self.segment.write(entry_pos, _ENTRY.pack(h, phy_offset, time_diff, slot_value))
         self.segment.write(slot_pos, _I32.pack(self.index_count))
         if slot_value == INVALID_INDEX:
@@ -123,7 +127,9 @@ class IndexFile:
         h = key_hash(key)
         buf = self.segment.buf
         count = self.index_count
-        slot_value = self._chain_head(buf, _I32.unpack_from(buf, HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE)[0])
+        # the slot may never have been written (a hole): pread, not the mapping
+        slot = _I32.unpack(self.segment.pread(HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE, HASH_SLOT_SIZE))[0]
+        slot_value = self._chain_head(buf, slot)
         if slot_value == INVALID_INDEX or count <= 1:
             return
         base = HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE
@@ -161,6 +167,8 @@ class IndexService:
         self.index_num = index_num
         self.files: list[IndexFile] = []
         self.lock = threading.RLock()
+        self.keys_not_indexed = 0  # units whose keys a full disk kept out of the index
+        self._failing = False
 
     def load(self) -> None:
         self.fio.makedirs(self.store_path)
@@ -191,11 +199,23 @@ class IndexService:
         return f
 
     def build_index(self, topic: str, keys, phy_offset: int, store_timestamp: int) -> None:
-        for key in keys:
-            if not key:
-                continue
-            f = self._writable()
-            f.put_key(build_key(topic, key), phy_offset, store_timestamp)
+        """Add ``topic#key`` entries; on a full disk (or no descriptor left) the keys are not
+        indexed -- the messages stay stored and readable, only query by key misses them."""
+        try:
+            for key in keys:
+                if not key:
+                    continue
+                f = self._writable()
+                f.put_key(build_key(topic, key), phy_offset, store_timestamp)
+        except OSError as exc:
+            self.keys_not_indexed += 1
+            if not self._failing:
+                self._failing = True
+                log.error("index_write_failed", error=str(exc), phy_offset=phy_offset)
+            return
+        if self._failing:
+            self._failing = False
+            log.info("index_write_recovered", phy_offset=phy_offset, keys_not_indexed=self.keys_not_indexed)
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         out: list[int] = []

@@ -84,19 +84,25 @@ class MappedFile:
         return wrote
 
     def zero_from(self, pos: int) -> None:
-        """Zero everything from ``pos`` to the end, touching only chunks that are not zero."""
+        """Zero everything from ``pos`` to the end. Only data regions are read (holes read as
+        zero, and reading one through a tmpfs mapping would allocate it), and only chunks that
+        are not zero already are written."""
         buf = self.segment.buf
         step = len(_ZERO_CHUNK)
         p = pos
         while p < self.file_size:
-            nxt = self.segment.next_data(p)  # holes of a sparse segment read as zero: skip them
+            nxt = self.segment.next_data(p)
             if nxt is None or nxt >= self.file_size:
                 break
             p = max(p, nxt)
-            n = min(step, self.file_size - p)
-            if buf[p:p + n] != _ZERO_CHUNK[:n]:
-                self.segment.write(p, _ZERO_CHUNK[:n])
-            p += n
+            hole = self.segment.next_hole(p)
+            if hole <= p:  # a racing or inexact answer: step over one page
+                hole = p + 4096
+            while p < hole and p < self.file_size:
+                n = min(step, hole - p, self.file_size - p)
+                if buf[p:p + n] != _ZERO_CHUNK[:n]:
+                    self.segment.write(p, _ZERO_CHUNK[:n])
+                p += n
         self.segment.flush(pos, self.file_size)
 
     def mtime(self) -> float:

@@ -212,6 +212,9 @@ class PopService:
         self._pending: dict[CkKey, Checkpoint] = {}
         self._orderly_lock: dict[tuple[str, str, int], CkKey] = {}  # (group, topic, queue) -> live orderly CK
         self._attempts: dict[tuple[str, str, int, int], int] = {}  # orderly: failed deliveries per offset
+        # orderly: revive-log offset of the first CK whose expiry counted in _attempts[key]; the
+        # progress offset never passes it, so a restart replays the counts (they live in the log)
+        self._attempt_pins: dict[tuple[str, str, int, int], int] = {}
         self._listeners: list[Callable[[str, str], None]] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -342,6 +345,7 @@ class PopService:
         for ext in dead:  # orderly: out of attempts, the queue moves on without it
             self._to_dlq(group, origin_topic, ext, reason="max_attempts")
             self._attempts.pop((group, topic, queue_id, ext.queue_offset), None)
+            self._attempt_pins.pop((group, topic, queue_id, ext.queue_offset), None)
         if not popped:
             store.consumer_offsets.commit(group, topic, queue_id, next_offset)
             return
@@ -444,6 +448,7 @@ class PopService:
             ck.remaining.discard(o)
             if ck.orderly:
                 self._attempts.pop((ck.group, ck.topic, ck.queue_id, o), None)
+                self._attempt_pins.pop((ck.group, ck.topic, ck.queue_id, o), None)
         if ck.orderly and not replay:
             # the consumer offset moves to the first unacked message of the CK
             first = min(ck.remaining) if ck.remaining else ck.next_offset
@@ -522,9 +527,7 @@ class PopService:
         offsets = sorted(ck.remaining)
         if ck.orderly:
             # not re-put: the queue is popped again from its consumer offset, one attempt more
-            for o in offsets:
-                k = (ck.group, ck.topic, ck.queue_id, o)
-                self._attempts[k] = self._attempts.get(k, 0) + 1
+            self._count_attempts(ck, offsets)
             cur = self.store.consumer_offsets.query(ck.group, ck.topic, ck.queue_id)
             if offsets and offsets[0] > cur:
                 self.store.consumer_offsets.commit(ck.group, ck.topic, ck.queue_id, offsets[0])
@@ -548,6 +551,13 @@ class PopService:
         ck.remaining.clear()
         self._finish(ck)
         return len(offsets)
+
+    def _count_attempts(self, ck: Checkpoint, offsets: list[int]) -> None:
+        """An orderly CK expired: one more failed delivery for each of its remaining offsets."""
+        for o in offsets:
+            k = (ck.group, ck.topic, ck.queue_id, o)
+            self._attempts[k] = self._attempts.get(k, 0) + 1
+            self._attempt_pins.setdefault(k, ck.log_offset)
 
     def _message_at(self, topic: str, queue_id: int, offset: int) -> MessageExt | None:
         from .batch_convert import expand_batch_unit
@@ -638,9 +648,7 @@ class PopService:
                         continue
                     offs = [int(o) for o in doc["os"]]
                     if doc.get("r") and ck.orderly:
-                        for o in offs:
-                            k = (ck.group, ck.topic, ck.queue_id, o)
-                            self._attempts[k] = self._attempts.get(k, 0) + 1
+                        self._count_attempts(ck, offs)
                         ck.remaining.clear()
                         self._finish(ck)
                     else:
@@ -654,8 +662,9 @@ class PopService:
         """The progress offset: the oldest unfinished CK's log offset, else the log's end."""
         end = self.store.get_max_offset_in_queue(self.revive_topic, REVIVE_QUEUE_ID)
         oldest = min((ck.log_offset for ck in self._pending.values() if ck.log_offset >= 0), default=end)
-        # orderly attempt counts live in CKs of queues not yet moved past: keep those CKs replayable
-        self.store.consumer_offsets.commit(REVIVE_GROUP, self.revive_topic, REVIVE_QUEUE_ID, min(oldest, end))
+        # orderly attempt counts live in the CK records that expired: keep those replayable
+        pinned = min((o for o in self._attempt_pins.values() if o >= 0), default=end)
+        self.store.consumer_offsets.commit(REVIVE_GROUP, self.revive_topic, REVIVE_QUEUE_ID, min(oldest, pinned, end))
 
     def _run(self) -> None:
         interval = max(self.revive_interval_ms, 10) / 1000

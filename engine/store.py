@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import enum
+import functools
 import errno
 import fcntl
 import ipaddress
@@ -44,12 +45,15 @@ from .config import BrokerConfig, MessageStoreConfig
 from .config_manager import ConfigManager
 from .consume_queue import ConsumeQueue
 from .consumer_offset import ConsumerOffsetManager
+from .disk_space import DiskSpace, is_disk_full
 from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery, record_keys
 from .errors import StoreError, StoreLockedError
 from .progress import Progress
 from .file_io import FileIO, MmapFileIO
 from .ha import HAService
 from .index_file import IndexService
+from .producer_state import ProducerStateTable
+from .state_log import CONSUMER_OFFSETS, INTERNAL_TOPICS, is_internal
 from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
                       PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, UnitHeader, body_crc, decode_message, decode_message_id, encode_properties,
                       encode_unit, parse_host, patch_unit, tags_code)
@@ -97,6 +101,7 @@ class PutMessageResult:
     store_timestamp: int = 0
     error: str | None = None
     end_offset: int = -1  # commitlog offset just past the last unit written (what replication must cover)
+    disk_full: bool = False  # SERVICE_NOT_AVAILABLE because the data disk is full
 
     @property
     def ok(self) -> bool:
@@ -191,16 +196,23 @@ class MessageStore:
         self.config = config
         self.broker_config = broker_config or BrokerConfig()
         self.root = str(config.store_path_root_dir)
-        self.fio: FileIO = file_io or MmapFileIO(preallocate=config.warm_mapped_file_enable)
+        # SYNC_FLUSH puts run on send-queue threads that wait on the disk anyway: their commitlog
+        # writes go by pwrite, so a stalled disk blocks them and not the whole process (file_io)
+        self.fio: FileIO = file_io or MmapFileIO(preallocate=config.warm_mapped_file_enable,
+                                                 pwrite_all=config.flush_disk_type == "SYNC_FLUSH")
         self.store_host = _store_host(broker_config)
         self.commitlog = CommitLog(self.fio, commitlog_dir(self.root), config.mapped_file_size_commit_log)
         self.index_service = IndexService(self.fio, os.path.join(self.root, "index"),
                                           config.max_hash_slot_num, config.max_index_num)
         self.config_dir = Path(self.root) / "config"
         self.topic_config = TopicConfigManager(self.config_dir)
-        self.consumer_offsets = ConsumerOffsetManager(self.config_dir)
+        self.consumer_offsets = ConsumerOffsetManager(self.config_dir, config.offsets_topic_num_partitions)
         self.subscription_groups = SubscriptionGroupManager(self.config_dir, self.broker_config.auto_create_subscription_group)
         self.min_offsets = LogicalMinOffsetTable(self.config_dir)
+        # idempotence and Kafka transactions per queue, derived from the batches as they are put
+        self.producer_state = ProducerStateTable(self.config_dir, config.producer_id_expiration_ms,
+                                                 config.state_checkpoint_interval)
+        self._retention_guards: list[Callable[[], int | None]] = []
         # delayed delivery: delay levels and timer messages (delays-retry.md)
         self.schedule = ScheduleMessageService(self)
         self.timer = TimerMessageStore(self)
@@ -208,6 +220,8 @@ class MessageStore:
         self._topic_cache: dict[str, tuple[bytes | None, str | None]] = {}
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._put_lock = threading.Lock()
+        self._begin_time_in_lock = 0.0  # monotonic time the current put took the lock (0: free)
+        self.page_cache_busy_refused = 0  # counter: puts refused with OS_PAGE_CACHE_BUSY
         self._cq_lock = threading.RLock()
         self.confirmed_offset = 0
         self._last_store_ts = 0
@@ -221,12 +235,15 @@ class MessageStore:
         self.running = False
         self._was_started = False
         self.last_exit_ok = True
-        self.disk_full = False
+        self._wake_background = threading.Event()
+        self.disk = DiskSpace(self.fio, self.root, config, on_clean_wanted=self._wake_background.set)
         self._pending_listeners: list[Callable[[str, int, int], None]] = []
         # called with the new role after change_role, before the caller lets writes in
         self.role_listeners: list[Callable[[str, int], None]] = []
+        self.log_cuts = 0  # times the log was cut or restarted (a slave following a new master)
         # a slave: topics its replicated units name that its topic table lacks (-> queue count seen)
         self.replicated_unknown_topics: dict[str, int] = {}
+        self._offsets_replicated = False  # a slave: __consumer_offsets records arrived, not applied yet
         self._sync = config.flush_disk_type == "SYNC_FLUSH"
         self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
         # the master flavour this store takes when it leads (a controller may make a slave master)
@@ -276,9 +293,12 @@ class MessageStore:
             self.dispatcher.add_listener(cb)
         self.dispatcher.start()
         self._stop_event.clear()
+        self._wake_background.clear()
+        self.disk.refresh(self.confirmed_offset)
         self._background = threading.Thread(target=self._background_loop, name="store-background", daemon=True)
         self._background.start()
         self.running = True
+        self.consumer_offsets.start(self)  # __consumer_offsets replayed before anyone reads offsets
         self.schedule.start()
         self.timer.start()
         self.ha.start()
@@ -292,8 +312,10 @@ class MessageStore:
         self.ha.shutdown()
         self.timer.stop()
         self.schedule.stop()
+        self.consumer_offsets.shutdown()  # RocketMQ consumers' last commits into the log
         self.running = False
         self._stop_event.set()
+        self._wake_background.set()
         if self._background is not None:
             self._background.join(timeout=30)
         if self.dispatcher is not None:
@@ -303,8 +325,12 @@ class MessageStore:
         if self._flush_service is not None:
             self._flush_service.stop()
         self.commitlog.flush()
-        self._flush_logics_and_checkpoint()
-        for mgr in (self.consumer_offsets, self.topic_config, self.subscription_groups, self.min_offsets):
+        self._flush_logics_and_checkpoint(final=True)  # the producer snapshot at the very end: no scan at start
+        try:
+            self.consumer_offsets.checkpoint(force=True)
+        except OSError:
+            log.exception("config_persist_failed", path=str(self.consumer_offsets.path))
+        for mgr in (self.topic_config, self.subscription_groups, self.min_offsets):
             try:
                 mgr.persist()
             except OSError:
@@ -332,8 +358,11 @@ class MessageStore:
                     f"data directory {self.root} is in use by another process (it holds {path}); "
                     "stop that process or choose another --data-dir") from None
             raise StoreError(f"cannot lock {path}: {exc.strerror}") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # the pid is for people; a full disk must not stop the start
+            log.warning("lock_file_pid_not_written", path=path, error=str(exc))
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
@@ -412,6 +441,7 @@ class MessageStore:
         self.confirmed_offset = end
         log.info("store_recovered", abnormal=abnormal, scan_from=start, commitlog_end=end, units_scanned=units,
                  seconds=round(time.monotonic() - begin, 3))
+        self.producer_state.recover(self.commitlog, end)
         if cp is not None:
             self._flush_logics_and_checkpoint()
 
@@ -420,7 +450,7 @@ class MessageStore:
         if f is None:
             return True
         pos = offset - f.file_from_offset
-        return f.buf[pos:pos + 8] == bytes(8)
+        return f.segment.pread(pos, 8) == bytes(8)  # may be a hole: never read it through the mapping
 
     def _redispatch(self, start: int, check_crc: bool, index_from: int, progress: Progress | None = None) -> int:
         n = 0
@@ -502,6 +532,7 @@ class MessageStore:
         self.timer.follower = role == "SLAVE"
         if was_slave:
             self.schedule.start()
+            self.consumer_offsets.catch_up()  # offsets replicated up to the new epoch, before commits land
         log.info("store_role_changed", role=role, commitlog_max_offset=self.confirmed_offset)
         for cb in list(self.role_listeners):
             try:
@@ -509,7 +540,11 @@ class MessageStore:
             except Exception:
                 log.exception("role_listener_failed", role=role)
 
-    def _check_writable(self) -> PutMessageResult | None:
+    def _check_writable(self, topic: str | None = None) -> PutMessageResult | None:
+        """Why a put must be refused now, or None. Records of the internal state topics
+        (coordinator state: offsets, group and transaction records, a few hundred bytes each)
+        are not held to diskSpaceWarningLevelRatio, only to the space really left (reserved
+        before writing), so consumer groups keep working while a full disk refuses messages."""
         if not self.running:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
         if self.is_slave:
@@ -520,11 +555,45 @@ class MessageStore:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 "master lease expired: the failover controller has not confirmed this broker as "
                                 "master recently (cut off, or another broker was elected); write to the current master")
-        if self.disk_full:
-            return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                f"disk of {self.root} is more than {self.config.disk_space_warning_level_ratio}% full "
-                                "(diskSpaceWarningLevelRatio); puts refused until space is freed")
+        if topic not in INTERNAL_TOPICS and not self.disk.writable(self.confirmed_offset):
+            return self._refuse_disk_full()
         return None
+
+    def _refuse_disk_full(self) -> PutMessageResult:
+        self.disk.puts_refused += 1
+        return PutMessageResult(status=PutMessageStatus.SERVICE_NOT_AVAILABLE, error=self.disk.refuse_message(),
+                                disk_full=True)
+
+    @property
+    def disk_full(self) -> bool:
+        return self.disk.full
+
+    def is_os_page_cache_busy(self) -> bool:
+        """A put has held the commitlog lock longer than osPageCacheBusyTimeOutMills (RocketMQ's check)."""
+        begin = self._begin_time_in_lock
+        return bool(begin) and time.monotonic() - begin > self.config.os_page_cache_busy_time_out_mills / 1000.0
+
+    @property
+    def put_would_wait(self) -> bool:
+        """Another put holds the commitlog now: a caller that must not block (an event loop)
+        hands its put to a thread instead."""
+        return self._put_lock.locked()
+
+    def _lock_for_put(self) -> bool:
+        """Take the put lock, waiting at most osPageCacheBusyTimeOutMills; False = busy."""
+        lock = self._put_lock
+        if not lock.acquire(False):
+            limit = self.config.os_page_cache_busy_time_out_mills / 1000.0
+            begin = self._begin_time_in_lock
+            held = time.monotonic() - begin if begin else 0.0
+            if held > limit or not lock.acquire(timeout=limit - held):
+                return False
+        self._begin_time_in_lock = time.monotonic()
+        return True
+
+    def _unlock_for_put(self) -> None:
+        self._begin_time_in_lock = 0.0
+        self._put_lock.release()
 
     def _topic_bytes(self, topic: str) -> tuple[bytes | None, str | None]:
         cached = self._topic_cache.get(topic)
@@ -536,8 +605,8 @@ class MessageStore:
             self._topic_cache[topic] = cached
         return cached
 
-    def _encode(self, msg: Message, sys_flag: int | None = None,
-                crc: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
+    def _encode(self, msg: Message, sys_flag: int | None = None, crc: int | None = None,
+                max_size: int | None = None) -> tuple[bytearray | None, PutMessageResult | None, int]:
         if not isinstance(msg.topic, str):
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"topic must be a string, not {type(msg.topic).__name__}"), 0
         topic_bytes, err = self._topic_bytes(msg.topic)
@@ -550,9 +619,11 @@ class MessageStore:
             if not isinstance(body, memoryview):
                 return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"message body must be bytes, not {type(body).__name__}"), 0
             body = bytes(body)
-        if len(body) > self.config.max_message_size:
+        limit = self.config.max_message_size if max_size is None else max_size
+        if len(body) > limit:
+            what = f"maxMessageSize {limit}" if max_size is None else f"the topic's limit {limit}"
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
-                                      f"message body is {len(body)} bytes, more than maxMessageSize {self.config.max_message_size}"), 0
+                                      f"message body is {len(body)} bytes, more than {what}"), 0
         if msg.properties or msg.tags or msg.keys:
             all_props = msg.all_properties()
             try:
@@ -636,14 +707,15 @@ class MessageStore:
 
     def put_record_batch(self, topic: str, queue_id: int, batch, *, born_host=None, store_host=None,
                          properties: dict | None = None, delay_headers: bool = True,
-                         sync_replicas: bool | None = None) -> PutMessageResult:
+                         sync_replicas: bool | None = None, max_size: int | None = None) -> PutMessageResult:
         """Store one Kafka RecordBatch v2 as one INNER_BATCH unit with N queue offsets.
 
         Records with a delay header (``rmq.delay.level`` / ``rmq.deliver.ms``) are split off and
         staged (``engine.batch_delay``) unless ``delay_headers`` is False. ``sync_replicas``:
         None waits for the slaves as ``brokerRole`` says (SYNC_MASTER), False never (the caller
-        waits itself with ``ha.wait_replicated``, e.g. Kafka's acks), True always."""
-        refused = self._check_writable()
+        waits itself with ``ha.wait_replicated``, e.g. Kafka's acks), True always. ``max_size``
+        replaces maxMessageSize as the largest batch taken (a Kafka topic's max.message.bytes)."""
+        refused = self._check_writable(topic)
         if refused:
             return refused
         try:
@@ -652,42 +724,53 @@ class MessageStore:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
         if delay_headers and self.config.kafka_delay_headers_enable and batch_delay.may_have_delay_headers(batch, header):
             return batch_delay.put_split_batch(self, topic, queue_id, batch, born_host=born_host,
-                                               store_host=store_host, properties=properties,
+                                               store_host=store_host, properties=properties, max_size=max_size,
                                                sync_replicas=sync_replicas)
-        unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties)
+        unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties, max_size)
         if refused:
             return refused
-        return self._append(topic, queue_id, [unit], wait=True, batch=True, sync_replicas=sync_replicas)
+        return self._append(topic, queue_id, [unit], wait=True, batch=True, headers=[header],
+                            sync_replicas=sync_replicas)
 
     def put_record_batches(self, topic: str, queue_id: int, batches: list[bytes], *, born_host=None,
-                           store_host=None, properties: dict | None = None,
-                           sync_replicas: bool | None = None) -> PutMessageResult:
+                           store_host=None, properties: dict | None = None, max_size: int | None = None,
+                           producer_batch=None, sync_replicas: bool | None = None) -> PutMessageResult:
         """Store several record batches at consecutive offsets of one queue, all or none (one
-        unit each; no delay-header split). The result's queue offset is the first batch's."""
-        refused = self._check_writable()
+        unit each; no delay-header split). The result's queue offset is the first batch's.
+        ``producer_batch``: the header of the one producer batch these parts came from (a batch
+        split around delayed records), recorded in the producer state as that batch, so its
+        retry is recognised whole."""
+        refused = self._check_writable(topic)
         if refused:
             return refused
         units = []
+        headers = []
         for batch in batches:
             try:
                 header = record_batch.validate_batch(batch)
             except (ValueError, struct.error) as exc:
                 return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"invalid record batch: {exc}")
-            unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties)
+            unit, refused = self._batch_unit(topic, queue_id, batch, header, born_host, store_host, properties,
+                                             max_size)
             if refused:
                 return refused
             units.append(unit)
-        return self._append(topic, queue_id, units, wait=True, batch=True, sync_replicas=sync_replicas)
+            headers.append(header)
+        if producer_batch is not None and producer_batch.producer_id >= 0:
+            headers = [producer_batch] + [None] * (len(units) - 1)
+        return self._append(topic, queue_id, units, wait=True, batch=True, headers=headers,
+                            sync_replicas=sync_replicas)
 
-    def _batch_unit(self, topic: str, queue_id: int, batch, header, born_host, store_host,
-                    properties: dict | None) -> tuple[tuple[bytearray, int, int] | None, PutMessageResult | None]:
+    def _batch_unit(self, topic: str, queue_id: int, batch, header, born_host, store_host, properties: dict | None,
+                    max_size: int | None = None) -> tuple[tuple[bytearray, int, int] | None, PutMessageResult | None]:
         count = header.last_offset_delta + 1
         if count <= 0:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
                                       f"record batch has lastOffsetDelta {header.last_offset_delta}")
         msg = Message(topic=topic, body=batch, properties=properties, queue_id=queue_id, born_host=born_host,
                       store_host=store_host, born_timestamp=header.max_timestamp if header.max_timestamp > 0 else None)
-        unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG, crc=0)  # BODYCRC set once offsets are known
+        unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG, crc=0,  # BODYCRC set once offsets are known
+                                        max_size=max_size)
         if refused:
             return None, refused
         return (unit, tags_code((properties or {}).get(PROPERTY_TAGS)), count), None
@@ -697,7 +780,8 @@ class MessageStore:
         return not (msg.properties and msg.properties.get("WAIT") == "false")
 
     def _append(self, topic: str, queue_id: int, units: list[tuple[bytearray, int, int]], wait: bool,
-                batch: bool = False, sync_replicas: bool | None = None) -> PutMessageResult:
+                batch: bool = False, headers: list | None = None,
+                sync_replicas: bool | None = None) -> PutMessageResult:
         started = metrics.now()
         key = (topic, queue_id)
         cl = self.commitlog
@@ -715,7 +799,13 @@ class MessageStore:
                 for u, _t, _c in units:
                     record_batch.set_partition_leader_epoch(memoryview(u)[_body_pos(u):], self.ha.master_epoch)
             _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
-        with self._put_lock:
+        if not self._lock_for_put():
+            self.page_cache_busy_refused += 1
+            return self._refuse(PutMessageStatus.OS_PAGE_CACHE_BUSY,
+                                f"[PC_SYNCHRONIZED]broker busy, start flow control for a while: the commitlog has been "
+                                f"locked by another put for more than osPageCacheBusyTimeOutMills "
+                                f"{self.config.os_page_cache_busy_time_out_mills} ms")
+        try:
             if not self.running:
                 return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
             cq = self.find_consume_queue(topic, queue_id, create=True)
@@ -726,13 +816,23 @@ class MessageStore:
             if now < self._last_store_ts:  # wall clock stepped back: keep store times ordered,
                 now = self._last_store_ts  # time search (binary) relies on it
             self._last_store_ts = now
+            if len(units) > 1:
+                # several units are stored all or none: reserve their space (and their queue
+                # units') in one segment first, so a full disk refuses before the first is written
+                total = sum(len(u[0]) for u in units)
+                if cl.fits_in_segment(total):
+                    try:
+                        f = cl.segment_for(total)
+                        f.segment.reserve(f.wrote_position, total)
+                        cq.reserve(qoff, sum(u[2] for u in units))
+                    except OSError as exc:
+                        return self._refuse_write_error(exc, cl.mfq.store_path)
             for n, (unit, tcode, count) in enumerate(units):
                 size = len(unit)
                 try:
                     f = cl.segment_for(size)
                 except OSError as exc:
-                    return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
-                                        f"cannot create commitlog segment in {cl.mfq.store_path}: {exc.strerror or exc}")
+                    return self._refuse_write_error(exc, cl.mfq.store_path)
                 phy = f.file_from_offset + f.wrote_position
                 patch_unit(unit, qoff, phy, now)
                 if batch and (n or qoff != guess):  # only the first was patched ahead, with a guess
@@ -740,7 +840,10 @@ class MessageStore:
                     record_batch.set_base_offset(memoryview(unit)[body_pos:], qoff)
                     _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
                 pos = f.wrote_position
-                cl.write_unit(f, unit)
+                try:
+                    cl.write_unit(f, unit)
+                except OSError as exc:  # no space could be reserved: nothing was written
+                    return self._refuse_write_error(exc, cl.mfq.store_path)
                 try:
                     cq.put(qoff, phy, size, tcode, count)
                 except OSError as exc:
@@ -748,8 +851,11 @@ class MessageStore:
                     f.write_at(pos, bytes(size))
                     f.wrote_position = pos
                     cq.mfq.truncate_dirty(qoff * 20)
-                    return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
-                                        f"cannot extend consume queue {topic}/{queue_id}: {exc.strerror or exc}")
+                    return self._refuse_write_error(exc, f"consume queue {topic}/{queue_id}")
+                if headers is not None and headers[n] is not None and headers[n].producer_id >= 0:
+                    body_pos = _body_pos(unit)
+                    self.producer_state.apply(topic, queue_id, headers[n], qoff, now,
+                                              memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)])
                 if first_phy < 0:
                     first_phy, first_qoff = phy, qoff
                 ids.append(_unit_msg_id(unit, phy))
@@ -759,7 +865,10 @@ class MessageStore:
                 self._queue_offsets[key] = qoff
                 self.confirmed_offset = phy + size
             end = self.confirmed_offset
-        self.dispatcher.wake()
+        finally:
+            self._unlock_for_put()
+        if topic not in INTERNAL_TOPICS:  # state records: the dispatcher's next round (<= 1 s) will do
+            self.dispatcher.wake()
         metrics.STORE_APPEND_SECONDS.observe(metrics.now() - started)
         self.ha.notify_append()
         status = PutMessageStatus.PUT_OK
@@ -818,21 +927,23 @@ class MessageStore:
         return new_end
 
     def make_replicated_visible(self) -> None:
-        """A slave: consume-queue units (and the rest) for the complete replicated units."""
+        """A slave: consume-queue units (and the rest) for the complete replicated units; the
+        consumer offset table follows the ``__consumer_offsets`` records among them."""
         with self._put_lock:
             self._dispatch_replicated()
+            follow, self._offsets_replicated = self._offsets_replicated, False
         self.dispatcher.wake()
+        if follow:
+            self.consumer_offsets.catch_up()
 
     def _dispatch_replicated(self) -> None:
         """Under the put lock: consume-queue units for the complete units past ``confirmed_offset``."""
         from .dispatcher import queue_tags_code
         from .ha.errors import ReplicationError
         from .message import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
-        from .txn_index import for_store as txn_index_of
 
         cl = self.commitlog
         off = self.confirmed_offset
-        txn = None
         while True:
             f = cl.mfq.find(off)
             if f is None:
@@ -872,10 +983,10 @@ class MessageStore:
                 seen = self.replicated_unknown_topics
                 seen[h.topic] = max(seen.get(h.topic, 0), h.queue_id + 1)
             self._queue_offsets[(h.topic, h.queue_id)] = h.queue_offset + count
-            if is_batch and f.buf[h.body_pos + _BATCH_ATTR_LOW] & _TXN_FLAG:
-                if txn is None:
-                    txn = txn_index_of(self)
-                txn.observe_batch(h.topic, h.queue_id, bytes(f.buf[h.body_pos:h.body_pos + h.body_len]))
+            if is_batch:  # idempotence and transactions follow the log, as on the master's put path
+                self.producer_state.apply_stored(f.buf, h)
+            if h.topic == CONSUMER_OFFSETS:
+                self._offsets_replicated = True
             off += total
             self.confirmed_offset = off
 
@@ -883,8 +994,6 @@ class MessageStore:
         """A slave cuts its log at ``offset`` (its master's log differs from there): commitlog,
         consume queues and the Kafka transaction index drop everything at or past it. Returns
         how many commitlog bytes were dropped."""
-        from .txn_index import for_store as txn_index_of
-
         cl = self.commitlog
         with self._put_lock:
             old_end = cl.max_offset
@@ -898,7 +1007,11 @@ class MessageStore:
                     cq.truncate_dirty(offset)
                 self._queue_offsets = {k: cq.max_offset for k, cq in self._cqs.items()}
             self.confirmed_offset = min(self.confirmed_offset, offset)
-            txn_index_of(self).truncate_to({k: cq.max_offset for k, cq in self._cqs.items()})
+            # idempotence and transaction state as of the new end: from the snapshot when it is
+            # not past the cut, else from the whole log
+            self.producer_state.recover(cl, offset)
+            self.log_cuts += 1
+        self.consumer_offsets.rebuild()  # offsets whose records were cut go back to what the log says
         if self.checkpoint is not None:
             self._flush_logics_and_checkpoint()
         log.warning("commitlog_truncated", offset=offset, dropped_bytes=old_end - offset)
@@ -917,7 +1030,15 @@ class MessageStore:
                 cl.mfq._starts = []
                 cl.mfq.flushed_where = offset
             self.confirmed_offset = offset
+            self.log_cuts += 1
         log.warning("commitlog_restarted", offset=offset)
+
+    def _refuse_write_error(self, exc: OSError, where: str) -> PutMessageResult:
+        if is_disk_full(exc):
+            self.disk.out_of_space(self.confirmed_offset)
+            return self._refuse_disk_full()
+        return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                            f"cannot write to {where}: {exc.strerror or exc}")
 
     # ------------------------------------------------------------------ reads
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
@@ -1157,6 +1278,8 @@ class MessageStore:
         self._pending_listeners = [x for x in self._pending_listeners if x is not cb]
 
     def delete_topic(self, topic: str) -> None:
+        if is_internal(topic):
+            raise StoreError(f"{topic} is an internal topic: it holds state the store needs")
         with self._put_lock:
             with self._cq_lock:
                 for key in [k for k in self._cqs if k[0] == topic]:
@@ -1164,14 +1287,14 @@ class MessageStore:
                     cq.destroy()
                     self._queue_offsets.pop(key, None)
             shutil.rmtree(os.path.join(self.root, "consumequeue", topic), ignore_errors=True)
+            self.producer_state.forget_topic(topic)
         with self.min_offsets.lock:
             for k in [k for k in self.min_offsets.table if k.rpartition("@")[0] == topic]:
                 del self.min_offsets.table[k]
             self.min_offsets.persist()
         self.topic_config.delete(topic)
         metrics.forget_topic(topic)
-        self.consumer_offsets.delete_topic(topic)
-        self.consumer_offsets.persist()
+        self.consumer_offsets.delete_topic(topic)  # tombstones in __consumer_offsets
         if self.running:
             # move the checkpoint past the topic's units, so crash recovery (which re-dispatches
             # from the checkpoint) cannot rebuild queues of the deleted topic
@@ -1184,9 +1307,11 @@ class MessageStore:
         return sorted(q for (t, q) in self._cqs if t == topic)
 
     # ------------------------------------------------------------------ background work
-    def _flush_logics_and_checkpoint(self) -> None:
+    def _flush_logics_and_checkpoint(self, producer_snapshot: bool = True, final: bool = False) -> None:
         with self._put_lock:
             logics_upto = self.confirmed_offset
+            if producer_snapshot:
+                self.producer_state.capture(logics_upto, self.get_min_offset_in_queue, force=final)
         for cq in list(self._cqs.values()):
             try:
                 cq.flush()
@@ -1195,6 +1320,10 @@ class MessageStore:
         index_upto = self.dispatcher.reput_offset if self.dispatcher is not None else logics_upto
         index_upto = min(index_upto, logics_upto)
         self.index_service.flush()
+        try:
+            self.producer_state.write(self.commitlog.flushed_where)  # never ahead of the flushed log
+        except OSError as exc:
+            log.warning("producer_snapshot_not_written", error=str(exc))
         cp = self.checkpoint
         if cp is None:
             return
@@ -1207,27 +1336,56 @@ class MessageStore:
 
     def _background_loop(self) -> None:
         cq_interval = max(self.config.flush_interval_consume_queue, 10) / 1000.0
-        next_offsets = time.monotonic() + self.config.flush_consumer_offset_interval / 1000.0
-        next_clean = time.monotonic() + self.config.clean_resource_interval / 1000.0
-        while not self._stop_event.wait(cq_interval):
-            try:
-                self._flush_logics_and_checkpoint()
-                now = time.monotonic()
-                if now >= next_offsets:
-                    self.consumer_offsets.persist_if_dirty()
-                    next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
-                if now >= next_clean:
-                    self.clean_expired_files()
-                    next_clean = now + self.config.clean_resource_interval / 1000.0
-            except Exception:
-                log.exception("store_background_failed")
+        now = time.monotonic()
+        next_flush = now + cq_interval
+        next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
+        next_state_checkpoint = now + self.config.state_checkpoint_interval / 1000.0
+        next_producer_snapshot = 0.0
+        next_clean = now + self.config.clean_resource_interval / 1000.0
+        next_disk = now + 1.0
+        failing: dict[str, str] = {}  # what failed last round: the same failure is logged once
+        while True:
+            # the put path wakes this thread when the disk crosses diskSpaceCleanForciblyRatio
+            self._wake_background.wait(max(0.0, min(next_flush, next_disk) - time.monotonic()))
+            self._wake_background.clear()
+            if self._stop_event.is_set():
+                return
+            now = time.monotonic()
+            tasks = []
+            if now >= next_flush:
+                snapshot = now >= next_producer_snapshot
+                if snapshot:
+                    next_producer_snapshot = now + self.config.producer_state_snapshot_interval / 1000.0
+                tasks.append(("flush", functools.partial(self._flush_logics_and_checkpoint, producer_snapshot=snapshot)))
+                next_flush = now + cq_interval
+            if now >= next_disk or self.disk.clean_wanted.is_set():
+                tasks.append(("disk", lambda: self.disk.refresh(self.confirmed_offset)))
+                next_disk = now + 1.0
+            if now >= next_offsets:
+                tasks.append(("consumer_offsets", self.consumer_offsets.flush_dirty))
+                next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
+            if now >= next_state_checkpoint:
+                tasks.append(("state_checkpoint", self.consumer_offsets.checkpoint))
+                next_state_checkpoint = now + self.config.state_checkpoint_interval / 1000.0
+            if now >= next_clean or self.disk.clean_wanted.is_set():
+                tasks.append(("clean", self.clean_expired_files))
+                next_clean = now + self.config.clean_resource_interval / 1000.0
+            for name, task in tasks:
+                try:
+                    task()
+                except Exception as exc:
+                    # a full disk or descriptor table fails the same way every second: one
+                    # event when it starts (with the traceback), one when it stops
+                    reason = f"{type(exc).__name__}: {exc}"
+                    if failing.get(name) != reason:
+                        log.exception("store_background_failed", task=name)
+                        failing[name] = reason
+                else:
+                    if failing.pop(name, None) is not None:
+                        log.info("store_background_recovered", task=name)
 
     def disk_used_ratio(self) -> float:
-        try:
-            usage = shutil.disk_usage(self.root)
-        except OSError:
-            return 0.0
-        return 100.0 * usage.used / usage.total if usage.total else 0.0
+        return self.disk.ratio if self.disk.total else self.disk.refresh(self.confirmed_offset)
 
     def clean_expired_files(self, force: bool = False, now_ms: float | None = None) -> int:
         """Retention pass (RocketMQ's CleanCommitLogService + CleanConsumeQueueService).
@@ -1239,23 +1397,77 @@ class MessageStore:
         offsets move forward.
         """
         cfg = self.config
-        ratio = self.disk_used_ratio()
-        self.disk_full = ratio > cfg.disk_space_warning_level_ratio
+        disk = self.disk
+        disk.clean_wanted.clear()
+        ratio = disk.refresh(self.confirmed_offset)
         hours = {h.strip() for h in cfg.delete_when.split(";") if h.strip()}
         hour_now = datetime.now().strftime("%H")
         time_ok = hour_now in hours or str(int(hour_now)) in hours
         space_pressure = ratio > cfg.disk_max_used_space_ratio
-        forcibly = ratio > cfg.disk_space_clean_forcibly_ratio
         deleted = []
         if force or time_ok or space_pressure:
-            reserved = 0 if forcibly else cfg.file_reserved_time * 3600 * 1000
-            deleted = self.commitlog.mfq.delete_expired_by_time(reserved, now_ms)
+            deletable = self._segments_below_guards()
+            if deletable:
+                deleted = self.commitlog.mfq.delete_expired_by_time(cfg.file_reserved_time * 3600 * 1000, now_ms,
+                                                                    max_files=min(10, deletable))
+            disk.segments_deleted_expired += len(deleted)
         if deleted:
             log.info("commitlog_segments_deleted", count=len(deleted), first=deleted[0].path,
                      new_min_offset=self.commitlog.min_offset, disk_used_percent=round(ratio, 1))
+            ratio = disk.refresh(self.confirmed_offset)
+        forced = 0
+        # above diskSpaceCleanForciblyRatio: the oldest segments go, expired or not, one at a
+        # time until usage is below it again (at most 10 a pass; never the segment written now,
+        # never one whose bytes a state checkpoint still replays: the consumer offsets'
+        # checkpoint is taken first, so only state changed since it holds segments back)
+        if disk.forcibly and not self._segments_below_guards():
+            self.consumer_offsets.checkpoint()
+        while disk.forcibly and forced < 10 and self._segments_below_guards():
+            gone = self.commitlog.mfq.delete_first(1)
+            if not gone:
+                break
+            forced += 1
+            disk.segments_deleted_forcibly += 1
+            before = disk.ratio
+            self.correct_min_offsets()  # queue files pointing into it go too, before looking again
+            disk.refresh(self.confirmed_offset)
+            log.warning("commitlog_segment_deleted_forcibly", path=gone[0].path,
+                        new_min_offset=self.commitlog.min_offset, disk_used_percent_before=round(before, 1),
+                        disk_used_percent=round(disk.ratio, 1), clean_forcibly_ratio=cfg.disk_space_clean_forcibly_ratio)
+        if forced == 10 and disk.forcibly:
+            disk.clean_wanted.set()  # more next round, right away
+            self._wake_background.set()
+        else:  # done, or nothing left to delete: the next look above the ratio asks again
+            disk.clean_wanted.clear()
         self.correct_min_offsets()
         self.apply_topic_retention(now_ms)
-        return len(deleted)
+        return len(deleted) + forced
+
+    # -- what state in the log still needs (engine/state_log.py) ------------------------------
+    def add_retention_guard(self, needed: Callable[[], int | None]) -> None:
+        """``needed()`` returns the lowest commitlog offset its owner's replay still reads (None:
+        nothing); retention never deletes a segment holding bytes at or past it."""
+        if needed not in self._retention_guards:  # a store started again keeps one guard per owner
+            self._retention_guards.append(needed)
+
+    def remove_retention_guard(self, needed: Callable[[], int | None]) -> None:
+        self._retention_guards = [g for g in self._retention_guards if g is not needed]
+
+    def _segments_below_guards(self) -> int:
+        """How many of the oldest segments retention may delete (never the last one)."""
+        floor = None
+        for needed in list(self._retention_guards):
+            try:
+                offset = needed()
+            except Exception:  # noqa: BLE001 - a broken guard keeps everything
+                log.exception("retention_guard_failed")
+                return 0
+            if offset is not None and (floor is None or offset < floor):
+                floor = offset
+        files = self.commitlog.mfq.files[:-1]
+        if floor is None:
+            return len(files)
+        return sum(1 for f in files if f.end_offset <= floor)
 
     def apply_topic_retention(self, now_ms: float | None = None) -> int:
         """Per-topic time retention: a topic whose attributes set ``retention.ms`` (the Kafka

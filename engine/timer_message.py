@@ -24,7 +24,8 @@ Formats (big-endian):
 One thread does both halves, so they never race: *enqueue* reads the timer topic's new units
 (the 20-byte units carry commitlog offset, size and delivery time) into log + wheel; *dequeue*
 walks every step from readTimeMs up to now: the slot's chain gives the staged units, which are
-read, restored to their real topic/queue (timer properties removed) and put again.
+read, restored to their real topic/queue (relative-delay properties removed; TIMER_OUT_MS and
+TIMER_DELIVER_MS kept, as RocketMQ keeps them, so consumers see the delivery time) and put again.
 
 Invariants and recovery:
 - when every logged record is due before readTimeMs and nothing is left to enqueue, the log is
@@ -62,6 +63,8 @@ PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
 PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"  # a recall marker: "<topic>+<uniq key>" of the message it cancels
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 TIMER_PROPERTIES = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 
 FORMAT_VERSION = 1
@@ -74,6 +77,11 @@ SLOT_SIZE = _SLOT.size  # 32
 RECORD_SIZE = _RECORD.size  # 32
 TICK_S = 0.1
 PERSIST_INTERVAL_S = 0.5  # log + wheel flush and checkpoint, at most this often (and at stop)
+
+
+def recall_key(topic: str, uniq_key: str) -> str:
+    """RocketMQ's TimerMessageStore.buildDeleteKey."""
+    return f"{topic}+{uniq_key}"
 
 
 class TimerMessageError(ValueError):
@@ -235,6 +243,21 @@ class TimerMessageStore:
                          prepared_transaction_offset=msg.prepared_transaction_offset)
         return staged, deliver
 
+    def recall(self, topic: str, uniq_key: str, deliver_ms: int) -> None:
+        """Cancel the staged message ``uniq_key`` of ``topic`` due at ``deliver_ms`` (RocketMQ 5.3's
+        RecallMessage): a marker with ``TIMER_DEL_UNIQKEY`` is staged for the same step, and the
+        step's delivery leaves the message out. Raises ``TimerMessageError`` when the delivery
+        time has come (or is within one step), since the message may already be out."""
+        now = int(time.time() * 1000)
+        if deliver_ms - now <= self.precision_ms:
+            raise TimerMessageError(f"the message is due at {deliver_ms}, too late to recall (now {now})")
+        marker = Message(topic=topic, body=b"", properties={
+            PROPERTY_TIMER_DELIVER_MS: str(deliver_ms), PROPERTY_TIMER_DEL_UNIQKEY: recall_key(topic, uniq_key),
+            PROPERTY_UNIQ_KEY: f"recall-{uniq_key}"})
+        result = self.store.put_message(marker)
+        if not result.stored:
+            raise TimerMessageError(f"recall marker not stored: {result.status.name} {result.error or ''}".strip())
+
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
@@ -382,12 +405,29 @@ class TimerMessageStore:
                 break
             pos = prev
         store = self.store
+        exts = []
+        recalled: set[str] = set()
         for phy, size in reversed(chain):  # arrival order
             ext = store.look_message_by_offset(phy, size)
             if ext is None:
                 log.warning("timer_unit_unreadable", commitlog_offset=phy, step=step)
                 continue
-            result = store.put_message(restore_message(ext, TIMER_PROPERTIES + (PROPERTY_TIMER_OUT_MS,)))
+            marker = ext.properties.get(PROPERTY_TIMER_DEL_UNIQKEY)
+            if marker is not None:  # a recall: lands in the same step as the message it cancels
+                recalled.add(marker)
+            else:
+                exts.append(ext)
+        for ext in exts:
+            if recalled and recall_key(ext.properties.get(PROPERTY_REAL_TOPIC, ext.topic),
+                                       ext.properties.get(PROPERTY_UNIQ_KEY, "")) in recalled:
+                log.info("timer_message_recalled", topic=ext.properties.get(PROPERTY_REAL_TOPIC),
+                         msg_id=ext.properties.get(PROPERTY_UNIQ_KEY), step=step)
+                continue
+            # as RocketMQ, the delivered message keeps TIMER_OUT_MS (it also stops a re-put from
+            # being staged again) and TIMER_DELIVER_MS: consumers read its delivery time
+            msg = restore_message(ext, (PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS))
+            msg.properties.setdefault(PROPERTY_TIMER_DELIVER_MS, msg.properties.get(PROPERTY_TIMER_OUT_MS, ""))
+            result = store.put_message(msg)
             if not result.stored:
                 log.warning("timer_redeliver_refused", step=step, status=result.status.name, error=result.error)
                 return False

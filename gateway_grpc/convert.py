@@ -39,6 +39,7 @@ RESERVED_PROPERTIES = frozenset({
     "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER",
     "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
     "__SHARDINGKEY", "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS", "__STARTDELIVERTIME",
+    "TIMER_OUT_MS", "TIMER_DEL_UNIQKEY", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES",
 })
 
 
@@ -163,9 +164,10 @@ def to_v2(ext: MessageExt, topic: str, receipt_handle: str | None = None, delive
     keys = props.get(PROPERTY_KEYS)
     if keys:
         sp.keys.extend(k for k in keys.split(" ") if k)
-    if PROPERTY_TIMER_DELIVER_MS in props:
+    deliver = props.get("TIMER_OUT_MS") or props.get(PROPERTY_TIMER_DELIVER_MS)
+    if deliver:
         try:
-            sp.delivery_timestamp.CopyFrom(timestamp(int(props[PROPERTY_TIMER_DELIVER_MS])))
+            sp.delivery_timestamp.CopyFrom(timestamp(int(deliver)))
         except ValueError:
             pass
     if PROPERTY_SHARDING_KEY in props:

@@ -32,6 +32,9 @@ from engine import transaction as engine_transaction
 from engine.message import Message
 from engine.topic_config import TopicConfig
 
+from . import tls
+from .renew import ReceiptRenewer
+
 log = structlog.get_logger("rockafka.grpc")
 
 PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
@@ -83,6 +86,9 @@ class GrpcGateway:
         self.pop: engine_pop.PopService | None = None
         self.transactions: engine_transaction.TransactionalMessageService | None = None
         self.disabled_reason: str | None = None
+        self._sniffer: tls.ProtocolSniffer | None = None
+        self.renewer = ReceiptRenewer.from_config(self, config)
+        self.tls_mode = "disabled"
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -106,12 +112,33 @@ class GrpcGateway:
                                                 ("grpc.max_send_message_length", 64 << 20),
                                                 ("grpc.so_reuseport", 0)])
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingService(self), self._server)
-        bound = self._server.add_insecure_port(f"{self.host}:{self.port}")
-        if not bound:
-            raise OSError(f"gRPC proxy port {self.host}:{self.port}: address already in use")
-        self.port = bound
-        await self._server.start()
-        log.info("grpc_listening", host=self.host, port=self.port)
+        mode, cert, key = tls.tls_settings(self.config)
+        creds = None
+        if mode != "disabled":
+            chain, private = await self._loop.run_in_executor(
+                self.executor, tls.load_or_create_pair, cert, key, self.config.data_dir, self.advertised_ip)
+            creds = grpc.ssl_server_credentials([(private, chain)])
+        if mode == "permissive":
+            # one public port for both (RocketMQ's default): grpcio listens on loopback twice
+            plain = self._server.add_insecure_port("127.0.0.1:0")
+            secure = self._server.add_secure_port("127.0.0.1:0", creds)
+            await self._server.start()
+            self._sniffer = tls.ProtocolSniffer(self.host, self.port, plain, secure)
+            try:
+                self.port = await self._sniffer.start()
+            except OSError as exc:
+                await self._server.stop(None)
+                raise OSError(f"gRPC proxy port {self.host}:{self.port}: {exc.strerror}") from None
+        else:
+            addr = f"{self.host}:{self.port}"
+            bound = self._server.add_secure_port(addr, creds) if creds else self._server.add_insecure_port(addr)
+            if not bound:
+                raise OSError(f"gRPC proxy port {self.host}:{self.port}: address already in use")
+            self.port = bound
+            await self._server.start()
+        self.tls_mode = mode
+        self.renewer.start()
+        log.info("grpc_listening", host=self.host, port=self.port, tls_mode=mode)
 
     async def stop(self) -> None:
         if self._server is None:
@@ -126,6 +153,10 @@ class GrpcGateway:
             self.transactions.check_handlers.remove(self.ask_producer)
         for ev in [e for s in self._waiters.values() for e in s]:
             ev.set()
+        await self.renewer.stop()
+        if self._sniffer is not None:
+            await self._sniffer.stop()
+            self._sniffer = None
         await self._server.stop(grace=1.0)
         self._server = None
         self.executor.shutdown(wait=True)
@@ -179,6 +210,7 @@ class GrpcGateway:
 
     def drop_session(self, client_id: str, reason: str) -> None:
         s = self.sessions.pop(client_id, None)
+        self.renewer.forget_client(client_id)
         if s is not None:
             log.info("grpc_client_gone", client_id=client_id, reason=reason, group=s.group)
 

@@ -5,6 +5,8 @@ gateway (``server.GrpcGateway``) and answers with the rpc's Status."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import random
 import time
 from typing import Any
@@ -15,6 +17,7 @@ import structlog
 from engine.expression_filter import ExpressionFilter
 from engine.pop import AckStatus, PopError
 from engine.sql92 import Sql92Error
+from engine.timer_message import TimerMessageError
 from engine.transaction import TransactionError
 
 from .convert import ConvertError, duration_ms, from_v2, to_v2
@@ -237,8 +240,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         code, text = _PUT_CODES.get(name, (C.INTERNAL_SERVER_ERROR, name))
         if not result.stored:
             return sv.SendResultEntry(status=status(code, result.error or text))
+        recall = ""
+        deliver = msg.properties.get("TIMER_DELIVER_MS") if msg.properties else None
+        if deliver and out.message_type == pb.MessageType.DELAY:
+            recall = encode_recall_handle(out.topic, gw.broker_name, int(deliver), out.message_id)
         return sv.SendResultEntry(status=status(code, text), message_id=out.message_id, transaction_id=txn_id,
-                                  offset=max(result.queue_offset, 0))
+                                  offset=max(result.queue_offset, 0), recall_handle=recall)
 
     async def EndTransaction(self, request: sv.EndTransactionRequest, context: Any) -> sv.EndTransactionResponse:
         self.gw.session(context)
@@ -262,8 +269,25 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return sv.EndTransactionResponse(status=ok())
 
     async def RecallMessage(self, request: Any, context: Any) -> Any:
+        """Cancel a delay message before its delivery time with the handle its send returned."""
         self.gw.session(context)
-        return sv.RecallMessageResponse(status=status(C.UNSUPPORTED, "recalling a delayed message is not supported yet"))
+        topic = request.topic.name
+        if not self.gw.config.extra_bool("recall_message_enable", True):
+            return sv.RecallMessageResponse(status=status(C.FORBIDDEN, "recall failed, operation is forbidden "
+                                                                       "(recallMessageEnable=false)"))
+        try:
+            h_topic, _broker, deliver_ms, message_id = decode_recall_handle(request.recall_handle)
+        except ValueError as exc:
+            return sv.RecallMessageResponse(status=status(C.BAD_REQUEST, str(exc)))
+        if h_topic != topic:
+            return sv.RecallMessageResponse(status=status(C.BAD_REQUEST,
+                                                          f"the recall handle is for topic {h_topic}, not {topic}"))
+        try:
+            await self.gw.blocking(self.gw.store.timer.recall, topic, message_id, deliver_ms)
+        except TimerMessageError as exc:
+            return sv.RecallMessageResponse(status=status(C.ILLEGAL_MESSAGE_ID, str(exc)), message_id=message_id)
+        log.info("grpc_message_recalled", topic=topic, message_id=message_id, deliver_ms=deliver_ms)
+        return sv.RecallMessageResponse(status=ok(), message_id=message_id)
 
     # ------------------------------------------------------------------ consuming
     def _filter(self, expr: pb.FilterExpression) -> ExpressionFilter:
@@ -293,10 +317,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         except (Sql92Error, ValueError) as exc:
             yield sv.ReceiveMessageResponse(status=status(C.ILLEGAL_FILTER_EXPRESSION, str(exc)))
             return
+        auto_renew = request.auto_renew and not request.HasField("invisible_duration")
         if request.HasField("invisible_duration"):
             invisible = duration_ms(request.invisible_duration)
         else:
-            invisible = DEFAULT_INVISIBLE_MS
+            invisible = gw.renewer.invisible_ms if auto_renew else DEFAULT_INVISIBLE_MS
         if not 0 < invisible <= 12 * 3600 * 1000:
             yield sv.ReceiveMessageResponse(status=status(C.ILLEGAL_INVISIBLE_TIME,
                                                           f"invisible duration {invisible} ms is outside 1 ms..12 h"))
@@ -335,6 +360,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     pass
         finally:
             gw.drop_waiter(wake_topics, ev)
+        if auto_renew:  # a PushConsumer: keep the messages hidden while its listener works
+            now_ms = int(time.time() * 1000)
+            for m in result.messages:
+                gw.renewer.add(s.client_id, group, topic, m.handle, now_ms)
         yield sv.ReceiveMessageResponse(status=ok())
         for m in result.messages:
             yield sv.ReceiveMessageResponse(message=to_v2(m.message, m.topic, m.handle, m.delivery_attempt,
@@ -342,11 +371,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def AckMessage(self, request: sv.AckMessageRequest, context: Any) -> sv.AckMessageResponse:
         gw = self.gw
-        gw.session(context)
+        s = gw.session(context)
         group, topic = request.group.name, request.topic.name
         entries = []
         for e in request.entries:
-            st = await gw.blocking(gw.pop.ack, group, topic, e.receipt_handle)
+            handle = await gw.renewer.current(s.client_id, group, topic, e.receipt_handle)
+            st = await gw.blocking(gw.pop.ack, group, topic, handle)
             if st is AckStatus.OK:
                 code = ok()
             else:
@@ -361,11 +391,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
         gw = self.gw
-        gw.session(context)
+        s = gw.session(context)
         invisible = duration_ms(request.invisible_duration)
+        current = await gw.renewer.current(s.client_id, request.group.name, request.topic.name, request.receipt_handle)
         try:
             handle = await gw.blocking(gw.pop.change_invisible, request.group.name, request.topic.name,
-                                       request.receipt_handle, invisible)
+                                       current, invisible)
         except PopError as exc:
             code = C.ILLEGAL_INVISIBLE_TIME if exc.code == "ILLEGAL_INVISIBLE_TIME" else C.INVALID_RECEIPT_HANDLE
             return sv.ChangeInvisibleDurationResponse(status=status(code, str(exc)))
@@ -373,12 +404,29 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
         gw = self.gw
-        gw.session(context)
-        st = await gw.blocking(gw.pop.forward_to_dlq, request.group.name, request.topic.name, request.receipt_handle)
+        s = gw.session(context)
+        handle = await gw.renewer.current(s.client_id, request.group.name, request.topic.name, request.receipt_handle)
+        st = await gw.blocking(gw.pop.forward_to_dlq, request.group.name, request.topic.name, handle)
         if st is not AckStatus.OK:
             return sv.ForwardMessageToDeadLetterQueueResponse(status=status(C.INVALID_RECEIPT_HANDLE,
                                                                             "the receipt handle is expired or unknown"))
         return sv.ForwardMessageToDeadLetterQueueResponse(status=ok())
+
+
+def encode_recall_handle(topic: str, broker_name: str, deliver_ms: int, message_id: str) -> str:
+    """RocketMQ's RecallMessageHandle.HandleV1: base64url of ``v1 topic brokerName deliverMs messageId``."""
+    raw = " ".join(("v1", topic, broker_name, str(deliver_ms), message_id)).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_recall_handle(handle: str) -> tuple[str, str, int, str]:
+    try:
+        parts = base64.urlsafe_b64decode(handle.encode()).decode().split(" ")
+        if len(parts) != 5 or parts[0] != "v1":
+            raise ValueError
+        return parts[1], parts[2], int(parts[3]), parts[4]
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise ValueError(f"recall handle {handle!r} is not one this proxy issued") from None
 
 
 def _now_timestamp() -> Any:

@@ -27,30 +27,30 @@ Invariants:
 - Member ids are handed out by the coordinator (KIP-394): a v4+ JoinGroup without one gets
   MEMBER_ID_REQUIRED and a fresh id to rejoin with.
 
-Persistence (as Kafka keeps group metadata in __consumer_offsets): every group that reaches
-Stable is written to ``<config dir>/kafka_groups.json`` (generation, protocol, leader, members
-with their metadata and assignments), and removed from it when it becomes Empty or is deleted.
-After a restart those groups are Stable again with the same generation; their members keep
-heartbeating and committing without a rebalance, and each gets a fresh session timer (one that
-does not come back expires and triggers a rebalance, as usual). The file is written off the
-event loop, newest snapshot last; a graceful stop writes it once more.
+Persistence (as Kafka): group metadata is a record of ``__consumer_offsets`` (Kafka's
+GroupMetadataValue, in the group's partition, through the engine's consumer offsets). The leader's
+SyncGroup is answered only once the Stable generation — protocol, leader, members with their
+metadata and assignments — is stored; a group that becomes Empty is stored with its generation;
+DeleteGroups writes a tombstone. Records of one group are appended in the order the group went
+through them. At start (``restore``) the latest record of every group is read back: a Stable one
+comes back Stable with the same generation, members and assignments (its members go on
+heartbeating and committing without a rebalance, each with a fresh session timer; one that does
+not come back expires as usual), an Empty one keeps its generation. A crash during a rebalance
+restores the last Stable generation; members then rejoin.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
-import threading
+import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 import structlog
 
-from engine.config_manager import write_atomic
 from gateway_kafka import error_codes as E
+from gateway_kafka.protocol import records
 
 log = structlog.get_logger("rockafka.kafka.coordinator")
 
@@ -59,9 +59,6 @@ PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
-
-GROUPS_FILE = "kafka_groups.json"
-GROUPS_FORMAT = 1
 
 
 @dataclass
@@ -134,93 +131,88 @@ def parse_consumer_subscription(meta: bytes) -> list[str]:
 class GroupCoordinator:
     def __init__(self, *, min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1_800_000,
                  initial_rebalance_delay_ms: int = 0, max_group_size: int = 1000,
-                 state_dir: str | Path | None = None):
+                 store: Any = None, put: Callable[..., Awaitable[Any]] | None = None):
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.max_group_size = max_group_size
         self.groups: dict[str, Group] = {}
         self._closed = False
-        self.state_path = Path(state_dir) / GROUPS_FILE if state_dir is not None else None
-        self._stable: dict[str, dict] = {}  # group id -> its last Stable snapshot
-        self._save_seq = 0
-        self._written_seq = 0
-        self._write_lock = threading.Lock()
+        # group metadata records go to the engine's __consumer_offsets (None: kept in memory only)
+        self.offsets = store.consumer_offsets if store is not None else None
+        self._put = put
+        self._write_locks: dict[str, asyncio.Lock] = {}
+        self._writes: set[asyncio.Task] = set()
 
     # -- persistence -----------------------------------------------------------------------
     @staticmethod
-    def _snapshot(group: Group) -> dict:
-        b64 = lambda b: base64.b64encode(bytes(b)).decode("ascii")  # noqa: E731
-        return {"generation": group.generation_id, "protocol_type": group.protocol_type,
-                "protocol_name": group.protocol_name, "leader": group.leader_id,
-                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                             "client_id": m.client_id, "client_host": m.client_host,
-                             "session_timeout_ms": m.session_timeout_ms,
-                             "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                             "protocols": [[name, b64(meta)] for name, meta in m.protocols],
-                             "assignment": b64(m.assignment)} for m in group.members.values()]}
+    def _record(group: Group, stable: bool | None = None) -> bytes:
+        """Kafka's GroupMetadataValue of the group as Stable (with its members) or Empty;
+        ``stable`` defaults to the group's state."""
+        stable = group.state == STABLE if stable is None else stable
+        return records.encode("GroupMetadataValue", {
+            "protocol_type": group.protocol_type or "", "generation": group.generation_id,
+            "protocol": group.protocol_name, "leader": group.leader_id,
+            "current_state_timestamp": int(time.time() * 1000),
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
+                         "subscription": m.metadata_for(group.protocol_name), "assignment": m.assignment}
+                        for m in group.members.values()] if stable else []})
+
+    async def _store(self, group_id: str, value: bytes | None) -> bool:
+        """Append one record of the group, after every earlier one of it (FIFO lock)."""
+        if self.offsets is None or self._put is None:
+            return True
+        lock = self._write_locks.get(group_id)
+        if lock is None:
+            lock = self._write_locks[group_id] = asyncio.Lock()
+        async with lock:
+            res = await self._put(self.offsets.store_group_metadata, group_id, value)
+        if not res.stored:
+            log.warning("group_not_stored", group=group_id, status=res.status.name, error=res.error)
+        return res.stored
 
     def _note_state(self, group: Group) -> None:
-        """Record a group's change of persisted state (Stable: saved; Empty, Dead: dropped)."""
-        if self.state_path is None:
+        """Store a group that became Empty, or a Stable one whose member ids changed, in the
+        background (the order per group is kept; nobody waits for it)."""
+        if self.offsets is None or self._closed:
             return
-        if group.state == STABLE:
-            self._stable[group.group_id] = self._snapshot(group)
-        elif self._stable.pop(group.group_id, None) is None:
-            return
-        self._save_seq += 1
-        if self._closed:
-            self._write(self._save_seq, self._encoded())
-        else:
-            asyncio.get_running_loop().run_in_executor(None, self._write, self._save_seq, self._encoded())
-
-    def _encoded(self) -> bytes:
-        return json.dumps({"version": GROUPS_FORMAT, "groups": self._stable}, separators=(",", ":")).encode()
-
-    def _write(self, seq: int, data: bytes) -> None:
-        with self._write_lock:
-            if seq <= self._written_seq:
-                return  # a newer snapshot is already on disk
-            try:
-                write_atomic(self.state_path, data)
-                self._written_seq = seq
-            except OSError as exc:
-                log.warning("groups_not_saved", path=str(self.state_path), error=str(exc))
+        task = asyncio.get_running_loop().create_task(self._store(group.group_id, self._record(group)))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
 
     def restore(self) -> int:
-        """Load the groups saved as Stable (call on the event loop, before serving); returns
-        how many. A missing file is no groups; an unreadable one is logged and ignored (members
-        then rejoin, as after a coordinator change)."""
-        if self.state_path is None or not self.state_path.exists():
+        """Load every group's latest record (call on the event loop, before serving); returns
+        how many groups came back. An unreadable record is logged and its group starts empty
+        (members then rejoin, as after a coordinator change)."""
+        if self.offsets is None:
             return 0
-        try:
-            doc = json.loads(self.state_path.read_text("utf-8"))
-            saved = doc["groups"] if doc.get("version") == GROUPS_FORMAT else {}
-            groups = []
-            for group_id, g in saved.items():
-                group = Group(group_id, state=STABLE, generation_id=int(g["generation"]),
-                              protocol_type=g["protocol_type"], protocol_name=g["protocol_name"],
-                              leader_id=g["leader"])
-                for m in g["members"]:
-                    member = Member(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
-                                    int(m["session_timeout_ms"]), int(m["rebalance_timeout_ms"]),
-                                    g["protocol_type"] or "",
-                                    [(name, base64.b64decode(meta)) for name, meta in m["protocols"]],
-                                    base64.b64decode(m["assignment"]))
-                    group.members[member.member_id] = member
-                    if member.group_instance_id is not None:
-                        group.static_members[member.group_instance_id] = member.member_id
-                groups.append(group)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("groups_not_restored", path=str(self.state_path), error=str(exc))
-            return 0
-        for group in groups:
-            self.groups[group.group_id] = group
-            self._stable[group.group_id] = self._snapshot(group)
+        restored = 0
+        for group_id, value in self.offsets.group_metadata().items():
+            try:
+                g = records.decode("GroupMetadataValue", value)
+            except records.RecordDecodeError as exc:
+                log.warning("group_not_restored", group=group_id, error=str(exc))
+                continue
+            group = Group(group_id, state=STABLE if g["members"] else EMPTY, generation_id=g["generation"],
+                          protocol_type=g["protocol_type"] or None,
+                          protocol_name=g["protocol"] if g["members"] else None,
+                          leader_id=g["leader"] if g["members"] else None)
+            for m in g["members"]:
+                member = Member(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
+                                m["session_timeout"], m["rebalance_timeout"] if m["rebalance_timeout"] >= 0
+                                else m["session_timeout"], group.protocol_type or "",
+                                [(group.protocol_name or "", bytes(m["subscription"]))], bytes(m["assignment"]))
+                group.members[member.member_id] = member
+                if member.group_instance_id is not None:
+                    group.static_members[member.group_instance_id] = member.member_id
+            self.groups[group_id] = group
             for member in group.members.values():
                 self._schedule_expiry(group, member)
-        log.info("groups_restored", groups=len(groups), members=sum(len(g.members) for g in groups))
-        return len(groups)
+            restored += 1
+        log.info("groups_restored", groups=restored, members=sum(len(g.members) for g in self.groups.values()))
+        return restored
 
     # -- helpers ---------------------------------------------------------------------------
     @property
@@ -514,16 +506,33 @@ class GroupCoordinator:
         self._resolve(member.sync_future, self._sync_error(E.REBALANCE_IN_PROGRESS))
         member.sync_future = fut
         if member_id == group.leader_id:
-            given = dict(assignments)
-            for m in group.members.values():
-                m.assignment = bytes(given.get(m.member_id, b""))
-            group.state = STABLE
-            log.info("group_stable", group=group.group_id, generation=group.generation_id, members=len(group.members))
-            self._note_state(group)
-            for m in group.members.values():
-                f, m.sync_future = m.sync_future, None
-                self._resolve(f, self._sync_ok(group, m))
+            await self._stabilise(group, dict(assignments))
         return await fut
+
+    async def _stabilise(self, group: Group, given: dict[str, bytes]) -> None:
+        """The leader's assignment: stored as the group's record, then the group is Stable and
+        every member parked in SyncGroup gets its part. If the group moved on meanwhile (a member
+        left, a new join) nothing changes here: the rebalance already answered everyone."""
+        generation = group.generation_id
+        for m in group.members.values():
+            m.assignment = bytes(given.get(m.member_id, b""))
+        stored = await self._store(group.group_id, self._record(group, stable=True))
+        if self.groups.get(group.group_id) is not group or group.state != COMPLETING_REBALANCE \
+                or group.generation_id != generation:
+            return
+        if not stored:
+            # as Kafka: the assignment is not in effect; members are told and rejoin
+            for m in group.members.values():
+                m.assignment = b""
+                f, m.sync_future = m.sync_future, None
+                self._resolve(f, self._sync_error(E.COORDINATOR_NOT_AVAILABLE))
+            self._prepare_rebalance(group, "group_not_stored")
+            return
+        group.state = STABLE
+        log.info("group_stable", group=group.group_id, generation=group.generation_id, members=len(group.members))
+        for m in group.members.values():
+            f, m.sync_future = m.sync_future, None
+            self._resolve(f, self._sync_ok(group, m))
 
     @staticmethod
     def _sync_ok(group: Group, member: Member) -> dict:
@@ -656,6 +665,26 @@ class GroupCoordinator:
             self._schedule_expiry(group, member)
         return E.NONE
 
+    def validate_txn_offset_commit(self, group_id: str, member_id: str, generation_id: int,
+                                   group_instance_id: str | None) -> int:
+        """Kafka's checks of a TxnOffsetCommit against the group (KIP-447): a member id the group
+        does not know, another generation or a replaced static member are refused, so a
+        producer whose consumer lost its partitions cannot commit offsets for them."""
+        if self._closed:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is None or group.state == DEAD:
+            return E.UNKNOWN_MEMBER_ID if member_id else E.NONE
+        if member_id and member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+        if group_instance_id is not None and group.static_members.get(group_instance_id) not in (None, member_id):
+            return E.FENCED_INSTANCE_ID
+        return E.NONE
+
     def state_of(self, group_id: str) -> str | None:
         group = self.groups.get(group_id)
         return group.state if group is not None else None
@@ -689,21 +718,28 @@ class GroupCoordinator:
         for handle in group.pending_members.values():
             handle.cancel()
         group.state = DEAD
-        del self.groups[group_id]
-        self._note_state(group)
+        del self.groups[group_id]  # the DeleteGroups handler writes the group's tombstone
         return E.NONE
 
     def subscribed_topics(self, group_id: str) -> set[str]:
         group = self.groups.get(group_id)
         return group.subscribed_topics() if group is not None and group.state != EMPTY else set()
 
+    def follow_role(self, master: bool) -> None:
+        """The node changed role (failover). Promoted: groups come back from the log as at a
+        start (members keep their ids and generation; fresh session timers). Demoted: every
+        parked request is answered and every request from here gets COORDINATOR_NOT_AVAILABLE,
+        so members find the new master."""
+        self.close()
+        self.groups.clear()
+        if master:
+            self._closed = False
+            self.restore()
+
     def close(self) -> None:
-        """Answer every parked request and cancel every timer (server shutdown); the Stable
-        groups are written once more, inline."""
+        """Answer every parked request and cancel every timer (server shutdown). Group records
+        are already in the log (each one was stored as the group changed)."""
         self._closed = True
-        if self.state_path is not None and self._save_seq > self._written_seq:
-            self._save_seq += 1
-            self._write(self._save_seq, self._encoded())
         for group in self.groups.values():
             if group.rebalance_timer is not None:
                 group.rebalance_timer.cancel()

@@ -1,8 +1,14 @@
 """The Kafka listener: an asyncio shell around the sans-IO codec and the API table.
 
 Per connection the loop is: read the 4-byte size, refuse (close) a size that is not positive
-or above ``socket_request_max_bytes`` *before* buffering anything, ``readexactly`` the frame,
-decode it, await the handler registered for the API key, write the response.
+or above ``socket_request_max_bytes`` *before* buffering anything, wait for that many bytes of
+the node's request budget (``engine.listener_limits``: no more socket reads meanwhile),
+``readexactly`` the frame within ``request_receive_timeout_ms``, decode it, await the handler
+registered for the API key, write the response, give the budget back.
+
+Limits (``engine.config.ListenerLimits``, node-wide): a connection over ``max_connections``,
+``max_connections_per_ip`` or too close to the open-files limit is closed as soon as it is
+accepted; one with no request for ``connections.max.idle.ms`` is closed.
 
 Invariants:
 - Responses on one connection go out strictly in request order: requests on a connection are
@@ -16,14 +22,16 @@ Invariants:
 - Store calls that may wait on disk run in the default thread executor; the event loop only
   does protocol work and memory-mapped reads.
 
-Also owns the gateway-wide services handlers share: the group coordinator, the producer state
-(with its periodic snapshot), per-partition produce locks and the arrival hub that wakes
-long-polling fetches.
+Also owns the gateway-wide services handlers share: the group coordinator, the transaction
+coordinator (which also hands out producer ids), per-partition produce locks and the arrival hub
+that wakes long-polling fetches. Their state is in the engine's log
+(docs/design/coordinator-state.md): nothing here writes files of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 from collections import defaultdict
 from typing import Any
@@ -32,9 +40,10 @@ import structlog
 
 from gateway_kafka import apis
 from gateway_kafka.apis import ConnectionState, RequestContext
+from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
 from gateway_kafka.cluster import BrokerNode, LocalCluster, LocalReplication
 from gateway_kafka.coordinator import GroupCoordinator
-from gateway_kafka.producer_state import ProducerStateManager
+from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
 log = structlog.get_logger("rockafka.kafka")
 
@@ -43,6 +52,8 @@ API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
 WRITE_HIGH_WATER = 4 * MiB
 _PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
+_HELD = "request_budget_bytes"  # ConnectionState.extra: budget held by the request in hand
+_THROTTLE = "throttle_time_ms"  # set by a handler under flow control (see apis/produce.py)
 
 
 class KafkaSettings:
@@ -58,10 +69,10 @@ class KafkaSettings:
         self.num_partitions: int = config.extra_int("num_partitions", 1)
         self.auto_create_topics_enable: bool = config.extra_bool(
             "auto_create_topics_enable", config.broker.auto_create_topic_enable)
-        self.socket_request_max_bytes: int = config.extra_int("socket_request_max_bytes", 100 * MiB)
+        self.socket_request_max_bytes: int = config.limits.socket_request_max_bytes
         # Kafka's connections.max.idle.ms: a connection with no request for this long is closed
         # (clients reconnect on demand); 0 keeps connections forever.
-        self.connections_max_idle_ms: int = config.extra_int("connections_max_idle_ms", 600_000)
+        self.connections_max_idle_ms: int = config.limits.connections_max_idle_ms
         self.group_min_session_timeout_ms: int = config.extra_int("group_min_session_timeout_ms", 6000)
         self.group_max_session_timeout_ms: int = config.extra_int("group_max_session_timeout_ms", 1_800_000)
         # Kafka's default is 3000 ms; a short delay keeps tests and small deployments snappy
@@ -70,23 +81,15 @@ class KafkaSettings:
         self.group_max_size: int = config.extra_int("group_max_size", 1000)
         self.offset_metadata_max_bytes: int = config.extra_int("offset_metadata_max_bytes", 4096)
         self.message_max_bytes: int = config.extra_int("message_max_bytes", config.store.max_message_size)
-        self.producer_state_snapshot_ms: int = config.extra_int("producer_state_snapshot_ms", 1000)
-        self.producer_id_expiration_ms: int = config.extra_int("producer_id_expiration_ms", 86_400_000)
-        self.producer_state_rebuild_max_records: int = config.extra_int("producer_state_rebuild_max_records",
-                                                                        100_000)
         self.list_offsets_time_skew_ms: int = config.extra_int("list_offsets_time_skew_ms", 600_000)
         # Kafka's broker.rack (follower fetching) and min.insync.replicas (acks=all), broker-wide defaults
         self.broker_rack: str | None = config.broker.broker_rack
         self.min_insync_replicas: int = config.extra_int("min_insync_replicas", 1)
         self.delete_topic_enable: bool = config.extra_bool("delete_topic_enable", True)
-        self.sasl_mechanisms: list[str] = [m.strip().upper() for m in
-                                           (config.extra_str("sasl_enabled_mechanisms", "") or "").split(",")
-                                           if m.strip().upper() == "PLAIN"]
-        self.sasl_plain_users: dict[str, str] = {}
-        for pair in (config.extra_str("sasl_plain_users", "") or "").split(","):
-            if ":" in pair:
-                user, password = pair.split(":", 1)
-                self.sasl_plain_users[user.strip()] = password
+        from gateway_kafka.listeners import listener_specs, sasl_mechanisms
+
+        self.sasl_mechanisms: list[str] = sasl_mechanisms(config)
+        self.listeners = listener_specs(config)
         # Under ASYNC_FLUSH a put only copies into the mapped commitlog, so it runs on the event
         # loop (an executor hop costs more than the put); SYNC_FLUSH puts wait on disk and go
         # through the executor.
@@ -151,19 +154,26 @@ class ArrivalHub:
 class KafkaGateway:
     name = "kafka"
 
-    def __init__(self, store: Any, config: Any):
+    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, send_queue: Any = None):
         self.store = store
         self.config = config
         self.log = log
         self.settings = KafkaSettings(config)
+        from engine import security
+
+        self.security = security.for_store(store, config)  # who is this, may it (docs/design/security.md)
+        self.guard = guard or ListenerGuard(config.limits)  # the node passes the one all listeners share
+        from engine.send_queue import SendQueue
+
+        self._owns_send_queue = send_queue is None  # flow control for puts that may wait on disk
+        self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.port: int | None = None
         self.cluster: LocalCluster | None = None
         self.coordinator = GroupCoordinator(
             min_session_timeout_ms=self.settings.group_min_session_timeout_ms,
             max_session_timeout_ms=self.settings.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=self.settings.group_initial_rebalance_delay_ms,
-            max_group_size=self.settings.group_max_size, state_dir=store.config_dir)
-        self.producer_state = ProducerStateManager(store.config_dir)
+            max_group_size=self.settings.group_max_size, store=store, put=self.put)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -171,49 +181,95 @@ class KafkaGateway:
         # controller to elect a master (ElectLeaders); set by the node, None without one
         self.elect_master: Any = None
         self.arrivals: ArrivalHub | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._server: Any = None
+        self._servers: list[Any] = []
+        self.listener_ports: dict[str, int] = {}
         self._connections: set[asyncio.Task] = set()
-        self._snapshot_task: asyncio.Task | None = None
         self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        from gateway_kafka import recovery
-
         apis.load_all()
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, recovery.restore_producer_state, self.store, self.producer_state,
-                                   self.settings.producer_state_rebuild_max_records)
+        loop = self._loop = asyncio.get_running_loop()
         self.arrivals = ArrivalHub(loop)
         self.store.add_arrival_listener(self.arrivals.on_arrival)
         await self.txn.start()
         self.coordinator.restore()
-        self._server = await asyncio.start_server(self._on_connection, self.settings.host, self.settings.port,
-                                                  reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
-        host = self.settings.advertised_host or self._default_advertised_host()
+        await self._start_listeners()
+        primary = self.settings.listeners[0]
+        host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
         self.cluster = LocalCluster(self.settings.cluster_id, self.settings.node_id, host,
-                                    self.settings.advertised_port or self.port, rack=self.settings.broker_rack,
+                                    primary.advertised_port or self.settings.advertised_port or self.port,
+                                    rack=self.settings.broker_rack,
                                     broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
                                     local=_local_replication(self.store))
-        self._snapshot_task = asyncio.create_task(self._snapshot_loop())
         self.store.role_listeners.append(self._role_changed)
         log.info("kafka_gateway_started", host=self.settings.host, port=self.port, advertised=f"{host}:"
-                 f"{self.settings.advertised_port or self.port}", apis=len(apis.REGISTRY))
+                 f"{self.cluster.self_node.port}", apis=len(apis.REGISTRY),
+                 listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))
+
+    async def _start_listeners(self) -> None:
+        from engine.listener_limits import ListenerTls
+        from engine.security import tls as sec_tls
+
+        contexts: dict[str, Any] = {}
+        for spec in self.settings.listeners:
+            tls = None
+            if spec.tls:
+                # SSL listeners ask for client certificates as tlsServerNeedClientAuth says;
+                # SASL_SSL ones never (the login names the principal), as Kafka's do
+                kind = "SASL_SSL" if spec.sasl else "SSL"
+                if kind not in contexts:
+                    contexts[kind] = sec_tls.server_context(self.config, self._default_advertised_host(),
+                                                            "none" if spec.sasl else None)
+                tls = ListenerTls(contexts[kind], "enforcing", on_failure=self._tls_failed)
+            try:
+                server = await start_server(self.guard, "kafka", spec.host, spec.port,
+                                            stream_protocol_factory(functools.partial(self._on_connection, spec)),
+                                            tls=tls)
+            except BaseException:
+                for srv in self._servers:
+                    srv.close()
+                raise
+            self._servers.append(server)
+            self.listener_ports[spec.name] = server.sockets[0].getsockname()[1]
+        self._server = self._servers[0]
+        self.port = self.listener_ports[self.settings.listeners[0].name]
+
+    def _tls_failed(self, listener: str, peer: str, reason: str) -> None:
+        self.security.failed("kafka", "tls_handshake", peer, error=reason)
+
+    def advertised(self, spec: Any, node: BrokerNode) -> BrokerNode:
+        """``node`` as a client on listener ``spec`` must reach it: this node's own entry gets
+        that listener's address (other members are advertised as they registered)."""
+        if spec is None or self.cluster is None or node.node_id != self.cluster.self_node.node_id \
+                or spec is self.settings.listeners[0]:
+            return node
+        host = spec.advertised_host or (spec.host if spec.host not in ("0.0.0.0", "::", "") else self.cluster.self_node.host)
+        return BrokerNode(node.node_id, host, spec.advertised_port or self.listener_ports.get(spec.name, node.port),
+                          node.rack)
 
     def _role_changed(self, role: str, epoch: int) -> None:
-        """Failover made this node master (docs/design/failover.md): idempotence state comes from
-        the replicated log before the store lets writes in (runs in the role change's thread)."""
-        if role == "SLAVE":
-            return
-        from gateway_kafka import recovery
+        """The store changed role (failover, docs/design/failover.md; runs in the role change's
+        thread, before a new master's lease lets writes in). Idempotence state needs nothing: the
+        engine's producer table followed every replicated batch. The coordinators recover from the
+        log the node now holds, as at a start: the transaction coordinator refuses requests from
+        here until it has replayed ``__transaction_state``; groups come back from
+        ``__consumer_offsets``. A demoted node stops coordinating (COORDINATOR_NOT_AVAILABLE sends
+        clients to FindCoordinator, which names the new master)."""
+        master = role != "SLAVE"
+        self.txn.role_changing(master)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(self._follow_role(master), loop)
 
-        # built aside and swapped in whole: the snapshot loop may save the old one meanwhile
-        # (and would otherwise move the replay's starting points under it)
-        fresh = ProducerStateManager(self.store.config_dir)
-        recovery.rebuild_producer_state_on_promotion(self.store, fresh, epoch,
-                                                     self.settings.producer_state_rebuild_max_records)
-        self.producer_state = fresh
+    async def _follow_role(self, master: bool) -> None:
+        try:
+            await self.txn.follow_role(master)
+            self.coordinator.follow_role(master)
+        except Exception:
+            log.exception("coordinator_role_change_failed", master=master)
 
     def _default_advertised_host(self) -> str:
         host = self.settings.host
@@ -225,48 +281,53 @@ class KafkaGateway:
         self._stopping = True
         if self._role_changed in self.store.role_listeners:
             self.store.role_listeners.remove(self._role_changed)
-        if self._server is not None:
-            self._server.close()
+        for srv in self._servers:
+            srv.close()
         self.coordinator.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
-        if self._server is not None:
-            await self._server.wait_closed()
-        if self._snapshot_task is not None:
-            self._snapshot_task.cancel()
+        for srv in self._servers:
+            await srv.wait_closed()
         await self.txn.stop()
         if self.arrivals is not None:
             self.store.remove_arrival_listener(self.arrivals.on_arrival)
-        from gateway_kafka import recovery
-
-        await asyncio.get_running_loop().run_in_executor(None, recovery.save_producer_state, self.store,
-                                                         self.producer_state)
+        if self._owns_send_queue:
+            self.send_queue.shutdown()
         log.info("kafka_gateway_stopped", port=self.port)
 
-    async def _snapshot_loop(self) -> None:
-        from gateway_kafka import recovery
-
+    async def put(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A store write: on the loop when it only copies into the mapped commitlog
+        (``direct_put``), else through the executor (it may wait on disk)."""
+        if self.settings.direct_put and not self.store.put_would_wait:  # never wait for another writer here
+            return fn(*args, **kwargs)
         loop = asyncio.get_running_loop()
-        interval = max(self.settings.producer_state_snapshot_ms, 50) / 1000.0
-        while True:
-            await asyncio.sleep(interval)
-            if self.producer_state.dirty:
-                try:
-                    await loop.run_in_executor(None, recovery.save_producer_state, self.store, self.producer_state,
-                                               self.settings.producer_id_expiration_ms)
-                except Exception:
-                    log.exception("producer_state_snapshot_failed")
+        return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
 
     # -- connections -----------------------------------------------------------------------
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(self, spec: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        sock = writer.get_extra_info("socket")
+        ticket = self.guard.admit("kafka", str(peer[0]), sock.fileno() if sock is not None else -1)
+        if ticket is None:  # over a connection limit: closed unread, as Kafka does
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        conn = ConnectionState(str(peer[0]), int(peer[1]))
-        sock = writer.get_extra_info("socket")
+        conn = ConnectionState(str(peer[0]), int(peer[1]), listener=spec)
+        if spec.tls:  # a verified client certificate names the principal (SASL may override it)
+            from engine.security import tls as sec_tls
+
+            mapper = self.__dict__.get("_principal_mapper")
+            if mapper is None:
+                mapper = self._principal_mapper = sec_tls.PrincipalMapper(
+                    self.config.security.ssl_principal_mapping_rules)
+            cert_principal = sec_tls.peer_principal(writer.get_extra_info("ssl_object"), mapper)
+            if cert_principal is not None:
+                conn.principal = cert_principal
+                self.security.succeeded("kafka", "SSL", cert_principal, f"{conn.peer_host}:{conn.peer_port}")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -275,8 +336,13 @@ class KafkaGateway:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             except OSError:
                 pass
+        # idle connections and requests slower than request_receive_timeout_ms are closed by
+        # the guard's timer (one for the node), which aborts the transport under the reads
+        idle_ms = self.settings.connections_max_idle_ms
+        watch = self.guard.watch("kafka", f"{conn.peer_host}:{conn.peer_port}", writer.transport.abort,
+                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0)
         try:
-            await self._serve(conn, reader, writer)
+            await self._serve(conn, reader, writer, watch)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -285,35 +351,43 @@ class KafkaGateway:
             log.exception("connection_failed", peer=f"{conn.peer_host}:{conn.peer_port}")
         finally:
             self._connections.discard(task)
+            self.guard.unwatch(watch)
+            self.guard.release(ticket)
+            self.guard.budget.release(conn.extra.pop(_HELD, 0))
             try:
                 writer.close()
             except Exception:
                 pass
 
-    async def _serve(self, conn: ConnectionState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, conn: ConnectionState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     watch: Watch) -> None:
         from gateway_kafka.protocol import (MalformedRequestError, UnsupportedVersionError, decode_request,
                                             encode_response_chunks)
 
         max_bytes = self.settings.socket_request_max_bytes
-        sasl_required = bool(self.settings.sasl_mechanisms)
-        idle_s = self.settings.connections_max_idle_ms / 1000.0 if self.settings.connections_max_idle_ms > 0 else None
+        sasl_required = conn.listener is not None and conn.listener.sasl
         registry = apis.REGISTRY
         transport = writer.transport
         peer = f"{conn.peer_host}:{conn.peer_port}"
+        budget = self.guard.budget
+        extra = conn.extra
+        clock = asyncio.get_running_loop().time
         while not self._stopping:
+            budget.release(extra.pop(_HELD, 0))  # the previous request is answered
+            watch.last_read, watch.receiving_since = clock(), 0.0
             try:
-                async with asyncio.timeout(idle_s):
-                    head = await reader.readexactly(4)
+                head = await reader.readexactly(4)
             except asyncio.IncompleteReadError:
-                return  # clean close between requests
-            except TimeoutError:
-                log.info("connection_idle_closed", peer=peer, idle_ms=self.settings.connections_max_idle_ms)
-                return
+                return  # clean close between requests (or closed by the guard: idle)
             size = int.from_bytes(head, "big", signed=True)
             if size <= 0 or size > max_bytes:
                 log.warning("request_refused", peer=peer, reason="frame_size", size=size, max=max_bytes)
                 return
-            frame = await reader.readexactly(size)
+            watch.receiving_since = BUSY
+            extra[_HELD] = await budget.acquire(size)  # waits (reading nothing) while the node holds too much
+            watch.receiving_since = clock()
+            frame = await read_exactly(reader, size)  # a large one held once, not twice
+            watch.receiving_since = BUSY
             try:
                 req = decode_request(frame)
             except MalformedRequestError as exc:
@@ -336,14 +410,22 @@ class KafkaGateway:
                 log.warning("request_refused", peer=peer, reason="unsupported_api", api_key=header.api_key,
                             api_version=header.api_version)
                 return
-            if sasl_required and conn.authenticated_principal is None and header.api_key not in _PRE_AUTH_APIS:
-                log.warning("request_refused", peer=peer, reason="not_authenticated", api_key=header.api_key)
-                return
+            if sasl_required and header.api_key not in _PRE_AUTH_APIS:
+                if conn.authenticated_principal is None:
+                    log.warning("request_refused", peer=peer, reason="not_authenticated", api_key=header.api_key)
+                    await asyncio.sleep(self.security.failed("kafka", "not_authenticated", peer))
+                    return
+                expires = conn.session_expires_at
+                if expires and clock() > expires:  # KIP-368: the session ended without re-authentication
+                    log.info("session_expired", peer=peer, principal=conn.principal, api_key=header.api_key)
+                    return
             if header.client_id is not None:
                 conn.client_id = header.client_id
             ctx = RequestContext(self, conn, header.api_key, header.api_version, header.correlation_id,
                                  header.client_id)
-            body = await spec.handler(ctx, req.body)
+            body = _authz_refused(ctx, header.api_key, req.body) if header.api_key in _CHECKED else None
+            if body is None:
+                body = await spec.handler(ctx, req.body)
             if body is None:
                 if conn.extra.pop("close_now", False):
                     return
@@ -354,6 +436,9 @@ class KafkaGateway:
                 return
             if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                 await writer.drain()
+            throttle_ms = extra.pop(_THROTTLE, 0)
+            if throttle_ms:  # flow control: the client was told throttle_time_ms; read nothing until then
+                await asyncio.sleep(throttle_ms / 1000.0)
         # fall through: gateway stopping
 
     def _api_version_entries(self) -> list[dict]:

@@ -1,35 +1,48 @@
-"""Kafka transaction coordinator: transactional ids, their open transactions, markers, timeouts.
+"""Kafka transaction coordinator: transactional ids, their transactions, markers, timeouts, and
+the producer ids every idempotent or transactional producer gets.
 
-Owns ``<store.config_dir>/kafka_transactions.json`` (format version 1, atomic with ``.bak``):
-per transactional id its producer id and epoch (mirrored from ``producer_state``, which fences
-stale epochs), state (Empty, Ongoing, CompleteCommit, CompleteAbort), transaction timeout, the
-time the open transaction started, its partitions, its consumer groups and the offsets
-TxnOffsetCommit staged for them.
+State lives in the internal topic ``__transaction_state`` (``docs/design/coordinator-state.md``):
+every change of a transactional id — its producer id and epoch, state (Empty, Ongoing,
+PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort), timeout, start time, partitions —
+is one TransactionLogValue record (Kafka's format) in the id's partition
+(``abs(hash(id)) % transaction_state_log_num_partitions``), appended and stored before memory
+changes and before the client is answered. Producer ids are handed out from blocks of
+``ID_BLOCK`` whose end is recorded in partition 0 before any id of the block is used. At start
+the last checkpoint (``config/transactionState.json``, with the queue offsets it covers) is
+loaded and the topic replayed from there.
+
+One ordered writer per transactional id: every change of an id happens under its asyncio lock
+(check, append, apply, in that order), so the records of an id are in the log in the order memory
+went through them. Store writes run on the loop under ASYNC_FLUSH (a copy into the mapped
+commitlog) and through the executor under SYNC_FLUSH.
 
 How a transaction maps onto the engine (the same queues RocketMQ clients read):
-- records are appended to their queues as they are produced (transactional batches);
-  ``engine.txn_index`` keeps, per queue, the first offset of each open transaction (so the last
-  stable offset holds committed-only readers back) and the aborted ranges;
-- EndTxn writes one control batch (COMMIT or ABORT marker, ``engine.record_batch``) to each
-  partition of the transaction, records the outcome in the index, and on commit applies the
-  staged offsets to the engine's consumer offsets (shared with RocketMQ groups);
+- records are appended to their queues as they are produced (transactional batches); the
+  engine's producer state (``engine/producer_state.py``) opens the transaction in each queue at
+  its first batch and holds committed-only readers back at it (last stable offset);
+- TxnOffsetCommit stages offsets as transactional records of ``__consumer_offsets`` (in the
+  group's partition, which AddOffsetsToTxn added to the transaction, as in Kafka);
+- EndTxn: PrepareCommit/PrepareAbort is recorded, one COMMIT or ABORT marker (a control batch)
+  goes to every partition of the transaction — data queues and ``__consumer_offsets`` partitions,
+  where the marker applies or drops the staged offsets — then CompleteCommit/CompleteAbort is
+  recorded and the client answered. A marker the store refuses leaves the state Prepare*:
+  EndTxn answers CONCURRENT_TRANSACTIONS (retriable) and the client's retry or the timeout loop
+  finishes it; a crash in between is finished at the next start (``recover``). Writing a marker
+  twice is harmless. A partition whose topic was deleted meanwhile gets no marker;
 - a transaction open longer than its ``transaction.timeout.ms`` is aborted by the coordinator
   and the producer's epoch bumped, so the stale producer is fenced (as Kafka does);
-- InitProducerId for a transactional id with an open transaction aborts it first.
-
-Invariants: every state change is persisted before it is answered; markers are written before
-the state says Complete, so a crash in between re-runs the completion at the next start
-(``recover``), never loses it; a marker the store refuses (full disk, stopping) leaves the state
-Prepare*, EndTxn answers CONCURRENT_TRANSACTIONS (retriable) and the completion is retried by
-the client's next EndTxn or the timeout loop. A partition whose topic was deleted meanwhile
-gets no marker and its open entry is dropped, so a re-created topic is not held back. Runs on the gateway's event loop; store writes go through an
-executor.
+- InitProducerId for a transactional id with an open transaction aborts it first;
+- at start, a transaction open in a data queue (or with staged offsets) whose producer id no
+  Ongoing transactional id holds is aborted, so no last stable offset stays stuck;
+- a transactional id without an open transaction and unused for ``transactional_id_expiration_ms``
+  (Kafka's transactional.id.expiration.ms, 7 days) is deleted (a tombstone record), so the
+  state does not grow with every short-lived transactional id.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -37,99 +50,285 @@ from typing import Any, Callable
 import structlog
 
 from engine import record_batch as rb
-from engine.config_manager import write_atomic
-from engine.txn_index import for_store
+from engine.state_log import (CONSUMER_OFFSETS, TRANSACTION_STATE, StateLog, is_internal, load_checkpoint,
+                              positions_from, save_checkpoint)
 from gateway_kafka import error_codes as E
+from gateway_kafka.protocol import records
 
 log = structlog.get_logger("rockafka.kafka.txn")
 
-FORMAT_VERSION = 1
-FILE_NAME = "kafka_transactions.json"
+CHECKPOINT_FILE = "transactionState.json"
+CHECKPOINT_VERSION = 1
+ID_BLOCK = 1000
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = (
     "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort")
+# Kafka's TransactionState ids, as TransactionLogValue.transaction_status stores them
+STATUS_IDS = {EMPTY: 0, ONGOING: 1, PREPARE_COMMIT: 2, PREPARE_ABORT: 3, COMPLETE_COMMIT: 4, COMPLETE_ABORT: 5}
+STATUS_NAMES = {v: k for k, v in STATUS_IDS.items()}
+PREPARING = (PREPARE_COMMIT, PREPARE_ABORT)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TxnMetadata:
     producer_id: int
     epoch: int
     timeout_ms: int
     state: str = EMPTY
-    started_ms: int = 0
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    groups: set[str] = field(default_factory=set)
-    offsets: dict[str, dict[tuple[str, int], tuple[int, str | None]]] = field(default_factory=dict)
+    started_ms: int = -1
+    updated_ms: int = -1
+    partitions: frozenset[tuple[str, int]] = field(default_factory=frozenset)
+
+    def to_value(self) -> bytes:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(self.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        return records.encode("TransactionLogValue", {
+            "producer_id": self.producer_id, "producer_epoch": self.epoch,
+            "transaction_timeout_ms": self.timeout_ms, "transaction_status": STATUS_IDS[self.state],
+            "transaction_partitions": [{"topic": t, "partition_ids": ps} for t, ps in by_topic.items()],
+            "transaction_last_update_timestamp_ms": self.updated_ms,
+            "transaction_start_timestamp_ms": self.started_ms})
+
+    @classmethod
+    def from_value(cls, value: bytes) -> "TxnMetadata":
+        v = records.decode("TransactionLogValue", value)
+        state = STATUS_NAMES.get(v["transaction_status"])
+        if state is None:
+            raise records.RecordDecodeError(f"transaction status {v['transaction_status']} is not known")
+        parts = frozenset((t["topic"], int(pid)) for t in v["transaction_partitions"] or () for pid in t["partition_ids"])
+        return cls(v["producer_id"], v["producer_epoch"], v["transaction_timeout_ms"], state,
+                   v["transaction_start_timestamp_ms"], v["transaction_last_update_timestamp_ms"], parts)
 
     def to_json(self) -> dict[str, Any]:
-        return {"producer_id": self.producer_id, "epoch": self.epoch, "timeout_ms": self.timeout_ms,
-                "state": self.state, "started_ms": self.started_ms,
-                "partitions": sorted([t, p] for t, p in self.partitions), "groups": sorted(self.groups),
-                "offsets": {g: [[t, p, o, m] for (t, p), (o, m) in v.items()] for g, v in self.offsets.items()}}
+        return {"producerId": self.producer_id, "epoch": self.epoch, "timeoutMs": self.timeout_ms,
+                "state": self.state, "startedMs": self.started_ms, "updatedMs": self.updated_ms,
+                "partitions": sorted([t, p] for t, p in self.partitions)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "TxnMetadata":
-        return cls(int(d["producer_id"]), int(d["epoch"]), int(d["timeout_ms"]), d.get("state", EMPTY),
-                   int(d.get("started_ms", 0)), {(t, int(p)) for t, p in d.get("partitions", [])},
-                   set(d.get("groups", [])),
-                   {g: {(t, int(p)): (int(o), m) for t, p, o, m in v} for g, v in (d.get("offsets") or {}).items()})
+        return cls(int(d["producerId"]), int(d["epoch"]), int(d["timeoutMs"]), d["state"], int(d["startedMs"]),
+                   int(d["updatedMs"]), frozenset((t, int(p)) for t, p in d["partitions"]))
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
 
 
 class TransactionCoordinator:
     def __init__(self, gateway: Any):
         self.gw = gateway
         self.store = gateway.store
-        self.index = for_store(gateway.store)
-        self.path = self.store.config_dir / FILE_NAME
+        cfg = gateway.config
+        self.log = StateLog(self.store, TRANSACTION_STATE, cfg.extra_int("transaction_state_log_num_partitions", 50))
+        self.checkpoint_path = self.store.config_dir / CHECKPOINT_FILE
+        self.checkpoint_interval_s = max(cfg.store.state_checkpoint_interval, 100) / 1000
         self.txns: dict[str, TxnMetadata] = {}
-        self.max_timeout_ms = gateway.config.extra_int("transaction_max_timeout_ms", 900_000)
-        self.abort_check_ms = gateway.config.extra_int("transaction_abort_timed_out_transaction_cleanup_interval_ms", 1000)
-        self._task: asyncio.Task | None = None
+        self._by_pid: dict[int, str] = {}
+        self._block_end = 0
+        self._next_pid = 0
+        self.max_timeout_ms = cfg.extra_int("transaction_max_timeout_ms", 900_000)
+        self.abort_check_ms = cfg.extra_int("transaction_abort_timed_out_transaction_cleanup_interval_ms", 1000)
+        self.id_expiration_ms = cfg.extra_int("transactional_id_expiration_ms", 604_800_000)
+        self._tasks: list[asyncio.Task] = []
         self._locks: dict[str, asyncio.Lock] = {}
-        self._by_pid: dict[int, TxnMetadata] = {}
+        self._id_lock = asyncio.Lock()
+        self._positions: dict[int, int] = {}
+        self._applied: dict[int, int] = {}  # per partition: the next queue offset memory has applied
+        self._cuts = self.store.log_cuts  # truncations of the log memory has seen
+        self._changed = False
+        # False while a promoted broker replays the log (failover): requests answer
+        # COORDINATOR_LOAD_IN_PROGRESS, which every Kafka client retries
+        self.ready = True
+        self._recover_pending = False
+        self._timeout_task: asyncio.Task | None = None
 
-    # -- persistence -----------------------------------------------------------------------------
-    def load(self) -> None:
-        for path in (self.path, self.path.with_name(self.path.name + ".bak")):
-            try:
-                doc = json.loads(path.read_text("utf-8"))
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError) as exc:
-                log.error("txn_state_unreadable", path=str(path), error=str(exc))
-                continue
-            if doc.get("version") != FORMAT_VERSION:
-                raise ValueError(f"{path}: unsupported format version {doc.get('version')}")
-            self.txns = {tid: TxnMetadata.from_json(d) for tid, d in (doc.get("transactions") or {}).items()}
-            return
-
-    def persist(self) -> None:
-        doc = {"version": FORMAT_VERSION, "transactions": {tid: m.to_json() for tid, m in self.txns.items()}}
-        write_atomic(self.path, json.dumps(doc, sort_keys=True).encode())
-
+    # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.load)
+        await asyncio.get_running_loop().run_in_executor(None, self._load_and_replay)
+        self.store.add_retention_guard(self._needed_commitlog_offset)
         await self.recover()
-        self._task = asyncio.create_task(self._timeout_loop())
+        self._tasks = [asyncio.create_task(self._checkpoint_loop())]
+        if not self.store.is_slave:
+            self._start_timeout_loop()
+
+    def _start_timeout_loop(self) -> None:
+        if self._timeout_task is None or self._timeout_task.done():
+            self._timeout_task = asyncio.create_task(self._timeout_loop())
+            self._tasks.append(self._timeout_task)
+
+    def role_changing(self, master: bool) -> None:
+        """Called in the store's role change, before the new master takes writes: a promoted
+        coordinator refuses requests until ``follow_role`` has replayed what replication brought."""
+        if master:
+            self.ready = False
+
+    async def follow_role(self, master: bool) -> None:
+        """The store changed role (failover, a manual switch; docs/design/failover.md). Promoted:
+        apply the ``__transaction_state`` records replication brought since memory last followed
+        the log (all of them again when the log was cut meanwhile), hand out producer ids from
+        the recorded block end (ids below it may have been handed out by the former master), then
+        — once the store takes writes — finish completions and abort orphans as at a start, and
+        time transactions out. Demoted: the master-only loop stops (the new master's does it)."""
+        if not master:
+            task, self._timeout_task = self._timeout_task, None
+            if task is not None:
+                task.cancel()
+                self._tasks = [t for t in self._tasks if t is not task]
+            self._recover_pending = False
+            return
+        self.ready = False
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self._catch_up)
+        finally:
+            self.ready = True
+        self._recover_pending = True
+        self._start_timeout_loop()
+
+    def _catch_up(self) -> None:
+        cut = self.store.log_cuts != self._cuts
+        if cut:  # records memory applied may be gone: the state is what the log says now
+            self.txns, self._positions, self._applied = {}, {}, {}
+            self._block_end = _legacy_block_end(self.store.config_dir)
+            self._cuts = self.store.log_cuts
+        replayed = self._replay(self._applied)
+        self._next_pid = self._block_end
+        self._changed = True
+        log.info("transaction_state_taken_over", transactional_ids=len(self.txns), records_replayed=replayed,
+                 producer_id_block_end=self._block_end, full_replay=cut)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             try:
-                await self._task
+                await task
             except (asyncio.CancelledError, Exception):
                 pass
+        self._tasks = []
+        self.store.remove_retention_guard(self._needed_commitlog_offset)
+        await self.checkpoint(force=True)
 
-    async def recover(self) -> None:
-        """Finish completions a crash interrupted (state Prepare*: markers may be missing)."""
+    def _load_and_replay(self) -> None:
+        self.log.ensure_topic()
+        doc = load_checkpoint(self.checkpoint_path)
+        if doc is not None and doc.get("version") == CHECKPOINT_VERSION:
+            self._positions = positions_from(doc)
+            self._block_end = int(doc.get("blockEnd", 0))
+            self.txns = {tid: TxnMetadata.from_json(d) for tid, d in (doc.get("transactions") or {}).items()}
+        self._block_end = max(self._block_end, _legacy_block_end(self.store.config_dir))
+        replayed = self._replay(self._positions)
+        self._next_pid = self._block_end  # ids below the recorded end may have been handed out
+        log.info("transaction_state_recovered", transactional_ids=len(self.txns), records_replayed=replayed,
+                 producer_id_block_end=self._block_end)
+
+    def _replay(self, start: dict[int, int]) -> int:
+        """Apply every partition's records from ``start`` on; memory then follows the log's end."""
+        replayed = 0
+        for p in range(self.log.partitions):
+            next_offset = start.get(p, 0)
+            for rec in self.log.read(p, next_offset):
+                self._apply_record(p, rec)
+                next_offset = rec.offset + 1
+                replayed += 1
+            self._applied[p] = next_offset
+        self._by_pid = {m.producer_id: tid for tid, m in self.txns.items()}
+        return replayed
+
+    def _apply_record(self, partition: int, rec: Any) -> None:
+        if rec.key is None or rec.marker is not None:
+            return
+        try:
+            version = records.key_version(rec.key)
+            if version == records.PRODUCER_ID_BLOCK_KEY_VERSION:
+                if rec.value is not None:
+                    self._block_end = max(self._block_end, records.decode("ProducerIdBlockValue", rec.value)["block_end"])
+                return
+            tid = records.decode("TransactionLogKey", rec.key)["transactional_id"]
+            if rec.value is None:
+                self.txns.pop(tid, None)
+            else:
+                self.txns[tid] = TxnMetadata.from_value(rec.value)
+        except records.RecordDecodeError as exc:
+            log.error("transaction_record_unreadable", partition=partition, offset=rec.offset, error=str(exc))
+
+    async def recover(self) -> bool:
+        """Finish completions a crash interrupted; abort transactions nobody owns any more. A
+        slave does neither: its log is its master's, whose coordinator does both. False when a
+        write was refused (a promoted master retries from its timeout loop)."""
+        if self.store.is_slave:
+            return False
+        ok = True
         for tid, m in list(self.txns.items()):
-            if m.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                await self._complete(tid, m, m.state == PREPARE_COMMIT)
+            if m.state in PREPARING:
+                async with self.lock(tid):
+                    m = self.txns[tid]
+                    if m.state in PREPARING:
+                        ok &= await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="recovered")
+        owned = {(t, p, m.producer_id) for m in self.txns.values() if m.state == ONGOING for t, p in m.partitions}
+        for topic, queue_id, pid, _first in self.store.producer_state.open_transactions():
+            if (topic, queue_id, pid) not in owned and not is_internal(topic):
+                entry = self.store.producer_state.entry(topic, queue_id, pid)
+                res = await self._put(self.store.put_record_batch, topic, queue_id, rb.build_control_batch(
+                    rb.CONTROL_TYPE_ABORT, producer_id=pid, producer_epoch=entry.epoch if entry else 0,
+                    timestamp=_now()), delay_headers=False)
+                log.warning("txn_orphan_aborted", topic=topic, partition=queue_id, producer_id=pid,
+                            stored=res.stored)
+                ok &= res.stored
+        for partition, pid in self.store.consumer_offsets.pending_producers():
+            if (CONSUMER_OFFSETS, partition, pid) not in owned:
+                res = await self._put(self.store.consumer_offsets.complete_transaction, partition, pid, 0, False)
+                log.warning("txn_orphan_offsets_dropped", partition=partition, producer_id=pid)
+                ok &= bool(getattr(res, "stored", True))
+        return ok
 
     def lock(self, tid: str) -> asyncio.Lock:
         lk = self._locks.get(tid)
         if lk is None:
             lk = self._locks[tid] = asyncio.Lock()
         return lk
+
+    # -- writing ---------------------------------------------------------------------------------
+    async def _put(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        return await self.gw.put(fn, *args, **kwargs)
+
+    async def _write(self, tid: str, new: TxnMetadata | None) -> bool:
+        """Record ``new`` as the state of ``tid`` (None: delete it), then make it the state;
+        False (memory unchanged) when the store did not take the record."""
+        p = self.log.partition_for(tid)
+        with self.log.writing(p):
+            res = await self._put(self.log.append, p, [(records.encode("TransactionLogKey", {"transactional_id": tid}),
+                                                        None if new is None else new.to_value())])
+            if not res.stored:
+                log.error("txn_state_not_stored", transactional_id=tid, status=res.status.name, error=res.error)
+                return False
+            old = self.txns.pop(tid, None)
+            if old is not None and self._by_pid.get(old.producer_id) == tid:
+                del self._by_pid[old.producer_id]
+            if new is not None:
+                self.txns[tid] = new
+                self._by_pid[new.producer_id] = tid
+            self._changed = True
+        return res.ok
+
+    async def allocate_producer_id(self) -> int | None:
+        """A producer id never handed out before (None when its block could not be recorded)."""
+        async with self._id_lock:
+            if self._next_pid >= self._block_end:
+                end = self._next_pid + ID_BLOCK
+                with self.log.writing(0):
+                    res = await self._put(self.log.append, 0, [(records.PRODUCER_ID_BLOCK_KEY,
+                                                                records.encode("ProducerIdBlockValue", {"block_end": end}))])
+                    # ok, not only stored: a SYNC_MASTER's block must be on its slaves (the
+                    # SyncStateSet under a failover controller) before any id of it is used, so
+                    # a promoted slave never hands out an id of it again
+                    if not res.ok:
+                        log.error("producer_id_block_not_stored", status=res.status.name, error=res.error)
+                        return None
+                    self._block_end = end
+                    self._changed = True
+            pid = self._next_pid
+            self._next_pid += 1
+            return pid
 
     # -- validation ------------------------------------------------------------------------------
     def _check(self, tid: str, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
@@ -140,66 +339,114 @@ class TransactionCoordinator:
             return E.PRODUCER_FENCED, m
         if epoch > m.epoch:
             return E.INVALID_PRODUCER_EPOCH, m
-        if m.state in (PREPARE_COMMIT, PREPARE_ABORT):
+        if m.state in PREPARING:
             return E.CONCURRENT_TRANSACTIONS, m
         return E.NONE, m
 
+    def check_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
+        """Verdict for a transactional batch: the producer's current epoch, partition in its open
+        transaction."""
+        tid = self._by_pid.get(producer_id)
+        m = self.txns.get(tid) if tid is not None else None
+        if m is None or m.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if epoch != m.epoch:
+            return E.INVALID_PRODUCER_EPOCH
+        if m.state != ONGOING or (topic, partition) not in m.partitions:
+            return E.INVALID_TXN_STATE
+        return E.NONE
+
     # -- APIs ------------------------------------------------------------------------------------
-    async def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int, epoch: int) -> tuple[int, int, int]:
+    async def init_producer_id(self, tid: str | None, timeout_ms: int, producer_id: int,
+                               epoch: int) -> tuple[int, int, int]:
+        """InitProducerId: (error code, producer id, epoch)."""
+        if not self.ready:
+            return E.COORDINATOR_LOAD_IN_PROGRESS, -1, -1
+        if tid is None:
+            if producer_id >= 0:  # KIP-360: an idempotent producer bumps its own epoch
+                if epoch < 0:
+                    return E.INVALID_REQUEST, -1, -1
+                if epoch < 32766:
+                    return E.NONE, producer_id, epoch + 1
+            pid = await self.allocate_producer_id()
+            return (E.NONE, pid, 0) if pid is not None else (E.COORDINATOR_NOT_AVAILABLE, -1, -1)
         if not 0 < timeout_ms <= self.max_timeout_ms:
             return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
         async with self.lock(tid):
             m = self.txns.get(tid)
-            if m is not None and m.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            if m is not None and m.state in PREPARING:
                 if not await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="retried"):
                     return E.CONCURRENT_TRANSACTIONS, -1, -1
+            m = self.txns.get(tid)
             if m is not None and m.state == ONGOING:
                 # a new incarnation: whatever the old one left open is aborted
                 if not await self._complete(tid, m, committed=False, reason="producer_reinitialised"):
                     return E.CONCURRENT_TRANSACTIONS, -1, -1
-            from gateway_kafka.apis._common import blocking
-
-            code, pid, new_epoch = await blocking(self.gw.producer_state.init_producer_id, tid, producer_id, epoch)
-            if code != E.NONE:
-                return code, -1, -1
-            self.txns[tid] = self._by_pid[pid] = TxnMetadata(pid, new_epoch, timeout_ms)
-            await self._persist()
+            m = self.txns.get(tid)
+            if m is None:
+                pid, new_epoch = await self.allocate_producer_id(), 0
+            else:
+                if producer_id >= 0 and (producer_id, epoch) != (m.producer_id, m.epoch):
+                    return E.PRODUCER_FENCED, -1, -1
+                pid, new_epoch = m.producer_id, m.epoch + 1
+                if new_epoch >= 32767:  # epoch exhausted: a new id, as Kafka does
+                    pid, new_epoch = await self.allocate_producer_id(), 0
+            if pid is None:
+                return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+            if not await self._write(tid, TxnMetadata(pid, new_epoch, timeout_ms, EMPTY, -1, _now())):
+                return E.COORDINATOR_NOT_AVAILABLE, -1, -1
             log.info("txn_producer_initialised", transactional_id=tid, producer_id=pid, epoch=new_epoch)
             return E.NONE, pid, new_epoch
 
     async def add_partitions(self, tid: str, producer_id: int, epoch: int,
                              partitions: list[tuple[str, int]]) -> int:
-        return await self._add_to_txn(tid, producer_id, epoch, lambda m: m.partitions.update(partitions))
+        return await self._add_to_txn(tid, producer_id, epoch, set(partitions))
 
     async def add_offsets(self, tid: str, producer_id: int, epoch: int, group: str) -> int:
-        return await self._add_to_txn(tid, producer_id, epoch, lambda m: m.groups.add(group))
+        """The group's ``__consumer_offsets`` partition joins the transaction (as in Kafka)."""
+        return await self._add_to_txn(tid, producer_id, epoch,
+                                      {(CONSUMER_OFFSETS, self.store.consumer_offsets.partition_of(group))})
 
-    async def _add_to_txn(self, tid: str, producer_id: int, epoch: int, add: Callable[[TxnMetadata], Any]) -> int:
+    async def _add_to_txn(self, tid: str, producer_id: int, epoch: int, partitions: set[tuple[str, int]]) -> int:
         """Check the producer, begin its transaction if none is open, record what it adds."""
+        if not self.ready:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code != E.NONE:
                 return code
             assert m is not None
-            self._begin(m)
-            add(m)
-            await self._persist()
-            return E.NONE
+            if m.state == ONGOING and partitions <= m.partitions:
+                return E.NONE
+            now = _now()
+            if m.state == ONGOING:
+                new = dataclasses.replace(m, partitions=m.partitions | partitions, updated_ms=now)
+            else:
+                new = dataclasses.replace(m, state=ONGOING, started_ms=now, updated_ms=now,
+                                          partitions=frozenset(partitions))
+            return E.NONE if await self._write(tid, new) else E.CONCURRENT_TRANSACTIONS
 
     async def stage_offsets(self, tid: str, producer_id: int, epoch: int, group: str,
-                            offsets: dict[tuple[str, int], tuple[int, str | None]]) -> int:
+                            offsets: dict[tuple[str, int], Any]) -> int:
+        """TxnOffsetCommit: the offsets become transactional records of the group's partition."""
+        if not self.ready:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code != E.NONE:
                 return code
             assert m is not None
-            if m.state != ONGOING or group not in m.groups:
+            p = self.store.consumer_offsets.partition_of(group)
+            if m.state != ONGOING or (CONSUMER_OFFSETS, p) not in m.partitions:
                 return E.INVALID_TXN_STATE
-            m.offsets.setdefault(group, {}).update(offsets)
-            await self._persist()
-            return E.NONE
+            res = await self._put(self.store.consumer_offsets.stage_transactional, group, producer_id, epoch, offsets)
+            if not res.stored:
+                return E.COORDINATOR_NOT_AVAILABLE
+            return E.NONE if res.ok else E.REQUEST_TIMED_OUT
 
     async def end_txn(self, tid: str, producer_id: int, epoch: int, committed: bool) -> int:
+        if not self.ready:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code == E.CONCURRENT_TRANSACTIONS and m is not None and m.state == (PREPARE_COMMIT if committed else PREPARE_ABORT):
@@ -216,104 +463,105 @@ class TransactionCoordinator:
             # not stored yet (store full or stopping): retriable, the client sends EndTxn again
             return E.NONE if await self._complete(tid, m, committed) else E.CONCURRENT_TRANSACTIONS
 
-    def check_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
-        """Verdict for a transactional batch: the producer's current epoch, partition in its open
-        transaction."""
-        m = self._by_pid.get(producer_id)
-        if m is None or m.producer_id != producer_id:
-            m = next((x for x in self.txns.values() if x.producer_id == producer_id), None)
-            if m is None:
-                return E.INVALID_PRODUCER_ID_MAPPING
-            self._by_pid[producer_id] = m
-        if epoch != m.epoch:
-            return E.INVALID_PRODUCER_EPOCH
-        if m.state != ONGOING or (topic, partition) not in m.partitions:
-            return E.INVALID_TXN_STATE
-        return E.NONE
-
     # -- internals -------------------------------------------------------------------------------
-    @staticmethod
-    def _begin(m: TxnMetadata) -> None:
-        if m.state != ONGOING:
-            m.state = ONGOING
-            m.started_ms = int(time.time() * 1000)
-            m.partitions.clear()
-            m.groups.clear()
-            m.offsets.clear()
-
-    async def _persist(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.persist)
-
-    async def _complete(self, tid: str, m: TxnMetadata, committed: bool, reason: str = "end_txn") -> bool:
-        """Write the markers and finish; False (state left Prepare*, retried later) when a
-        marker could not be stored. Writing a marker twice is harmless."""
-        from gateway_kafka.apis._common import blocking
-
-        m.state = PREPARE_COMMIT if committed else PREPARE_ABORT
-        await self._persist()
-        control = rb.CONTROL_TYPE_COMMIT if committed else rb.CONTROL_TYPE_ABORT
+    async def _complete(self, tid: str, m: TxnMetadata, committed: bool, reason: str = "end_txn",
+                        bump_epoch: bool = False) -> bool:
+        """Record Prepare*, write every marker, record Complete*; False (state left Prepare*,
+        retried later) when a record or marker could not be stored."""
+        prepare_state = PREPARE_COMMIT if committed else PREPARE_ABORT
+        if m.state != prepare_state:
+            m = dataclasses.replace(m, state=prepare_state, updated_ms=_now())
+            if not await self._write(tid, m):
+                return False
         failed = 0
         for topic, partition in sorted(m.partitions):
-            if self.store.topic_config.get(topic) is None:
-                # deleted meanwhile: nothing to mark, but no open entry may hold a re-created topic back
-                self.index.complete(topic, partition, m.producer_id, 0, True, persist=False)
-                continue
-            batch = rb.build_control_batch(control, producer_id=m.producer_id, producer_epoch=m.epoch,
-                                           timestamp=int(time.time() * 1000))
-            async with self.gw.partition_locks[(topic, partition)]:
-                res = await blocking(self.store.put_record_batch, topic, partition, batch)
-                if not res.ok:
-                    log.error("txn_marker_failed", transactional_id=tid, topic=topic, partition=partition,
-                              status=res.status.name, error=res.error)
-                    failed += 1
-                    continue
-                # aborted ranges whose records retention already deleted are no longer needed
-                self.index.forget_before(topic, partition, self.store.get_min_offset_in_queue(topic, partition))
-                self.index.complete(topic, partition, m.producer_id, res.queue_offset, committed, persist=False)
-        await blocking(self.index.persist_if_dirty)  # one write for all partitions, before Complete
+            if topic == CONSUMER_OFFSETS:
+                res = await self._put(self.store.consumer_offsets.complete_transaction, partition, m.producer_id,
+                                      m.epoch, committed)
+            elif self.store.topic_config.get(topic) is None:
+                continue  # deleted meanwhile: nothing to mark (the engine forgot its transactions)
+            else:
+                marker = rb.build_control_batch(rb.CONTROL_TYPE_COMMIT if committed else rb.CONTROL_TYPE_ABORT,
+                                                producer_id=m.producer_id, producer_epoch=m.epoch, timestamp=_now())
+                async with self.gw.partition_locks[(topic, partition)]:
+                    res = await self._put(self.store.put_record_batch, topic, partition, marker, delay_headers=False)
+            if not res.stored:
+                log.error("txn_marker_failed", transactional_id=tid, topic=topic, partition=partition,
+                          status=res.status.name, error=res.error)
+                failed += 1
         if failed:
             return False
-        if committed:
-            offsets = self.store.consumer_offsets
-            for group, staged in m.offsets.items():
-                for (topic, partition), (offset, meta) in staged.items():
-                    offsets.commit(group, topic, partition, offset, meta)
-        m.state = COMPLETE_COMMIT if committed else COMPLETE_ABORT
-        partitions = len(m.partitions)
-        m.partitions.clear()
-        m.groups.clear()
-        m.offsets.clear()
-        await self._persist()
-        log.info("txn_completed", transactional_id=tid, producer_id=m.producer_id, epoch=m.epoch,
-                 committed=committed, partitions=partitions, reason=reason)
+        done = dataclasses.replace(m, state=COMPLETE_COMMIT if committed else COMPLETE_ABORT, updated_ms=_now(),
+                                   partitions=frozenset(), epoch=m.epoch + 1 if bump_epoch else m.epoch)
+        if not await self._write(tid, done):
+            return False
+        log.info("txn_completed", transactional_id=tid, producer_id=m.producer_id, epoch=done.epoch,
+                 committed=committed, partitions=len(m.partitions), reason=reason)
         return True
 
     async def _timeout_loop(self) -> None:
         interval = max(self.abort_check_ms, 50) / 1000
         while True:
             await asyncio.sleep(interval)
-            now = int(time.time() * 1000)
-            for tid, m in list(self.txns.items()):
-                if m.state in (PREPARE_COMMIT, PREPARE_ABORT):  # a completion that could not finish
-                    try:
-                        async with self.lock(tid):
-                            if m.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                                await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="retried")
-                    except Exception:
-                        log.exception("txn_complete_retry_failed", transactional_id=tid)
-                    continue
-                if m.state != ONGOING or now - m.started_ms <= m.timeout_ms:
-                    continue
+            if self.store.is_slave:  # the master's coordinator times transactions out
+                continue
+            if self._recover_pending:  # promoted: what a start does, once the store takes writes
                 try:
-                    async with self.lock(tid):
-                        if m.state != ONGOING:
-                            continue
-                        if not await self._complete(tid, m, committed=False, reason="timed_out"):
-                            continue
-                        # fence the producer that let it time out (Kafka bumps the epoch too)
-                        code, pid, epoch = self.gw.producer_state.init_producer_id(tid, m.producer_id, m.epoch)
-                        if code == E.NONE:
-                            m.producer_id, m.epoch = pid, epoch
-                            await self._persist()
+                    self._recover_pending = not await self.recover()
                 except Exception:
-                    log.exception("txn_timeout_abort_failed", transactional_id=tid)
+                    log.exception("txn_recover_failed")
+            now = _now()
+            for tid, m in list(self.txns.items()):
+                try:
+                    if m.state in PREPARING:  # a completion that could not finish
+                        async with self.lock(tid):
+                            m = self.txns[tid]
+                            if m.state in PREPARING:
+                                await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="retried")
+                    elif m.state == ONGOING and now - m.started_ms > m.timeout_ms:
+                        async with self.lock(tid):
+                            m = self.txns[tid]
+                            if m.state == ONGOING:
+                                # the epoch bump fences the producer that let it time out (as Kafka)
+                                await self._complete(tid, m, committed=False, reason="timed_out", bump_epoch=True)
+                    elif m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and now - m.updated_ms > self.id_expiration_ms:
+                        async with self.lock(tid):
+                            m = self.txns.get(tid)
+                            if m is not None and m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) \
+                                    and now - m.updated_ms > self.id_expiration_ms and await self._write(tid, None):
+                                log.info("transactional_id_expired", transactional_id=tid, producer_id=m.producer_id)
+                except Exception:
+                    log.exception("txn_timeout_check_failed", transactional_id=tid)
+
+    # -- checkpoint ------------------------------------------------------------------------------
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.checkpoint_interval_s)
+            try:
+                await self.checkpoint()
+            except Exception:
+                log.exception("txn_checkpoint_failed")
+
+    async def checkpoint(self, force: bool = False) -> None:
+        """State and the log positions it covers, captured together on the loop (no await in
+        between), written off it."""
+        if not (self._changed or force) or self.store.is_slave:
+            return  # a slave writes no state file: its memory may trail the log it holds
+        positions = self.log.positions()
+        doc = {"version": CHECKPOINT_VERSION, "positions": {str(p): o for p, o in positions.items()},
+               "blockEnd": self._block_end, "transactions": {tid: m.to_json() for tid, m in self.txns.items()}}
+        self._changed = False
+        await asyncio.get_running_loop().run_in_executor(None, save_checkpoint, self.checkpoint_path, doc)
+        self._positions = positions
+
+    def _needed_commitlog_offset(self) -> int | None:
+        return self.log.needed_commitlog_offset(self._positions)
+
+
+def _legacy_block_end(config_dir: Any) -> int:
+    """Producer ids a data directory from before ``__transaction_state`` may have handed out."""
+    doc = load_checkpoint(config_dir / "kafka_producer_state.json")
+    try:
+        return int((doc or {}).get("reserved_until", 0))
+    except (TypeError, ValueError):
+        return 0

@@ -31,6 +31,7 @@ from typing import Any
 
 import structlog
 
+from . import broker_stats
 from .dispatch import RemotingServer
 from .remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand
@@ -40,6 +41,7 @@ from .transport import Connection, ConnectionClosedError, RemotingTimeoutError, 
 log = structlog.get_logger("rockafka.native.broker")
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
@@ -188,8 +190,10 @@ class PullHoldService:
         for ev in self._waiters.get((topic, queue_id), ()):
             ev.set()
 
-    def waiter(self, topic: str, queue_id: int) -> asyncio.Event:
-        ev = asyncio.Event()
+    def waiter(self, topic: str, queue_id: int, ev: asyncio.Event | None = None) -> asyncio.Event:
+        """An event set on the next arrival at (topic, queue); pass ``ev`` to share one event
+        between several queues (a POP of every queue of a topic)."""
+        ev = asyncio.Event() if ev is None else ev
         self._waiters.setdefault((topic, queue_id), set()).add(ev)
         return ev
 
@@ -222,14 +226,17 @@ class Broker:
     name = "broker"
 
     def __init__(self, store: Any, config: Any, *, namesrv_addrs: list[str] | None = None,
-                 namesrv_resolver: Any = None):
+                 namesrv_resolver: Any = None, guard: Any = None, send_queue: Any = None):
         self.store = store
         self.config = config
         self.broker_config = config.broker
         self.host = config.host
         from .processors import BROKER_PROCESSORS  # the table imports this module's types
 
-        self.server = RemotingServer("broker", config.host, config.broker_port, BROKER_PROCESSORS, self)
+        from engine.listener_limits import ListenerGuard
+
+        self.server = RemotingServer("broker", config.host, config.broker_port, BROKER_PROCESSORS, self,
+                                     guard=guard or ListenerGuard(config.limits))
         self.serialize_type = 1 if str(self.broker_config.serialize_type).upper() == "ROCKETMQ" else 0
         self.consumers = ConsumerManager(self)
         self.producers = ProducerManager()
@@ -246,11 +253,19 @@ class Broker:
         # round trip to the slaves does not cap the whole broker at four sends in flight
         workers = 32 if getattr(store, "master_role", config.store.broker_role) == "SYNC_MASTER" else 4
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="broker-store")
+        # sends that may wait on the disk (flow control: engine.send_queue); the node shares one
+        from engine.send_queue import SendQueue
+
+        self._owns_send_queue = send_queue is None
+        self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.channel_expired_ms = config.extra_int("channel_expired_timeout", 120_000)
         self.short_polling_ms = config.extra_int("short_polling_time_mills", 1000)
         self.data_version_counter = 0
+        self._data_version = (-1, 0)  # (counter, timestamp of its last change)
         self.state_version = int(time.time() * 1000)
         self.started_at = time.time()
+        # callables returning extra GET_BROKER_RUNTIME_INFO fields (e.g. replication state)
+        self.runtime_info_providers: list[Any] = []
         # controller mode (docs/design/failover.md): roles come from the failover controller
         self.replicas: Any = None
         if self.broker_config.enable_controller_mode:
@@ -319,6 +334,7 @@ class Broker:
         self.pull_hold.bind(loop)
         self.ensure_system_topics()
         self.store.add_arrival_listener(self.pull_hold.on_arrival)
+        broker_stats.for_broker(self)  # counts puts from here on (mqadmin clusterList, statsAll)
         self.server.on_connection_closed.append(self.consumers.connection_closed)
         # a topic created by the Kafka gateway or the console is routed at once: a native producer
         # must not fall back to TBW102's queue count for a topic that exists with fewer queues
@@ -354,6 +370,8 @@ class Broker:
         self.pull_hold.wake_all()
         await self.server.stop()
         self.executor.shutdown(wait=True)
+        if self._owns_send_queue:
+            self.send_queue.shutdown()
 
     def ensure_system_topics(self) -> None:
         from engine.topic_config import TopicConfig
@@ -363,6 +381,11 @@ class Broker:
             n = self.broker_config.default_topic_queue_nums
             tcm.create_or_update(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=n, write_queue_nums=n,
                                              perm=PERM_READ | PERM_WRITE | PERM_INHERIT))
+        # message trace (enableMsgTrace clients write here, mqadmin queryMsgTraceById reads it):
+        # present from the start, as RocketMQ's traceTopicEnable=true makes it
+        if self.config.extra_bool("trace_topic_enable", True) and tcm.get(TRACE_TOPIC) is None:
+            tcm.create_or_update(TopicConfig(TRACE_TOPIC, read_queue_nums=1, write_queue_nums=1,
+                                             perm=PERM_READ | PERM_WRITE))
 
     # -- NameServer registration -------------------------------------------------------------
     def request_registration(self) -> None:
@@ -375,10 +398,15 @@ class Broker:
 
     def register_body(self) -> bytes:
         topics = {name: topic_config_json(tc) for name, tc in self.store.topic_config.all().items()}
+        counter = self.data_version_counter + int(getattr(getattr(self.store.topic_config, "data_version", None), "counter", 0))
+        if counter != self._data_version[0]:
+            # RocketMQ's DataVersion: the timestamp is when the topic set last changed, so an
+            # unchanged broker re-registers with an equal version (and a NameServer keeps what
+            # an operator changed there, e.g. wipeWritePerm)
+            self._data_version = (counter, int(time.time() * 1000))
         body = {"topicConfigSerializeWrapper": {
             "topicConfigTable": topics,
-            "dataVersion": {"stateVersion": self.state_version, "timestamp": int(time.time() * 1000),
-                            "counter": self.data_version_counter + int(getattr(getattr(self.store.topic_config, "data_version", None), "counter", 0))}},
+            "dataVersion": {"stateVersion": self.state_version, "timestamp": self._data_version[1], "counter": counter}},
             "filterServerList": []}
         if self.registration_extras is not None:
             try:
@@ -390,7 +418,9 @@ class Broker:
     async def _namesrv_conn(self, addr: str) -> Connection:
         conn = self._namesrv_conns.get(addr)
         if conn is None or conn.closed:
-            conn = await open_connection(addr, None, timeout=3.0)
+            from .security import node_client_options
+
+            conn = await open_connection(addr, None, timeout=3.0, **node_client_options(self.config))
             self._namesrv_conns[addr] = conn
         return conn
 
@@ -502,14 +532,24 @@ class Broker:
 
     async def put(self, fn: Any, *args: Any) -> Any:
         """A store write: inline under ASYNC_FLUSH (it only touches mapped memory, and a thread hop
-        per message would halve throughput), through the executor when it may wait for a flush
+        per message would halve throughput), through the send queue when it may wait for a flush
         or, SYNC_MASTER, for the slaves (unless the caller waits for them itself:
-        ``sync_replicas=False``, see processors/send.py)."""
+        ``sync_replicas=False``, see processors/send.py): one that waited there longer than
+        waitTimeMillsInSendQueue is answered SYSTEM_BUSY ``[TIMEOUT_CLEAN_QUEUE]...`` unstored
+        (RocketMQ's fast failure)."""
         no_replica_wait = isinstance(fn, functools.partial) and fn.keywords.get("sync_replicas") is False
         if self.config.store.flush_disk_type == "ASYNC_FLUSH" and (
-                no_replica_wait or self.store.config.broker_role != "SYNC_MASTER"):
+                no_replica_wait or self.store.config.broker_role != "SYNC_MASTER") \
+                and not self.store.put_would_wait:  # never wait for another writer on the event loop
             return fn(*args)
-        return await self.run_blocking(fn, *args)
+        from engine.send_queue import SendQueueBusy
+
+        from .dispatch import ProcessorError
+
+        try:
+            return await self.send_queue.run(fn, *args)
+        except SendQueueBusy as exc:
+            raise ProcessorError(R.SYSTEM_BUSY, str(exc)) from None
 
 
 def interface_addresses() -> list[str]:

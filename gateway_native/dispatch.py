@@ -12,6 +12,7 @@ from typing import Any, Callable
 import structlog
 
 from engine import metrics
+from engine.listener_limits import ListenerGuard, start_server, stream_protocol_factory
 
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import MAX_FRAME_SIZE
@@ -56,32 +57,71 @@ class RemotingServer:
     """Listens on host:port; ``port`` is the bound port after ``start`` (0 = any free port)."""
 
     def __init__(self, name: str, host: str, port: int, table: ProcessorTable, context: Any,
-                 max_frame_size: int = MAX_FRAME_SIZE):
+                 max_frame_size: int = MAX_FRAME_SIZE, guard: ListenerGuard | None = None):
         self.name = name
         self.host = host
         self.port = port
         self.table = table
         self.context = context
-        self.max_frame_size = max_frame_size
+        # connection and request limits (engine.listener_limits), shared by the node's listeners
+        self.guard = guard or ListenerGuard()
+        limits = self.guard.limits
+        self.max_frame_size = min(max_frame_size, limits.frame_max_length)
+        self.idle_s = float(limits.server_channel_max_idle_time_seconds)
         self.connections: set[Connection] = set()
-        self._server: asyncio.base_events.Server | None = None
+        self._server: Any = None
         if table.observer is None:
             table.observer = request_metrics(table)
         self._dispatch = table.dispatcher(context)
         self.on_connection_closed: list[Callable[[Connection], None]] = []
+        # authentication and authorization before any processor (gateway_native/security.py)
+        self.gate: Any = None
+        # TLS (engine.listener_limits.ListenerTls: permissive or enforcing) and the mapping of
+        # client certificates to principals
+        self.tls: Any = None
+        self.principal_mapper: Any = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=1 << 20)
+        self._server = await start_server(self.guard, self.name, self.host, self.port,
+                                          stream_protocol_factory(self._accept, limit=1 << 20), tls=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("remoting_listening", server=self.name, host=self.host, port=self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer, self._dispatch, max_frame_size=self.max_frame_size, role=self.name)
-        self.connections.add(conn)
-        for cb in self.on_connection_closed:
-            conn.on_close(cb)
-        conn.on_close(self.connections.discard)
-        await conn.run()
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        sock = writer.get_extra_info("socket")
+        ticket = self.guard.admit(self.name, str(peer[0]), sock.fileno() if sock is not None else -1)
+        if ticket is None:  # over a connection limit: closed unread
+            writer.close()
+            return
+        try:
+            conn = Connection(reader, writer, self._gated if self.gate is not None else self._dispatch,
+                              max_frame_size=self.max_frame_size, role=self.name, guard=self.guard, idle_s=self.idle_s)
+            if self.principal_mapper is not None:
+                from engine.security.tls import peer_principal
+
+                cert = peer_principal(writer.get_extra_info("ssl_object"), self.principal_mapper)
+                if cert is not None:
+                    conn.attrs["cert_principal"] = cert
+            self.connections.add(conn)
+            for cb in self.on_connection_closed:
+                conn.on_close(cb)
+            conn.on_close(self.connections.discard)
+            await conn.run()
+        finally:
+            self.guard.release(ticket)
+
+    async def _gated(self, conn: Connection, cmd: Any) -> None:
+        refusal = await self.gate.check(conn, cmd)
+        if refusal is None:
+            await self._dispatch(conn, cmd)
+        elif not cmd.is_oneway and not conn.closed:
+            from .transport import ConnectionClosedError
+
+            try:
+                await conn.send_and_drain(refusal)
+            except ConnectionClosedError:
+                pass
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -27,10 +27,13 @@ from typing import Any
 
 import structlog
 
+from engine.config_manager import write_atomic
+
+from . import namesrv_admin
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.route import decode_route_json  # noqa: F401  (re-exported: the wire form lives in remoting)
 from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
-from .remoting.command import RemotingCommand
+from .remoting.command import RemotingCommand, loads_json
 from .transport import Connection
 
 log = structlog.get_logger("rockafka.namesrv")
@@ -200,10 +203,7 @@ class KVConfig:
     def _persist(self) -> None:
         if not self.path:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"configTable": self.table}, indent=1), "utf-8")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"configTable": self.table}, indent=1).encode("utf-8"))
 
     def put(self, ns: str, key: str, value: str) -> None:
         self.table.setdefault(ns, {})[key] = value
@@ -237,7 +237,7 @@ async def register_broker(ns: "NameServer", conn: Connection, cmd: RemotingComma
     extras: dict[str, Any] = {}
     if cmd.body:
         try:
-            body = json.loads(cmd.body)
+            body = loads_json(cmd.body, "register-broker body")
             wrapper = body.get("topicConfigSerializeWrapper") or {}
             topic_configs = wrapper.get("topicConfigTable") or {}
             data_version = wrapper.get("dataVersion") or {}
@@ -339,7 +339,7 @@ class NameServer:
     name = "namesrv"
 
     def __init__(self, host: str, port: int, *, kv_config_path: str | os.PathLike[str] | None = None,
-                 broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000, controller: Any = None,
+                 broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000, guard=None, controller: Any = None,
                  data_dir: str | os.PathLike[str] = "."):
         self.controller_config = controller
         self.data_dir = data_dir
@@ -348,7 +348,7 @@ class NameServer:
         self.kv = KVConfig(kv_config_path)
         self.broker_expired_ms = broker_expired_ms
         self.scan_interval_ms = scan_interval_ms
-        self.server = RemotingServer("namesrv", host, port, NAMESRV_PROCESSORS, self)
+        self.server = RemotingServer("namesrv", host, port, NAMESRV_PROCESSORS, self, guard=guard)
         self.server.on_connection_closed.append(self.routes.connection_closed)
         self._scan_task: asyncio.Task[None] | None = None
 
@@ -384,3 +384,5 @@ class NameServer:
             except asyncio.CancelledError:
                 pass
         await self.server.stop()
+
+namesrv_admin.register(NAMESRV_PROCESSORS)  # the operator requests: write permission, config

@@ -9,6 +9,12 @@ Invariants: a frame that cannot be decoded closes this connection only (the reas
 every pending request fails with ``ConnectionClosedError`` when the connection ends, so no
 caller waits forever; requests are handed to ``dispatch`` in arrival order (the dispatcher
 decides whether a request may run concurrently, e.g. a long-polling pull).
+
+On the server side a ``ListenerGuard`` (``engine.listener_limits``) bounds what the peer can
+take: the frame's bytes are read only once the node's request budget has room for them (no
+socket reads while waiting), and are given back when the request was handed over; a frame
+must arrive within ``request_receive_timeout_ms`` of its length prefix; a connection with
+nothing read for ``serverChannelMaxIdleTimeSeconds`` is closed.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import struct
 from typing import Any, Awaitable, Callable
 
 import structlog
+
+from engine.listener_limits import BUSY, ListenerGuard
 
 from .remoting.command import (
     MAX_FRAME_SIZE, RemotingCommand, RemotingCommandError, check_frame_length, decode_frame, encode,
@@ -38,8 +46,12 @@ class RemotingTimeoutError(TimeoutError):
 
 class Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dispatch: Dispatch | None, *,
-                 max_frame_size: int = MAX_FRAME_SIZE, role: str = "server"):
+                 max_frame_size: int = MAX_FRAME_SIZE, role: str = "server", guard: ListenerGuard | None = None,
+                 idle_s: float = 0.0, signer: Callable[[RemotingCommand], None] | None = None):
         self.reader = reader
+        self.signer = signer  # signs every request this side sends (remoting/acl.py)
+        self.guard = guard
+        self.idle_s = idle_s
         self.writer = writer
         self.dispatch = dispatch
         self.max_frame_size = max_frame_size
@@ -66,27 +78,50 @@ class Connection:
         return self._reader_task
 
     async def run(self) -> None:
+        guard = self.guard
+        if guard is None:
+            return await self._run(None, None)
+        watch = guard.watch(self.role, self.remote_addr, self.writer.transport.abort, self.idle_s)
+        try:
+            await self._run(guard, watch)
+        finally:
+            guard.unwatch(watch)
+
+    async def _run(self, guard: ListenerGuard | None, watch) -> None:
+        budget = guard.budget if guard is not None else None
+        clock = asyncio.get_running_loop().time
+        held = 0
         try:
             while True:
+                if held:  # the previous frame was handed over (or was a response)
+                    budget.release(held)
+                    held = 0
+                if watch is not None:
+                    watch.last_read, watch.receiving_since = clock(), 0.0
                 try:
                     prefix = await self.reader.readexactly(4)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 (length,) = struct.unpack(">i", prefix)
                 check_frame_length(length, self.max_frame_size)
+                if budget is not None:
+                    watch.receiving_since = BUSY
+                    held = await budget.acquire(length)  # no more reads from this socket until it fits
+                    watch.receiving_since = clock()
                 try:
                     frame = await self.reader.readexactly(length)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
+                if watch is not None:
+                    watch.receiving_since = BUSY
                 cmd = decode_frame(frame)
                 if cmd.is_response:
                     fut = self._pending.pop(cmd.opaque, None)
                     if fut is not None and not fut.done():
                         fut.set_result(cmd)
                     continue
-                if self.dispatch is None:
-                    continue
-                await self.dispatch(self, cmd)
+                if self.dispatch is not None:
+                    await self.dispatch(self, cmd)
         except RemotingCommandError as exc:
             log.warning("remoting_bad_frame", peer=self.remote_addr, role=self.role, error=str(exc))
         except asyncio.CancelledError:
@@ -94,11 +129,15 @@ class Connection:
         except Exception:
             log.exception("remoting_connection_failed", peer=self.remote_addr, role=self.role)
         finally:
+            if held:
+                budget.release(held)
             self.close()
 
     def send(self, cmd: RemotingCommand) -> None:
         if self.closed:
             raise ConnectionClosedError(f"connection to {self.remote_addr} is closed")
+        if self.signer is not None and not cmd.is_response:
+            self.signer(cmd)
         # Frames queued in one loop iteration go out in one write: a syscall per frame cost more
         # than encoding it when requests or answers are pipelined. Nothing waits longer for it.
         self._out.append(encode(cmd))
@@ -175,17 +214,20 @@ def _expire(fut: "asyncio.Future[RemotingCommand]", addr: str, code: int, timeou
         fut.set_exception(RemotingTimeoutError(f"no response from {addr} to request code {code} within {timeout:.1f}s"))
 
 
-async def open_connection(addr: str, dispatch: Dispatch | None = None, timeout: float = 3.0) -> Connection:
+async def open_connection(addr: str, dispatch: Dispatch | None = None, timeout: float = 3.0, *,
+                          ssl_context: Any = None, signer: Callable[[RemotingCommand], None] | None = None) -> Connection:
+    """A client connection to ``addr``; TLS when ``ssl_context`` is given, requests signed by
+    ``signer`` (``remoting.acl.signer(access_key, secret_key)``)."""
     host, _, port = addr.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"address {addr!r} is not host:port")
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), ssl=ssl_context), timeout)
     except asyncio.TimeoutError:
         raise ConnectionClosedError(f"connect to {addr} timed out after {timeout}s") from None
     except OSError as exc:
         raise ConnectionClosedError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
-    conn = Connection(reader, writer, dispatch, role="client")
+    conn = Connection(reader, writer, dispatch, role="client", signer=signer)
     conn.remote_addr = addr
     conn.start()
     return conn

@@ -15,6 +15,12 @@ store. Commands:
     reset-offset --group G --topic T --to-timestamp TS [--no-force]
     query key --topic T KEY [--begin TS] [--end TS] [--max N] | query id MSG_ID [--topic T]
     dlq list GROUP [--max N] | dlq resend GROUP MSG_ID
+    acl set-user ACCESS_KEY SECRET_KEY [--topic-perms T=PUB|SUB,...] [--group-perms G=SUB,...] [--admin]
+    acl delete-user ACCESS_KEY
+
+On a secured node it authenticates like any client: ``--access-key`` / ``--secret-key`` (or
+``ROCKAFKA_ACCESS_KEY`` / ``ROCKAFKA_SECRET_KEY``) sign every request as the Java client's
+AclClientRPCHook does, ``--tls`` speaks TLS; a refusal prints the node's NO_PERMISSION remark.
 
 Timestamps are epoch milliseconds or ISO 8601 (``2026-11-22T10:00:00Z``; no zone = UTC).
 Output is an aligned table, or JSON with ``--json`` (before or after the command). Failures
@@ -61,6 +67,11 @@ def add_admin_parser(sub: Any) -> None:
                        help=f"NameServer address host:port (default $ROCKAFKA_NAMESRV or {DEFAULT_NAMESRV})")
     admin.add_argument("--json", action="store_true", help="print JSON instead of a table")
     admin.add_argument("--timeout-ms", type=int, default=5000, help="per-request timeout (default 5000)")
+    admin.add_argument("--access-key", default=os.environ.get("ROCKAFKA_ACCESS_KEY"),
+                       help="sign requests as this user (RocketMQ ACL; default $ROCKAFKA_ACCESS_KEY)")
+    admin.add_argument("--secret-key", default=os.environ.get("ROCKAFKA_SECRET_KEY"),
+                       help="the user's remoting secret key (default $ROCKAFKA_SECRET_KEY)")
+    admin.add_argument("--tls", action="store_true", help="speak TLS to the NameServer and brokers")
     what = admin.add_subparsers(dest="admin_command", metavar="WHAT")
 
     what.add_parser("cluster", help="broker groups with their members' roles, in-sync state and replication lag")
@@ -117,6 +128,18 @@ def add_admin_parser(sub: Any) -> None:
     dres.add_argument("group")
     dres.add_argument("msg_id")
 
+    acl = what.add_parser("acl", help="remoting users (access keys) and their permissions").add_subparsers(
+        dest="action", metavar="ACTION")
+    aset = acl.add_parser("set-user", help="create or update a user's secret key and permissions (updateAclConfig)",
+                          parents=[leaf])
+    aset.add_argument("user", metavar="ACCESS_KEY")
+    aset.add_argument("user_secret", metavar="SECRET_KEY")
+    aset.add_argument("--topic-perms", help="TOPIC=PUB|SUB|DENY,... (PUB = write, SUB = read)")
+    aset.add_argument("--group-perms", help="GROUP=SUB,...")
+    aset.add_argument("--admin", action="store_true", help="every operation on the cluster, topics and groups")
+    adel = acl.add_parser("delete-user", help="remove a user's secret key and permissions", parents=[leaf])
+    adel.add_argument("user", metavar="ACCESS_KEY")
+
 
 def _message_row(m: Any) -> dict[str, Any]:
     return {"msgId": m.msg_id, "offsetMsgId": m.offset_msg_id, "topic": m.topic, "queueId": m.queue_id,
@@ -132,7 +155,11 @@ def run(args: argparse.Namespace) -> int:
     if args.admin_command is None or (args.admin_command not in ("reset-offset", "cluster", "controller", "elect-master")
                                       and getattr(args, "action", None) is None):
         raise AdminCliError("missing command; see `rockafka admin --help`")
-    admin = Admin(args.namesrv, timeout_ms=args.timeout_ms)
+    if bool(args.access_key) != bool(args.secret_key):
+        print("rockafka admin: --access-key and --secret-key go together", file=sys.stderr)
+        return 2
+    credentials = (args.access_key, args.secret_key) if args.access_key else None
+    admin = Admin(args.namesrv, timeout_ms=args.timeout_ms, credentials=credentials, tls=True if args.tls else None)
     admin.start()
     try:
         return _dispatch(admin, args)
@@ -269,6 +296,15 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
             m = admin.resend_dlq_message(args.group, args.msg_id)
             emit({"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": "%RETRY%" + args.group,
                     "originTopic": m.properties.get("RETRY_TOPIC")}, js)
+    elif cmd == "acl":
+        if action == "set-user":
+            admin.update_acl_config(args.user, args.user_secret, topic_perms=args.topic_perms,
+                                    group_perms=args.group_perms, admin=args.admin)
+            emit({"user": args.user, "topicPerms": args.topic_perms or "", "groupPerms": args.group_perms or "",
+                  "admin": args.admin}, js)
+        elif action == "delete-user":
+            admin.delete_acl_config(args.user)
+            emit({"deleted": args.user}, js)
     return 0
 
 

@@ -23,7 +23,14 @@ Routes (GET unless marked):
 - ``/api/ha``: replication (``MessageStore.ha.runtime_info()``): role, epoch, slaves and their
   lag on a master, the master and how far behind on a slave
 - ``/metrics``: Prometheus text exposition of engine.metrics.REGISTRY
-Unknown topics, groups and message ids answer 404 with ``{"error": ...}``; bad parameters 400.
+Unknown topics, groups and message ids answer 404 with ``{"error": ...}``; bad parameters 400
+(a body that is not JSON, nested too deep or with numbers too long to convert included).
+
+Limits (``engine.config.ListenerLimits``, shared with the other listeners): a connection over
+the node's connection limits is closed as soon as it is accepted; one without a complete
+request for ``min(connections_max_idle_ms, request_receive_timeout_ms)`` is closed (a slow
+sender of headers included), a body must arrive within ``request_receive_timeout_ms`` and be
+at most ``admin_request_max_bytes`` (413 otherwise, before it is buffered).
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ from prometheus_client.core import GaugeMetricFamily
 
 from engine import metrics
 from engine.config import NodeConfig
+from engine.listener_limits import ListenerGuard, start_server
+from engine.resource_metrics import ResourceCollector
 from engine.store import MessageStore
 
 from .admin_state import AdminState, NodeViews, with_members
@@ -72,13 +81,59 @@ class NodeCollector:
         return list(self.snapshot)
 
 
+class _GuardedProtocol(asyncio.Protocol):
+    """An accepted admin connection: passes the node's ``ListenerGuard`` first (closed at once
+    when over a limit), then is aiohttp's own request handler."""
+
+    def __init__(self, guard: ListenerGuard, make_handler: Any):
+        self._guard = guard
+        self._make_handler = make_handler
+        self._inner: Any = None
+        self._ticket: Any = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        sock = transport.get_extra_info("socket")
+        self._ticket = self._guard.admit("admin", str(peer[0]), sock.fileno() if sock is not None else -1)
+        if self._ticket is None:
+            transport.close()
+            return
+        self._inner = self._make_handler()
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._inner is not None:
+            self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._inner is not None else None
+
+    def pause_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.resume_writing()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._inner is not None:
+            self._inner.connection_lost(exc)
+        self._guard.release(self._ticket)
+        self._ticket = None
+
+
 class AdminHttp:
     """The admin listener as a node component."""
 
     name = "admin"
 
-    def __init__(self, store: MessageStore, config: NodeConfig, views: NodeViews | None = None):
+    def __init__(self, store: MessageStore, config: NodeConfig, views: NodeViews | None = None,
+                 guard: ListenerGuard | None = None, send_queue: Any = None):
         self.store = store
+        self.guard = guard or ListenerGuard(config.limits)  # the node passes the one all listeners share
+        self.send_queue = send_queue
+        self._server: Any = None
         self.state = AdminState(store)
         self.config = config
         self.views = views or NodeViews()
@@ -93,7 +148,13 @@ class AdminHttp:
     def app(self) -> web.Application:
         from .console import Console
 
-        app = web.Application()
+        from engine import security as engine_security
+
+        from .admin_security import middleware
+
+        self.security = engine_security.for_store(self.store, self.config)
+        app = web.Application(client_max_size=self.config.limits.admin_request_max_bytes,
+                              middlewares=[middleware(self.security)])
         r = app.router
         r.add_get("/api/health", self.health)
         r.add_get("/api/cluster", self.cluster)
@@ -112,23 +173,42 @@ class AdminHttp:
         return app
 
     async def start(self) -> None:
-        self._collectors = [metrics.StoreCollector(self.store), NodeCollector(self.views), HACollector(self.store)]
+        self._collectors = [metrics.StoreCollector(self.store), NodeCollector(self.views), HACollector(self.store),
+                            ResourceCollector(self.store, self.guard, self.send_queue)]
         for c in self._collectors:
             metrics.REGISTRY.register(c)
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        lim = self.config.limits
+        timeouts = [t for t in (lim.connections_max_idle_ms, lim.request_receive_timeout_ms) if t > 0]
+        self._runner = web.AppRunner(self.app(), access_log=None,
+                                     keepalive_timeout=min(timeouts) / 1000.0 if timeouts else 3630)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.admin_port)
-        await site.start()
-        sockets = site._server.sockets if site._server else []  # aiohttp exposes no public accessor
-        self.port = sockets[0].getsockname()[1] if sockets else self.config.admin_port
+        make_handler = self._runner.server
+        guard = self.guard
+        # the node's accept loop (not TCPSite), so every accepted connection passes the guard
+        tls = None
+        if self.config.security.admin_tls_enable:  # HTTPS with the node's certificate
+            from engine.listener_limits import ListenerTls
+            from engine.security import tls as sec_tls
+
+            tls = ListenerTls(sec_tls.server_context(self.config, self.config.security.admin_host), "enforcing")
+        # loopback unless adminHost says otherwise (docs/design/security.md, "Safe defaults")
+        self._server = await start_server(guard, "admin", self.config.security.admin_host, self.config.admin_port,
+                                          lambda: _GuardedProtocol(guard, make_handler), tls=tls)
+        self.port = self._server.sockets[0].getsockname()[1]
         self.history.start()
-        log.info("admin_http_listening", host=self.config.host, port=self.port)
+        log.info("admin_http_listening", host=self.config.security.admin_host, port=self.port,
+                 https=self.config.security.admin_tls_enable)
 
     async def stop(self) -> None:
         await self.history.stop()
+        if self._server is not None:
+            self._server.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
         for c in self._collectors:
             metrics.REGISTRY.unregister(c)
         self._collectors = []
@@ -174,7 +254,7 @@ class AdminHttp:
         from gateway_native.client import Admin
 
         def resend() -> dict[str, Any]:
-            with Admin(self._namesrv(), timeout_ms=10_000) as admin:
+            with Admin(self._namesrv(), timeout_ms=10_000, **self._client_options()) as admin:
                 m = admin.resend_dlq_message(group, msg_id)
             return {"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": "%RETRY%" + group,
                     "originTopic": m.properties.get("RETRY_TOPIC")}
@@ -187,13 +267,25 @@ class AdminHttp:
         from gateway_native.client import Admin
 
         def reset() -> list[dict[str, Any]]:
-            with Admin(self._namesrv(), timeout_ms=10_000) as admin:
+            with Admin(self._namesrv(), timeout_ms=10_000, **self._client_options()) as admin:
                 table = admin.reset_offset_by_timestamp(group, topic, timestamp_ms)
             return [{"queue_id": mq.queue_id, "offset": off} for mq, off in sorted(table.items())]
 
         rows = await self.call(reset)
         log.info("group_offsets_reset", group=group, topic=topic, timestamp=timestamp_ms, queues=len(rows))
         return rows
+
+    def _client_options(self) -> dict[str, Any]:
+        """The node's own writes go through its NameServer and broker as the node itself: signed
+        with the inner credentials (the HTTP user was authorized here), over TLS when the
+        remoting ports require it."""
+        from engine.security import parse_pair
+        from engine.security.tls import client_context, tls_mode
+
+        inner = parse_pair(self.config.security.inner_client_authentication_credentials, "accessKey", "secretKey")
+        tls = client_context(self.config) if tls_mode(self.config) == "enforcing" or self.config.security.tls_enable \
+            else None
+        return {"credentials": inner, "tls": tls}
 
     def _namesrv(self) -> str:
         if self.views.namesrv_addr is None:
@@ -235,10 +327,20 @@ class AdminHttp:
         return web.json_response(doc)
 
     async def _json_body(self, request: web.Request, example: str) -> dict[str, Any]:
+        """The JSON object in the body; BadRequest when it is not JSON Python can hold (nested
+        too deep, integers over 4300 digits, lone surrogates) or does not arrive in time."""
+        from gateway_native.remoting.command import loads_json
+
+        timeout_ms = self.config.limits.request_receive_timeout_ms
         try:
-            doc = await request.json()
-        except ValueError:
-            raise BadRequest(f"the body must be JSON: {example}") from None
+            async with asyncio.timeout(timeout_ms / 1000.0 if timeout_ms else None):
+                raw = await request.read()
+        except TimeoutError:
+            raise BadRequest("the request body did not arrive within request_receive_timeout_ms") from None
+        try:
+            doc = loads_json(raw, "the body")
+        except ValueError as exc:
+            raise BadRequest(f"the body must be JSON: {example} ({exc})") from None
         if not isinstance(doc, dict):
             raise BadRequest(f"the body must be a JSON object: {example}")
         return doc

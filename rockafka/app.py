@@ -15,7 +15,11 @@ from typing import Any, Protocol
 import structlog
 
 from engine.config import NodeConfig
+from engine.listener_limits import ListenerGuard
+from engine.send_queue import SendQueue
 from engine.store import MessageStore
+
+from .loop_thread import OwnLoop
 
 log = structlog.get_logger("rockafka.node")
 
@@ -31,6 +35,12 @@ class Component(Protocol):
 def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     """The listeners of a node, in start order. Each gateway adds itself here."""
     components: list[Any] = []
+    # one set of connection and request-memory limits for the listeners on the node's loop (the
+    # NameServer, on a loop of its own, has a sibling guard: its own timer and request budget,
+    # the same node-wide connection counts), and one send queue (flow control) for the writes
+    # of both protocols
+    guard = ListenerGuard(config.limits)
+    send_queue = SendQueue.from_config(config.broker)
     # -- native gateway (NameServer first: the broker registers with it) --
     from gateway_native.broker import Broker
     from gateway_native.namesrv import NameServer
@@ -38,22 +48,33 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     namesrv = NameServer(config.host, config.namesrv_port,
                          kv_config_path=store.config_dir / "namesrv_kvConfig.json",
                          broker_expired_ms=config.extra_int("broker_channel_expired_time", 120_000),
-                         scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000))
+                         scan_interval_ms=config.extra_int("namesrv_scan_interval", 5_000),
+                         guard=guard.sibling())
     own_host = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
-    components.append(namesrv)
-    broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"])
+    # its own loop and thread: a route query never waits behind broker or Kafka work
+    components.append(OwnLoop(namesrv))
+    broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"], guard=guard,
+                    send_queue=send_queue)
     components.append(broker)
+    # -- security: one model every listener asks (docs/design/security.md) --
+    from engine import security as engine_security
+    from gateway_native.security import secure_server
+
+    security = engine_security.for_store(store, config)
+    secure_server(namesrv.server, security, config)
+    secure_server(broker.server, security, config)
     # -- kafka gateway --
     from gateway_kafka.server import KafkaGateway
 
-    kafka = KafkaGateway(store, config)
+    kafka = KafkaGateway(store, config, guard=guard, send_queue=send_queue)
     components.append(kafka)
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
     # -- the broker group: what each member tells the NameServer, and the Kafka view built from it --
-    from .group import GroupViewRefresher, registration_extras
+    from .group import GroupViewRefresher, ha_runtime_fields, registration_extras
 
     broker.registration_extras = lambda: registration_extras(store, config, kafka)
+    broker.runtime_info_providers.append(lambda: ha_runtime_fields(store.ha.runtime_info()))
     if broker.replicas is not None:  # Kafka's ElectLeaders asks the failover controller
         kafka.elect_master = broker.replicas.elect
     components.append(GroupViewRefresher(broker, kafka, config.extra_int("cluster_view_refresh_ms", 1000)))
@@ -79,12 +100,90 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
 
     views = NodeViews(group_views=[lambda: kafka_view.group_views(kafka), lambda: native_view.group_views(broker)],
                       connections={"kafka": lambda: kafka_view.connection_count(kafka),
-                                   "broker": lambda: native_view.connection_count(broker)},
+                                   "broker": lambda: native_view.connection_count(broker),
+                                   # on its own loop: reading its table's size from here is safe
+                                   "namesrv": lambda: native_view.connection_count(namesrv),
+                                   "admin": lambda: guard.book.per_listener["admin"]},
                       node_info=node_info,
                       # the NameServers the broker registers with (a group's shared one when namesrvAddr is set)
                       namesrv_addr=lambda: (broker.namesrv_addrs() or [f"{own_host}:{namesrv.port}"])[0])
-    components.append(AdminHttp(store, config, views))
+    components.append(AdminHttp(store, config, views, guard=guard, send_queue=send_queue))
+    components.insert(0, _SharedServices(send_queue))  # started first, stopped after every listener
     return components
+
+
+class _SharedServices:
+    """What the listeners share and nobody else stops: the send queue's threads."""
+
+    name = "shared"
+
+    def __init__(self, send_queue: SendQueue):
+        self.send_queue = send_queue
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.send_queue.shutdown)
+
+
+def _loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+
+
+def warn_if_open(config: NodeConfig, components: list[Any]) -> None:
+    """Say loudly, once at start, which listeners anyone on the network may use as they like."""
+    sec = config.security
+    open_listeners = []
+    if not sec.authentication_enabled and not _loopback(config.host):
+        open_listeners += [f"{c.name}:{config.host}:{getattr(c, 'port', '?')}" for c in components
+                           if c.name in ("namesrv", "broker") and getattr(c, "port", None)]
+        open_listeners.append(f"ha:{config.host}:{config.ha_port}")
+    kafka = next((c for c in components if c.name == "kafka"), None)
+    if kafka is not None and not (sec.authorization_enabled or sec.super_users):
+        for spec in kafka.settings.listeners:
+            if not spec.sasl and not _loopback(spec.host):
+                open_listeners.append(f"kafka/{spec.name}:{spec.host}:{kafka.listener_ports.get(spec.name)}")
+    if not sec.authentication_enabled and not _loopback(sec.admin_host):
+        open_listeners.append(f"admin:{sec.admin_host}:{config.admin_port}")
+    if open_listeners:
+        log.warning("security_disabled_on_network", listeners=",".join(open_listeners),
+                    hint="anyone who can reach these may read, write and delete: set authenticationEnabled=true "
+                         "and authorizationEnabled=true (docs/design/security.md), or listen on 127.0.0.1")
+
+
+def secure_replication(store: MessageStore, config: NodeConfig) -> None:
+    """The HA port under the node's security (docs/design/security.md): TLS as tlsServerMode
+    says, a slave's HELLO signed with the inner credentials (or a client certificate) of a
+    principal allowed CLUSTER_ACTION; required when authenticationEnabled."""
+    from engine import security as engine_security
+    from engine.security import tls as sec_tls
+
+    ha = store.ha
+    sec_cfg = config.security
+    mode = sec_tls.tls_mode(config)
+    if mode != "disabled":
+        ha.tls_server = (mode, sec_tls.server_context(config, config.broker.broker_ip1 or config.host))
+        mapper = sec_tls.PrincipalMapper(sec_cfg.ssl_principal_mapping_rules)
+        ha.cert_principal = lambda sock: sec_tls.peer_principal(sock if hasattr(sock, "getpeercert") else None, mapper)
+    if sec_cfg.tls_enable:
+        ha.tls_client = sec_tls.client_context(config)
+    ha.auth_required = sec_cfg.authentication_enabled
+
+    def service() -> engine_security.SecurityService:
+        return engine_security.for_store(store, config)
+
+    def verify(identity: bytes, auth: Any) -> tuple[str | None, str]:
+        principal, why = service().verify_hello(identity, auth)
+        if principal is None and (auth is not None or sec_cfg.authentication_enabled):
+            service().failed("ha", "bad_signature" if auth is not None else "not_authenticated", "slave", why=why)
+        return principal, why
+
+    ha.hello_verifier = verify
+    ha.may_replicate = lambda principal: service().authorize_cluster(principal, engine_security.Operation.CLUSTER_ACTION)
+    inner = engine_security.parse_pair(sec_cfg.inner_client_authentication_credentials, "accessKey", "secretKey")
+    if inner is not None:
+        ha.hello_signer = lambda identity: engine_security.hello_signature(inner, identity)
 
 
 def raise_open_files_limit() -> None:
@@ -117,6 +216,15 @@ class Node:
             from gateway_native.broker import local_address
 
             config.broker.broker_ip1 = local_address()
+        sec = config.security
+        if (sec.authentication_enabled or sec.authorization_enabled) and not sec.inner_client_authentication_credentials:
+            # the node's own broker must still register with its own NameServer: a credential
+            # for this process alone (a broker group needs the same one configured on every node)
+            import secrets
+
+            sec.inner_client_authentication_credentials = f"node-{secrets.token_hex(4)}:{secrets.token_urlsafe(24)}"
+            log.info("inner_credentials_generated",
+                     hint="set innerClientAuthenticationCredentials (the same on every node) for broker groups")
         self.store = MessageStore(config.store, broker_config=config.broker)
         if config.broker.enable_controller_mode:
             # the controller says who leads (docs/design/failover.md): start as a slave that knows
@@ -132,6 +240,7 @@ class Node:
 
         self.store.ha.bind_host = self.config.host
         self.store.ha.identity = ha_identity(self.config)
+        secure_replication(self.store, self.config)
         await loop.run_in_executor(None, self.store.start)
         self.components = build_components(self.store, self.config)
         started: list[Any] = []
@@ -144,6 +253,7 @@ class Node:
                 await comp.stop()
             await loop.run_in_executor(None, self.store.shutdown)
             raise
+        warn_if_open(self.config, self.components)
         ports = {c.name: getattr(c, "port", None) for c in self.components}
         log.info("node_ready", data_dir=self.config.data_dir, host=self.config.host, **{f"{k}_port": v for k, v in ports.items()})
 
@@ -154,6 +264,9 @@ class Node:
                 await comp.stop()
             except Exception:  # keep tearing down; the store must still close cleanly
                 log.exception("component_stop_failed", component=comp.name)
+        security = getattr(self.store, "_security_service", None)
+        if security is not None:
+            security.stop()  # its arrival listener and retention guard go with it
         await loop.run_in_executor(None, self.store.shutdown)
         log.info("node_stopped", data_dir=self.config.data_dir)
 

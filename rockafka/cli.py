@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from engine.config import ConfigError, NodeConfig, load_node_config
@@ -71,9 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="where the controller keeps its Raft journal (default ./namesrv-data)")
     namesrv.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                          help="serve Prometheus /metrics here (controller elections and leadership)")
+    namesrv.add_argument("--config", metavar="FILE", help="broker.conf with the security and TLS keys "
+                         "(tlsServerMode, tlsServerCertPath, authenticationEnabled, innerClientAuthenticationCredentials, ...)")
     namesrv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                         help="controller keys, e.g. enableControllerInNamesrv=true controllerDLegerPeers=... "
-                              "(docs/design/failover.md)")
+                         help="as `serve --set`, and the controller keys, e.g. enableControllerInNamesrv=true "
+                              "controllerDLegerPeers=... (docs/design/failover.md)")
     namesrv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     namesrv.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
     from .admin_cli import add_admin_parser
@@ -108,16 +111,20 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
     import structlog
 
-    from engine.config import load_controller_config
+    from engine.config import is_controller_key, load_controller_config
     from gateway_native.namesrv import NameServer
 
     rlog.configure(args.log_level, args.log_json)
-    settings = {}
+    settings = {}  # the controller's keys; the rest (security, TLS) configure the NameServer as a node's
+    node_settings = []
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        settings[key] = value
+        if is_controller_key(key):
+            settings[key] = value
+        else:
+            node_settings.append(item)
     controller = load_controller_config(settings)
 
     async def run() -> None:
@@ -125,6 +132,22 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
                         scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)),
                         controller=controller if controller.enable_controller_in_namesrv else None,
                         data_dir=args.data_dir)
+        # the same security as a node's NameServer: TLS as tlsServerMode says (a self-signed pair
+        # beside the KV config, or in the working directory), REGISTER_BROKER only from brokers
+        # signing with the inner credentials when authenticationEnabled
+        from engine import security as engine_security
+        from gateway_native.security import secure_server
+
+        sec_config = config_from_args(argparse.Namespace(config=args.config, set=node_settings))
+        sec_config.host = args.host
+        if args.kv_config:
+            sec_config.store.store_path_root_dir = str(Path(args.kv_config).resolve().parent)
+        elif not (sec_config.extra_str("tls_server_mode") or sec_config.extra_str("tls_mode")
+                  or sec_config.extra_str("tls_server_cert_path")):
+            sec_config.extra["tls_server_mode"] = "disabled"  # nowhere to keep a generated certificate
+        security = engine_security.SecurityService(None, sec_config)
+        security.start()
+        secure_server(ns.server, security, sec_config)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -97,3 +97,20 @@ class GroupViewRefresher:
                 await self.refresh()
             except Exception:
                 log.exception("cluster_view_refresh_failed")
+
+
+def ha_runtime_fields(info: dict[str, Any]) -> dict[str, str]:
+    """Replication state as GET_BROKER_RUNTIME_INFO fields (mqadmin brokerStatus): the role, the
+    master epoch and, on a master, its slaves' connections and lag; on a slave, its master and
+    how far behind it is."""
+    out = {"brokerRole": str(info["brokerRole"]), "masterEpoch": str(info["masterEpoch"])}
+    if info["brokerRole"] == "SLAVE":
+        out["masterAddr"] = str(info.get("masterAddress") or "")
+        behind = info.get("behindBytes")
+        out["slaveFallBehindMuch"] = str(behind if behind is not None else -1)
+    else:
+        slaves = info.get("slaves") or []
+        out["haConnections"] = str(len(slaves))
+        out["inSyncSlaveNums"] = str(info.get("inSyncSlaves", 0))
+        out["haSlaveLagBytes"] = str(max((sl["lagBytes"] for sl in slaves), default=0))
+    return out

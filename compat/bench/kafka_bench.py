@@ -26,10 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
-def produce_throughput(bs: str, topic: str, records: int, size: int) -> dict:
+def produce_throughput(bs: str, topic: str, records: int, size: int, conf: dict | None = None) -> dict:
+    """``conf``: extra client settings (e.g. security.protocol for a TLS listener)."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bs, "acks": "1", "linger.ms": 5, "batch.size": 1_000_000,
+    p = Producer({**(conf or {}), "bootstrap.servers": bs, "acks": "1", "linger.ms": 5, "batch.size": 1_000_000,
                   "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
     payload = b"x" * size
     errors = []
@@ -56,10 +57,10 @@ def produce_throughput(bs: str, topic: str, records: int, size: int) -> dict:
             "mib_per_s": round(records * size / elapsed / 2**20, 1)}
 
 
-def consume_throughput(bs: str, topic: str, records: int, size: int) -> dict:
+def consume_throughput(bs: str, topic: str, records: int, size: int, conf: dict | None = None) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bs, "group.id": f"bench-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+    c = Consumer({**(conf or {}), "bootstrap.servers": bs, "group.id": f"bench-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
                   "fetch.max.bytes": 50 * 2**20, "max.partition.fetch.bytes": 10 * 2**20})
     c.assign([TopicPartition(topic, 0, 0)])
     got = 0

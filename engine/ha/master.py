@@ -113,8 +113,31 @@ class SlaveConnection:
                 self.sock.sendall(part)
         self.last_write = time.monotonic()
 
+    def _secure(self) -> bool:
+        """TLS as the master's mode says: permissive wraps a connection whose first byte starts
+        a TLS handshake, enforcing every one (a plaintext slave is closed). False = closed."""
+        mode, ctx = self.service.tls_server
+        self.sock.settimeout(self.service.housekeeping_s)
+        try:
+            first = self.sock.recv(1, socket.MSG_PEEK)
+            if not first:
+                return False
+            if first[0] != 0x16:
+                if mode == "enforcing":
+                    log.warning("ha_slave_refused", slave=self.remote, reason="plaintext connection to a TLS-only HA port")
+                    return False
+                return True
+            self.sock = ctx.wrap_socket(self.sock, server_side=True)
+            return True
+        except (OSError, ValueError) as exc:
+            log.warning("ha_slave_refused", slave=self.remote, reason=f"TLS handshake failed: {exc}")
+            return False
+
     def _read_loop(self) -> None:
         reader = P.FrameReader()
+        if self.service.tls_server is not None and not self._secure():
+            self.close("TLS refused")
+            return
         sock = self.sock
         housekeeping = self.service.housekeeping_s
         sock.settimeout(min(1.0, housekeeping))
@@ -166,6 +189,9 @@ class SlaveConnection:
                       f"{store.config.mapped_file_size_commit_log}; offsets name segments, so both must be equal")
         elif not self.service.is_master:
             reason = "this broker is not a master"
+        else:
+            reason = self._authenticate(hello)
+        hello.identity.pop("auth", None)
         self.broker_id = hello.broker_id
         self.identity = hello.identity
         self.hello_seen = True
@@ -178,6 +204,22 @@ class SlaveConnection:
             log.warning("ha_slave_refused", slave=self.remote, broker_id=hello.broker_id, reason=reason)
             raise P.ProtocolError(f"refused: {reason}")
         log.info("ha_slave_hello", slave=self.remote, broker_id=hello.broker_id, identity=hello.identity)
+
+    def _authenticate(self, hello: P.Hello) -> str:
+        """Why this slave may not replicate ("" when it may): a signed HELLO (inner credentials)
+        or a client certificate of a principal allowed CLUSTER_ACTION (docs/design/security.md)."""
+        svc = self.service
+        if svc.hello_verifier is None:
+            return ""
+        principal, why = svc.hello_verifier(P.identity_bytes(hello.identity), hello.identity.get("auth"))
+        if principal is None and svc.cert_principal is not None:
+            principal = svc.cert_principal(self.sock)  # a verified client certificate
+        if principal is None:
+            return f"authentication failed: {why}" if svc.auth_required else ""
+        if svc.may_replicate is not None and not svc.may_replicate(principal):
+            return f"{principal} may not replicate (needs CLUSTER_ACTION on the cluster)"
+        self.principal = principal
+        return ""
 
     def _on_pull(self, offset: int) -> None:
         if self.state != "HANDSHAKE" or not self.hello_seen:

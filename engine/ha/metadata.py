@@ -8,12 +8,15 @@ whenever they changed (checked every ``haSyncMetadataInterval`` ms):
 |---|---|---|
 | ``topics`` | topics.json | the master's table replaces the slave's |
 | ``subscriptionGroups`` | subscriptionGroup.json | replaces |
-| ``consumerOffsets`` | consumerOffset.json | each (group, topic) the master has overwrites the slave's (offsets consumers committed to the slave alone, while the master was away, stay until the master has that key) |
 | ``delayOffsets`` | delayOffset.json | replaces (delay levels' delivery progress) |
 | ``timerCheckpoint`` | timerCheckpoint.json | the master's read time (delivery progress) only; the slave files replicated timer messages into its own wheel |
 | ``queueMinOffsets`` | queueMinOffset.json | low watermarks are raised, never lowered |
 
-The documents are the managers' own ``encode()`` forms, so no second format exists.
+The documents are the managers' own ``encode()`` forms, so no second format exists. Consumer
+offsets of both protocols are records of ``__consumer_offsets`` (docs/design/coordinator-state.md):
+they reach a slave with the log, and its table follows them (``ConsumerOffsetManager.catch_up``);
+an offset a consumer committed to the slave alone, while the master was away, stays until a
+record of the master's for that key arrives.
 """
 
 from __future__ import annotations
@@ -25,14 +28,13 @@ import structlog
 
 log = structlog.get_logger("rockafka.engine.ha")
 
-DOCUMENTS = ("topics", "subscriptionGroups", "consumerOffsets", "delayOffsets", "timerCheckpoint", "queueMinOffsets")
+DOCUMENTS = ("topics", "subscriptionGroups", "delayOffsets", "timerCheckpoint", "queueMinOffsets")
 
 
 def _manager(store: Any, name: str) -> Any:
     return {
         "topics": store.topic_config,
         "subscriptionGroups": store.subscription_groups,
-        "consumerOffsets": store.consumer_offsets,
         "delayOffsets": store.schedule.offsets,
         "timerCheckpoint": store.timer.checkpoint,
         "queueMinOffsets": store.min_offsets,
@@ -57,21 +59,6 @@ def apply(store: Any, name: str, doc: dict[str, Any]) -> None:
         return
     mgr = _manager(store, name)
     try:
-        if name == "consumerOffsets":
-            from ..consumer_offset import ConsumerOffsetManager
-
-            incoming = ConsumerOffsetManager(mgr.path.parent)
-            incoming.decode(doc)
-            with mgr.lock:
-                for key, queues in incoming.offset_table.items():
-                    mgr.offset_table[key] = dict(queues)
-                    meta = incoming.metadata_table.get(key)
-                    if meta:
-                        mgr.metadata_table[key] = dict(meta)
-                    else:
-                        mgr.metadata_table.pop(key, None)
-                mgr.mark_dirty()  # persisted by the store's periodic flush, as local commits are
-            return
         if name == "timerCheckpoint":
             with mgr.lock:
                 read_time = int(doc.get("readTimeMs", -1))

@@ -107,6 +107,12 @@ def decode_hello(p: bytes) -> Hello:
     return Hello(version, seg, bid, ident)
 
 
+def identity_bytes(identity: dict) -> bytes:
+    """What a HELLO signature covers: the identity without its ``auth`` object, canonical JSON."""
+    return json.dumps({k: v for k, v in identity.items() if k != "auth"}, separators=(",", ":"),
+                      sort_keys=True).encode()
+
+
 # -- PULL / ACK ----------------------------------------------------------------------------------
 def encode_offset(kind: int, offset: int) -> bytes:
     return frame(kind, _Q.pack(offset))

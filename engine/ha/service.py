@@ -69,6 +69,19 @@ class HAService:
         self.bind_host = "0.0.0.0"  # the node sets its listen address before the store starts
         self.listen_port = store.broker_config.ha_listen_port
         self.identity: dict[str, Any] = {}  # what a slave tells its master about itself (addresses)
+        # security (docs/design/security.md), set by the node before the store starts:
+        # master: ``tls_server`` = (mode, ssl context), mode permissive or enforcing;
+        # ``hello_verifier(identity_bytes, auth) -> (principal | None, why)``;
+        # ``may_replicate(principal) -> bool``; ``auth_required``: refuse a HELLO without a
+        # valid signature. Slave: ``tls_client`` (ssl context), ``hello_signer(identity_bytes)
+        # -> auth dict | None``.
+        self.tls_server: tuple[str, Any] | None = None
+        self.tls_client: Any = None
+        self.hello_verifier: Any = None
+        self.hello_signer: Any = None
+        self.may_replicate: Any = None
+        self.cert_principal: Any = None  # master: TLS socket -> principal of its client certificate
+        self.auth_required = False
         self.epochs = EpochFile(os.path.join(store.root, "ha", "epoch"))
         self.started_at = time.monotonic()
         self.truncated_bytes = 0

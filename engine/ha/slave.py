@@ -129,6 +129,8 @@ class HAClient:
         host, _, port = addr.rpartition(":")
         self.state = "CONNECTING"
         sock = socket.create_connection((host.strip("[]"), int(port)), timeout=3.0)
+        if self.service.tls_client is not None:
+            sock = self.service.tls_client.wrap_socket(sock)
         self._sock = sock
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
@@ -137,6 +139,10 @@ class HAClient:
         ident = dict(svc.identity)
         ident.setdefault("brokerId", store.broker_config.broker_id)
         ident.setdefault("brokerName", store.broker_config.broker_name)
+        if svc.hello_signer is not None:
+            auth = svc.hello_signer(P.identity_bytes(ident))
+            if auth is not None:
+                ident["auth"] = auth
         sock.sendall(P.encode_hello(P.Hello(P.PROTOCOL_VERSION, store.config.mapped_file_size_commit_log,
                                             store.broker_config.broker_id, ident)))
         self.state = "HANDSHAKE"

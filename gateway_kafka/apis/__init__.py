@@ -48,7 +48,11 @@ class ConnectionState:
     client_software_name: str | None = None
     client_software_version: str | None = None
     sasl_mechanism: str | None = None
-    authenticated_principal: str | None = None
+    authenticated_principal: str | None = None  # the SASL user name once a login succeeded
+    listener: Any = None  # gateway_kafka.listeners.ListenerSpec the client came in on
+    # who the authorizer sees: a SASL login, else a client certificate, else ANONYMOUS (Kafka's)
+    principal: str = "User:ANONYMOUS"
+    session_expires_at: float = 0.0  # loop time a SASL session ends (KIP-368), 0 = never
     extra: dict[str, Any] = field(default_factory=dict)
 
 

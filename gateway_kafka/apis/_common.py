@@ -16,7 +16,10 @@ import uuid
 from typing import Any, Callable
 
 from engine import message as msg
+from engine.state_log import is_internal  # noqa: F401  (Kafka's Topic.isInternal: the handlers' name for it)
 from engine.topic_config import TopicConfig
+
+TOPIC_MAX_MESSAGE_BYTES = "max.message.bytes"
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
@@ -60,8 +63,25 @@ def is_hidden(name: str, gateway: Any) -> bool:
     return topic_name_error(name) is not None
 
 
-def is_internal(name: str) -> bool:
-    return name.startswith("__")
+def message_limit(gateway: Any, tc: TopicConfig) -> int:
+    """Largest record batch the topic takes: its ``max.message.bytes`` when set, else the
+    broker's ``message.max.bytes`` (``message_max_bytes``), as Kafka decides."""
+    raw = tc.attributes.get(TOPIC_MAX_MESSAGE_BYTES)
+    if raw is not None:
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+    return gateway.settings.message_max_bytes
+
+
+def partition_results(topics: Any, codes: dict[tuple[str, int], int]) -> list[dict]:
+    """A response's per-topic, per-partition error codes in request order (0 when not in
+    ``codes``), as OffsetCommit and TxnOffsetCommit answer."""
+    return [{"name": t.get("name"), "partitions": [
+        {"partition_index": p.get("partition_index", -1),
+         "error_code": codes.get((t.get("name"), p.get("partition_index", -1)), 0)}
+        for p in t.get("partitions") or ()]} for t in topics or ()]
 
 
 def topic_id(name: str) -> uuid.UUID:

@@ -166,18 +166,34 @@ def describe_broker(gw: Any, keys: list[str] | None) -> list[dict]:
     return out
 
 
-async def alter_topic_resources(gw: Any, body: dict, new_attributes, event: str) -> dict:
+async def may_on_config(ctx: Any, op: Any):
+    """``may(resource_type, name)`` for ``op`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on a topic or
+    the broker (the cluster, as Kafka checks broker configs)."""
+    from gateway_kafka import authz
+
+    def may(rtype: int, name: str) -> bool:
+        return authz.topic(ctx, op, name) if rtype == TOPIC_RESOURCE else authz.cluster(ctx, op)
+    return may
+
+
+async def alter_topic_resources(gw: Any, body: dict, new_attributes, event: str, may=None) -> dict:
     """The resource loop AlterConfigs and IncrementalAlterConfigs share.
 
     ``new_attributes(topic_config, resource)`` returns (attributes, None) or (None, why);
     ``why`` answers INVALID_CONFIG and changes nothing. Unknown topics answer
     UNKNOWN_TOPIC_OR_PARTITION; broker configs are static here (INVALID_REQUEST);
-    ``validate_only`` validates without storing.
+    ``validate_only`` validates without storing. ``may(resource_type, name)`` says whether the
+    caller may ALTER_CONFIGS it (TOPIC_/CLUSTER_AUTHORIZATION_FAILED otherwise).
     """
     out = []
     for r in body.get("resources") or ():
         rtype, rname = r.get("resource_type", 0), r.get("resource_name", "")
         code, msg = E.NONE, None
+        if may is not None and not may(rtype, rname):
+            code = E.TOPIC_AUTHORIZATION_FAILED if rtype == TOPIC_RESOURCE else E.CLUSTER_AUTHORIZATION_FAILED
+            out.append({"error_code": code, "error_message": "not allowed to ALTER_CONFIGS", "resource_type": rtype,
+                        "resource_name": rname})
+            continue
         if rtype == TOPIC_RESOURCE:
             tc = find_topic(gw, rname)
             if tc is None:

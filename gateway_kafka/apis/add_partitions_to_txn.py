@@ -10,6 +10,7 @@ batching, KIP-890 verification) is not offered.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic, partition_count
@@ -30,7 +31,12 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 wanted.append((name, p))
             else:
                 bad.add((name, p))
-    if bad:
+    tid = body.get("v3_and_below_transactional_id", "")
+    if not authz.txn_id(ctx, authz.Op.WRITE, tid):
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif any(not authz.topic(ctx, authz.Op.WRITE, name) for name, _p in wanted):
+        code = E.TOPIC_AUTHORIZATION_FAILED
+    elif bad:
         code = None
     else:
         code = await gw.txn.add_partitions(body.get("v3_and_below_transactional_id", ""),

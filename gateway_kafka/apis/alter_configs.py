@@ -9,7 +9,8 @@ are static here: INVALID_REQUEST. Stored in the engine topic's attributes.
 from __future__ import annotations
 
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._configs import TOPIC_CONFIGS, alter_topic_resources, validate_topic_config
+from gateway_kafka import authz
+from gateway_kafka.apis._configs import may_on_config, TOPIC_CONFIGS, alter_topic_resources, validate_topic_config
 
 
 def non_config_attributes(attributes: dict[str, str]) -> dict[str, str]:
@@ -28,4 +29,5 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             new[c["name"]] = c["value"]
         return {**non_config_attributes(tc.attributes), **new}, None
 
-    return await alter_topic_resources(ctx.gateway, body, replace_all, "topic_configs_replaced")
+    return await alter_topic_resources(ctx.gateway, body, replace_all, "topic_configs_replaced",
+                                       may_on_config(ctx, authz.Op.ALTER_CONFIGS))

@@ -3,16 +3,18 @@
 Raises a topic's partition count (read and write queue numbers of the engine topic); new
 partitions start empty at offset 0. Shrinking or keeping the count is INVALID_PARTITIONS,
 assignments naming other brokers INVALID_REPLICA_ASSIGNMENT, an unknown topic
-UNKNOWN_TOPIC_OR_PARTITION. ``validate_only`` checks without changing anything.
+UNKNOWN_TOPIC_OR_PARTITION, an internal topic INVALID_TOPIC_EXCEPTION (its partition count
+places every group and transactional id). ``validate_only`` checks without changing anything.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, partition_count
+from gateway_kafka.apis._common import blocking, find_topic, is_internal, partition_count
 
 
 
@@ -26,10 +28,14 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         count = t.get("count", 0)
         tc = find_topic(gw, name)
         assignments = t.get("assignments")
-        if not gw.cluster.is_master:
+        if not authz.topic(ctx, authz.Op.ALTER, name):
+            code, msg = E.TOPIC_AUTHORIZATION_FAILED, f"{ctx.conn.principal} may not ALTER topic {name}"
+        elif not gw.cluster.is_master:
             code, msg = E.NOT_CONTROLLER, "this broker is a slave; change topics on the master of the group"
         elif tc is None:
             code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+        elif is_internal(name):
+            code, msg = E.INVALID_TOPIC_EXCEPTION, f"the partitions of internal topic {name} cannot change"
         elif count <= partition_count(tc):
             code, msg = E.INVALID_PARTITIONS, (f"topic {name!r} has {partition_count(tc)} partitions; "
                                                f"the new count {count} must be larger")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import blocking, find_topic, new_topic_config, topic_id, topic_name_error
@@ -87,6 +88,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         name = t.get("name") or ""
         if seen[name] > 1:
             out.append(_fail(name, E.INVALID_REQUEST, f"topic {name!r} is listed more than once"))
+            continue
+        if not (authz.cluster(ctx, authz.Op.CREATE) or authz.topic(ctx, authz.Op.CREATE, name)):
+            out.append(_fail(name, E.TOPIC_AUTHORIZATION_FAILED, f"{ctx.conn.principal} may not CREATE topic {name}"))
             continue
         err, partitions, configs = check_topic(ctx, t)
         if err is not None:

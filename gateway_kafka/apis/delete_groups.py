@@ -1,13 +1,17 @@
 """DeleteGroups (key 42), versions 0-2.
 
-Deletes a group's committed offsets (and its empty membership record). A group with members
-gets NON_EMPTY_GROUP; a group nobody knows GROUP_ID_NOT_FOUND, as Kafka answers.
+Deletes a group's committed offsets and its group metadata (tombstones in ``__consumer_offsets``,
+stored before the answer). A group with members gets NON_EMPTY_GROUP; a group nobody knows
+GROUP_ID_NOT_FOUND, as Kafka answers; COORDINATOR_NOT_AVAILABLE when the store does not take the
+tombstones.
 """
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
+from gateway_kafka.coordinator import DEAD, EMPTY
 
 
 @api(key=42, min=0, max=2)
@@ -18,12 +22,18 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     results = []
     for gid in body.get("groups_names") or ():
         state = gw.coordinator.state_of(gid)
-        if state is None and gid not in known:
+        if not authz.group(ctx, authz.Op.DELETE, gid):
+            code = E.GROUP_AUTHORIZATION_FAILED
+        elif state is None and gid not in known:
             code = E.GROUP_ID_NOT_FOUND
+        elif state not in (None, EMPTY, DEAD):
+            code = E.NON_EMPTY_GROUP
         else:
-            code = gw.coordinator.delete_group(gid)
-            if code == E.NONE:
-                offsets.delete_group(gid)
+            res = await gw.put(offsets.delete_group, gid)
+            if res is not None and not res.stored:
+                code = E.COORDINATOR_NOT_AVAILABLE
+            else:
+                code = gw.coordinator.delete_group(gid)
                 gw.log.info("group_deleted", group=gid)
         results.append({"group_id": gid, "error_code": code})
     return {"throttle_time_ms": 0, "results": results}

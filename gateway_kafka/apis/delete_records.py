@@ -3,15 +3,17 @@
 Moves a partition's log start offset forward (``store.delete_records``; persisted, records
 before it are no longer readable and ListOffsets earliest answers the new start). Offset -1
 means the high watermark. An offset above the high watermark or below -1 is
-OFFSET_OUT_OF_RANGE; unknown partitions UNKNOWN_TOPIC_OR_PARTITION. Answers the new low
+OFFSET_OUT_OF_RANGE; unknown partitions UNKNOWN_TOPIC_OR_PARTITION; the internal topics
+INVALID_TOPIC_EXCEPTION (Kafka's answer). Answers the new low
 watermark.
 """
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, partition_count
+from gateway_kafka.apis._common import blocking, find_topic, is_internal, partition_count
 
 
 @api(key=21, min=0, max=2)
@@ -23,11 +25,19 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         name = t.get("name")
         tc = find_topic(gw, name)
         parts = []
+        if not authz.topic(ctx, authz.Op.DELETE, name):
+            topics.append({"name": name, "partitions": [
+                {"partition_index": p.get("partition_index", -1), "low_watermark": -1,
+                 "error_code": E.TOPIC_AUTHORIZATION_FAILED} for p in t.get("partitions") or ()]})
+            continue
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
             offset = p.get("offset", -1)
             if tc is None or not 0 <= index < partition_count(tc):
                 parts.append({"partition_index": index, "low_watermark": -1, "error_code": E.UNKNOWN_TOPIC_OR_PARTITION})
+                continue
+            if is_internal(name):
+                parts.append({"partition_index": index, "low_watermark": -1, "error_code": E.INVALID_TOPIC_EXCEPTION})
                 continue
             hi = store.get_max_offset_in_queue(name, index)
             if offset == -1:

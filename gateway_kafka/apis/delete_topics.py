@@ -3,14 +3,16 @@
 Deletes the engine topic: its config, consume queues and committed offsets (the commitlog
 space is reclaimed by retention), and forgets producer sequence state for it. v6 may name
 topics by id. Errors: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, TOPIC_DELETION_DISABLED
-(``delete_topic_enable`` off), INVALID_TOPIC_EXCEPTION for a hidden RocketMQ system topic.
+(``delete_topic_enable`` off), INVALID_TOPIC_EXCEPTION for a hidden RocketMQ system topic and
+for the internal topics (their partitions place every group and transactional id).
 """
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, is_hidden, topic_id, visible_topics
+from gateway_kafka.apis._common import blocking, find_topic, is_hidden, is_internal, topic_id, visible_topics
 
 
 @api(key=20, min=0, max=6)
@@ -32,16 +34,18 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                             "error_message": f"no topic with id {tid}"})
                 continue
         tid = topic_id(name)
-        if not gw.settings.delete_topic_enable:
+        if not authz.topic(ctx, authz.Op.DELETE, name):
+            code, msg = E.TOPIC_AUTHORIZATION_FAILED, f"{ctx.conn.principal} may not DELETE topic {name}"
+        elif not gw.settings.delete_topic_enable:
             code, msg = E.TOPIC_DELETION_DISABLED, "topic deletion is disabled (delete_topic_enable=false)"
         elif find_topic(gw, name) is None:
             code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
         elif is_hidden(name, gw):
             code, msg = E.INVALID_TOPIC_EXCEPTION, f"{name!r} is a system topic"
+        elif is_internal(name):
+            code, msg = E.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name}"
         else:
-            await blocking(gw.store.delete_topic, name)
-            gw.producer_state.forget_topic(name)
-            await blocking(gw.txn.index.forget_topic, name)
+            await blocking(gw.store.delete_topic, name)  # also its producer state and offsets
             gw.log.info("topic_deleted", topic=name)
             code, msg = E.NONE, None
         out.append({"name": name, "topic_id": tid, "error_code": code, "error_message": msg})

@@ -9,10 +9,11 @@ Unknown topics UNKNOWN_TOPIC_OR_PARTITION; other resource types INVALID_REQUEST.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic
-from gateway_kafka.apis._configs import BROKER_RESOURCE, TOPIC_RESOURCE, describe_broker, describe_topic
+from gateway_kafka.apis._configs import may_on_config, BROKER_RESOURCE, TOPIC_RESOURCE, describe_broker, describe_topic
 
 
 @api(key=32, min=0, max=4)
@@ -24,7 +25,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         keys = r.get("configuration_keys")
         entry = {"error_code": E.NONE, "error_message": None, "resource_type": rtype, "resource_name": rname,
                  "configs": []}
-        if rtype == TOPIC_RESOURCE:
+        if rtype in (TOPIC_RESOURCE, BROKER_RESOURCE) and not may_on_config(ctx, authz.Op.DESCRIBE_CONFIGS)(rtype, rname):
+            entry.update(error_code=E.TOPIC_AUTHORIZATION_FAILED if rtype == TOPIC_RESOURCE
+                         else E.CLUSTER_AUTHORIZATION_FAILED, error_message="not allowed to DESCRIBE_CONFIGS")
+        elif rtype == TOPIC_RESOURCE:
             tc = find_topic(gw, rname)
             if tc is None:
                 entry.update(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"topic {rname!r} does not exist")

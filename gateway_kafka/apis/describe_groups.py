@@ -8,6 +8,7 @@ once the group is Stable. Authorized operations are not computed (no ACLs).
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
@@ -25,5 +26,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             state = "Empty" if gid in known else "Dead"
             desc = {"group_id": gid, "group_state": state, "protocol_type": "", "protocol_data": "", "members": []}
         entry = {"error_code": E.NONE if gid else E.INVALID_GROUP_ID, **desc}
+        if gid and not authz.group(ctx, authz.Op.DESCRIBE, gid):
+            entry = {"error_code": E.GROUP_AUTHORIZATION_FAILED, "group_id": gid, "group_state": "",
+                     "protocol_type": "", "protocol_data": "", "members": []}
         out.append(entry)
     return {"throttle_time_ms": 0, "groups": out}

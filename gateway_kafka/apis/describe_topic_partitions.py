@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic, is_internal, partition_count, topic_id, visible_topics
@@ -24,7 +25,8 @@ ZERO_UUID = uuid.UUID(int=0)
 async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     cluster = gw.cluster
-    names = sorted({t.get("name") for t in body.get("topics") or ()}) or sorted(visible_topics(gw))
+    asked = sorted({t.get("name") for t in body.get("topics") or ()})
+    names = asked or [n for n in sorted(visible_topics(gw)) if authz.topic(ctx, authz.Op.DESCRIBE, n)]
     limit = max(1, body.get("response_partition_limit", 2000) or 2000)
     cursor = body.get("cursor")
     if cursor:
@@ -34,6 +36,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     emitted = 0
     for name in names:
         tc = find_topic(gw, name)
+        if not authz.topic(ctx, authz.Op.DESCRIBE, name):
+            topics.append({"error_code": E.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": ZERO_UUID,
+                           "is_internal": False, "partitions": []})
+            continue
         if tc is None:
             topics.append({"error_code": E.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "topic_id": ZERO_UUID,
                            "is_internal": False, "partitions": []})

@@ -8,6 +8,7 @@ producer id and epoch, and the partitions of the open transaction, from
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.txn_coordinator import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
@@ -19,6 +20,11 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     states = []
     for tid in body.get("transactional_ids") or ():
         m = txns.get(tid)
+        if not authz.txn_id(ctx, authz.Op.DESCRIBE, tid):
+            states.append({"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
+                           "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+            continue
         if m is None:
             states.append({"error_code": E.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": tid, "transaction_state": "",
                            "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,

@@ -1,7 +1,7 @@
 """EndTxn (key 26), versions 0-3.
 
 Commits or aborts the producer's open transaction: a COMMIT or ABORT control batch is written
-to every partition of the transaction, the outcome recorded in ``engine.txn_index`` (aborted
+to every partition of the transaction (the engine's producer state takes the outcome from the marker: aborted
 ranges, last stable offset), and on commit the offsets staged by TxnOffsetCommit are applied.
 Answered once all of that is stored. A retried EndTxn of a completed transaction with the same
 outcome is answered NONE; any other EndTxn without an open transaction INVALID_TXN_STATE.

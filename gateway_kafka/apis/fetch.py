@@ -12,7 +12,7 @@ batch built on read (``batch_of_unit``). Offsets inside a stored batch return th
   ``max_wait_ms``, woken by the store's arrival listener for the partitions it reads. An
   errored partition answers at once.
 - Per partition: high watermark = next offset, last stable offset = first offset of the oldest
-  open transaction (``engine.txn_index``) or the high watermark, log start offset = first
+  open transaction (the engine's producer state) or the high watermark, log start offset = first
   readable offset. With isolation level 1 (read_committed) no batch at or past the last stable
   offset is returned, and ``aborted_transactions`` lists the aborted transactions (producer id,
   first offset) overlapping what is returned, so the client drops their records (it also sees
@@ -34,6 +34,7 @@ import asyncio
 
 from engine import metrics
 from engine.record_batch import iter_batches, record_count
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import batch_of_unit, find_topic, partition_count
@@ -62,7 +63,7 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     if rack:
         preferred = gw.cluster.preferred_read_replica(topic, index, rack)
         if preferred >= 0:  # KIP-392: no records, the client fetches from that replica instead
-            resp = _empty(index, E.NONE, hi, gw.txn.index.last_stable_offset(topic, index, hi), lo)
+            resp = _empty(index, E.NONE, hi, store.producer_state.last_stable_offset(topic, index, hi), lo)
             resp["preferred_read_replica"] = preferred
             return resp, 0
     if fetch_offset > hi and not gw.cluster.is_master:
@@ -70,7 +71,7 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
         return _empty(index, E.NONE, hi, hi, lo), 0
     if fetch_offset < lo or fetch_offset > hi:
         return _empty(index, E.OFFSET_OUT_OF_RANGE, hi, hi, lo), 0
-    txn = gw.txn.index
+    txn = store.producer_state
     lso = txn.last_stable_offset(topic, index, hi)
     end = lso if isolation == 1 else hi
     if fetch_offset >= end or (limit <= 0 and not min_one):
@@ -127,6 +128,14 @@ def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0,
 async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     topics = body.get("topics") or []
+    denied = []
+    if authz.enabled(ctx) or any(t.get("topic") == "rmq_sys_SECURITY" for t in topics):
+        _ok, names = authz.split_topics(ctx, authz.Op.READ, {t.get("topic") for t in topics})
+        if names:
+            denied = [{"topic": t.get("topic"), "partitions": [_empty(p.get("partition", -1), E.TOPIC_AUTHORIZATION_FAILED)
+                                                              for p in t.get("partitions") or ()]}
+                      for t in topics if t.get("topic") in names]
+            topics = [t for t in topics if t.get("topic") not in names]
     max_wait_ms = max(0, body.get("max_wait_ms", 0))
     min_bytes = max(0, body.get("min_bytes", 1))
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
@@ -158,6 +167,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         finally:
             gw.arrivals.unregister(keys, woken)
     _count_out(responses)
+    responses.extend(denied)
     return {"throttle_time_ms": 0, "error_code": E.NONE, "session_id": 0, "responses": responses}
 
 

@@ -9,6 +9,7 @@ transaction (1) get INVALID_REQUEST, as share groups are not offered.
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
@@ -17,7 +18,15 @@ def _locate(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type not in (0, 1):
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": E.INVALID_REQUEST,
                 "error_message": f"coordinator key type {key_type} is not supported"}
+    if key_type == 0 and not authz.group(ctx, authz.Op.DESCRIBE, key):
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": E.GROUP_AUTHORIZATION_FAILED,
+                "error_message": f"{ctx.conn.principal} may not DESCRIBE group {key}"}
+    if key_type == 1 and not authz.txn_id(ctx, authz.Op.DESCRIBE, key):
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "error_message": f"{ctx.conn.principal} may not DESCRIBE transactional id {key}"}
     node = ctx.gateway.cluster.coordinator(key, key_type)
+    if node is not None:
+        node = ctx.gateway.advertised(ctx.conn.listener, node)
     if node is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": E.COORDINATOR_NOT_AVAILABLE,
                 "error_message": "the broker group has no master now; coordinators live on the master"}

@@ -10,7 +10,8 @@ for broker resources (static here) and other types.
 from __future__ import annotations
 
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._configs import (TOPIC_CONFIGS, TYPE_LIST, alter_topic_resources, topic_defaults,
+from gateway_kafka import authz
+from gateway_kafka.apis._configs import (TOPIC_CONFIGS, may_on_config, TYPE_LIST, alter_topic_resources, topic_defaults,
                                          validate_topic_config)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -55,4 +56,4 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     return await alter_topic_resources(
         gw, body, lambda tc, resource: apply_ops(gw, tc.attributes, resource.get("configs") or []),
-        "topic_configs_altered")
+        "topic_configs_altered", may_on_config(ctx, authz.Op.ALTER_CONFIGS))

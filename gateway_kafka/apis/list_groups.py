@@ -7,6 +7,7 @@ store. v4+ filters by state, v5+ by group type (all groups are "classic").
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
@@ -20,7 +21,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     states = {s.lower() for s in body.get("states_filter") or ()}
     types = {s.lower() for s in body.get("types_filter") or ()}
     groups = []
+    see_all = authz.cluster(ctx, authz.Op.DESCRIBE)  # else only the groups it may DESCRIBE (Kafka)
     for gid, (ptype, state) in sorted(rows.items()):
+        if not see_all and not authz.group(ctx, authz.Op.DESCRIBE, gid):
+            continue
         if states and state.lower() not in states:
             continue
         if types and "classic" not in types:

@@ -3,7 +3,7 @@
 Per partition, by the requested timestamp:
 - -2 (earliest) and -4 (earliest local): the log start offset; -1 (latest): the high
   watermark, or with isolation level 1 (read_committed, v2+) the last stable offset (the first
-  offset of the oldest open transaction, ``engine.txn_index``); -5 (latest tiered): -1, there
+  offset of the oldest open transaction, the engine's producer state); -5 (latest tiered): -1, there
   is no tiered storage.
 - -3 (max timestamp, v7+): the offset and timestamp of the record with the largest
   timestamp; -1/-1 when the partition is empty.
@@ -20,6 +20,7 @@ producers' clocks (a "no record at or after t" answer therefore reads the partit
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import batch_of_unit, blocking, find_topic, partition_count
@@ -102,7 +103,7 @@ def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tu
     if timestamp == LATEST:
         hw = store.get_max_offset_in_queue(topic, index)
         if isolation == 1:
-            return E.NONE, gw.txn.index.last_stable_offset(topic, index, hw), -1
+            return E.NONE, store.producer_state.last_stable_offset(topic, index, hw), -1
         return E.NONE, hw, -1
     if timestamp == LATEST_TIERED:
         return E.NONE, -1, -1
@@ -122,6 +123,11 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     for t in body.get("topics") or ():
         name = t.get("name")
         parts = []
+        if not authz.topic(ctx, authz.Op.DESCRIBE, name):
+            topics.append({"name": name, "partitions": [
+                {"partition_index": p.get("partition_index", -1), "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.get("partitions") or ()]})
+            continue
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
             ts = p.get("timestamp", LATEST)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.txn_coordinator import (
@@ -29,6 +30,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         if wanted_states and m.state not in wanted_states:
             continue
         if wanted_pids and m.producer_id not in wanted_pids:
+            continue
+        if not authz.txn_id(ctx, authz.Op.DESCRIBE, tid):
             continue
         if duration is not None and duration >= 0 and not (m.state == ONGOING and now - m.started_ms > duration):
             continue

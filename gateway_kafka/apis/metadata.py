@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import uuid
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import (auto_create, find_topic, is_internal, partition_count, topic_id,
@@ -62,7 +63,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     topics = []
     if requested is None:
         for name, tc in sorted(visible_topics(gw).items()):
-            topics.append(topic_entry(gw, name, tc))
+            if authz.topic(ctx, authz.Op.DESCRIBE, name):  # unauthorized topics are left out (Kafka)
+                topics.append(topic_entry(gw, name, tc))
     else:
         by_id = None
         for t in requested:
@@ -75,6 +77,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 if name is None:
                     topics.append(error_entry(None, E.UNKNOWN_TOPIC_ID, tid))
                     continue
+            if not authz.topic(ctx, authz.Op.DESCRIBE, name):
+                topics.append(error_entry(name, E.TOPIC_AUTHORIZATION_FAILED))
+                continue
             tc = find_topic(gw, name)
             if tc is None:
                 if topic_name_error(name) is not None:
@@ -83,9 +88,13 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 if not allow_auto:
                     topics.append(error_entry(name, E.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
+                if not (authz.cluster(ctx, authz.Op.CREATE) or authz.topic(ctx, authz.Op.CREATE, name)):
+                    topics.append(error_entry(name, E.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 tc = await auto_create(gw, name)
             topics.append(topic_entry(gw, name, tc))
     cluster = gw.cluster
-    brokers = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in cluster.nodes()]
+    brokers = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
+               for n in (gw.advertised(ctx.conn.listener, m) for m in cluster.nodes())]
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cluster.cluster_id,
             "controller_id": cluster.controller_id, "topics": topics}

@@ -1,22 +1,38 @@
 """OffsetCommit (key 8), versions 0-9.
 
-Committed offsets (with their metadata string) go to the engine's consumer offset store,
-shared with RocketMQ groups (key ``topic@group``, partition = queue id); they survive
-restarts (the store persists them periodically and at shutdown). Who may commit follows
-Kafka's classic rules (``GroupCoordinator.validate_offset_commit``): a member of the current
-generation (also while a rebalance is being prepared, so revocation callbacks can commit), or
-anyone with generation -1 while the group has no members (standalone consumers and tools).
+Committed offsets go to the engine's consumer offsets, shared with RocketMQ groups (partition =
+queue id), as one record of ``__consumer_offsets`` per partition in the group's partition
+(Kafka's OffsetCommitKey/Value: offset, leader epoch, metadata, commit time): the answer is sent
+once that record is stored (durable as flushDiskType promises), so an acknowledged commit
+survives a crash. Who may commit follows Kafka's classic rules
+(``GroupCoordinator.validate_offset_commit``): a member of the current generation (also while a
+rebalance is being prepared, so revocation callbacks can commit), or anyone with generation -1
+while the group has no members (standalone consumers and tools).
 
 Per partition: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition,
-OFFSET_METADATA_TOO_LARGE above ``offset_metadata_max_bytes``. Retention time (v2-4) and the
-commit timestamp (v1) are accepted and ignored: offsets do not expire.
+OFFSET_METADATA_TOO_LARGE above ``offset_metadata_max_bytes``; COORDINATOR_NOT_AVAILABLE when
+the store does not take the record (retriable), REQUEST_TIMED_OUT when it is stored but not yet
+flushed as SYNC_FLUSH promises. The leader epoch (v6+) is kept and returned by OffsetFetch; the
+commit timestamp (v1) is kept; retention time (v2-4) is accepted and ignored: offsets do not
+expire.
 """
 
 from __future__ import annotations
 
+import time
+
+from engine.consumer_offset import OffsetEntry
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import find_topic, partition_count
+from gateway_kafka.apis._common import find_topic, partition_count, partition_results
+
+
+def store_result_code(res) -> int:
+    """The answer for a commit the store took (``res.ok``), stored unflushed, or refused."""
+    if res.ok:
+        return E.NONE
+    return E.REQUEST_TIMED_OUT if res.stored else E.COORDINATOR_NOT_AVAILABLE
 
 
 @api(key=8, min=0, max=9)
@@ -26,26 +42,37 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     top = gw.coordinator.validate_offset_commit(group_id, body.get("member_id", ""),
                                                 body.get("generation_id_or_member_epoch", -1),
                                                 body.get("group_instance_id"))
-    offsets = gw.store.consumer_offsets
     max_meta = gw.settings.offset_metadata_max_bytes
-    topics = []
+    if top == E.NONE and not authz.group(ctx, authz.Op.READ, group_id):
+        top = E.GROUP_AUTHORIZATION_FAILED
+    now = int(time.time() * 1000)
+    codes: dict[tuple[str, int], int] = {}
+    entries: dict[tuple[str, int], OffsetEntry] = {}
     for t in body.get("topics") or ():
         name = t.get("name")
         tc = find_topic(gw, name)
+        topic_denied = top == E.NONE and not authz.topic(ctx, authz.Op.READ, name)
         count = partition_count(tc) if tc is not None else 0
-        parts = []
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
             meta = p.get("committed_metadata")
             if top != E.NONE:
-                code = top
+                codes[(name, index)] = top
+            elif topic_denied:
+                codes[(name, index)] = E.TOPIC_AUTHORIZATION_FAILED
             elif not 0 <= index < count:
-                code = E.UNKNOWN_TOPIC_OR_PARTITION
+                codes[(name, index)] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif meta is not None and len(meta.encode("utf-8")) > max_meta:
-                code = E.OFFSET_METADATA_TOO_LARGE
+                codes[(name, index)] = E.OFFSET_METADATA_TOO_LARGE
             else:
-                offsets.commit(group_id, name, index, p.get("committed_offset", -1), meta)
-                code = E.NONE
-            parts.append({"partition_index": index, "error_code": code})
-        topics.append({"name": name, "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+                ts = p.get("commit_timestamp", -1)
+                entries[(name, index)] = OffsetEntry(p.get("committed_offset", -1), p.get("committed_leader_epoch", -1),
+                                                     meta, ts if ts is not None and ts >= 0 else now)
+    if entries:
+        res = await gw.put(gw.store.consumer_offsets.commit_durable, group_id, entries)
+        code = store_result_code(res)
+        if code != E.NONE:
+            gw.log.warning("offset_commit_not_stored", group=group_id, status=res.status.name, error=res.error)
+        for key in entries:
+            codes[key] = code
+    return {"throttle_time_ms": 0, "topics": partition_results(body.get("topics"), codes)}

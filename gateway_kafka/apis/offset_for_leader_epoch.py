@@ -16,6 +16,7 @@ NOT_LEADER_OR_FOLLOWER (clients ask the leader). Unknown partitions UNKNOWN_TOPI
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import find_topic, partition_count
@@ -51,7 +52,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         parts = []
         for p in t.get("partitions") or ():
             index = p.get("partition", -1)
-            if tc is None or not 0 <= index < partition_count(tc):
+            if not authz.topic(ctx, authz.Op.DESCRIBE, name):
+                parts.append({"error_code": E.TOPIC_AUTHORIZATION_FAILED, "partition": index, "leader_epoch": -1,
+                              "end_offset": -1})
+            elif tc is None or not 0 <= index < partition_count(tc):
                 parts.append({"error_code": E.UNKNOWN_TOPIC_OR_PARTITION, "partition": index, "leader_epoch": -1,
                               "end_offset": -1})
             else:

@@ -18,29 +18,49 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
   slave, or a master whose failover lease expired, answers NOT_LEADER_OR_FOLLOWER before any
   sequence check (docs/design/failover.md). Other acks values: INVALID_REQUIRED_ACKS.
 - Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
-  MESSAGE_TOO_LARGE (a batch above ``message_max_bytes``), UNKNOWN_TOPIC_OR_PARTITION,
-  INVALID_TOPIC_EXCEPTION, OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER /
-  INVALID_PRODUCER_EPOCH (idempotence), KAFKA_STORAGE_ERROR / REQUEST_TIMED_OUT from the store.
+  MESSAGE_TOO_LARGE (a batch above the topic's ``max.message.bytes``, or the broker's
+  ``message_max_bytes`` when the topic sets none; a topic may allow more than the broker
+  default), UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (also for the internal topics
+  ``__consumer_offsets`` / ``__transaction_state``: clients cannot append to them, as in Kafka),
+  OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH
+  (idempotence), KAFKA_STORAGE_ERROR / REQUEST_TIMED_OUT from the store (KAFKA_STORAGE_ERROR with the store's message when
+  the data disk is full: retriable, so producers retry until space returns or their delivery
+  timeout ends).
 - An exact duplicate of a recent batch (producer retry) is not stored again; it is answered
   with the offset it got the first time.
-- Check, append and record run under a per-partition lock so two connections of one producer
-  cannot interleave their sequence checks.
+- Check and append run under a per-partition lock so two connections of one producer cannot
+  interleave their sequence checks. The producer state the check reads is the engine's
+  (``store.producer_state``), updated by the store as it appends a batch, so it always equals
+  what is in the log — also after a crash.
 - Transactional batches: the producer id and epoch must be the transactional id's current
   ones (else INVALID_PRODUCER_EPOCH) and the partition part of its open transaction (else
-  INVALID_TXN_STATE); the first one of a transaction in a partition opens it in
-  ``engine.txn_index`` (which holds the last stable offset back).
+  INVALID_TXN_STATE); the first one of a transaction in a partition opens it in the engine's
+  producer state (which holds the last stable offset back).
+- Flow control (the store's, as RocketMQ applies it to sends): a batch that waited in the
+  node's send queue longer than ``waitTimeMillsInSendQueue``, or found the commitlog locked
+  longer than ``osPageCacheBusyTimeOutMills``, is not stored and answered REQUEST_TIMED_OUT
+  (retriable) with the reason in ``error_message``; the response then carries
+  ``throttle_time_ms`` and the listener reads nothing more from that connection for that long
+  (a Kafka broker's quota throttling, KIP-219), so producers slow down instead of requests
+  queueing without bound.
 - Not implemented: LogAppendTime topics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, partition_count, topic_name_error
+from gateway_kafka.apis._common import blocking, find_topic, is_internal, message_limit, partition_count, topic_name_error
+from gateway_kafka.producer_state import check_sequence
 from engine import metrics
 from engine.record_batch import CorruptRecordError, iter_batches, validate_batch
+from engine.send_queue import SendQueueBusy
+
+THROTTLE = "throttle_time_ms"  # ConnectionState.extra: answer with it, then mute the connection
 
 _STORE_ERRORS = {
     "MESSAGE_ILLEGAL": E.CORRUPT_MESSAGE,
@@ -66,7 +86,7 @@ def min_insync_replicas(gw, tc) -> int:
         return max(1, gw.settings.min_insync_replicas)
 
 
-async def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int = 1,
+async def produce_partition(ctx: RequestContext, topic: str, index: int, records, max_bytes: int, acks: int = 1,
                             timeout_ms: int = 30_000, min_isr: int = 1) -> dict:
     gw = ctx.gateway
     store = gw.store
@@ -83,18 +103,19 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                        message=f"{1 + ha.in_sync_count()} in-sync replica(s), min.insync.replicas is {min_isr}")
     if not records:
         return _result(index, E.CORRUPT_MESSAGE, message="produce request carries no record batch")
-    max_bytes = gw.settings.message_max_bytes
     try:
         batches = []
         for view in iter_batches(records):
             if len(view) > max_bytes:
                 return _result(index, E.MESSAGE_TOO_LARGE,
-                               message=f"record batch of {len(view)} bytes exceeds message_max_bytes {max_bytes}")
+                               message=f"record batch of {len(view)} bytes exceeds the topic's limit of {max_bytes} "
+                                       "bytes (max.message.bytes, else message.max.bytes)")
             batches.append((view, validate_batch(view)))
     except CorruptRecordError as exc:
         return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
-    ps = gw.producer_state
-    sync_put = gw.settings.direct_put
+    ps = store.producer_state
+    # inline on the loop only when no other writer holds the commitlog (never wait on it here)
+    sync_put = gw.settings.direct_put and not store.put_would_wait
     born = (ctx.conn.peer_host, ctx.conn.peer_port)
     first_offset = -1
     end_offset = -1
@@ -105,7 +126,8 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 if txn_code != E.NONE:
                     return _result(index, txn_code, message=f"transactional batch of producer {h.producer_id} epoch "
                                                             f"{h.producer_epoch} refused: {E.NAMES.get(txn_code)}")
-            verdict = ps.check(topic, index, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
+            verdict = check_sequence(ps.entry(topic, index, h.producer_id) if h.producer_id >= 0 else None,
+                                     h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
             if verdict.error_code != E.NONE:
                 return _result(index, verdict.error_code, message=verdict.message)
             if verdict.duplicate_of is not None:
@@ -114,20 +136,23 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 end_offset = max(end_offset, store.confirmed_offset)  # it is at or below the log's end
                 continue
             if sync_put:
-                res = store.put_record_batch(topic, index, bytes(view), born_host=born, sync_replicas=False)
+                res = store.put_record_batch(topic, index, bytes(view), born_host=born, sync_replicas=False,
+                                             max_size=max_bytes)
             else:
-                res = await blocking(store.put_record_batch, topic, index, bytes(view), born_host=born,
-                                     sync_replicas=False)
+                try:
+                    res = await gw.send_queue.run(functools.partial(store.put_record_batch, topic, index, bytes(view),
+                                                                    born_host=born, sync_replicas=False,
+                                                                    max_size=max_bytes))
+                except SendQueueBusy as exc:
+                    _throttle(ctx, exc.waited_ms)
+                    return _result(index, E.REQUEST_TIMED_OUT, message=str(exc))
+            if res.status.name == "OS_PAGE_CACHE_BUSY":
+                _throttle(ctx, store.config.os_page_cache_busy_time_out_mills)
             if not res.ok:
-                code = _STORE_ERRORS.get(res.status.name, E.KAFKA_STORAGE_ERROR)
+                code = E.KAFKA_STORAGE_ERROR if res.disk_full else _STORE_ERRORS.get(res.status.name, E.KAFKA_STORAGE_ERROR)
                 gw.log.warning("produce_failed", topic=topic, partition=index, status=res.status.name,
                                error=res.error)
                 return _result(index, code, message=res.error or res.status.name)
-            if h.is_transactional:
-                await blocking(gw.txn.index.begin, topic, index, h.producer_id, res.queue_offset)
-            if h.producer_id >= 0:
-                ps.record(topic, index, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
-                          res.queue_offset, h.max_timestamp)
             if first_offset < 0:
                 first_offset = res.queue_offset
             end_offset = max(end_offset, res.end_offset)
@@ -150,11 +175,17 @@ async def _await_replication(gw, topic: str, result: dict) -> None:
         gw.log.warning("produce_not_replicated", topic=topic, partition=result["index"], status=status, error=error)
 
 
+def _throttle(ctx: RequestContext, ms: int) -> None:
+    ctx.conn.extra[THROTTLE] = max(int(ms), ctx.conn.extra.get(THROTTLE, 0))
+
+
 @api(key=0, min=3, max=11)
 async def handle(ctx: RequestContext, body: dict) -> dict | None:
     gw = ctx.gateway
     acks = body.get("acks", 1)
     responses = []
+    txn = body.get("transactional_id")
+    txn_denied = txn is not None and not authz.txn_id(ctx, authz.Op.WRITE, txn)
     for t in body.get("topic_data") or ():
         name = t.get("name")
         parts = t.get("partition_data") or ()
@@ -162,11 +193,21 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
         out = []
         if acks not in (0, 1, -1):
             out = [_result(p.get("index", -1), E.INVALID_REQUIRED_ACKS) for p in parts]
+        elif txn_denied:
+            out = [_result(p.get("index", -1), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           message=f"{ctx.conn.principal} may not WRITE transactional id {txn}") for p in parts]
+        elif not authz.topic(ctx, authz.Op.WRITE, name):
+            out = [_result(p.get("index", -1), E.TOPIC_AUTHORIZATION_FAILED,
+                           message=f"{ctx.conn.principal} may not WRITE topic {name}") for p in parts]
         elif tc is None:
             code = E.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else E.UNKNOWN_TOPIC_OR_PARTITION
             out = [_result(p.get("index", -1), code) for p in parts]
+        elif is_internal(name):
+            out = [_result(p.get("index", -1), E.INVALID_TOPIC_EXCEPTION,
+                           message=f"cannot append to internal topic {name}") for p in parts]
         else:
             count = partition_count(tc)
+            limit = message_limit(gw, tc)
             min_isr = min_insync_replicas(gw, tc)
             timeout_ms = max(0, body.get("timeout_ms", 30_000) or 0)
             for p in parts:
@@ -174,7 +215,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
                 if not 0 <= index < count:
                     out.append(_result(index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 else:
-                    out.append(await produce_partition(ctx, name, index, p.get("records"), acks, timeout_ms,
+                    out.append(await produce_partition(ctx, name, index, p.get("records"), limit, acks, timeout_ms,
                                                        min_isr))
         responses.append({"name": name, "partition_responses": out})
     # acks=all: every partition appended first, then all replication waits at once
@@ -191,4 +232,4 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
                     # connection, which makes it refresh metadata and reconnect
                     ctx.conn.extra["close_now"] = True
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    return {"responses": responses, "throttle_time_ms": ctx.conn.extra.get(THROTTLE, 0)}

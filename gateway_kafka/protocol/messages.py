@@ -853,3 +853,112 @@ api(66, "ListTransactions", "0-1", flexible="0+",
       transaction_state: string
 """)
 
+
+api(29, "DescribeAcls", "1-3", flexible="2+",
+    request="""
+    resource_type_filter: int8
+    resource_name_filter: string null:0+
+    pattern_type_filter: int8 1+ =3
+    principal_filter: string null:0+
+    host_filter: string null:0+
+    operation: int8
+    permission_type: int8
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+
+    resources: []
+      resource_type: int8
+      resource_name: string
+      pattern_type: int8 1+ =3
+      acls: []
+        principal: string
+        host: string
+        operation: int8
+        permission_type: int8
+""")
+
+api(30, "CreateAcls", "1-3", flexible="2+",
+    request="""
+    creations: []
+      resource_type: int8
+      resource_name: string
+      resource_pattern_type: int8 1+ =3
+      principal: string
+      host: string
+      operation: int8
+      permission_type: int8
+""",
+    response="""
+    throttle_time_ms: int32
+    results: []
+      error_code: int16
+      error_message: string null:0+
+""")
+
+api(31, "DeleteAcls", "1-3", flexible="2+",
+    request="""
+    filters: []
+      resource_type_filter: int8
+      resource_name_filter: string null:0+
+      pattern_type_filter: int8 1+ =3
+      principal_filter: string null:0+
+      host_filter: string null:0+
+      operation: int8
+      permission_type: int8
+""",
+    response="""
+    throttle_time_ms: int32
+    filter_results: []
+      error_code: int16
+      error_message: string null:0+
+      matching_acls: []
+        error_code: int16
+        error_message: string null:0+
+        resource_type: int8
+        resource_name: string
+        pattern_type: int8 1+ =3
+        principal: string
+        host: string
+        operation: int8
+        permission_type: int8
+""")
+
+api(50, "DescribeUserScramCredentials", "0-0", flexible="0+",
+    request="""
+    users: [] null:0+
+      name: string
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+
+    results: []
+      user: string
+      error_code: int16
+      error_message: string null:0+
+      credential_infos: []
+        mechanism: int8
+        iterations: int32
+""")
+
+api(51, "AlterUserScramCredentials", "0-0", flexible="0+",
+    request="""
+    deletions: []
+      name: string
+      mechanism: int8
+    upsertions: []
+      name: string
+      mechanism: int8
+      iterations: int32
+      salt: bytes
+      salted_password: bytes
+""",
+    response="""
+    throttle_time_ms: int32
+    results: []
+      user: string
+      error_code: int16
+      error_message: string null:0+
+""")

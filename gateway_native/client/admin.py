@@ -33,9 +33,10 @@ class QueueProgress:
 
 
 class Admin:
-    def __init__(self, namesrv_addr: str | list[str], *, timeout_ms: int = 5000, serialize_type: str = "JSON"):
+    def __init__(self, namesrv_addr: str | list[str], *, timeout_ms: int = 5000, serialize_type: str = "JSON",
+                 credentials: tuple[str, str] | None = None, tls: Any = None):
         self.runtime = ClientRuntime(namesrv_addr, instance_name=f"admin-{time.time_ns()}", timeout_ms=timeout_ms,
-                                     serialize_type=serialize_type)
+                                     serialize_type=serialize_type, credentials=credentials, tls=tls)
 
     def start(self) -> "Admin":
         self.runtime.start()
@@ -170,6 +171,19 @@ class Admin:
                     return
                 time.sleep(0.05)
             raise MQClientError(f"topic {topic} was created but the NameServer does not route it yet")
+
+    def update_acl_config(self, access_key: str, secret_key: str, *, topic_perms: str | None = None,
+                          group_perms: str | None = None, admin: bool = False, cluster: str | None = None) -> None:
+        """RocketMQ's updateAclConfig on every master: the user's remoting secret and its
+        topic/group permissions (``name=PUB|SUB`` comma separated)."""
+        fields = {"accessKey": access_key, "secretKey": secret_key, "topicPerms": topic_perms,
+                  "groupPerms": group_perms, "admin": admin}
+        for addr in self._masters(cluster):
+            self._call(self._ok(addr, 50, fields))
+
+    def delete_acl_config(self, access_key: str, cluster: str | None = None) -> None:
+        for addr in self._masters(cluster):
+            self._call(self._ok(addr, 51, {"accessKey": access_key}))
 
     def delete_topic(self, topic: str, cluster: str | None = None) -> None:
         for addr in self._masters(cluster):

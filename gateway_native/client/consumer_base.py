@@ -89,7 +89,8 @@ class ConsumerBase:
                  rebalance_interval: int = 20_000, persist_consumer_offset_interval: int = 5_000,
                  poll_name_server_interval: int = 30_000, heartbeat_broker_interval: int = 30_000,
                  serialize_type: str = "JSON", instance_name: str | None = None, client_ip: str | None = None,
-                 offset_store_dir: str | None = None, timeout_ms: int = 3000):
+                 offset_store_dir: str | None = None, timeout_ms: int = 3000,
+                 credentials: tuple[str, str] | None = None, tls: Any = None):
         if not group:
             raise MQClientError("consumer group must not be empty")
         if message_model not in (CLUSTERING, BROADCASTING):
@@ -106,7 +107,8 @@ class ConsumerBase:
         self.runtime = ClientRuntime(namesrv_addr, instance_name=instance_name, client_ip=client_ip,
                                      serialize_type=serialize_type, timeout_ms=timeout_ms,
                                      poll_name_server_interval=poll_name_server_interval,
-                                     heartbeat_broker_interval=heartbeat_broker_interval)
+                                     heartbeat_broker_interval=heartbeat_broker_interval,
+                                     credentials=credentials, tls=tls)
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.pull_api = PullAPI(self.runtime, group)
         self.offset_store: RemoteBrokerOffsetStore | None = None

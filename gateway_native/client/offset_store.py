@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from engine.config_manager import write_atomic
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..transport import ConnectionClosedError, RemotingTimeoutError
 from .message import MessageQueue, MQBrokerError, MQClientError
@@ -111,14 +112,9 @@ class LocalFileOffsetStore(RemoteBrokerOffsetStore):
         merged = dict(self._loaded)
         merged.update(self.table)
         self._loaded = merged
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"offsetTable": [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
                                for mq, off in sorted(merged.items())]}
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(doc), "utf-8")
-        if self.path.exists():
-            os.replace(self.path, self.path.with_suffix(".json.bak"))
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(doc).encode("utf-8"))
 
     async def persist(self, mq: MessageQueue) -> None:
         await self.persist_all()

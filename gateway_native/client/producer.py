@@ -93,7 +93,8 @@ class Producer:
                  max_message_size: int = 4 * 1024 * 1024, default_topic_queue_nums: int = 4,
                  send_latency_fault_enable: bool = True, poll_name_server_interval: int = 30_000,
                  heartbeat_broker_interval: int = 30_000, serialize_type: str = "JSON",
-                 instance_name: str | None = None, client_ip: str | None = None):
+                 instance_name: str | None = None, client_ip: str | None = None,
+                 credentials: tuple[str, str] | None = None, tls: Any = None):
         if not group:
             raise MQClientError("producer group must not be empty")
         self.group = group
@@ -108,7 +109,8 @@ class Producer:
         self.runtime = ClientRuntime(namesrv_addr, instance_name=instance_name, client_ip=client_ip,
                                      serialize_type=serialize_type, timeout_ms=send_msg_timeout,
                                      poll_name_server_interval=poll_name_server_interval,
-                                     heartbeat_broker_interval=heartbeat_broker_interval)
+                                     heartbeat_broker_interval=heartbeat_broker_interval,
+                                     credentials=credentials, tls=tls)
         self.fault = LatencyFaultTolerance()
         self._publish: dict[str, list[MessageQueue]] = {}
         self._publish_route: dict[str, Any] = {}  # the route object the cached queues came from

@@ -55,7 +55,11 @@ def local_ip() -> str:
 class ClientRuntime:
     def __init__(self, namesrv_addr: str | list[str], *, instance_name: str | None = None, client_ip: str | None = None,
                  serialize_type: str = "JSON", timeout_ms: int = 3000, poll_name_server_interval: int = 30_000,
-                 heartbeat_broker_interval: int = 30_000, unit_name: str | None = None):
+                 heartbeat_broker_interval: int = 30_000, unit_name: str | None = None,
+                 credentials: tuple[str, str] | None = None, tls: Any = None):
+        """``credentials`` = (access key, secret key): every request is signed as the Java
+        client's AclClientRPCHook signs it; ``tls``: True (any server certificate, as RocketMQ's
+        client by default) or an ``ssl.SSLContext``."""
         addrs = namesrv_addr.split(";") if isinstance(namesrv_addr, str) else list(namesrv_addr)
         self.namesrv_addrs = [a.strip() for a in addrs if a and a.strip()]
         if not self.namesrv_addrs:
@@ -82,6 +86,16 @@ class ClientRuntime:
         self.consumers: dict[str, Any] = {}
         self._dispatch = CLIENT_PROCESSORS.dispatcher(self)
         self.started = False
+        from ..remoting import acl
+
+        self._signer = acl.signer(*credentials) if credentials else None
+        if tls is True:
+            import ssl
+
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            tls.check_hostname = False
+            tls.verify_mode = ssl.CERT_NONE
+        self._ssl = tls or None
 
     # -- loop thread ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -164,7 +178,8 @@ class ClientRuntime:
         async with lock:
             conn = self._conns.get(addr)
             if conn is None or conn.closed:
-                conn = await open_connection(addr, self._dispatch, timeout=self.timeout)
+                conn = await open_connection(addr, self._dispatch, timeout=self.timeout, ssl_context=self._ssl,
+                                             signer=self._signer)
                 self._conns[addr] = conn
         return conn
 

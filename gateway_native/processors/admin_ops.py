@@ -26,7 +26,7 @@ import structlog
 from engine.subscription_group import SubscriptionGroupConfig
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
-from ..remoting.command import RemotingCommand
+from ..remoting.command import RemotingCommand, loads_json
 from ..transport import Connection, ConnectionClosedError
 from . import BROKER_PROCESSORS
 
@@ -69,7 +69,7 @@ async def reset_offset(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
             target = committed
         offsets[qid] = target
         store.consumer_offsets.commit(group, topic, qid, target)
-    store.consumer_offsets.persist()
+    await broker.run_blocking(store.consumer_offsets.persist)
     body = offset_table_json(broker.broker_config.broker_name, topic, offsets)
     info = broker.consumers.groups.get(group)
     notified = 0
@@ -103,7 +103,7 @@ async def all_consumer_offsets(broker: Any, conn: Connection, cmd: RemotingComma
 @BROKER_PROCESSORS.register(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
 async def update_subscription_group(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     try:
-        doc = json.loads(cmd.body or b"{}")
+        doc = loads_json(cmd.body or b"{}", "subscription group body")
         if not isinstance(doc, dict) or not doc.get("groupName"):
             raise ValueError("body must be a JSON object with groupName")
         current = broker.store.subscription_groups.get(str(doc["groupName"]))
@@ -113,7 +113,7 @@ async def update_subscription_group(broker: Any, conn: Connection, cmd: Remoting
             raise ValueError("retryMaxTimes must be a non-negative integer")
     except (ValueError, TypeError) as exc:
         return cmd.response(R.INVALID_PARAMETER, f"bad subscription group config: {exc}")
-    broker.store.subscription_groups.create_or_update(cfg)
+    await broker.run_blocking(broker.store.subscription_groups.create_or_update, cfg)
     return cmd.response(R.SUCCESS)
 
 

@@ -21,7 +21,7 @@ from engine.topic_config import TopicConfig
 
 from ..broker import ClientChannel
 from ..remoting.codes import PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
-from ..remoting.command import RemotingCommand
+from ..remoting.command import RemotingCommand, loads_json
 from ..subscription import SubscriptionData
 from ..transport import Connection, ConnectionClosedError, RemotingTimeoutError
 from . import BROKER_PROCESSORS
@@ -33,18 +33,19 @@ def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
-def _ensure_retry_topic(broker: Any, group: str) -> None:
+async def _ensure_retry_topic(broker: Any, group: str) -> None:
     topic = f"%RETRY%{group}"
     if broker.store.topic_config.get(topic) is None:
-        broker.store.topic_config.create_or_update(TopicConfig(topic, read_queue_nums=1, write_queue_nums=1,
-                                                               perm=PERM_READ | PERM_WRITE))
+        # the config file's fsync runs off the event loop, which also serves every other client
+        await broker.run_blocking(broker.store.topic_config.create_or_update,
+                                  TopicConfig(topic, read_queue_nums=1, write_queue_nums=1, perm=PERM_READ | PERM_WRITE))
         broker.topics_changed()
 
 
 @reg(RC.HEART_BEAT)
 async def heart_beat(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     try:
-        data = json.loads(cmd.body or b"{}")
+        data = loads_json(cmd.body or b"{}", "heartbeat body")
         if not isinstance(data, dict):
             raise ValueError("heartbeat body must be a JSON object")
     except ValueError as exc:
@@ -66,8 +67,9 @@ async def heart_beat(broker: Any, conn: Connection, cmd: RemotingCommand) -> Rem
                 # a bad expression is reported on CHECK_CLIENT_CONFIG / pull; skip it here
                 continue
         model = str(cd.get("messageModel") or "CLUSTERING")
+        broker.store.subscription_groups.find_or_create(group)  # as RocketMQ: a group exists once it heartbeats
         if model == "CLUSTERING":
-            _ensure_retry_topic(broker, group)
+            await _ensure_retry_topic(broker, group)
         channel = ClientChannel(client_id, conn, cmd.language, cmd.version, now)
         broker.consumers.register(group, channel, str(cd.get("consumeType") or "CONSUME_PASSIVELY"), model,
                                   str(cd.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"), subs)
@@ -100,7 +102,7 @@ async def consumer_list(broker: Any, conn: Connection, cmd: RemotingCommand) -> 
 @reg(RC.CHECK_CLIENT_CONFIG)
 async def check_client_config(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     try:
-        body = json.loads(cmd.body or b"{}")
+        body = loads_json(cmd.body or b"{}", "client config body")
         sd = body.get("subscriptionData") or {}
         SubscriptionData.build(str(sd.get("topic", "")), sd.get("subString"), sd.get("expressionType"))
     except Sql92Error as exc:
@@ -116,13 +118,8 @@ async def consumer_connections(broker: Any, conn: Connection, cmd: RemotingComma
     info = broker.consumers.groups.get(group)
     if info is None or not info.channels:
         return cmd.response(R.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-    from ..remoting.codes import LanguageCode
+    from ..remoting.codes import language_name as lang
 
-    def lang(code: int) -> str:
-        try:
-            return LanguageCode(code).name
-        except ValueError:
-            return "OTHER"
     body = {"connectionSet": [{"clientId": ch.client_id, "clientAddr": ch.conn.remote_addr, "language": lang(ch.language),
                                "version": ch.version} for ch in info.channels.values()],
             "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()},

@@ -26,9 +26,10 @@ def check_topic_name(topic: str | None) -> str:
     return topic
 
 
-def topic_for_send(broker: Any, topic: str, default_topic: str | None, default_queue_nums: int | None,
-                   sys_flag: int = 0) -> TopicConfig:
-    """The topic's config, auto-creating it from the default topic (TBW102) when allowed."""
+async def topic_for_send(broker: Any, topic: str, default_topic: str | None, default_queue_nums: int | None,
+                         sys_flag: int = 0) -> TopicConfig:
+    """The topic's config, auto-creating it from the default topic (TBW102) when allowed (the
+    config file is written off the event loop: an fsync there would stall every connection)."""
     check_topic_name(topic)
     tcm = broker.store.topic_config
     tc = tcm.get(topic)
@@ -36,7 +37,7 @@ def topic_for_send(broker: Any, topic: str, default_topic: str | None, default_q
         return tc
     if topic.startswith("%RETRY%"):
         tc = TopicConfig(topic, read_queue_nums=1, write_queue_nums=1, perm=PERM_READ | PERM_WRITE)
-        tcm.create_or_update(tc)
+        await broker.run_blocking(tcm.create_or_update, tc)
         broker.topics_changed()
         return tc
     default = tcm.get(default_topic or "TBW102") if broker.broker_config.auto_create_topic_enable else None
@@ -46,6 +47,6 @@ def topic_for_send(broker: Any, topic: str, default_topic: str | None, default_q
     nums = max(nums, 1)
     tc = TopicConfig(topic, read_queue_nums=nums, write_queue_nums=nums, perm=default.perm & ~PERM_INHERIT,
                      topic_sys_flag=sys_flag)
-    tcm.create_or_update(tc)
+    await broker.run_blocking(tcm.create_or_update, tc)
     broker.topics_changed()
     return tc

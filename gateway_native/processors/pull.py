@@ -37,6 +37,7 @@ import structlog
 from engine import metrics, txn_index
 from engine.sql92 import Sql92Error
 
+from .. import broker_stats
 from ..dispatch import ProcessorError
 from ..remoting.codes import (
     PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode as RC, ResponseCode as R,
@@ -149,6 +150,7 @@ def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_m
         if units:
             body = b"".join(bytes(u) for u in units)
             metrics.topic_out("broker", topic, len(body), len(units))  # every SUCCESS read is sent
+            broker_stats.for_broker(broker).got(group, topic, len(units))
             return R.SUCCESS, fields, body
         return R.PULL_RETRY_IMMEDIATELY, fields, body
     if status == "NO_MATCHED_MESSAGE":

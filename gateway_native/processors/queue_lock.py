@@ -18,7 +18,7 @@ from typing import Any
 from engine.queue_lock import QueueKey, QueueLockManager
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
-from ..remoting.command import RemotingCommand
+from ..remoting.command import RemotingCommand, loads_json
 from ..transport import Connection
 from . import BROKER_PROCESSORS
 
@@ -32,7 +32,7 @@ def lock_manager(broker: Any) -> QueueLockManager:
 
 def _parse(cmd: RemotingCommand) -> tuple[str, str, list[QueueKey]]:
     try:
-        body = json.loads(bytes(cmd.body) or b"{}")
+        body = loads_json(bytes(cmd.body) or b"{}", "lock request body")
         group, client_id = str(body["consumerGroup"]), str(body["clientId"])
         queues = [(str(q["topic"]), str(q["brokerName"]), int(q["queueId"])) for q in body.get("mqSet") or []]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:

@@ -110,11 +110,11 @@ def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn
     return cmd.response(code, result.error or remark)
 
 
-def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int]:
+async def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int]:
     normalize_header(cmd)
     topic = cmd.require_str("topic")
     sys_flag = cmd.get_int("sysFlag", 0) or 0
-    tc = topic_for_send(broker, topic, cmd.get_str("defaultTopic"), cmd.get_int("defaultTopicQueueNums"),
+    tc = await topic_for_send(broker, topic, cmd.get_str("defaultTopic"), cmd.get_int("defaultTopicQueueNums"),
                         cmd.get_int("topicSysFlag", 0) or 0)
     if not tc.perm & PERM_WRITE:
         raise ProcessorError(R.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
@@ -129,7 +129,7 @@ def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int]:
 
 @BROKER_PROCESSORS.register(RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2)
 async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    topic, queue_id, sys_flag, flag = _prepare(broker, cmd)
+    topic, queue_id, sys_flag, flag = await _prepare(broker, cmd)
     props = string_to_properties(cmd.get_str("properties"))
     max_size = broker.config.store.max_message_size
     if len(cmd.body) > max_size:
@@ -143,13 +143,13 @@ async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
         return _response(cmd, broker, result, queue_id, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
     if topic.startswith("%RETRY%"):  # a client's own retry send (its send-back failed): DLQ past the limit
         from .send_back import redirect_retry_send
-        redirect_retry_send(broker, cmd, msg)
+        await redirect_retry_send(broker, cmd, msg)
     return await _store(broker, cmd, broker.store.put_message, msg, queue_id)
 
 
 @BROKER_PROCESSORS.register(RC.SEND_BATCH_MESSAGE)
 async def send_batch(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    topic, queue_id, sys_flag, flag = _prepare(broker, cmd)
+    topic, queue_id, sys_flag, flag = await _prepare(broker, cmd)
     if topic.startswith("%RETRY%"):
         return cmd.response(R.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
     try:

@@ -42,14 +42,20 @@ PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_DELAY = "DELAY"
 
 
-def ensure_topic(broker: Any, topic: str, queue_nums: int = 1) -> TopicConfig:
+async def ensure_topic(broker: Any, topic: str, queue_nums: int = 1) -> TopicConfig:
     tcm = broker.store.topic_config
     tc = tcm.get(topic)
     if tc is None:
         tc = TopicConfig(topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=PERM_READ | PERM_WRITE)
-        tcm.create_or_update(tc)
+        await broker.run_blocking(tcm.create_or_update, tc)  # fsync: off the event loop
         broker.topics_changed()
     return tc
+
+
+async def subscription_group(broker: Any, group: str) -> Any:
+    """The group's settings, auto-created (and persisted off the event loop) when allowed."""
+    groups = broker.store.subscription_groups
+    return groups.get(group) or await broker.run_blocking(groups.find_or_create, group)
 
 
 @BROKER_PROCESSORS.register(RC.CONSUMER_SEND_MSG_BACK)
@@ -60,7 +66,7 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
     origin_msg_id = cmd.get_str("originMsgId")
     client_max = cmd.get_int("maxReconsumeTimes", -1)
     store = broker.store
-    sub_cfg = store.subscription_groups.find_or_create(group)
+    sub_cfg = await subscription_group(broker, group)
     if sub_cfg is None:
         return cmd.response(R.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
     max_times = sub_cfg.retry_max_times
@@ -78,13 +84,13 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
     props.pop("REAL_QID", None)
     if ext.reconsume_times >= max_times or delay_level < 0:
         topic = DLQ_PREFIX + group
-        ensure_topic(broker, topic)
+        await ensure_topic(broker, topic)
         queue_id = 0
         log.info("message_to_dlq", group=group, topic=props[PROPERTY_RETRY_TOPIC], msg_id=props[PROPERTY_ORIGIN_MESSAGE_ID],
                  reconsume_times=ext.reconsume_times + 1)
     else:
         topic = RETRY_PREFIX + group
-        tc = ensure_topic(broker, topic, max(sub_cfg.retry_queue_nums, 1))
+        tc = await ensure_topic(broker, topic, max(sub_cfg.retry_queue_nums, 1))
         queue_id = random.randrange(max(tc.write_queue_nums, 1))
         props[PROPERTY_DELAY] = str(delay_level if delay_level > 0 else 3 + ext.reconsume_times)
     tags = props.pop("TAGS", None)
@@ -101,11 +107,11 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
     return cmd.response(code, result.error or remark)
 
 
-def redirect_retry_send(broker: Any, cmd: RemotingCommand, msg: Message) -> None:
+async def redirect_retry_send(broker: Any, cmd: RemotingCommand, msg: Message) -> None:
     """SEND_MESSAGE to ``%RETRY%<group>`` (RocketMQ's ``handleRetryAndDLQ``): a message sent
     there with reconsumeTimes above the group's limit goes to ``%DLQ%<group>`` instead."""
     group = msg.topic[len(RETRY_PREFIX):]
-    cfg = broker.store.subscription_groups.find_or_create(group)
+    cfg = await subscription_group(broker, group)
     limit = cfg.retry_max_times if cfg is not None else 16
     client_max = cmd.get_int("maxReconsumeTimes", -1)
     if client_max is not None and client_max >= 0:
@@ -115,7 +121,7 @@ def redirect_retry_send(broker: Any, cmd: RemotingCommand, msg: Message) -> None
         msg.queue_id = 0
         if msg.properties:
             msg.properties.pop(PROPERTY_DELAY, None)
-        ensure_topic(broker, msg.topic)
+        await ensure_topic(broker, msg.topic)
         log.info("message_to_dlq", group=group, reconsume_times=msg.reconsume_times, via="retry_send")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine import txn_index
+from engine.state_log import is_internal
 from engine.topic_config import TopicConfig
 
 from ..broker import topic_config_json
@@ -25,10 +25,25 @@ from .common import SYSTEM_TOPICS, check_topic_name
 reg = BROKER_PROCESSORS.register
 
 
+def apply_attributes(current: dict[str, str] | None, spec: str | None) -> dict[str, str]:
+    """RocketMQ's AttributeParser: ``+key=value`` sets, ``-key`` removes, comma-separated
+    (``mqadmin updateTopic -a +message.type=FIFO``)."""
+    out = dict(current or {})
+    for item in filter(None, (p.strip() for p in (spec or "").split(","))):
+        if item.startswith("+") and "=" in item:
+            key, _, value = item[1:].partition("=")
+            out[key.strip()] = value.strip()
+        elif item.startswith("-") and "=" not in item:
+            out.pop(item[1:].strip(), None)
+        else:
+            raise ValueError(f"attribute {item!r}: use +key=value to set or -key to remove")
+    return out
+
+
 @reg(RC.UPDATE_AND_CREATE_TOPIC)
 async def create_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     topic = check_topic_name(cmd.get_str("topic"))
-    if topic in SYSTEM_TOPICS or topic == broker.broker_config.broker_cluster_name:
+    if topic in SYSTEM_TOPICS or is_internal(topic) or topic == broker.broker_config.broker_cluster_name:
         return cmd.response(R.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
     read_q, write_q = cmd.get_int("readQueueNums", 8), cmd.get_int("writeQueueNums", 8)
     limit = broker.broker_config.max_topic_queue_nums
@@ -41,7 +56,11 @@ async def create_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
     existing = broker.store.topic_config.get(topic)
     if existing is not None:
         tc.attributes = dict(existing.attributes or {})
-    broker.store.topic_config.create_or_update(tc)
+    try:
+        tc.attributes = apply_attributes(tc.attributes, cmd.get_str("attributes"))
+    except ValueError as exc:
+        return cmd.response(R.INVALID_PARAMETER, str(exc))
+    await broker.run_blocking(broker.store.topic_config.create_or_update, tc)
     broker.topics_changed()
     await broker.register_all()
     return cmd.response(R.SUCCESS)
@@ -50,10 +69,9 @@ async def create_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
 @reg(RC.DELETE_TOPIC_IN_BROKER)
 async def delete_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     topic = check_topic_name(cmd.get_str("topic"))
-    if topic in SYSTEM_TOPICS:
+    if topic in SYSTEM_TOPICS or is_internal(topic):
         return cmd.response(R.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
-    await broker.run_blocking(broker.store.delete_topic, topic)
-    await broker.run_blocking(txn_index.for_store(broker.store).forget_topic, topic)  # Kafka transactions of it
+    await broker.run_blocking(broker.store.delete_topic, topic)  # its producer state and offsets too
     broker.topics_changed()
     await broker.register_all()
     return cmd.response(R.SUCCESS)

@@ -17,8 +17,11 @@ an ordinal is accepted too), ``version``, ``opaque``, ``flag``, ``remark``, ``ex
 
 Invariants: a frame whose declared length exceeds ``MAX_FRAME_SIZE`` is refused from its four
 length bytes alone, before its body is buffered; every decoding problem raises
-``RemotingCommandError`` (the server closes only that connection); ``encode(decode(x))``
-round-trips every field. Flag bit 0 marks a response, bit 1 a oneway request.
+``RemotingCommandError`` (the server closes only that connection) -- JSON Python cannot hold
+included (nested deeper than the recursion limit, integers over 4300 digits, lone UTF-16
+surrogates from ``\\u`` escapes; ``loads_json`` is the one parser for headers and bodies);
+``encode(decode(x))`` round-trips every field; encoding never raises on a string (a lone
+surrogate becomes U+FFFD). Flag bit 0 marks a response, bit 1 a oneway request.
 """
 
 from __future__ import annotations
@@ -41,6 +44,32 @@ _opaque_counter = itertools.count(1)
 
 class RemotingCommandError(ValueError):
     """A frame that cannot be decoded; the message says which part is wrong."""
+
+
+def loads_json(data: bytes | bytearray | memoryview | str, what: str = "JSON") -> Any:
+    """Parse JSON from a peer; ``RemotingCommandError`` (a ValueError) for anything Python's
+    parser rejects or cannot hold, so callers catching ValueError answer instead of crashing."""
+    try:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        obj = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise RemotingCommandError(f"{what} is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
+    except RecursionError:
+        raise RemotingCommandError(f"{what} is nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
+        raise RemotingCommandError(f"{what} is not valid JSON: {str(exc)[:200]}") from None
+    if "\\u" in text:  # only an escape can produce a lone surrogate (UTF-8 cannot hold one)
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise RemotingCommandError(f"{what} holds a lone UTF-16 surrogate (\\ud800-\\udfff escape)") from None
+        except RecursionError:
+            raise RemotingCommandError(f"{what} is nested too deeply") from None
+    return obj
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "replace")
 
 
 class FrameTooLargeError(RemotingCommandError):
@@ -134,14 +163,14 @@ class HeaderFieldError(ValueError):
 
 def encode_header_rocketmq(cmd: RemotingCommand) -> bytes:
     parts = [_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)]
-    remark = cmd.remark.encode() if cmd.remark else b""
+    remark = _utf8(cmd.remark) if cmd.remark else b""
     parts.append(_I32.pack(len(remark)))
     parts.append(remark)
     ext = []
     for k, v in cmd.ext_fields.items():
         if k is None or v is None:
             continue
-        kb, vb = k.encode(), v.encode()
+        kb, vb = _utf8(k), _utf8(v)
         ext.append(_U16.pack(len(kb)) + kb + _I32.pack(len(vb)) + vb)
     ext_bytes = b"".join(ext)
     parts.append(_I32.pack(len(ext_bytes)))
@@ -195,7 +224,7 @@ def encode_header_json(cmd: RemotingCommand) -> bytes:
                            "opaque": cmd.opaque, "serializeTypeCurrentRPC": "JSON", "version": cmd.version}
     if cmd.remark is not None:
         obj["remark"] = cmd.remark
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return _utf8(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
 
 
 def _json_int(obj: Mapping[str, Any], key: str, default: int = 0) -> int:
@@ -203,15 +232,14 @@ def _json_int(obj: Mapping[str, Any], key: str, default: int = 0) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise RemotingCommandError(f"JSON header field {key!r} must be an integer, got {value!r}")
+        raise RemotingCommandError(f"JSON header field {key!r} must be an integer, got {str(value)[:40]!r}")
+    if not -2**31 <= value < 2**31:  # Java int: answers echo opaque and flag back
+        raise RemotingCommandError(f"JSON header field {key!r} is out of the int range: {str(value)[:40]}")
     return value
 
 
 def decode_header_json(data: bytes) -> RemotingCommand:
-    try:
-        obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RemotingCommandError(f"JSON header is not valid JSON: {exc}") from None
+    obj = loads_json(data, "JSON header")
     if not isinstance(obj, dict):
         raise RemotingCommandError("JSON header must be an object")
     lang = obj.get("language", "JAVA")

@@ -27,6 +27,7 @@ import jinja2
 from aiohttp import web
 
 from .. import __version__
+from ..admin_security import csrf_token
 from .charts import line_chart
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,7 +80,7 @@ class Console:
     def render(self, request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
         page = ENV.get_template(template)  # always a whole page: htmx picks its part with hx-select
         ctx = dict({"notice": None, "error": None}, **context, version=__version__, node=self.admin.node_info(), path=request.path,
-                   htmx=(STATIC / "htmx.min.js").exists())
+                   htmx=(STATIC / "htmx.min.js").exists(), csrf=csrf_token(request))
         return web.Response(text=page.render(**ctx), status=status, content_type="text/html", charset="utf-8")
 
     # -- pages --------------------------------------------------------------------------------

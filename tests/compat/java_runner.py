@@ -31,6 +31,7 @@ ROCKETMQ_JARS = {
     "4.9": ROCKETMQ_DIR / "target" / "rmq4" / "rocketmq-runner.jar",
     "5.x": ROCKETMQ_DIR / "target" / "rmq5" / "rocketmq-runner.jar",
 }
+GRPC_JAR = ROOT / "compat" / "rocketmq-grpc-java" / "target" / "grpc-runner.jar"
 
 
 class RunnerBuildError(RuntimeError):
@@ -50,7 +51,7 @@ def build(directory: Path) -> None:
     proc = subprocess.run(["bash", str(directory / "build.sh")], capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         raise RunnerBuildError(f"{directory}/build.sh failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
-    for jar in [KAFKA_JAR, *ROCKETMQ_JARS.values()]:
+    for jar in [KAFKA_JAR, *ROCKETMQ_JARS.values(), GRPC_JAR]:
         if jar.is_relative_to(directory) and jar.exists():
             _snapshots[jar] = _snapshot(jar)
 

@@ -59,5 +59,6 @@ def test_truncate_zeroes_and_moves_the_write_position():
     size = struct.unpack_from(">i", fio.files["/cl/00000000000000000000"].data, 0)[0]
     cl.truncate(size)
     assert cl.max_offset == size
-    assert cl.read(size, 2 * size) == bytes(2 * size)
+    assert cl.read(size, 2 * size) is None  # nothing is read past the write position
+    assert fio.files["/cl/00000000000000000000"].data[size:3 * size] == bytes(2 * size)
     assert append(cl, b"new") == size

@@ -96,10 +96,14 @@ def test_timer_message_by_delay_and_by_deliver_time(make_store):
     got = _wait_messages(store, "tm", 0, 3)
     assert sorted(m.body for m in got) == [b"abs", b"rel", b"sec"]
     for m in got:
-        assert not any(k.startswith("TIMER_") for k in m.properties)
+        # as RocketMQ: the delivered message carries its delivery time (TIMER_OUT_MS, and
+        # TIMER_DELIVER_MS for consumers), not the relative delay it was sent with
+        assert {k for k in m.properties if k.startswith("TIMER_")} == {"TIMER_OUT_MS", "TIMER_DELIVER_MS"}
+        assert m.properties["TIMER_DELIVER_MS"] == m.properties["TIMER_OUT_MS"]
         assert "REAL_TOPIC" not in m.properties
     abs_msg = next(m for m in got if m.body == b"abs")
     assert abs_msg.store_timestamp >= now + 2500 - 1000  # one precision step (1 s) at most early
+    assert abs_msg.properties["TIMER_DELIVER_MS"] == str(now + 2500)
 
 
 def test_timer_in_the_past_is_stored_at_once_and_too_far_is_refused(make_store):

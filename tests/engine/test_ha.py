@@ -247,8 +247,8 @@ def test_kafka_transactions_are_followed_on_the_slave(pair):
     pid = 7
     data = rb.build_batch([rb.Record(0, 0, None, b"t1", [])], producer_id=pid, producer_epoch=0, base_sequence=0,
                           is_transactional=True)
-    r = m.put_record_batch("Tx", 0, data)
-    txn_index.for_store(m).begin("Tx", 0, pid, r.queue_offset)
+    r = m.put_record_batch("Tx", 0, data)  # the store's producer state opens the transaction
+    assert r.ok and txn_index.for_store(m).last_stable_offset("Tx", 0, 1) == 0
     wait_until(lambda: s.get_max_offset_in_queue("Tx", 0) == 1, what="data on slave")
     assert txn_index.for_store(s).last_stable_offset("Tx", 0, 1) == 0  # open on the slave too
     marker = rb.build_control_batch(rb.CONTROL_TYPE_ABORT, producer_id=pid, producer_epoch=0)

@@ -153,6 +153,30 @@ def test_orderly_pop_locks_the_queue_and_redelivers_in_place(make_store):
     assert store.consumer_offsets.query(G, T, 0) == 3
 
 
+def test_orderly_attempt_counts_survive_a_restart(make_store, tmp_path):
+    root = tmp_path / "pop-orderly-restart"
+    store = _store(make_store, root=root, queues=1)
+    _send(store, 2)
+    svc = _svc(store)
+    now = int(time.time() * 1000)
+    r = svc.pop(G, T, None, 2, 1_000, orderly=True, now_ms=now)
+    svc.ack(G, T, r.messages[0].handle, now_ms=now + 1)
+    assert svc.revive_due(now + 1_000) == 1  # m1 failed once
+    r2 = svc.pop(G, T, None, 2, 1_000, orderly=True, now_ms=now + 1_001)
+    assert [(m.message.body, m.delivery_attempt) for m in r2.messages] == [(b"m1", 2)]
+    assert svc.revive_due(now + 2_001) == 1  # and twice
+    svc.stop()  # saves the progress offset: it must not pass the CKs that counted
+    store.shutdown()
+
+    store2 = make_store(root=root)
+    svc2 = _svc(store2)
+    r3 = svc2.pop(G, T, None, 2, 1_000, orderly=True, now_ms=now + 2_002)
+    assert [(m.message.body, m.delivery_attempt) for m in r3.messages] == [(b"m1", 3)]
+    svc2.ack(G, T, r3.messages[0].handle, now_ms=now + 2_003)
+    svc2.stop()
+    assert store2.consumer_offsets.query(G, T, 0) == 2
+
+
 def test_pending_checkpoints_survive_a_restart(make_store, tmp_path):
     root = tmp_path / "pop-restart"
     store = _store(make_store, root=root, queues=1)

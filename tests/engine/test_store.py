@@ -278,8 +278,8 @@ def test_full_disk_when_creating_a_segment_is_reported_and_harmless(make_store):
     assert all(r.ok for r in ok) and len(store.commitlog.mfq.files) == 1  # the next one needs a new segment
     fio.full = True
     failed = [store.put_message(Message("Full", b"x" * 500)) for _ in range(3)]
-    assert all(r.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED for r in failed)
-    assert "No space left" in failed[0].error
+    assert all(r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and r.disk_full for r in failed)
+    assert "disk" in failed[0].error and "full" in failed[0].error
     fio.full = False
     r = store.put_message(Message("Full", b"after"))
     assert r.ok and r.queue_offset == 6

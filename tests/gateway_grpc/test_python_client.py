@@ -31,6 +31,9 @@ def grpc_node(tmp_path_factory):
     node = RunningNode(tmp_path_factory.mktemp("grpc") / "data", settings={
         # transaction check-back within a second or two instead of a minute
         "transactionTimeOut": 1000, "transactionCheckInterval": 300,
+        # PushConsumer receives hide a message 4 s and renew 4 s at a time when 3 s are left (so a
+        # renewal up to 3 s late, on a busy machine, is still in time)
+        "defaultInvisibleTimeMills": 4000, "renewSliceTimeMillis": 4000, "renewAheadTimeMillis": 3000,
     })
     node.start()
     try:
@@ -278,6 +281,46 @@ def test_push_consumer_failure_is_retried(config, producer):
     try:
         wait_until(lambda: [m.delivery_attempt for m in listener.seen] == [1, 2], timeout=45, what="a second delivery")
     finally:
+        pc.shutdown()
+
+
+class Slow(MessageListener):
+    """Takes ``hold_s`` over the first message it is given (a listener slower than the
+    invisible time), records every call."""
+
+    def __init__(self, hold_s: float):
+        self.hold_s = hold_s
+        self.calls: list[float] = []
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+
+    def consume(self, message) -> ConsumeResult:
+        with self.lock:
+            self.calls.append(time.monotonic())
+            first = len(self.calls) == 1
+        if first:
+            self.done.wait(self.hold_s)  # bounded: the test sets it when its window closes
+        return ConsumeResult.SUCCESS
+
+
+def test_push_consumer_receives_are_renewed_while_the_listener_works(config, producer):
+    """auto_renew: the message stays hidden while a listener takes 2.5x the invisible time (4 s),
+    so it is delivered once; once acknowledged it never comes back."""
+    topic = name("push-renew")
+    producer.send(message(topic, b"slow"))
+    listener = Slow(hold_s=10)
+    pc = PushConsumer(config, name("g-push-renew"), listener, {topic: FilterExpression()})
+    pc.startup()
+    try:
+        wait_until(lambda: listener.calls, timeout=30, what="the first delivery")
+        # observation window: the listener holds the message 10 s; without renewal it would be
+        # delivered again after 4 s, and again after the ack if the ack used a stale handle
+        deadline = listener.calls[0] + 10 + 5.0
+        while time.monotonic() < deadline and len(listener.calls) == 1:
+            time.sleep(0.1)
+        assert len(listener.calls) == 1, f"delivered {len(listener.calls)} times"
+    finally:
+        listener.done.set()
         pc.shutdown()
 
 

@@ -129,3 +129,41 @@ def test_random_well_formed_requests(fuzz_node, api_key, data):
         assert api_key == 0 and body.get("acks") == 0, "only acks=0 Produce goes unanswered"
     with RawKafka(fuzz_node.kafka_bootstrap) as ok:
         assert ok.request(18, 3, {"client_software_name": "f", "client_software_version": "1"})["error_code"] == 0
+
+
+def _metadata_frame(topic: bytes, client_id: bytes = b"fuzz") -> bytes:
+    body = encode_request(3, 9, 7, {"topics": [{"name": "PLACEHOLDER"}], "allow_auto_topic_creation": False,
+                                    "include_cluster_authorized_operations": False,
+                                    "include_topic_authorized_operations": False}, "CLIENTID")[4:]
+    body = body.replace(b"PLACEHOLDER", topic).replace(b"CLIENTID", client_id)
+    # compact strings carry their length + 1 (varint), the header client id an int16 length
+    body = body.replace(bytes([len("PLACEHOLDER") + 1]) + topic, bytes([len(topic) + 1]) + topic)
+    body = body.replace(struct.pack(">h", len("CLIENTID")) + client_id, struct.pack(">h", len(client_id)) + client_id)
+    return struct.pack(">i", len(body)) + body
+
+
+# Frames no well-formed request produces: lone surrogates and invalid UTF-8 in strings, a length
+# prefix past socket.request.max.bytes or negative, a lying array length. Each closes (or is
+# answered on) its own connection; the node logs no traceback (checked by the fixture).
+EDGE_FRAMES = {
+    "surrogate-topic": _metadata_frame(b"\xed\xa0\x80"),
+    "invalid-utf8-topic": _metadata_frame(b"\xff\xfe"),
+    "surrogate-client-id": _metadata_frame(b"t", b"\xed\xbf\xbf"),
+    "oversized-prefix": struct.pack(">i", 200 * 1024 * 1024),
+    "negative-prefix": struct.pack(">i", -5),
+    "lying-array": struct.pack(">ihhih", 14, 3, 9, 1, 0) + b"\x00" + b"\xff\xff\xff\x7f",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_FRAMES))
+def test_edge_frames_close_only_their_connection(fuzz_node, name):
+    with RawKafka(fuzz_node.kafka_bootstrap, timeout=30) as raw:
+        raw.send_raw(EDGE_FRAMES[name])
+        try:
+            frame = raw.read_frame()
+        except (ConnectionResetError, BrokenPipeError):
+            frame = None
+        if frame is not None:  # answered: a well-formed response to correlation id 7
+            assert struct.unpack_from(">i", frame)[0] == 7
+    with RawKafka(fuzz_node.kafka_bootstrap) as ok:
+        assert ok.request(18, 3, {"client_software_name": "f", "client_software_version": "1"})["error_code"] == 0

@@ -416,3 +416,56 @@ def test_describe_and_list_transactions(node):
         assert after["transaction_state"] == "CompleteCommit" and after["topics"] == []
         (missing,) = raw.request(65, 0, {"transactional_ids": ["no-such-" + tid]})["transaction_states"]
         assert missing["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_open_and_committed_transactions_survive_kill9(make_node):
+    """Transaction state is in __transaction_state: after a kill -9 a committed transaction stays
+    committed, an open one is still open with its partitions (its producer goes on and commits
+    it), the staged offsets apply with the commit, and the epoch still fences older producers."""
+    from confluent_kafka import Consumer as C
+
+    node = make_node()
+    bs = node.kafka_bootstrap
+    topic, tid, group = unique("k9"), unique("tid"), unique("k9g")
+    create_topic(bs, topic, 2)
+    p = txn_producer(bs, tid, **{"metadata.recovery.strategy": "none"})
+    p.begin_transaction()
+    p.produce(topic, value=b"done", partition=0)
+    p.commit_transaction(30)
+    meta = C({"bootstrap.servers": bs, "group.id": group}).consumer_group_metadata()
+    p.begin_transaction()
+    p.produce(topic, value=b"open", partition=1)
+    p.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], meta, 30)
+    p.flush(10)
+    node.kill()
+    node.start()
+    assert read(bs, topic, "read_committed", 1, partitions=2) == [b"done"]  # the open one holds partition 1
+    p.commit_transaction(60)
+    assert sorted(read(bs, topic, "read_committed", 2, partitions=2)) == [b"done", b"open"]
+    c = C({"bootstrap.servers": bs, "group.id": group})
+    try:
+        assert c.committed([TopicPartition(topic, 0)], 20)[0].offset == 1
+    finally:
+        c.close()
+
+
+def test_idle_transactional_ids_expire(make_node):
+    from gateway_kafka import error_codes as E
+    from tests.gateway_kafka.kafka_helpers import RawKafka
+
+    node = make_node({"transactional_id_expiration_ms": 1000,
+                      "transaction_abort_timed_out_transaction_cleanup_interval_ms": 100})
+    tid = unique("tid")
+    with RawKafka(node.kafka_bootstrap) as raw:
+        init = raw.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                   "producer_id": -1, "producer_epoch": -1})
+        assert init["error_code"] == E.NONE
+
+        def state():
+            return raw.request(65, 0, {"transactional_ids": [tid]})["transaction_states"][0]["error_code"]
+        wait_for(lambda: state() == E.TRANSACTIONAL_ID_NOT_FOUND, timeout=20, what="the idle id to expire")
+    node.kill()  # the deletion is a record too
+    node.start()
+    with RawKafka(node.kafka_bootstrap) as raw:
+        (after,) = raw.request(65, 0, {"transactional_ids": [tid]})["transaction_states"]
+        assert after["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND

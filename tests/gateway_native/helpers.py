@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from typing import Callable
 
-from gateway_native.client import ConsumeStatus
+from gateway_native.client import ConsumeStatus, LitePullConsumer
 
 FAST = dict(rebalance_interval=1000, persist_consumer_offset_interval=500, poll_name_server_interval=1000,
             heartbeat_broker_interval=1000, broker_suspend_max_time_millis=1000, pull_time_delay_millis_when_exception=200)
@@ -60,3 +61,20 @@ def consume_until(namesrv_addr: str, group: str, topic: str, count: int, *, expr
     finally:
         c.shutdown()
     return col
+
+
+def read_native(node, topic: str, wanted) -> list[bytes]:
+    """Bodies read from every queue of ``topic`` from the start, until all of ``wanted`` were
+    seen (messages stored but never acknowledged may be there too) or a minute passed."""
+    wanted = set(wanted)
+    with LitePullConsumer(f"full_lp_{uuid.uuid4().hex[:6]}", node.namesrv_addr,
+                          consume_from_where="CONSUME_FROM_FIRST_OFFSET", auto_commit=False) as lp:
+        lp.assign(lp.fetch_message_queues(topic))
+        got: list = []
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + 60
+        while not wanted <= seen and time.monotonic() < deadline:
+            batch = [m.body for m in lp.poll(300)]
+            got.extend(batch)
+            seen.update(batch)
+    return got

@@ -61,6 +61,10 @@ def still_serving(node, producer) -> None:
     assert resp.code == R.SUCCESS
 
 
+def json_frame(header: bytes, body: bytes = b"") -> bytes:
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
 @pytest.mark.parametrize("target", ["broker", "namesrv"])
 @pytest.mark.parametrize("payload", [
     b"\x00\x00\x00\x08\x05\x00\x00\x04abcd",                  # unknown serialize type
@@ -70,9 +74,15 @@ def still_serving(node, producer) -> None:
     b"\xff\xff\xff\xff",                                       # negative length
     struct.pack(">i", 64 * 1024 * 1024),                       # 64 MiB: refused before buffering
     b"\x00\x00\x00\x0d\x01\x00\x00\x09" + b"\x00" * 6 + b"xyz",  # ROCKETMQ header too short
+    json_frame(b'{"code":' + b"[" * 100_000 + b"]" * 100_000 + b"}"),  # nested 100,000 deep
+    json_frame(b'{"code":' + b"9" * 5000 + b"}"),              # a 5,000-digit number
+    json_frame(b'{"code":105,"remark":"\\ud800"}'),            # a lone surrogate
+    json_frame(b'{"code":105,"extFields":{"topic":"\\udfff"}}'),
+    json_frame(b'{"code":105,"opaque":99999999999}'),           # outside Java's int
 ])
 def test_malformed_frames_close_only_that_connection(node, producer, target, payload):
     addr = node.broker_addr if target == "broker" else node.namesrv_addr
+    tracebacks = node.log_tail(10**8).count("Traceback")
     with socket.create_connection(host_port(addr), timeout=10) as bystander, \
             socket.create_connection(host_port(addr), timeout=10) as bad:
         bad.sendall(payload)
@@ -88,6 +98,24 @@ def test_malformed_frames_close_only_that_connection(node, producer, target, pay
             out = dec.feed(chunk)
         assert out[0].is_response
     still_serving(node, producer)
+    assert node.log_tail(10**8).count("Traceback") == tracebacks, "a bad frame was logged as a crash"
+
+
+# Request bodies (JSON) Python cannot hold: answered with the processor's error, no traceback.
+UNHOLDABLE_BODIES = [b"[" * 100_000 + b"]" * 100_000, b'{"clientID": ' + b"7" * 5000 + b"}",
+                     b'{"clientID": "\\ud800", "consumerDataSet": []}', b"\xc3\x28"]
+
+
+@pytest.mark.parametrize("code, remark_part", [(RC.HEART_BEAT, "heartbeat"), (RC.LOCK_BATCH_MQ, "lock"),
+                                               (RC.CHECK_CLIENT_CONFIG, ""),
+                                               (RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, "subscription group")])
+@pytest.mark.parametrize("body", UNHOLDABLE_BODIES, ids=["deep", "digits", "surrogate", "not-utf8"])
+def test_bodies_json_cannot_hold_get_error_answers(node, producer, code, remark_part, body):
+    tracebacks = node.log_tail(10**8).count("Traceback")
+    resp = request(node.broker_addr, RemotingCommand.request(code, {}, body))
+    assert resp.code != R.SUCCESS and remark_part in (resp.remark or "").lower(), (resp.code, resp.remark)
+    still_serving(node, producer)
+    assert node.log_tail(10**8).count("Traceback") == tracebacks
 
 
 def test_truncated_frame_then_disconnect(node, producer):
@@ -112,9 +140,9 @@ def test_unknown_request_code_is_answered(node):
     for addr in (node.broker_addr, node.namesrv_addr):
         resp = request(addr, RemotingCommand.request(9999, {"x": "y"}))
         assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and "9999" in resp.remark
-    pop = 200050  # POP_MESSAGE: a real RocketMQ 5 code this broker does not implement
-    resp = request(node.broker_addr, RemotingCommand.request(pop))
-    assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and str(pop) in resp.remark
+    cold = 2003  # GET_COLD_DATA_FLOW_CTR_INFO: a real RocketMQ 5 code this broker does not implement
+    resp = request(node.broker_addr, RemotingCommand.request(cold))
+    assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and str(cold) in resp.remark
     resp = request(node.broker_addr, RemotingCommand.request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
     assert resp.code == R.REQUEST_CODE_NOT_SUPPORTED and "GET_ROUTEINFO_BY_TOPIC" in resp.remark  # a NameServer code
 

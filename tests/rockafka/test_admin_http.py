@@ -156,3 +156,22 @@ def test_dead_letter_resend_from_the_dashboard_api(make_node):
 
     col = consume_until(node.namesrv_addr, group, topic, 1, what="the resent dead letter")
     assert col.messages[0].body == b"poison" and col.messages[0].topic == topic
+
+
+# Bodies Python's JSON parser cannot hold: each a 400 with a message, never a 500 or a traceback.
+UNHOLDABLE_JSON = [
+    b"[" * 100_000 + b"]" * 100_000,                       # nested 100,000 deep (RecursionError)
+    b'{"msg_id": ' + b"9" * 5000 + b"}",                   # a 5,000-digit number (int conversion limit)
+    b'{"msg_id": "\\ud800"}',                                # a lone surrogate
+    b'{"msg_id": "ok", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    b"\xff\xfe not utf-8",
+]
+
+
+@pytest.mark.parametrize("payload", UNHOLDABLE_JSON, ids=["deep", "digits", "surrogate", "deep-inner", "not-utf8"])
+def test_bodies_json_cannot_hold_are_400(loaded, payload):
+    before = loaded.log_tail(10**8).count("Traceback")
+    status, doc = post_json(loaded, "/api/dlq/admin-readers/resend", payload)
+    assert status == 400 and "JSON" in doc["error"]
+    assert get(loaded, "/api/health")[0] == 200
+    assert loaded.log_tail(10**8).count("Traceback") == before

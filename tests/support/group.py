@@ -23,8 +23,14 @@ TEST_SETTINGS = {"registerNameServerPeriod": 1000, "haSendHeartbeatInterval": 10
                  "cluster_view_refresh_ms": 300}
 
 
-def http_json(url: str, timeout: float = 5.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+def http_json(url: str, timeout: float = 5.0, auth: tuple[str, str] | None = None) -> Any:
+    """GET ``url`` as JSON (with Basic ``auth`` = (user, password) for a secured node)."""
+    req = urllib.request.Request(url)
+    if auth is not None:
+        import base64
+
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
+    with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())
 
 
@@ -45,8 +51,11 @@ def wait_until(cond, timeout: float = 60.0, interval: float = 0.05, what: str = 
 class BrokerGroup:
     def __init__(self, tmp_path: Path, *, role: str = "SYNC_MASTER", slaves: int = 1, name: str = "broker-a",
                  settings: dict[str, object] | None = None, slave_settings: dict[str, object] | None = None,
-                 master_settings: dict[str, object] | None = None):
+                 master_settings: dict[str, object] | None = None, admin_auth: tuple[str, str] | None = None,
+                 namesrv_settings: dict[str, object] | None = None):
         self.tmp_path = Path(tmp_path)
+        self.namesrv_settings = namesrv_settings
+        self.admin_auth = admin_auth
         self.namesrv: StandaloneNamesrv | None = None
         common = dict(TEST_SETTINGS, brokerName=name, **(settings or {}))
         self.master = RunningNode(self.tmp_path / f"{name}-master", settings=dict(common, brokerRole=role,
@@ -64,7 +73,7 @@ class BrokerGroup:
         return [self.master, *self.slaves]
 
     def start(self, wait_in_sync: bool = True) -> "BrokerGroup":
-        self.namesrv = StandaloneNamesrv(self.tmp_path)
+        self.namesrv = StandaloneNamesrv(self.tmp_path, settings=self.namesrv_settings)
         for n in self.nodes():
             n.settings["namesrvAddr"] = self.namesrv.addr
         self.master.start()
@@ -75,7 +84,7 @@ class BrokerGroup:
         return self
 
     def ha(self, node: RunningNode) -> dict[str, Any]:
-        return http_json(f"{node.admin_url}/api/ha")
+        return http_json(f"{node.admin_url}/api/ha", auth=self.admin_auth)
 
     def wait_in_sync(self, count: int | None = None, timeout: float = 60.0) -> None:
         want = len(self.slaves) if count is None else count

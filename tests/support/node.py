@@ -265,6 +265,8 @@ class StandaloneNamesrv:
         self.log = open(self.path, "ab")
         cmd = self.command_prefix + rockafka_command() + ["namesrv", "--host", self.host, "--port", str(self.port),
                                     "--broker-expired-ms", str(self.expired_ms), "--data-dir", str(self.data_dir)]
+        if self.settings:  # its KV config (and any generated certificate) in its data directory
+            cmd += ["--kv-config", str(self.data_dir / "kvConfig.json")]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         if self.metrics_port is not None:

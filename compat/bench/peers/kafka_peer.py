@@ -199,7 +199,7 @@ class KafkaPeer:
         if meta.exists():
             return  # formatted by an earlier start on this data dir: keep its cluster id
         self.cluster_id = self.cluster_id or new_cluster_id()
-        proc = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+        proc = subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                                          "-c", str(config)),
                               capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:

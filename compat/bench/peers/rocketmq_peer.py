@@ -72,7 +72,7 @@ class RocketMQPeerError(RuntimeError):
 def ensure_jars(version: str = DEFAULT_ROCKETMQ_VERSION, *, quiet: bool = True) -> Path:
     """Resolve the server jars with Maven once; later calls only check the stamp file."""
     return resolve_runtime_jars(POM_DIR, version_property="rocketmq.version", version=version,
-                                stamp_name=f".rocketmq-{version}", what="RocketMQ server (rocketmq-broker)",
+                                stamp_name=f".rocketmq-{version}-proxy", what="RocketMQ server (rocketmq-broker, rocketmq-proxy)",
                                 error=RocketMQPeerError, quiet=quiet)
 
 
@@ -166,6 +166,24 @@ def broker_properties(*, namesrv_addr: str, listen_port: int, store_dir: Path, h
     return {k: str(v) for k, v in props.items()}
 
 
+def in_private_network_namespace() -> bool:
+    """True when this process's network namespace has only the loopback interface (one that
+    ``unshare -n`` made): nothing bound here is reachable from any other host."""
+    try:
+        lines = Path("/proc/net/dev").read_text().splitlines()[2:]
+    except OSError:
+        return False
+    return [ln.split(":", 1)[0].strip() for ln in lines] == ["lo"]
+
+
+def proxy_config(*, namesrv_addr: str, grpc_port: int, remoting_port: int) -> dict[str, object]:
+    """rmq-proxy.json for a cluster-mode proxy in front of the peer's broker (TLS test mode: a
+    self-signed certificate, TLS and plaintext on the gRPC port, as RocketMQ ships it)."""
+    return {"rocketMQClusterName": "DefaultCluster", "proxyMode": "cluster", "namesrvAddr": namesrv_addr,
+            "grpcServerPort": grpc_port, "remotingListenPort": remoting_port, "tlsTestModeEnable": True,
+            "enableProxyAutoRenew": True}
+
+
 def namesrv_properties(*, port: int, home: Path) -> dict[str, str]:
     return {
         "listenPort": str(port),
@@ -181,9 +199,10 @@ class RocketMQPeer:
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *,
                  overrides: dict[str, object] | None = None, version: str = DEFAULT_ROCKETMQ_VERSION,
-                 heap: str = "1g", start_timeout: float = 120.0, slaves: int = 0):
+                 heap: str = "1g", start_timeout: float = 120.0, slaves: int = 0, proxy: bool = False):
         """``slaves``: that many slave brokers (brokerId 1.., brokerRole SLAVE) of the same
-        broker name, each with its own ports and store; they learn the master from the NameServer."""
+        broker name, each with its own ports and store; they learn the master from the NameServer.
+        ``proxy``: also start Apache's gRPC proxy (RocketMQ 5 clients)."""
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="rocketmq-peer-"))
         self.namesrv_port = free_port()
@@ -201,6 +220,11 @@ class RocketMQPeer:
         self.start_timeout = start_timeout
         self.namesrv_proc: subprocess.Popen[bytes] | None = None
         self.broker_proc: subprocess.Popen[bytes] | None = None
+        # the gRPC proxy (RocketMQ 5 clients): binds every interface, so only in a private netns
+        self.proxy = proxy
+        self.proxy_proc: subprocess.Popen[bytes] | None = None
+        self.grpc_port = free_port() if proxy else 0
+        self.proxy_remoting_port = free_port() if proxy else 0
 
     @property
     def namesrv_addr(self) -> str:
@@ -210,8 +234,13 @@ class RocketMQPeer:
     def broker_addr(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
     def ports(self) -> list[int]:
-        return [self.namesrv_port] + [q for p in [self.broker_port, *self.slave_ports] for q in (p - 2, p, p + 1)]
+        extra = [self.grpc_port, self.proxy_remoting_port] if self.proxy else []
+        return [self.namesrv_port, *extra] + [q for p in [self.broker_port, *self.slave_ports] for q in (p - 2, p, p + 1)]
 
     def _slave_routed(self, port: int) -> bool:
         try:
@@ -285,10 +314,24 @@ class RocketMQPeer:
                                               heap=self.heap), f"broker-slave{i}.out")
                 self.slave_procs.append(proc)
                 self._wait_for(lambda port=port: self._slave_routed(port), f"slave {i} registered", proc)
+            if self.proxy:
+                self._start_proxy()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_proxy(self) -> None:
+        if not in_private_network_namespace():
+            raise RocketMQPeerError("RocketMQ's proxy binds its ports on every interface; start it only in a private "
+                                    "network namespace (compat/bench/peers/proxy_compat.py makes one with unshare -n)")
+        conf = self.data_dir / "rmq-proxy.json"
+        conf.write_text(json.dumps(proxy_config(namesrv_addr=self.namesrv_addr, grpc_port=self.grpc_port,
+                                                remoting_port=self.proxy_remoting_port)))
+        self.proxy_proc = self._spawn(
+            self._java("org.apache.rocketmq.proxy.ProxyStartup", "-pc", str(conf), "-n", self.namesrv_addr, heap="512m"),
+            "proxy.out")
+        self._wait_for(lambda: listening(self.grpc_port), "proxy gRPC port listening", self.proxy_proc)
 
     def _wait_for(self, ready, what: str, proc: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + self.start_timeout
@@ -316,23 +359,25 @@ class RocketMQPeer:
     def stop(self, timeout: float = 30.0) -> None:
         """Slaves, then the master (brokers unregister from the NameServer), then the NameServer."""
         try:
+            self._end(self.proxy_proc, timeout)
             for proc in self.slave_procs:
                 self._end(proc, timeout)
             self._end(self.broker_proc, timeout)
         finally:
             self._end(self.namesrv_proc, timeout)
-        self.broker_proc = self.namesrv_proc = None
+        self.broker_proc = self.namesrv_proc = self.proxy_proc = None
         self.slave_procs = []
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(listening(p) for p in self.ports()):
             time.sleep(0.1)
 
     def running(self) -> bool:
-        return any(p is not None and p.poll() is None for p in (self.namesrv_proc, self.broker_proc, *self.slave_procs))
+        return any(p is not None and p.poll() is None
+                   for p in (self.namesrv_proc, self.broker_proc, self.proxy_proc, *self.slave_procs))
 
     def log_tail(self, chars: int = 4000) -> str:
         parts = []
-        for name in ("namesrv.out", "broker.out", "logs/broker.log", "logs/namesrv.log"):
+        for name in ("namesrv.out", "broker.out", "proxy.out", "logs/broker.log", "logs/namesrv.log", "logs/proxy.log"):
             try:
                 text = (self.data_dir / name).read_text("utf-8", "replace")
             except OSError:

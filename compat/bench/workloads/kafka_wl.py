@@ -51,19 +51,22 @@ def producer_config(bs: str, acks: str, compression: str, timeout: float = PRODU
 
 def produce(bs: str, topic: str, records: int, size: int, *, acks: str = "1",
             compression: str = "none", partitions: int = 1, timeout: float = PRODUCE_TIMEOUT,
-            seconds: float | None = None, max_queued: int = 1_000_000) -> dict:
+            seconds: float | None = None, max_queued: int = 1_000_000, idempotent: bool = False) -> dict:
     """Send ``records`` records of ``size`` bytes as fast as the client allows; records/s, MiB/s.
 
     Records go round robin over ``partitions`` explicit partitions (so every partition of a
     many-partition topic gets traffic). Payloads are random-looking but compressible like text
     (lz4 has something to do, as with real data). With ``seconds``, sending also stops at that
     deadline (what was sent is then waited for and counted); ``max_queued`` bounds the client's
-    queue so that tail stays short when the broker is slow.
+    queue so that tail stays short when the broker is slow. ``idempotent`` turns on
+    enable.idempotence (acks=all, sequence numbers checked by the broker).
     """
     from confluent_kafka import Producer
 
     conf = producer_config(bs, acks, compression, timeout)
     conf["queue.buffering.max.messages"] = max_queued
+    if idempotent:
+        conf.update({"enable.idempotence": True, "acks": "all"})
     p = Producer(conf)
     send_until = time.monotonic() + seconds if seconds else None
     base = (uuid.uuid4().hex * (size // 32 + 1)).encode()

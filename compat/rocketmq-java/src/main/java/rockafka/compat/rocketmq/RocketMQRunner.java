@@ -38,6 +38,10 @@ public final class RocketMQRunner {
                     case "--work-dir" -> workDir = args[++i];
                     case "--messages" -> messages = Integer.parseInt(args[++i]);
                     case "--timeout-s" -> timeoutS = Integer.parseInt(args[++i]);
+                    case "--access-key" -> System.setProperty("runner.accessKey", args[++i]);
+                    case "--secret-key" -> System.setProperty("runner.secretKey", args[++i]);
+                    case "--topic" -> System.setProperty("runner.topic", args[++i]);
+                    case "--group" -> System.setProperty("runner.group", args[++i]);
                     case "--list" -> {
                         Scenarios.names().forEach(System.out::println);
                         System.exit(0);

@@ -98,6 +98,24 @@ final class Scenarios {
         SCENARIOS.put("consume-from-timestamp", Scenarios::consumeFromTimestamp);
         SCENARIOS.put("ha-slave-read", Scenarios::haSlaveRead);
         SCENARIOS.put("controller-failover", Scenarios::controllerFailover);
+        SCENARIOS.put("push-pop", Scenarios::pushPop);
+        SCENARIOS.put("admin-fixture", Scenarios::adminFixture);
+        SCENARIOS.put("acl-send-consume", Scenarios::aclSendConsume);
+        SCENARIOS.put("acl-send-denied", Scenarios::aclSendDenied);
+    }
+
+    /**
+     * Signing with {@code AclClientRPCHook} (system properties {@code runner.accessKey} /
+     * {@code runner.secretKey}, set by the runner's --access-key / --secret-key): every client
+     * this runner makes signs every request; none when unset.
+     */
+    private static org.apache.rocketmq.remoting.RPCHook rpcHook() {
+        String ak = System.getProperty("runner.accessKey");
+        String sk = System.getProperty("runner.secretKey");
+        if (ak == null || sk == null) {
+            return null;
+        }
+        return new org.apache.rocketmq.acl.common.AclClientRPCHook(new org.apache.rocketmq.acl.common.SessionCredentials(ak, sk));
     }
 
     static List<String> names() {
@@ -132,6 +150,9 @@ final class Scenarios {
         report.info("client_version", MQVersion.getVersionDesc(MQVersion.CURRENT_VERSION));
         report.info("built_against", builtAgainst);
         report.equal("serialize_type", serialize, String.valueOf(RemotingCommand.getSerializeTypeConfigInThisServer()));
+        long warm = System.nanoTime();
+        report.check("namesrv_reachable", warmUp(), "the TBW102 route from " + namesrv + " within 120 s");
+        report.info("warmup_ms", (System.nanoTime() - warm) / 1_000_000);
         for (String name : names) {
             report.begin(name);
             long started = System.nanoTime();
@@ -147,6 +168,37 @@ final class Scenarios {
         }
         report.summary(names);
         return report.failed();
+    }
+
+    /**
+     * A fresh JVM's first remote call loads, initialises and interprets the client's whole
+     * remoting path (Netty, the codecs, fastjson) inside the client's 3 s budget for that one
+     * call; with several JVMs starting at once on a busy machine that alone can use it up, before
+     * the request is even written (it does against Apache RocketMQ too). So the client is warmed
+     * up once, bounded, before any scenario's checks count: a route query, repeated until it
+     * answers.
+     */
+    private boolean warmUp() {
+        long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+        try {
+            DefaultMQProducer p = producer("warmup");
+            while (System.nanoTime() < deadline) {
+                try {
+                    if (!p.fetchPublishMessageQueues(TBW102).isEmpty()) {
+                        return true;
+                    }
+                } catch (MQClientException e) {
+                    report.info("warmup_retry", String.valueOf(e.getMessage()).split("\n")[0]);
+                }
+                Thread.sleep(200);
+            }
+            return false;
+        } catch (MQClientException | InterruptedException e) {
+            report.check("warmup", false, e);
+            return false;
+        } finally {
+            shutdownAll();
+        }
     }
 
     // ---- clients --------------------------------------------------------------------------
@@ -168,7 +220,7 @@ final class Scenarios {
     }
 
     private DefaultMQProducer producer(String what) throws MQClientException {
-        DefaultMQProducer p = new DefaultMQProducer("P_" + what + "_" + runId);
+        DefaultMQProducer p = new DefaultMQProducer("P_" + what + "_" + runId, rpcHook());
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instanceName());
         // the broker's VIP port (listenPort - 2) is an operator option; use the ordinary one
@@ -179,7 +231,8 @@ final class Scenarios {
     }
 
     private DefaultMQPushConsumer pushConsumer(String group) {
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer c = rpcHook() == null ? new DefaultMQPushConsumer(group)
+                : new DefaultMQPushConsumer(group, rpcHook(), new org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely());
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(instanceName());
         c.setVipChannelEnabled(false);
@@ -376,6 +429,56 @@ final class Scenarios {
     // ---- scenarios ------------------------------------------------------------------------
 
     /** DefaultMQProducer.send (sync) of N tagged, keyed messages, then to a selected queue. */
+    /**
+     * An existing topic ({@code runner.topic}) the signing user may write and read: N sync sends
+     * all SEND_OK, and a push consumer of {@code runner.group} receives every one.
+     */
+    private void aclSendConsume() throws Exception {
+        String topic = System.getProperty("runner.topic");
+        String group = System.getProperty("runner.group", "C_acl_" + runId);
+        DefaultMQProducer p = producer("acl");
+        List<SendResult> results = sendSync(p, topic, 0, messages, i -> "TagA");
+        long ok = results.stream().filter(r -> r.getSendStatus() == SendStatus.SEND_OK).count();
+        report.equal("acl_all_send_ok", (long) messages, ok);
+        Set<Integer> got = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer c = pushConsumer(group);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                got.add(Integer.parseInt(m.getUserProperty("idx")));
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        while (got.size() < messages && System.nanoTime() < deadlineNanos) {
+            Thread.sleep(100);
+        }
+        report.equal("acl_all_consumed", messages, got.size());
+    }
+
+    /**
+     * A topic ({@code runner.topic}) the signing user may read but not write: a send fails with
+     * the broker's NO_PERMISSION (16).
+     */
+    private void aclSendDenied() throws Exception {
+        String topic = System.getProperty("runner.topic");
+        DefaultMQProducer p = producer("acl_denied");
+        p.setRetryTimesWhenSendFailed(0);
+        int code = -1;
+        String remark = "";
+        try {
+            p.send(message(topic, 0, "TagA"));
+        } catch (org.apache.rocketmq.client.exception.MQBrokerException e) {
+            code = e.getResponseCode();
+            remark = String.valueOf(e.getErrorMessage());
+        } catch (MQClientException e) {
+            code = e.getResponseCode();
+            remark = String.valueOf(e.getErrorMessage());
+        }
+        report.equal("acl_send_refused_code", 16, code);
+        report.info("acl_send_refused_remark", remark);
+    }
+
     private void producerSync() throws Exception {
         String topic = topic("sync");
         DefaultMQProducer p = producer("sync");
@@ -1364,4 +1467,136 @@ final class Scenarios {
     private static String first(Collection<String> items) {
         return items.stream().limit(5).toList().toString();
     }
+
+    /**
+     * RocketMQ 5 POP consumption by the remoting push consumer (5.x client only): the group's
+     * mode is set to POP on the broker (SET_MESSAGE_REQUEST_MODE, what {@code mqadmin
+     * setConsumeMode} sends), the consumer asks the broker for its assignment
+     * ({@code setClientRebalance(false)} -> QUERY_ASSIGNMENT) and pops (POP_MESSAGE), acking each
+     * message (ACK_MESSAGE). Every message arrives with its POP ack key (POP_CK), exactly once
+     * except the two the listener fails once: those are hidden by CHANGE_MESSAGE_INVISIBLETIME
+     * and come back with reconsumeTimes 1. Then an observation window longer than the invisible
+     * time (5 s) plus the broker's revive interval sees no further delivery: the acks held.
+     */
+    private void pushPop() throws Exception {
+        Class<?> modeType;
+        try {
+            modeType = Class.forName("org.apache.rocketmq.common.message.MessageRequestMode");
+        } catch (ClassNotFoundException e) {
+            report.check("client_supports_pop", false, "rocketmq-client " + builtAgainst + " has no POP consumer");
+            return;
+        }
+        String topic = topic("pop");
+        String group = "C_pop_" + runId;
+        DefaultMQProducer p = producer("pop");
+        createTopic(p, topic, 4);
+        Object factory = invoke(invoke(p, "getDefaultMQProducerImpl"), "getMqClientFactory");
+        Object api = invoke(factory, "getMQClientAPIImpl");
+        Object route = invoke(api, "getTopicRouteInfoFromNameServer", topic, 5000L);
+        Object brokerData = ((List<?>) invoke(route, "getBrokerDatas")).get(0);
+        String brokerAddr = (String) invoke(brokerData, "selectBrokerAddr");
+        @SuppressWarnings({"unchecked", "rawtypes"})
+        Object pop = Enum.valueOf((Class<? extends Enum>) modeType, "POP");
+        invoke(api, "setMessageRequestMode", brokerAddr, topic, group, pop, 0, 5000L);
+        report.check("mode_set_to_pop", true, brokerAddr);
+
+        int n = Math.max(4, messages);
+        sendSync(p, topic, 0, n, Scenarios::tagCycle);
+        Set<Integer> failOnce = Set.of(1, 2);
+        Map<Integer, List<Integer>> deliveries = new ConcurrentHashMap<>();
+        ConcurrentLinkedQueue<String> bad = new ConcurrentLinkedQueue<>();
+        AtomicInteger withoutPopCk = new AtomicInteger();
+        DefaultMQPushConsumer c = pushConsumer(group);
+        invoke(c, "setClientRebalance", false);
+        invoke(c, "setPopInvisibleTime", 5000L);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            boolean fail = false;
+            for (MessageExt m : msgs) {
+                List<Integer> seen = deliveries.computeIfAbsent(idx(m),
+                        k -> java.util.Collections.synchronizedList(new ArrayList<>()));
+                seen.add(m.getReconsumeTimes());
+                if (m.getProperty("POP_CK") == null) {
+                    withoutPopCk.incrementAndGet();
+                }
+                String mm = mismatch(m, topic, Scenarios::tagCycle);
+                if (mm != null) {
+                    bad.add(mm);
+                }
+                fail |= failOnce.contains(idx(m)) && seen.size() == 1;
+            }
+            return fail ? ConsumeConcurrentlyStatus.RECONSUME_LATER : ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        boolean all = await(() -> deliveries.size() >= n
+                && failOnce.stream().allMatch(i -> deliveries.getOrDefault(i, List.of()).size() >= 2));
+        report.check("all_received_and_failed_ones_redelivered", all, "received " + deliveries.keySet().size() + " of " + n
+                + ", failed-once deliveries " + deliveries.get(1) + " " + deliveries.get(2));
+        // observation window: an unacked message would come back after the 5 s invisible time
+        long windowEnd = System.nanoTime() + Duration.ofSeconds(8).toNanos();
+        while (System.nanoTime() < windowEnd && beforeDeadline()) {
+            Thread.sleep(100);
+        }
+        report.equal("received_exactly_sent", range(0, n), new TreeSet<>(deliveries.keySet()));
+        List<String> wrong = new ArrayList<>();
+        for (Map.Entry<Integer, List<Integer>> e : new TreeMap<>(deliveries).entrySet()) {
+            List<Integer> want = failOnce.contains(e.getKey()) ? List.of(0, 1) : List.of(0);
+            if (!want.equals(new ArrayList<>(e.getValue()))) {
+                wrong.add("idx=" + e.getKey() + " reconsumeTimes " + e.getValue());
+            }
+        }
+        report.check("each_acked_once_no_redelivery", wrong.isEmpty(), "wrong " + first(wrong));
+        report.equal("every_delivery_by_pop", 0, withoutPopCk.get());
+        report.check("content_intact", bad.isEmpty(), "mismatches " + first(bad));
+    }
+
+
+    /**
+     * Live clients for the mqadmin test: a producer and a push consumer, both with message trace
+     * on (enableMsgTrace: each send and consume also writes a trace record to
+     * RMQ_SYS_TRACE_TOPIC), send and consume ten keyed messages, report their names and the
+     * message ids ({@code admin_*} info lines, then {@code admin_ready}), and stay online until
+     * standard input closes (or the scenario deadline), so the operator commands run against a
+     * group with members and a producer with a connection.
+     */
+    private void adminFixture() throws Exception {
+        String topic = topic("admin");
+        String pgroup = "P_admin_" + runId;
+        String cgroup = "C_admin_" + runId;
+        DefaultMQProducer p = new DefaultMQProducer(pgroup, true, null);
+        p.setNamesrvAddr(namesrv);
+        p.setInstanceName(instanceName());
+        p.setVipChannelEnabled(false);
+        p.start();
+        shutdowns.add(p::shutdown);
+        createTopic(p, topic, 4);
+        int n = 10;
+        List<SendResult> sent = sendSync(p, topic, 0, n, i -> "TagAdmin");
+        Collector collector = new Collector(topic, i -> "TagAdmin");
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(cgroup, true, null);
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName(instanceName());
+        c.setVipChannelEnabled(false);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        shutdowns.add(c::shutdown);
+        c.subscribe(topic, "*");
+        c.registerMessageListener(collector);
+        c.start();
+        boolean all = await(() -> collector.counts.size() >= n);
+        report.check("consumed_all", all, collector.received().size() + " of " + n);
+        // offsets are committed every 5 s by default: push them now, so consumerProgress sees them
+        invoke(invoke(c, "getDefaultMQPushConsumerImpl"), "persistConsumerOffset");
+        report.info("admin_topic", topic);
+        report.info("admin_producer_group", pgroup);
+        report.info("admin_consumer_group", cgroup);
+        report.info("admin_msg_id", sent.get(0).getMsgId());
+        report.info("admin_offset_msg_id", sent.get(0).getOffsetMsgId());
+        report.info("admin_queue", sent.get(0).getMessageQueue().getQueueId() + "@" + sent.get(0).getQueueOffset());
+        report.info("admin_key", "key-" + runId + "-0");
+        report.info("admin_ready", "true");
+        while (beforeDeadline() && System.in.read() >= 0) {
+            // hold the clients online until the test closes standard input
+        }
+    }
+
 }

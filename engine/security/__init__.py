@@ -1,0 +1,315 @@
+"""Security, one model for every listener: principals, credentials, policies (docs/design/security.md).
+
+``SecurityService`` (one per store: ``for_store(store, config)``) is what every gateway asks:
+
+- *who is this*: ``scram_session(mechanism)`` (Kafka SCRAM), ``verify_password(user, pw)``
+  (SASL PLAIN, admin HTTP Basic), ``secret_of(access_key)`` (the remoting signature's key; the
+  node's own inner credentials included), ``verify_hello`` (the HA port);
+- *may it*: ``authorize(principal, op, resource_type, name, host)`` — Kafka's ACL decision,
+  super users, deny by default once ``authorizationEnabled``; with authorization off every
+  principal may do everything except read the security topic itself;
+- *changes*: SCRAM credentials, remoting secrets and ACL bindings, recorded in the log
+  (``state.SecurityState``) and refused on a slave;
+- *failures*: ``failed(listener, reason, ...)`` counts and logs a failed authentication and
+  returns how long to hold the answer (``connection.failed.authentication.delay.ms``).
+
+Gateways map their protocol to this model and never keep users or ACLs of their own. The
+engine knows no wire format: principals are strings ``User:<name>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from typing import Any
+
+import structlog
+from prometheus_client import Counter
+
+from .. import metrics
+from .acl import (ANONYMOUS, CLUSTER_NAME, AclBinding, AclError, AclFilter, Operation, PatternType, Permission,
+                  ResourceType, parse_principals)
+from .credentials import MECHANISMS, CredentialError, ScramCredential, ScramSession
+from .state import SECURITY_TOPIC, SecurityLog, SecurityState, SecurityStateError
+
+__all__ = ["ANONYMOUS", "CLUSTER_NAME", "AclBinding", "AclError", "AclFilter", "CredentialError", "MECHANISMS",
+           "Operation", "PatternType", "hello_signature", "Permission", "ResourceType", "SECURITY_TOPIC", "ScramCredential",
+           "SecurityService", "SecurityStateError", "for_store", "principal_of", "user_of", "parse_pair"]
+
+log = structlog.get_logger("rockafka.engine.security")
+
+AUTH_FAILURES = Counter("rockafka_authentication_failures", "Failed authentications, by listener and reason "
+                        "(bad_password, unknown_user, bad_signature, bad_certificate, not_authenticated, ...).",
+                        ["listener", "reason"], registry=metrics.REGISTRY)
+AUTH_SUCCESSES = Counter("rockafka_authentication_successes", "Successful authentications, by listener and "
+                         "mechanism.", ["listener", "mechanism"], registry=metrics.REGISTRY)
+AUTHZ_DENIALS = Counter("rockafka_authorization_denials", "Requests (or resources of a request) refused by the "
+                        "authorizer, by listener and operation.", ["listener", "operation"], registry=metrics.REGISTRY)
+
+HELLO_MAX_SKEW_MS = 5 * 60 * 1000
+
+
+def principal_of(user: str) -> str:
+    return f"User:{user}"
+
+
+def user_of(principal: str) -> str:
+    return principal.split(":", 1)[1] if ":" in principal else principal
+
+
+def parse_pair(text: str | None, first: str, second: str) -> tuple[str, str] | None:
+    """``{"first": "...", "second": "..."}`` (RocketMQ 5's JSON form) or ``first:second``."""
+    if not text or not text.strip():
+        return None
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            doc = json.loads(text)
+            return str(doc[first]), str(doc[second])
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"expected {{\"{first}\": ..., \"{second}\": ...}}, got {text[:40]!r}...") from None
+    if ":" not in text:
+        raise ValueError(f"expected {first}:{second} or JSON, got a value without ':'")
+    a, b = text.split(":", 1)
+    return a.strip(), b
+
+
+class SecurityService:
+    def __init__(self, store: Any, config: Any = None):
+        from ..config import NodeConfig
+
+        self.store = store
+        self.config = config or NodeConfig()
+        sec = self.config.security
+        self.authentication_enabled: bool = sec.authentication_enabled
+        self.authorization_enabled: bool = sec.authorization_enabled
+        self.failure_delay_s: float = sec.connection_failed_authentication_delay_ms / 1000.0
+        self.reauth_ms: int = sec.connections_max_reauth_ms
+        self.init_user = parse_pair(sec.init_authentication_user, "username", "password")
+        self.inner = parse_pair(sec.inner_client_authentication_credentials, "accessKey", "secretKey")
+        supers = set(parse_principals(sec.super_users))
+        if self.init_user:
+            supers.add(principal_of(self.init_user[0]))
+        if self.inner:
+            supers.add(principal_of(self.inner[0]))
+        self.super_users = frozenset(supers)
+        # SASL PLAIN users from the config file (clear text; kept for nodes set up before SCRAM)
+        self.legacy_plain: dict[str, str] = {}
+        for pair in (self.config.extra_str("sasl_plain_users", "") or "").split(","):
+            if ":" in pair:
+                user, password = pair.split(":", 1)
+                self.legacy_plain[user.strip()] = password
+        retention_ms = int(self.config.store.file_reserved_time) * 3600 * 1000
+        from .state import NoLog
+
+        self.state = SecurityState(SecurityLog(store) if store is not None else NoLog(), retention_ms)
+        self._started = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.state.start()
+        if self.legacy_plain:
+            log.warning("sasl_plain_users_in_clear_text", users=sorted(self.legacy_plain),
+                        hint="create SCRAM credentials (kafka-configs --entity-type users) and drop sasl_plain_users")
+        if self.store is not None and not self.store.is_slave:
+            self._bootstrap()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._housekeeping, name="security-snapshot", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.state.stop()
+        self._started = False
+
+    def _bootstrap(self) -> None:
+        if self.init_user and not self.state.users():
+            user, password = self.init_user
+            # SCRAM only: a remoting secret is a credential of its own (the password never
+            # lands in the log in clear), set with mqadmin updateAclConfig or `rockafka admin`
+            self.state.write([("scram", ScramCredential.from_password(m, password).to_doc(user)) for m in MECHANISMS])
+            log.info("security_init_user_created", user=user, mechanisms=list(MECHANISMS))
+        if self.state.snapshot_due():
+            self.state.write_snapshot()
+
+    def _housekeeping(self) -> None:
+        while not self._stop.wait(600):
+            try:
+                if self.state.snapshot_due():
+                    self.state.write_snapshot()
+            except Exception:
+                log.exception("security_snapshot_failed")
+
+    # -- who is this -------------------------------------------------------------------------
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.state.scram.get((user, mechanism))
+
+    def scram_session(self, mechanism: str) -> ScramSession:
+        return ScramSession(mechanism, self.scram_credential)
+
+    def verify_password(self, user: str, password: bytes) -> bool:
+        """A password against the user's stored SCRAM credential (either mechanism), else the
+        clear-text ``sasl_plain_users`` of the config file."""
+        for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+            cred = self.scram_credential(user, mechanism)
+            if cred is not None:
+                return cred.matches_password(password)
+        expected = self.legacy_plain.get(user)
+        return expected is not None and hmac.compare_digest(expected.encode("utf-8"), password)
+
+    def knows_user(self, user: str) -> bool:
+        return user in self.state.users() or user in self.legacy_plain or (self.inner is not None and user == self.inner[0])
+
+    def secret_of(self, access_key: str) -> str | None:
+        if self.inner is not None and access_key == self.inner[0]:
+            return self.inner[1]
+        return self.state.secrets.get(access_key)
+
+    # -- may it -------------------------------------------------------------------------------
+    def is_super(self, principal: str) -> bool:
+        return principal in self.super_users
+
+    def authorize(self, principal: str, op: Operation, rtype: ResourceType, name: str, host: str = "*",
+                  listener: str | None = None) -> bool:
+        if principal in self.super_users:
+            return True
+        if rtype == ResourceType.TOPIC and name == SECURITY_TOPIC:
+            allowed = False  # credentials: never served to clients, whatever the ACLs say
+        elif not self.authorization_enabled:
+            return True
+        else:
+            allowed = self.state.acls.allowed(principal, host, op, rtype, name)
+        if not allowed and listener is not None:
+            AUTHZ_DENIALS.labels(listener, op.name).inc()
+        return allowed
+
+    def may_on_any(self, principal: str, op: Operation, rtype: ResourceType) -> bool:
+        """Whether some ALLOW binding gives ``principal`` ``op`` on a resource of ``rtype`` and no
+        DENY takes it back on every name (Kafka's authorizeByResourceType: an idempotent
+        producer needs WRITE on any topic, or IDEMPOTENT_WRITE on the cluster)."""
+        if principal in self.super_users or not self.authorization_enabled:
+            return True
+        ok = False
+        for b in self.state.acls.bindings():
+            if b.resource_type != rtype or b.principal not in (principal, "User:*"):
+                continue
+            if b.operation not in (op, Operation.ALL):
+                continue
+            if b.permission == Permission.DENY and b.pattern_type == PatternType.LITERAL and b.resource_name == "*":
+                return False
+            if b.permission == Permission.ALLOW:
+                ok = True
+        return ok
+
+    def authorize_cluster(self, principal: str, op: Operation, host: str = "*", listener: str | None = None) -> bool:
+        return self.authorize(principal, op, ResourceType.CLUSTER, CLUSTER_NAME, host, listener)
+
+    # -- failures ---------------------------------------------------------------------------------
+    def failed(self, listener: str, reason: str, peer: str = "?", user: str | None = None, **fields: Any) -> float:
+        """Count and log a failed authentication; returns the seconds to hold the answer."""
+        AUTH_FAILURES.labels(listener, reason).inc()
+        log.warning("authentication_failed", listener=listener, reason=reason, peer=peer, user=user, **fields)
+        return self.failure_delay_s
+
+    def succeeded(self, listener: str, mechanism: str, principal: str, peer: str = "?",
+                  reauthenticated: bool = False) -> None:
+        AUTH_SUCCESSES.labels(listener, mechanism).inc()
+        log.info("authenticated", listener=listener, mechanism=mechanism, principal=principal, peer=peer,
+                 reauthenticated=reauthenticated)
+
+    # -- changes (master only) ---------------------------------------------------------------------
+    def upsert_scram(self, user: str, cred: ScramCredential) -> None:
+        if not user:
+            raise CredentialError("user name is empty")
+        self.state.write([("scram", cred.to_doc(user))])
+
+    def delete_scram(self, user: str, mechanism: str) -> bool:
+        if (user, mechanism) not in self.state.scram:
+            return False
+        self.state.write([("scram-", {"v": 1, "user": user, "mechanism": mechanism})])
+        return True
+
+    def describe_scram(self, users: list[str] | None = None) -> dict[str, list[tuple[str, int]]]:
+        out: dict[str, list[tuple[str, int]]] = {}
+        for (user, mech), cred in sorted(self.state.scram.items()):
+            if users is None or user in users:
+                out.setdefault(user, []).append((mech, cred.iterations))
+        return out
+
+    def set_secret(self, user: str, secret: str) -> None:
+        if not user or not secret:
+            raise CredentialError("access key and secret key must not be empty")
+        self.state.write([("secret", {"v": 1, "user": user, "secret": secret})])
+
+    def delete_secret(self, user: str) -> bool:
+        if user not in self.state.secrets:
+            return False
+        self.state.write([("secret-", {"v": 1, "user": user})])
+        return True
+
+    def create_acls(self, bindings: list[AclBinding]) -> None:
+        for b in bindings:
+            b.validate()
+        self.state.write([("acl", {"v": 1, "binding": b.to_list()}) for b in bindings])
+
+    def delete_acls(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
+        matched = [self.state.acls.matching(f) for f in filters]
+        gone: dict[AclBinding, None] = {}
+        for group in matched:
+            gone.update(dict.fromkeys(group))
+        if gone:
+            self.state.write([("acl-", {"v": 1, "binding": b.to_list()}) for b in gone])
+        return matched
+
+    def describe_acls(self, f: AclFilter) -> list[AclBinding]:
+        return self.state.acls.matching(f)
+
+    # -- node to node ----------------------------------------------------------------------------
+    def verify_hello(self, identity: bytes, auth: dict[str, Any] | None) -> tuple[str | None, str]:
+        """(principal, "") when ``auth`` is a valid signature of ``identity``, else (None, why)."""
+        if not isinstance(auth, dict):
+            return None, "the HELLO carries no credentials (set innerClientAuthenticationCredentials on the slave)"
+        ak, ts, sig = str(auth.get("accessKey") or ""), auth.get("timestamp"), str(auth.get("signature") or "")
+        secret = self.secret_of(ak)
+        if secret is None or not isinstance(ts, int):
+            return None, f"unknown access key {ak!r}"
+        if abs(int(time.time() * 1000) - ts) > HELLO_MAX_SKEW_MS:
+            return None, "the HELLO timestamp is more than 5 minutes from the master's clock"
+        expected = hmac.new(secret.encode("utf-8"), identity + str(ts).encode(), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, sig):
+            return None, f"signature check failed for access key {ak!r}"
+        return principal_of(ak), ""
+
+
+def hello_signature(credentials: tuple[str, str], identity: bytes, timestamp_ms: int | None = None) -> dict[str, Any]:
+    """What authenticates an HA HELLO: HMAC-SHA256(secret, identity ‖ timestamp) with the
+    access key and timestamp; the master accepts it within 5 minutes of its clock."""
+    ak, sk = credentials
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    sig = hmac.new(sk.encode("utf-8"), identity + str(ts).encode(), hashlib.sha256).hexdigest()
+    return {"accessKey": ak, "timestamp": ts, "signature": sig}
+
+
+_lock = threading.Lock()
+
+
+def for_store(store: Any, config: Any = None) -> SecurityService:
+    """The store's security service, created and started on first use."""
+    svc = getattr(store, "_security_service", None)
+    if svc is not None:
+        return svc
+    with _lock:
+        svc = getattr(store, "_security_service", None)
+        if svc is None:
+            svc = SecurityService(store, config)
+            svc.start()
+            store._security_service = svc
+    return svc

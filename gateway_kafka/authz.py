@@ -1,0 +1,84 @@
+"""Kafka requests mapped onto the one policy model (``engine.security``, docs/design/security.md).
+
+Handlers ask here, with Kafka's operation per API (the table in the design note): the
+connection's principal (SASL login, client certificate or ``User:ANONYMOUS``) and host go to
+``SecurityService.authorize``. Nothing here keeps state; the decision and the ACLs are the
+engine's. With authorization off every principal is allowed (except reading the internal
+security topic), so these calls cost one attribute check on the hot paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from engine.security import CLUSTER_NAME, Operation as Op, ResourceType as RT
+
+__all__ = ["Op", "RT", "allowed", "cluster", "topic", "group", "txn_id", "split_topics", "enabled"]
+
+
+def enabled(ctx: Any) -> bool:
+    sec = ctx.gateway.security
+    return sec.authorization_enabled or bool(sec.super_users)
+
+
+def allowed(ctx: Any, op: Op, rtype: RT, name: str) -> bool:
+    conn = ctx.conn
+    return ctx.gateway.security.authorize(conn.principal, op, rtype, name, conn.peer_host, "kafka")
+
+
+def cluster(ctx: Any, op: Op) -> bool:
+    return allowed(ctx, op, RT.CLUSTER, CLUSTER_NAME)
+
+
+def topic(ctx: Any, op: Op, name: str) -> bool:
+    return allowed(ctx, op, RT.TOPIC, name)
+
+
+def group(ctx: Any, op: Op, name: str) -> bool:
+    return allowed(ctx, op, RT.GROUP, name)
+
+
+def txn_id(ctx: Any, op: Op, name: str) -> bool:
+    return allowed(ctx, op, RT.TRANSACTIONAL_ID, name)
+
+
+def split_topics(ctx: Any, op: Op, names: Iterable[str]) -> tuple[set[str], set[str]]:
+    """(allowed, denied) topic names for ``op``."""
+    ok, denied = set(), set()
+    for n in names:
+        (ok if topic(ctx, op, n) else denied).add(n)
+    return ok, denied
+
+
+# Requests whose whole answer depends on one resource named in the request: api key ->
+# (resource type, operation, request field naming it (None = the cluster), error code). The
+# listener checks these before the handler runs and answers the API's default body with the
+# error (docs/design/security.md, "Kafka operations").
+_GROUP_AF, _TXN_AF, _CLUSTER_AF = 30, 53, 31
+REQUEST_CHECKS: dict[int, tuple[RT, Op, str | None, int]] = {
+    11: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # JoinGroup
+    14: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # SyncGroup
+    12: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # Heartbeat
+    13: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # LeaveGroup
+    25: (RT.TRANSACTIONAL_ID, Op.WRITE, "transactional_id", _TXN_AF),  # AddOffsetsToTxn
+    26: (RT.TRANSACTIONAL_ID, Op.WRITE, "transactional_id", _TXN_AF),  # EndTxn
+    60: (RT.CLUSTER, Op.DESCRIBE, None, _CLUSTER_AF),  # DescribeCluster
+}
+
+
+def refused(ctx: Any, api_key: int, body: dict) -> dict | None:
+    """The error answer when the request's one resource is not allowed, else None."""
+    check = REQUEST_CHECKS.get(api_key)
+    if check is None:
+        return None
+    rtype, op, field, code = check
+    name = CLUSTER_NAME if field is None else str(body.get(field) or "")
+    if allowed(ctx, op, rtype, name):
+        return None
+    from gateway_kafka.protocol.codec import body_defaults
+
+    answer = body_defaults(api_key, ctx.api_version)
+    answer["error_code"] = code
+    if "error_message" in answer:
+        answer["error_message"] = f"{ctx.conn.principal} may not {op.name} {rtype.name} {name}"
+    return answer

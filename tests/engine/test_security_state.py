@@ -1,0 +1,119 @@
+"""Credentials and ACLs live in the log: they survive a restart, reach a slave by replication
+(which refuses changes), a snapshot record replaces what came before it, and retention keeps the
+last snapshot and what follows while letting older segments go (docs/design/security.md)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine import security as S
+from engine.config import BrokerConfig, NodeConfig
+from engine.message import Message
+from engine.store import MessageStore
+from engine_support import small_config
+from tests.support.node import free_port
+
+
+def wait_until(cond, timeout=15.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def binding(name="orders", principal="User:bob", op=S.Operation.READ, pattern=S.PatternType.LITERAL):
+    return S.AclBinding(S.ResourceType.TOPIC, pattern, name, principal, "*", op, S.Permission.ALLOW)
+
+
+def node_config(**security) -> NodeConfig:
+    cfg = NodeConfig()
+    for k, v in security.items():
+        setattr(cfg.security, k, v)
+    return cfg
+
+
+@pytest.fixture
+def stores(tmp_path):
+    made: list[MessageStore] = []
+
+    def make(name="master", **cfg) -> MessageStore:
+        role = cfg.pop("broker_role", "ASYNC_MASTER")
+        bc = BrokerConfig(ha_listen_port=free_port() if role != "SLAVE" else 0, broker_id=1 if role == "SLAVE" else 0)
+        s = MessageStore(small_config(tmp_path / name, broker_role=role, **cfg), broker_config=bc)
+        s.start()
+        made.append(s)
+        return s
+    yield make
+    for s in reversed(made):
+        svc = getattr(s, "_security_service", None)
+        if svc is not None:
+            svc.stop()
+        s.shutdown()
+
+
+def test_users_and_acls_survive_a_restart_and_no_password_is_stored(stores, tmp_path):
+    m = stores()
+    cfg = node_config(init_authentication_user="admin:admin-pw", authorization_enabled=True)
+    sec = S.for_store(m, cfg)
+    sec.upsert_scram("alice", S.ScramCredential.from_password("SCRAM-SHA-512", "alice-pw"))
+    sec.create_acls([binding(), binding("pay-", op=S.Operation.WRITE, pattern=S.PatternType.PREFIXED)])
+    sec.set_secret("bob", "bob-secret")
+    sec.stop()
+    m.shutdown()
+    raw = b"".join(p.read_bytes() for p in (tmp_path / "master" / "commitlog").iterdir())
+    assert b"alice-pw" not in raw and b"admin-pw" not in raw  # salted keys only
+    m2 = MessageStore(m.config, broker_config=m.broker_config)
+    m2.start()
+    try:
+        sec2 = S.SecurityService(m2, cfg)
+        sec2.start()
+        assert sec2.verify_password("alice", b"alice-pw") and not sec2.verify_password("alice", b"x")
+        assert sec2.verify_password("admin", b"admin-pw")
+        assert sec2.authorize("User:bob", S.Operation.READ, S.ResourceType.TOPIC, "orders")
+        assert sec2.authorize("User:bob", S.Operation.WRITE, S.ResourceType.TOPIC, "pay-eu")
+        assert not sec2.authorize("User:bob", S.Operation.WRITE, S.ResourceType.TOPIC, "orders")
+        assert sec2.secret_of("bob") == "bob-secret"
+        sec2.stop()
+    finally:
+        m2.shutdown()
+
+
+def test_slave_follows_the_masters_security_state_and_refuses_changes(stores):
+    m = stores(broker_role="ASYNC_MASTER")
+    sec = S.for_store(m, node_config(authorization_enabled=True))
+    sec.create_acls([binding()])
+    s = stores("slave", broker_role="SLAVE", ha_master_address=f"127.0.0.1:{m.ha.port}")
+    slave_sec = S.for_store(s, node_config(authorization_enabled=True))
+    wait_until(lambda: slave_sec.authorize("User:bob", S.Operation.READ, S.ResourceType.TOPIC, "orders"),
+               what="the slave to know the ACL")
+    sec.delete_acls([S.AclFilter(principal="User:bob")])
+    wait_until(lambda: not slave_sec.authorize("User:bob", S.Operation.READ, S.ResourceType.TOPIC, "orders"),
+               what="the slave to drop the ACL")
+    with pytest.raises(S.SecurityStateError, match="slave"):
+        slave_sec.create_acls([binding("other")])
+
+
+def test_a_snapshot_replaces_what_came_before_and_retention_keeps_it(stores):
+    m = stores(mapped_file_size_commit_log=64 * 1024)
+    sec = S.for_store(m, node_config(authorization_enabled=True))
+    sec.create_acls([binding()])
+    first = m.commitlog.min_offset
+    for i in range(600):  # fill several segments after the security records
+        m.put_message(Message(topic="filler", body=b"x" * 400, queue_id=0))
+    guard = sec.state.log.needed_commitlog_offset(sec.state.snapshot_position)
+    assert guard is not None and guard <= first + 4096  # the records are still needed
+    sec.state.write_snapshot()
+    assert sec.state.snapshot_position > 0
+    after = sec.state.log.needed_commitlog_offset(sec.state.snapshot_position)
+    assert after is not None and after > guard  # older segments may go now
+    m.config.file_reserved_time = 0
+    m.clean_expired_files(force=True)
+    assert m.commitlog.min_offset > first  # retention deleted the segment of the first records
+    fresh = S.SecurityService(m, node_config(authorization_enabled=True))
+    fresh.state.start()  # replays from the snapshot: nothing lost
+    assert fresh.authorize("User:bob", S.Operation.READ, S.ResourceType.TOPIC, "orders")
+    fresh.state.stop()
