@@ -102,7 +102,11 @@ class ReplicasManager:
     async def _conn(self, addr: str) -> Connection:
         c = self._conns.get(addr)
         if c is None or c.closed:
-            c = await open_connection(addr, None, timeout=REQUEST_TIMEOUT_S)
+            # signed with the inner credentials, over TLS when tlsEnable: the controller (a
+            # NameServer's listener) asks CLUSTER_ACTION of these requests, as of REGISTER_BROKER
+            from .security import node_client_options
+
+            c = await open_connection(addr, None, timeout=REQUEST_TIMEOUT_S, **node_client_options(self.broker.config))
             self._conns[addr] = c
         return c
 

@@ -27,13 +27,17 @@ CONTROLLER_SETTINGS = {"scanNotActiveBrokerInterval": 300}
 
 
 def remoting_call(addr: str, code: int, fields: dict[str, Any] | None = None, body: bytes = b"",
-                  timeout: float = 5.0) -> Any:
-    """One remoting request; returns the response command."""
+                  timeout: float = 5.0, credentials: tuple[str, str] | None = None) -> Any:
+    """One remoting request (signed with ``credentials`` = (AccessKey, SecretKey) when given);
+    returns the response command."""
     from gateway_native.remoting.command import RemotingCommand
     from gateway_native.transport import open_connection
 
     async def go() -> Any:
-        conn = await open_connection(addr, None, timeout=timeout)
+        from gateway_native.remoting import acl
+
+        conn = await open_connection(addr, None, timeout=timeout,
+                                     signer=acl.signer(*credentials) if credentials else None)
         try:
             return await conn.invoke(RemotingCommand.request(code, fields or {}, body, language=0), timeout)
         finally:
@@ -43,7 +47,9 @@ def remoting_call(addr: str, code: int, fields: dict[str, Any] | None = None, bo
 
 class ControllerQuorum:
     def __init__(self, tmp_path: Path, peers: int = 3, settings: dict[str, object] | None = None,
-                 host: str = "127.0.0.1", command_prefix: list[str] | None = None, fast: bool = True):
+                 host: str = "127.0.0.1", command_prefix: list[str] | None = None, fast: bool = True,
+                 credentials: tuple[str, str] | None = None):
+        self.credentials = credentials  # what its own views are asked with when authentication is on
         raft = [free_port() for _ in range(peers)]
         spec = ";".join(f"n{i}-{host}:{p}" for i, p in enumerate(raft))
         self.nodes = [StandaloneNamesrv(Path(tmp_path), start=False, name=f"controller-n{i}", host=host,
@@ -74,7 +80,7 @@ class ControllerQuorum:
     def metadata(self, node: StandaloneNamesrv) -> dict[str, Any]:
         from gateway_native.remoting.codes import RequestCode as RC
 
-        resp = remoting_call(node.addr, RC.CONTROLLER_GET_METADATA_INFO, timeout=2.0)
+        resp = remoting_call(node.addr, RC.CONTROLLER_GET_METADATA_INFO, timeout=2.0, credentials=self.credentials)
         return json.loads(bytes(resp.body))
 
     def leader(self) -> StandaloneNamesrv | None:
@@ -98,7 +104,8 @@ class ControllerQuorum:
         leader = self.leader()
         if leader is None:
             return None
-        resp = remoting_call(leader.addr, RC.CONTROLLER_GET_SYNC_STATE_DATA, body=json.dumps([group]).encode())
+        resp = remoting_call(leader.addr, RC.CONTROLLER_GET_SYNC_STATE_DATA, body=json.dumps([group]).encode(),
+                             credentials=self.credentials)
         if resp.code != R.SUCCESS:
             return None
         return json.loads(bytes(resp.body))["replicasInfoTable"].get(group)
