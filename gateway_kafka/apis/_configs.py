@@ -166,7 +166,7 @@ def describe_broker(gw: Any, keys: list[str] | None) -> list[dict]:
     return out
 
 
-async def may_on_config(ctx: Any, op: Any):
+def may_on_config(ctx: Any, op: Any):
     """``may(resource_type, name)`` for ``op`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on a topic or
     the broker (the cluster, as Kafka checks broker configs)."""
     from gateway_kafka import authz

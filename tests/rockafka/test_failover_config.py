@@ -34,7 +34,7 @@ def test_serve_refuses_an_incomplete_controller_mode(tmp_path, settings, message
     (["enableControllerInNamesrv=true", "controllerDLegerPeers=n0-127.0.0.1:1", "controllerDLegerSelfId=n9"],
      "controllerDLegerSelfId naming one of them"),
     (["controllerDLegerPeers=n0:1"], "expected id-host:port"),
-    (["noSuchKey=1"], "unknown NameServer key 'noSuchKey'"),
+    (["noSuchKey=1"], "unknown config key 'noSuchKey'"),
 ])
 def test_namesrv_refuses_bad_controller_settings(tmp_path, settings, message):
     args = ["namesrv", "--port", "0", "--data-dir", str(tmp_path / "ns")]
