@@ -151,6 +151,14 @@ class TransactionCoordinator:
         if not self.store.is_slave:
             self._start_timeout_loop()
 
+    def not_serving(self) -> int:
+        """Why this node coordinates no transaction now (0 = it does): a slave answers
+        NOT_COORDINATOR, so clients ask FindCoordinator again (it names the master); a promoted
+        master still replaying its log COORDINATOR_LOAD_IN_PROGRESS. Both are retriable."""
+        if self.store.is_slave:
+            return E.NOT_COORDINATOR
+        return 0 if self.ready else E.COORDINATOR_LOAD_IN_PROGRESS
+
     def _start_timeout_loop(self) -> None:
         if self._timeout_task is None or self._timeout_task.done():
             self._timeout_task = asyncio.create_task(self._timeout_loop())
@@ -360,8 +368,9 @@ class TransactionCoordinator:
     async def init_producer_id(self, tid: str | None, timeout_ms: int, producer_id: int,
                                epoch: int) -> tuple[int, int, int]:
         """InitProducerId: (error code, producer id, epoch)."""
-        if not self.ready:
-            return E.COORDINATOR_LOAD_IN_PROGRESS, -1, -1
+        code = self.not_serving()
+        if code:  # an idempotent producer asks any node: COORDINATOR_NOT_AVAILABLE, as when no id block can be recorded
+            return (E.COORDINATOR_NOT_AVAILABLE if tid is None and code == E.NOT_COORDINATOR else code), -1, -1
         if tid is None:
             if producer_id >= 0:  # KIP-360: an idempotent producer bumps its own epoch
                 if epoch < 0:
@@ -409,8 +418,8 @@ class TransactionCoordinator:
 
     async def _add_to_txn(self, tid: str, producer_id: int, epoch: int, partitions: set[tuple[str, int]]) -> int:
         """Check the producer, begin its transaction if none is open, record what it adds."""
-        if not self.ready:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if self.not_serving():
+            return self.not_serving()
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code != E.NONE:
@@ -429,8 +438,8 @@ class TransactionCoordinator:
     async def stage_offsets(self, tid: str, producer_id: int, epoch: int, group: str,
                             offsets: dict[tuple[str, int], Any]) -> int:
         """TxnOffsetCommit: the offsets become transactional records of the group's partition."""
-        if not self.ready:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if self.not_serving():
+            return self.not_serving()
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code != E.NONE:
@@ -445,8 +454,8 @@ class TransactionCoordinator:
             return E.NONE if res.ok else E.REQUEST_TIMED_OUT
 
     async def end_txn(self, tid: str, producer_id: int, epoch: int, committed: bool) -> int:
-        if not self.ready:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if self.not_serving():
+            return self.not_serving()
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code == E.CONCURRENT_TRANSACTIONS and m is not None and m.state == (PREPARE_COMMIT if committed else PREPARE_ABORT):

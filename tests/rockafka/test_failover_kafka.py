@@ -145,3 +145,55 @@ def test_elect_leaders_moves_the_group_to_its_preferred_replica(group):
     # now the preferred replica leads: nothing to elect
     result = kadmin.elect_leaders(ElectionType.PREFERRED, parts).result(60)
     assert {err.code() for err in result.values()} == {84}, result  # ELECTION_NOT_NEEDED
+
+
+def test_transactions_and_committed_offsets_carry_over_to_the_new_master(group):
+    """The new master's coordinators recover from the log it holds: a transaction open across the
+    switch commits there (its records become visible to read_committed readers, none is lost or
+    doubled) and a group's committed offset is what the group reads back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from gateway_native.client import Admin
+
+    master = group.wait_settled()
+    boot = _bootstrap(group)
+    topic = "txn-failover-topic"
+    kadmin = AdminClient({"bootstrap.servers": boot})
+    kadmin.create_topics([NewTopic(topic, 1, 3)], request_timeout=15)[topic].result(30)
+    offsets = Consumer({"bootstrap.servers": boot, "group.id": "failover-group", "enable.auto.commit": False})
+    offsets.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    offsets.close()
+    p = Producer({"bootstrap.servers": boot, "transactional.id": "failover-txn", "transaction.timeout.ms": 120_000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, f"before-{i}".encode(), partition=0)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, f"open-{i}".encode(), partition=0)
+    assert p.flush(30) == 0  # stored in the open transaction on the old master (and its slaves)
+
+    target = next(b for b in group.brokers if b is not master)
+    with Admin(group.namesrv_addr) as admin:
+        admin.elect_master(group.namesrv_addr.split(";"), "broker-a", group.brokers.index(target) + 1)
+    assert group.wait_master(not_=master) is target
+    p.commit_transaction(60)  # EndTxn at the new master's coordinator, which knows the transaction
+
+    c = Consumer({"bootstrap.servers": boot, "group.id": "failover-group", "isolation.level": "read_committed",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        tp = TopicPartition(topic, 0)
+        committed = wait_until(lambda: (lambda r: r[0] if r and r[0].offset >= 0 else None)(
+            c.committed([tp], timeout=5)), 60, 0.5, "the group's committed offset from the new master")
+        assert committed.offset == 7
+        c.assign([TopicPartition(topic, 0, 0)])
+        seen: list[bytes] = []
+        wait_until(lambda: seen.extend(m.value() for m in c.consume(50, 1.0) if m.error() is None) or
+                   len(seen) >= 10, 60, what="both transactions' records")
+        c.consume(50, 1.0)  # nothing more arrives
+        assert seen == [f"before-{i}".encode() for i in range(5)] + [f"open-{i}".encode() for i in range(5)]
+    finally:
+        c.close()
+    group.wait_settled()
