@@ -58,6 +58,7 @@ from gateway_kafka.protocol import records
 log = structlog.get_logger("rockafka.kafka.txn")
 
 CHECKPOINT_FILE = "transactionState.json"
+RELAY_CLIENT_ID = "rockafka-producer-id-relay"  # a slave asking its master (never relayed again)
 CHECKPOINT_VERSION = 1
 ID_BLOCK = 1000
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = (
@@ -320,6 +321,8 @@ class TransactionCoordinator:
 
     async def allocate_producer_id(self) -> int | None:
         """A producer id never handed out before (None when its block could not be recorded)."""
+        if self.store.is_slave:  # its view of the blocks trails the master's
+            return None
         async with self._id_lock:
             if self._next_pid >= self._block_end:
                 end = self._next_pid + ID_BLOCK
@@ -366,11 +369,17 @@ class TransactionCoordinator:
 
     # -- APIs ------------------------------------------------------------------------------------
     async def init_producer_id(self, tid: str | None, timeout_ms: int, producer_id: int,
-                               epoch: int) -> tuple[int, int, int]:
+                               epoch: int, relay: bool = True) -> tuple[int, int, int]:
         """InitProducerId: (error code, producer id, epoch)."""
         code = self.not_serving()
-        if code:  # an idempotent producer asks any node: COORDINATOR_NOT_AVAILABLE, as when no id block can be recorded
-            return (E.COORDINATOR_NOT_AVAILABLE if tid is None and code == E.NOT_COORDINATOR else code), -1, -1
+        if code == E.NOT_COORDINATOR and tid is None:
+            if producer_id < 0 and relay:
+                # an idempotent producer asks any node (librdkafka: the one it is connected to) and
+                # the id blocks are recorded by the master: ask it, as Kafka brokers ask the controller
+                return await self._producer_id_from_master(timeout_ms)
+            code = 0 if producer_id >= 0 else E.COORDINATOR_NOT_AVAILABLE  # an epoch bump needs no state
+        if code:
+            return code, -1, -1
         if tid is None:
             if producer_id >= 0:  # KIP-360: an idempotent producer bumps its own epoch
                 if epoch < 0:
@@ -406,6 +415,30 @@ class TransactionCoordinator:
                 return E.COORDINATOR_NOT_AVAILABLE, -1, -1
             log.info("txn_producer_initialised", transactional_id=tid, producer_id=pid, epoch=new_epoch)
             return E.NONE, pid, new_epoch
+
+    async def _producer_id_from_master(self, timeout_ms: int) -> tuple[int, int, int]:
+        """InitProducerId (idempotent) relayed to the group's master over its Kafka listener;
+        COORDINATOR_NOT_AVAILABLE (retriable) when there is none or it does not answer in time."""
+        from gateway_kafka.protocol.codec import decode_response, encode_request
+
+        node = self.gw.cluster.master_node() if self.gw.cluster is not None else None
+        if node is None or not self.store.is_slave:
+            return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+        writer = None
+        try:
+            async with asyncio.timeout(5):
+                reader, writer = await asyncio.open_connection(node.host, node.port)
+                writer.write(encode_request(22, 1, 1, {"transactional_id": None, "transaction_timeout_ms": timeout_ms},
+                                            RELAY_CLIENT_ID))
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                _corr, resp = decode_response(22, 1, await reader.readexactly(size))
+            return resp["error_code"], resp["producer_id"], resp["producer_epoch"]
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            log.info("producer_id_from_master_failed", master=f"{node.host}:{node.port}", error=str(exc))
+            return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+        finally:
+            if writer is not None:
+                writer.close()
 
     async def add_partitions(self, tid: str, producer_id: int, epoch: int,
                              partitions: list[tuple[str, int]]) -> int:

@@ -141,7 +141,9 @@ def test_elect_leaders_moves_the_group_to_its_preferred_replica(group):
     result = kadmin.elect_leaders(ElectionType.PREFERRED, parts).result(60)
     assert all(err is None for err in result.values()), result
     assert group.wait_master(not_=master) is preferred
-    wait_until(lambda: _metadata(preferred, topic)["leader_id"] == 1, 30, what="partition 0 led by broker 1")
+    group.wait_settled()
+    for node in group.brokers:  # every member's view, whichever the admin client asks next
+        wait_until(lambda: _metadata(node, topic)["leader_id"] == 1, 30, what="partition 0 led by broker 1")
     # now the preferred replica leads: nothing to elect
     result = kadmin.elect_leaders(ElectionType.PREFERRED, parts).result(60)
     assert {err.code() for err in result.values()} == {84}, result  # ELECTION_NOT_NEEDED

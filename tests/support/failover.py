@@ -191,5 +191,18 @@ class FailoverGroup:
             if m is None:
                 return None
             info = self.ha(m)
-            return m if len(info.get("syncStateSet", [])) == want - 1 and info.get("inSyncSlaves") == want - 1 else None
+            if len(info.get("syncStateSet", [])) != want - 1 or info.get("inSyncSlaves") != want - 1:
+                return None
+            # and Kafka clients see every member (the group view follows registrations)
+            return m if len(kafka_brokers(m)) == want else None
         return wait_until(settled, timeout, 0.1, f"a master with {want - 1} slave(s) in its SyncStateSet")
+
+
+def kafka_brokers(node: RunningNode) -> list[dict[str, Any]]:
+    """The brokers ``node``'s Kafka Metadata lists."""
+    from tests.gateway_kafka.kafka_helpers import RawKafka
+
+    with RawKafka(node.kafka_bootstrap) as raw:
+        return raw.request(3, 9, {"topics": [], "allow_auto_topic_creation": False,
+                                  "include_cluster_authorized_operations": False,
+                                  "include_topic_authorized_operations": False})["brokers"]
