@@ -587,8 +587,8 @@ class TransactionCoordinator:
     async def checkpoint(self, force: bool = False) -> None:
         """State and the log positions it covers, captured together on the loop (no await in
         between), written off it."""
-        if not (self._changed or force) or self.store.is_slave:
-            return  # a slave writes no state file: its memory may trail the log it holds
+        if not (self._changed or force) or self.store.is_slave or not self.ready:
+            return  # a slave (or a master still replaying) writes none: its memory may trail its log
         positions = self.log.positions()
         doc = {"version": CHECKPOINT_VERSION, "positions": {str(p): o for p, o in positions.items()},
                "blockEnd": self._block_end, "transactions": {tid: m.to_json() for tid, m in self.txns.items()}}
