@@ -44,6 +44,7 @@ start() {
         sleep 0.5
     done
     echo "no master elected within 60 s; logs in $DIR" >&2
+    stop
     return 1
 }
 
