@@ -70,6 +70,7 @@ REQUEST_CHECKS: dict[int, tuple[RT, Op, str | None, int]] = {
     25: (RT.TRANSACTIONAL_ID, Op.WRITE, "transactional_id", _TXN_AF),  # AddOffsetsToTxn
     26: (RT.TRANSACTIONAL_ID, Op.WRITE, "transactional_id", _TXN_AF),  # EndTxn
     60: (RT.CLUSTER, Op.DESCRIBE, None, _CLUSTER_AF),  # DescribeCluster
+    43: (RT.CLUSTER, Op.ALTER, None, _CLUSTER_AF),  # ElectLeaders (Kafka's rule)
 }
 
 

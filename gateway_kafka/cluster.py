@@ -36,6 +36,7 @@ class GroupMember:
     broker_id: int  # RocketMQ brokerId: 0 = master
     node: BrokerNode  # its Kafka listener
     role: str = "ASYNC_MASTER"
+    replica_id: int = -1  # its own broker id under a failover controller (it registers as 0 while it leads)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class GroupView:
     broker_name: str
     members: tuple[GroupMember, ...] = ()
     in_sync_broker_ids: tuple[int, ...] = ()  # the master's in-sync slaves
+    master_epoch: int = 0  # the master's epoch as it registered it
     # topic -> Kafka partition id of each queue, as the master registered it (cluster.md)
     partitions: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)
     # internal topic -> its partitions holding records on this group (coordinator placement)
@@ -63,6 +65,9 @@ class LocalReplication:
     in_sync_broker_ids: Callable[[], list[int]] = lambda: []
     # a connected slave's Kafka node, from what it told the master (before the NameServer says)
     slave_nodes: Callable[[], dict[int, BrokerNode]] = lambda: {}
+    # the leader epoch partitions report: the master epoch under a failover controller, else 0
+    leader_epochs: bool = False
+    master_epoch: Callable[[], int] = lambda: 0
 
 
 class LocalCluster:
@@ -83,10 +88,13 @@ class LocalCluster:
         view = groups.get(self.broker_name)
         if view is None:
             return
-        members = [m for m in view.members if m.broker_id != self.broker_id]
-        me = GroupMember(self.broker_id, self.self_node, "SLAVE" if not self.local.is_master() else "MASTER")
+        # this node by its Kafka node id: in controller mode it registers under 0 while it leads
+        members = [m for m in view.members if m.node.node_id != self.self_node.node_id]
+        me = GroupMember(self.broker_id, self.self_node, "SLAVE" if not self.local.is_master() else "MASTER",
+                         self.broker_id)
         self.group = GroupView(view.broker_name, tuple(sorted(members + [me], key=lambda m: m.broker_id)),
-                               view.in_sync_broker_ids)
+                               view.in_sync_broker_ids, view.master_epoch, view.partitions,
+                               view.coordinator_partitions)
         for m in self.group.members:
             self._seen[m.node.node_id] = m.node
 
@@ -123,6 +131,13 @@ class LocalCluster:
     def leader(self, topic: str, partition: int) -> BrokerNode | None:
         return self.master_node()
 
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """Kafka's leader epoch: the group's master epoch under a failover controller (it grows
+        at every election, KIP-320), 0 otherwise (a group's leader never changes by itself)."""
+        if not self.local.leader_epochs:
+            return 0
+        return self.local.master_epoch() if self.is_master else self.group.master_epoch
+
     def coordinator(self, key: str, key_type: int) -> BrokerNode | None:
         return self.master_node()
 
@@ -138,10 +153,23 @@ class LocalCluster:
         for nid in self._seen:
             if nid not in ids:
                 ids.append(nid)
+        if self.local.leader_epochs:
+            # under a failover controller the order is the preference (Kafka's preferred replica
+            # is the first): lowest node id first, wherever the master is
+            return sorted(ids)
         if master is not None and master.node_id in ids:
             ids.remove(master.node_id)
             ids.insert(0, master.node_id)
         return ids
+
+    def broker_id_of_node(self, node_id: int) -> int | None:
+        """The replica's own broker id behind a Kafka node id (what a controller elects)."""
+        if node_id == self.self_node.node_id:
+            return self.broker_id
+        for m in self.group.members:
+            if m.node.node_id == node_id:
+                return m.replica_id if m.replica_id >= 0 else m.broker_id
+        return None
 
     def isr(self, topic: str, partition: int) -> list[int]:
         master = self.master_node()
@@ -191,19 +219,22 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
         in_sync: tuple[int, ...] = ()
         partitions: dict[str, tuple[int, ...]] = {}
         coordinating: dict[str, frozenset[int]] = {}
+        epoch = 0
         for bid, addr in (bd.get("brokerAddrs") or {}).items():
             ex = extras.get(addr) or {}
             host, port, node_id = ex.get("kafkaHost"), ex.get("kafkaPort"), ex.get("kafkaNodeId")
             if host is None or port is None or node_id is None:
                 continue
             members.append(GroupMember(int(bid), BrokerNode(int(node_id), str(host), int(port), ex.get("brokerRack") or None),
-                                       str(ex.get("brokerRole") or "")))
+                                       str(ex.get("brokerRole") or ""), int(ex.get("replicaId", bid))))
             if int(bid) == 0:
                 in_sync = tuple(int(x) for x in ex.get("inSyncBrokerIds") or ())
                 partitions = {str(t): tuple(int(i) for i in ids) for t, ids in (ex.get("kafkaPartitions") or {}).items()}
                 coordinating = {str(t): frozenset(int(i) for i in ids)
                                 for t, ids in (ex.get("coordinatorPartitions") or {}).items()}
-        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, partitions, coordinating)
+                epoch = int(ex.get("masterEpoch") or 0)
+        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, epoch, partitions,
+                              coordinating)
     return out
 
 

@@ -768,6 +768,17 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         return group.subscribed_topics() if group is not None and group.state != EMPTY else set()
 
+    def follow_role(self, master: bool) -> None:
+        """The node changed role (failover). Promoted: groups come back from the log as at a
+        start (members keep their ids and generation; fresh session timers). Demoted: every
+        parked request is answered and every request from here gets COORDINATOR_NOT_AVAILABLE,
+        so members find the new master."""
+        self.close()
+        self.groups.clear()
+        if master:
+            self._closed = False
+            self.restore()
+
     def close(self) -> None:
         """Answer every parked request and cancel every timer (server shutdown). Group records
         are already in the log (each one was stored as the group changed)."""

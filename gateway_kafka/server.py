@@ -154,9 +154,12 @@ def _local_replication(store: Any) -> LocalReplication:
                                               int(ident["kafkaPort"]), ident.get("brokerRack") or None)
         return out
 
-    return LocalReplication(is_master=lambda: ha.is_master,
+    # a master whose lease ran out (cut off from the controller) no longer claims to lead
+    return LocalReplication(is_master=lambda: ha.is_master and ha.lease_valid(),
                             in_sync_broker_ids=lambda: [v["brokerId"] for v in ha.in_sync_slaves()],
-                            slave_nodes=slave_nodes)
+                            slave_nodes=slave_nodes,
+                            leader_epochs=bool(store.broker_config.enable_controller_mode),
+                            master_epoch=lambda: ha.master_epoch)
 
 
 class ArrivalHub:
@@ -225,12 +228,16 @@ class KafkaGateway:
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
+        # under a failover controller: async (broker id or None) -> (ok, reason), asks the
+        # controller to elect a master (ElectLeaders); set by the node, None without one
+        self.elect_master: Any = None
         self.arrivals: ArrivalHub | None = None
         self._server: Any = None
         self._servers: list[Any] = []
         self.listener_ports: dict[str, int] = {}
         self._connections: set[asyncio.Task] = set()
         self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _coordinator_partition(self, key: str, key_type: int) -> tuple[str, int] | None:
         """Where a group id (0) or transactional id (1) keeps its state, as Kafka places it."""
@@ -258,7 +265,7 @@ class KafkaGateway:
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         apis.load_all()
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self.arrivals = ArrivalHub(loop)
         self.store.add_arrival_listener(self.arrivals.on_arrival)
         await self.txn.start()
@@ -278,6 +285,7 @@ class KafkaGateway:
                                    local_topic=self.store.topic_config.get,
                                    coordinator_partition=self._coordinator_partition,
                                    local_coordinator_partitions=self._coordinated_partitions)
+        self.store.role_listeners.append(self._role_changed)
         log.info("kafka_gateway_started", host=self.settings.host, port=self.port, advertised=f"{host}:"
                  f"{self.cluster.self_node.port}", apis=len(apis.REGISTRY),
                  listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))
@@ -323,6 +331,27 @@ class KafkaGateway:
         return BrokerNode(node.node_id, host, spec.advertised_port or self.listener_ports.get(spec.name, node.port),
                           node.rack)
 
+    def _role_changed(self, role: str, epoch: int) -> None:
+        """The store changed role (failover, docs/design/failover.md; runs in the role change's
+        thread, before a new master's lease lets writes in). Idempotence state needs nothing: the
+        engine's producer table followed every replicated batch. The coordinators recover from the
+        log the node now holds, as at a start: the transaction coordinator refuses requests from
+        here until it has replayed ``__transaction_state``; groups come back from
+        ``__consumer_offsets``. A demoted node stops coordinating (COORDINATOR_NOT_AVAILABLE sends
+        clients to FindCoordinator, which names the new master)."""
+        master = role != "SLAVE"
+        self.txn.role_changing(master)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(self._follow_role(master), loop)
+
+    async def _follow_role(self, master: bool) -> None:
+        try:
+            await self.txn.follow_role(master)
+            self.coordinator.follow_role(master)
+        except Exception:
+            log.exception("coordinator_role_change_failed", master=master)
+
     def _default_advertised_host(self) -> str:
         host = self.settings.host
         if host in ("0.0.0.0", "::", ""):
@@ -331,6 +360,8 @@ class KafkaGateway:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._role_changed in self.store.role_listeners:
+            self.store.role_listeners.remove(self._role_changed)
         for srv in self._servers:
             srv.close()
         self.coordinator.close()

@@ -73,9 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("--port", type=int, default=9876, help="listen port (default 9876; 0 = any free port)")
     namesrv.add_argument("--kv-config", metavar="FILE", help="where to persist KV config (default: not persisted)")
     namesrv.add_argument("--broker-expired-ms", type=int, default=120_000, help="drop brokers silent this long (default 120000)")
+    namesrv.add_argument("--data-dir", metavar="DIR", default="./namesrv-data",
+                         help="where the controller keeps its Raft journal (default ./namesrv-data)")
+    namesrv.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                         help="serve Prometheus /metrics here (controller elections and leadership)")
     namesrv.add_argument("--config", metavar="FILE", help="broker.conf with the security and TLS keys "
                          "(tlsServerMode, tlsServerCertPath, authenticationEnabled, innerClientAuthenticationCredentials, ...)")
-    namesrv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="as `serve --set`")
+    namesrv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="as `serve --set`, and the controller keys, e.g. enableControllerInNamesrv=true "
+                              "controllerDLegerPeers=... (docs/design/failover.md)")
     namesrv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     namesrv.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
     from .admin_cli import add_admin_parser
@@ -113,20 +119,34 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
     import structlog
 
+    from engine.config import is_controller_key, load_controller_config
     from gateway_native.namesrv import NameServer
 
     rlog.configure(args.log_level, args.log_json)
+    settings = {}  # the controller's keys; the rest (security, TLS) configure the NameServer as a node's
+    node_settings = []
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        if is_controller_key(key):
+            settings[key] = value
+        else:
+            node_settings.append(item)
+    controller = load_controller_config(settings)
 
     async def run() -> None:
         ns = NameServer(args.host, args.port, kv_config_path=args.kv_config, broker_expired_ms=args.broker_expired_ms,
-                        scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)))
+                        scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)),
+                        controller=controller if controller.enable_controller_in_namesrv else None,
+                        data_dir=args.data_dir)
         # the same security as a node's NameServer: TLS as tlsServerMode says (a self-signed pair
         # beside the KV config, or in the working directory), REGISTER_BROKER only from brokers
         # signing with the inner credentials when authenticationEnabled
         from engine import security as engine_security
         from gateway_native.security import secure_server
 
-        sec_config = config_from_args(argparse.Namespace(config=args.config, set=args.set))
+        sec_config = config_from_args(argparse.Namespace(config=args.config, set=node_settings))
         sec_config.host = args.host
         if args.kv_config:
             sec_config.store.store_path_root_dir = str(Path(args.kv_config).resolve().parent)
@@ -141,7 +161,16 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await ns.start()
-        structlog.get_logger("rockafka.namesrv").info("namesrv_ready", host=args.host, namesrv_port=ns.port)
+        metrics_port = None
+        if args.metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            from engine.metrics import REGISTRY
+
+            server, _thread = start_http_server(args.metrics_port, addr=args.host, registry=REGISTRY)
+            metrics_port = server.server_port
+        structlog.get_logger("rockafka.namesrv").info("namesrv_ready", host=args.host, namesrv_port=ns.port,
+                                                      metrics_port=metrics_port)
         try:
             await stop.wait()
         finally:

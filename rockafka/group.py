@@ -44,7 +44,7 @@ def ha_identity(config: Any) -> dict[str, Any]:
 def registration_extras(store: Any, config: Any, kafka: Any) -> dict[str, Any]:
     info = store.ha.runtime_info()
     out: dict[str, Any] = {"brokerRole": info["brokerRole"], "masterEpoch": info["masterEpoch"],
-                           **_kafka_node(kafka)}
+                           "replicaId": config.broker.broker_id, **_kafka_node(kafka)}
     rack = config.broker.broker_rack
     if rack:
         out["brokerRack"] = rack

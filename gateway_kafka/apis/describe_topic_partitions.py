@@ -54,7 +54,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             leader = cluster.leader(name, p)
             parts.append({"error_code": E.NONE if leader is not None else E.LEADER_NOT_AVAILABLE,
                           "partition_index": p, "leader_id": leader.node_id if leader is not None else -1,
-                          "leader_epoch": 0, "replica_nodes": cluster.replicas(name, p),
+                          "leader_epoch": cluster.leader_epoch(name, p), "replica_nodes": cluster.replicas(name, p),
                           "isr_nodes": cluster.isr(name, p), "eligible_leader_replicas": [], "last_known_elr": [],
                           "offline_replicas": cluster.offline_replicas(name, p)})
             emitted += 1

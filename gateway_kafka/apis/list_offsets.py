@@ -137,6 +137,6 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             else:  # may read and decode batches: keep it off the event loop
                 code, off, rts = await blocking(lookup, gw, name, index, ts)
             parts.append({"partition_index": index, "error_code": code, "timestamp": rts, "offset": off,
-                          "leader_epoch": 0 if code == E.NONE else -1})
+                          "leader_epoch": gw.cluster.leader_epoch(name, index) if code == E.NONE else -1})
         topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -35,7 +35,8 @@ def partition_entries(gw, name: str, ids) -> list[dict]:
     for p in ids:
         leader = cluster.leader(name, p)
         out.append({"error_code": E.NONE if leader is not None else E.LEADER_NOT_AVAILABLE, "partition_index": p,
-                    "leader_id": leader.node_id if leader is not None else -1, "leader_epoch": 0,
+                    "leader_id": leader.node_id if leader is not None else -1,
+                    "leader_epoch": cluster.leader_epoch(name, p) if leader is not None else -1,
                     "replica_nodes": cluster.replicas(name, p), "isr_nodes": cluster.isr(name, p),
                     "offline_replicas": cluster.offline_replicas(name, p)})
     return out

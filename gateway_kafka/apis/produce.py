@@ -15,7 +15,8 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it during the wait (the batch is
   stored on the master; an idempotent retry is recognised as a duplicate and waited for again),
   REQUEST_TIMED_OUT when the slaves did not answer within the request's ``timeout_ms``. A
-  slave answers NOT_LEADER_OR_FOLLOWER. Other acks values: INVALID_REQUIRED_ACKS.
+  slave, or a master whose failover lease expired, answers NOT_LEADER_OR_FOLLOWER before any
+  sequence check (docs/design/failover.md). Other acks values: INVALID_REQUIRED_ACKS.
 - Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
   MESSAGE_TOO_LARGE (a batch above the topic's ``max.message.bytes``, or the broker's
   ``message_max_bytes`` when the topic sets none; a topic may allow more than the broker
@@ -159,7 +160,13 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
     queue = index if queue is None else queue
     store = gw.store
     ha = store.ha
-    replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()))
+    if not ha.is_master or not ha.lease_valid():
+        # before any sequence check (Kafka's order): a retry must find the new leader, not an
+        # OUT_OF_ORDER_SEQUENCE_NUMBER from a replica that refused the batch before it
+        return _result(index, E.NOT_LEADER_OR_FOLLOWER,
+                       message="not the master of this partition's broker group" + (
+                           "" if not ha.is_master else " (its lease expired: cut off from the failover controller)"))
+    replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()) or bool(ha.sync_state_set))
     if replicate and 1 + ha.in_sync_count() < min_isr:
         return _result(index, E.NOT_ENOUGH_REPLICAS,
                        message=f"{1 + ha.in_sync_count()} in-sync replica(s), min.insync.replicas is {min_isr}")

@@ -518,6 +518,25 @@ api(21, "DeleteRecords", "0-2", flexible="2+",
         error_code: int16
 """)
 
+api(43, "ElectLeaders", "0-2", flexible="2+",
+    request="""
+    election_type: int8 1+
+    topic_partitions: [] null:0+
+      topic: string
+      partitions: [int32]
+    timeout_ms: int32
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16 1+
+    replica_election_results: []
+      topic: string
+      partition_result: []
+        partition_id: int32
+        error_code: int16
+        error_message: string null:0+
+""")
+
 api(32, "DescribeConfigs", "0-4", flexible="4+",
     request="""
     resources: []

@@ -143,9 +143,9 @@ def parse(command: list[str], code: int, out: str, err: str) -> RunResult:
     return result
 
 
-def kafka_command(bootstrap: str, scenarios: list[str]) -> list[str]:
+def kafka_command(bootstrap: str, scenarios: list[str], work_dir: Path | None = None) -> list[str]:
     return ["java", "-Xmx256m", "-jar", str(runnable(KAFKA_JAR)), "--bootstrap", bootstrap,
-            "--scenarios", ",".join(scenarios)]
+            "--scenarios", ",".join(scenarios)] + (["--work-dir", str(work_dir)] if work_dir else [])
 
 
 def rocketmq_command(client: str, namesrv: str, serialize: str, scenarios: list[str], work_dir: Path) -> list[str]:
