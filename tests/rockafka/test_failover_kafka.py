@@ -57,7 +57,8 @@ def _metadata(node, topic: str) -> dict:
         resp = raw.request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
                                   "include_cluster_authorized_operations": False,
                                   "include_topic_authorized_operations": False})
-    return resp["topics"][0]["partitions"][0]
+    parts = resp["topics"][0]["partitions"]
+    return parts[0] if parts else {}  # not there yet: a new topic reaches each member in turn
 
 
 def _epoch_end(node, topic: str, epoch: int, current: int = -1) -> dict:
@@ -81,7 +82,7 @@ def test_leader_epoch_follows_the_master_epoch(group):
         p.produce(topic, f"a-{i}".encode(), partition=0)
     assert p.flush(30) == 0
     for node in group.brokers:  # every member reports the master's epoch
-        wait_until(lambda: _metadata(node, topic)["leader_epoch"] == epoch, 30, what="the leader epoch in Metadata")
+        wait_until(lambda: _metadata(node, topic).get("leader_epoch") == epoch, 30, what="the leader epoch in Metadata")
     # a manual switch: the epoch grows by one
     target = next(b for b in group.brokers if b is not master)
     from gateway_native.client import Admin
@@ -89,8 +90,8 @@ def test_leader_epoch_follows_the_master_epoch(group):
     with Admin(group.namesrv_addr) as admin:
         admin.elect_master(group.namesrv_addr.split(";"), "broker-a", group.brokers.index(target) + 1)
     new = group.wait_master(not_=master)
-    wait_until(lambda: _metadata(new, topic)["leader_epoch"] == epoch + 1, 30, what="the bumped leader epoch")
-    wait_until(lambda: _metadata(master, topic)["leader_epoch"] == epoch + 1, 30,
+    wait_until(lambda: _metadata(new, topic).get("leader_epoch") == epoch + 1, 30, what="the bumped leader epoch")
+    wait_until(lambda: _metadata(master, topic).get("leader_epoch") == epoch + 1, 30,
                what="the old master reporting the new epoch")
     assert _metadata(new, topic)["leader_id"] == group.brokers.index(new) + 1
 
@@ -136,14 +137,15 @@ def test_elect_leaders_moves_the_group_to_its_preferred_replica(group):
     kadmin = AdminClient({"bootstrap.servers": _bootstrap(group)})
     topic = "elect-topic"
     kadmin.create_topics([NewTopic(topic, 2, 3)], request_timeout=15)[topic].result(30)
-    assert _metadata(master, topic)["replica_nodes"][0] == 1
+    replicas = wait_until(lambda: _metadata(master, topic).get("replica_nodes"), 30, what="the topic on the master")
+    assert replicas[0] == 1
     parts = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     result = kadmin.elect_leaders(ElectionType.PREFERRED, parts).result(60)
     assert all(err is None for err in result.values()), result
     assert group.wait_master(not_=master) is preferred
     group.wait_settled()
     for node in group.brokers:  # every member's view, whichever the admin client asks next
-        wait_until(lambda: _metadata(node, topic)["leader_id"] == 1, 30, what="partition 0 led by broker 1")
+        wait_until(lambda: _metadata(node, topic).get("leader_id") == 1, 30, what="partition 0 led by broker 1")
     # now the preferred replica leads: nothing to elect
     result = kadmin.elect_leaders(ElectionType.PREFERRED, parts).result(60)
     assert {err.code() for err in result.values()} == {84}, result  # ELECTION_NOT_NEEDED
