@@ -79,7 +79,7 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     # -- RocketMQ 5 gRPC proxy front --
     from gateway_grpc.server import GrpcGateway
 
-    grpc = GrpcGateway(store, config)
+    grpc = GrpcGateway(store, config, guard=guard)
     components.append(grpc)
     # -- admin http: sees the gateways only through these read-only views --
     from gateway_kafka import ops_view as kafka_view
