@@ -101,7 +101,8 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
                                    "broker": lambda: native_view.connection_count(broker),
                                    # on its own loop: reading its table's size from here is safe
                                    "namesrv": lambda: native_view.connection_count(namesrv),
-                                   "admin": lambda: guard.book.per_listener["admin"]},
+                                   "admin": lambda: guard.book.per_listener["admin"],
+                                   "grpc": lambda: guard.book.per_listener["grpc"]},
                       node_info=node_info,
                       # the NameServers the broker registers with (a group's shared one when namesrvAddr is set)
                       namesrv_addr=lambda: (broker.namesrv_addrs() or [f"{own_host}:{namesrv.port}"])[0])
