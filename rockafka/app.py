@@ -136,7 +136,7 @@ def warn_if_open(config: NodeConfig, components: list[Any]) -> None:
     open_listeners = []
     if not sec.authentication_enabled and not _loopback(config.host):
         open_listeners += [f"{c.name}:{config.host}:{getattr(c, 'port', '?')}" for c in components
-                           if c.name in ("namesrv", "broker") and getattr(c, "port", None)]
+                           if c.name in ("namesrv", "broker", "grpc_proxy") and getattr(c, "port", None)]
         open_listeners.append(f"ha:{config.host}:{config.ha_port}")
     kafka = next((c for c in components if c.name == "kafka"), None)
     if kafka is not None and not (sec.authorization_enabled or sec.super_users):
