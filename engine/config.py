@@ -127,6 +127,21 @@ class BrokerConfig:
     serialize_type: str = "JSON"  # reply serialization of remoting headers: JSON or ROCKETMQ
     slave_read_enable: bool = False  # masters may redirect pulls of slow consumers to a slave
     broker_rack: str | None = None  # Kafka's broker.rack: follower fetching picks a replica in the client's rack
+    # -- failover controller (docs/design/failover.md); RocketMQ 5's keys --
+    enable_controller_mode: bool = False  # roles come from the controller quorum
+    controller_addr: str | None = None  # `;`-separated controller addresses (NameServers with the controller)
+    # Acknowledge when every SyncStateSet member has the bytes. RocketMQ: false; true keeps the
+    # promise that no acknowledged message is lost when a SyncStateSet member is elected.
+    all_ack_in_sync_state_set: bool = True
+    sync_broker_metadata_period: int = 5000  # ms: re-read the group's replica info from the controller
+    check_sync_state_set_period: int = 1000  # ms: a master proposes SyncStateSet changes (RocketMQ: 5000)
+    broker_heartbeat_interval: int = 1000  # ms between heartbeats to the controller
+    # ms without a heartbeat before the controller counts a broker dead. RocketMQ: 10000; shorter
+    # so a master is replaced within 10 s.
+    controller_heart_beat_timeout_mills: int = 6000
+    # ms a master keeps acknowledging after the controller last confirmed it (Rockafka-only key);
+    # must be shorter than controllerHeartBeatTimeoutMills (fencing, docs/design/failover.md).
+    master_lease_mills: int = 4000
     # Flow control (RocketMQ's BrokerFastFailure): a send that waited in the send queue longer
     # than this is answered SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]..." without being stored.
     broker_fast_failure_enable: bool = True
@@ -246,6 +261,26 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "group_initial_rebalance_delay_ms": ("100", "wait for more members before the first rebalance"),
     "group_max_size": ("1000", "members per Kafka group"),
     "offset_metadata_max_bytes": ("4096", "metadata size of a committed offset"),
+    # KIP-848 consumer groups and KIP-932 share groups (docs/design/consumer-groups.md, share-groups.md)
+    "group_consumer_session_timeout_ms": ("45000", "consumer group session timeout (group config overrides)"),
+    "group_consumer_min_session_timeout_ms": ("45000", "smallest consumer.session.timeout.ms of a group"),
+    "group_consumer_max_session_timeout_ms": ("60000", "largest consumer.session.timeout.ms of a group"),
+    "group_consumer_heartbeat_interval_ms": ("5000", "heartbeat interval of consumer group members"),
+    "group_consumer_min_heartbeat_interval_ms": ("5000", "smallest consumer.heartbeat.interval.ms of a group"),
+    "group_consumer_max_heartbeat_interval_ms": ("15000", "largest consumer.heartbeat.interval.ms of a group"),
+    "group_consumer_max_size": ("2147483647", "members per consumer group"),
+    "group_consumer_assignment_interval_ms": ("1000", "recorded only: targets are computed at once"),
+    "group_share_session_timeout_ms": ("45000", "share group session timeout (group config overrides)"),
+    "group_share_min_session_timeout_ms": ("45000", "smallest share.session.timeout.ms of a group"),
+    "group_share_max_session_timeout_ms": ("60000", "largest share.session.timeout.ms of a group"),
+    "group_share_heartbeat_interval_ms": ("5000", "heartbeat interval of share group members"),
+    "group_share_min_heartbeat_interval_ms": ("5000", "smallest share.heartbeat.interval.ms of a group"),
+    "group_share_max_heartbeat_interval_ms": ("15000", "largest share.heartbeat.interval.ms of a group"),
+    "group_share_max_size": ("200", "members per share group"),
+    "group_share_record_lock_duration_ms": ("30000", "acquisition lock of share group records (POP invisible time)"),
+    "group_share_delivery_count_limit": ("5", "deliveries of a share group record before its dead-letter topic"),
+    "group_share_partition_max_record_locks": ("2000", "records of a partition acquired at a time by a share group"),
+    "group_share_assignment_interval_ms": ("1000", "recorded only: targets are computed at once"),
     "message_max_bytes": ("maxMessageSize", "largest Kafka record batch"),
     "list_offsets_time_skew_ms": ("600000", "tolerated clock skew of ListOffsets by timestamp"),
     "delete_topic_enable": ("true", "allow DeleteTopics"),
@@ -497,9 +532,22 @@ def validate(config: NodeConfig) -> None:
     if not 0 <= s.access_message_in_memory_max_ratio <= 100:
         raise ConfigError(f"accessMessageInMemoryMaxRatio is a percentage 0..100, got {s.access_message_in_memory_max_ratio}")
     b = config.broker
-    if s.broker_role == "SLAVE" and b.broker_id == 0:
+    if b.enable_controller_mode:
+        if not b.controller_addr:
+            raise ConfigError("enableControllerMode=true needs controllerAddr (the controller NameServers, `;`-separated)")
+        if b.broker_id < 1:
+            raise ConfigError("enableControllerMode=true: brokerId is this replica's identity in its group and must be "
+                              ">= 1 (the master registers under 0 while it leads)")
+        if not 0 < b.master_lease_mills < b.controller_heart_beat_timeout_mills:
+            raise ConfigError(f"masterLeaseMills ({b.master_lease_mills}) must be positive and shorter than "
+                              f"controllerHeartBeatTimeoutMills ({b.controller_heart_beat_timeout_mills}): a master "
+                              "must stop acknowledging before the controller may elect another")
+        for key in ("broker_heartbeat_interval", "sync_broker_metadata_period", "check_sync_state_set_period"):
+            if getattr(b, key) <= 0:
+                raise ConfigError(f"{key} must be positive, got {getattr(b, key)}")
+    elif s.broker_role == "SLAVE" and b.broker_id == 0:
         raise ConfigError("brokerRole=SLAVE needs a brokerId other than 0 (brokerId 0 is the master of the group)")
-    if s.broker_role != "SLAVE" and b.broker_id != 0:
+    elif s.broker_role != "SLAVE" and b.broker_id != 0:
         raise ConfigError(f"brokerId {b.broker_id} is a slave id: set brokerRole=SLAVE, or brokerId=0 for a master")
     if s.ha_master_address and ":" not in s.ha_master_address:
         raise ConfigError(f"haMasterAddress must be host:port, got {s.ha_master_address!r}")
@@ -521,6 +569,59 @@ def validate(config: NodeConfig) -> None:
         port = getattr(config, name)
         if not 0 <= port <= 65535:
             raise ConfigError(f"{name} must be 0..65535, got {port}")
+
+
+@dataclass
+class ControllerConfig:
+    """The failover controller a NameServer runs (``rockafka namesrv --set``), RocketMQ 5's
+    ``ControllerConfig`` keys (docs/design/failover.md)."""
+
+    enable_controller_in_namesrv: bool = False
+    # `n0-host:port;n1-host:port;n2-host:port`: the Raft peers (each port is a Raft port)
+    controller_d_leger_peers: str | None = None
+    controller_d_leger_self_id: str | None = None
+    controller_d_leger_group: str = "DefaultControllerGroup"
+    controller_store_path: str | None = None  # Raft journal and snapshot; default <data dir>/controller
+    enable_elect_unclean_master: bool = False  # elect outside the SyncStateSet when none of it is alive
+    # ms between scans for dead masters. RocketMQ: 5000; shorter so failover takes seconds.
+    scan_not_active_broker_interval: int = 1000
+
+    def peers(self) -> dict[str, str]:
+        """Peer id -> Raft address, from controllerDLegerPeers."""
+        out: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in (self.controller_d_leger_peers or "").split(";"))):
+            pid, sep, addr = part.partition("-")
+            if not sep or ":" not in addr:
+                raise ConfigError(f"controllerDLegerPeers: expected id-host:port, got {part!r}")
+            out[pid] = addr
+        return out
+
+
+def is_controller_key(raw_key: str) -> bool:
+    """``raw_key`` (any spelling) names a ``ControllerConfig`` key."""
+    squashed = _squash(snake_case(raw_key))
+    return any(_squash(k) == squashed for k in _field_types(ControllerConfig))
+
+
+def load_controller_config(values: Mapping[str, Any]) -> ControllerConfig:
+    """``ControllerConfig`` from ``key=value`` settings in any spelling; unknown keys are refused."""
+    cfg = ControllerConfig()
+    types = _field_types(ControllerConfig)
+    squashed = {_squash(k): k for k in types}
+    for raw_key, raw in values.items():
+        key = squashed.get(_squash(snake_case(raw_key)))
+        if key is None:
+            raise ConfigError(f"unknown NameServer key {raw_key!r}; known: "
+                              + ", ".join(camel_case(k) for k in sorted(types)))
+        setattr(cfg, key, _convert(key, raw, types[key]))
+    peers = cfg.peers()  # a malformed peer list is an error even while the controller is off
+    if cfg.enable_controller_in_namesrv:
+        if len(peers) < 1 or cfg.controller_d_leger_self_id not in peers:
+            raise ConfigError("enableControllerInNamesrv=true needs controllerDLegerPeers (id-host:port;...) and "
+                              "controllerDLegerSelfId naming one of them")
+        if cfg.scan_not_active_broker_interval <= 0:
+            raise ConfigError("scanNotActiveBrokerInterval must be positive")
+    return cfg
 
 
 _ZERO_MEANS_OFF = {"connections_max_idle_ms", "server_channel_max_idle_time_seconds", "request_receive_timeout_ms"}

@@ -8,7 +8,10 @@ Unit (big-endian): commitlogOffset(8) + size(4) + tagsCode(8) = 20 bytes. A batc
 
 Invariants:
 - Unit ``i`` sits at byte ``i * 20`` of the unit space; units are written in order and never
-  rewritten, so the valid units of the last file are a prefix of it (size > 0 marks a unit).
+  rewritten, so the valid units of the last file are a prefix of it (size > 0 marks a unit) —
+  except in a compacted topic's queue, where ``overwrite`` repoints a unit at a copy of its record
+  further on in the commitlog (docs/design/compaction.md): such a queue (``compacted``) is not
+  ordered by commitlog offset.
 - ``max_offset`` (next logical offset) = end of the written unit space / 20.
 - ``min_offset`` is the first unit still readable: it moves forward when old segments are
   deleted (retention follows the commitlog) and with ``raise_min_offset`` (Kafka DeleteRecords).
@@ -41,6 +44,7 @@ class ConsumeQueue:
         self.min_logic_offset = 0  # in unit-space bytes
         self.max_physic_offset = -1  # commitlog offset after the last unit's message
         self.units_per_file = file_size // CQ_STORE_UNIT_SIZE
+        self.compacted = False  # units may be repointed: not ordered by commitlog offset
 
     # -- load and recovery -----------------------------------------------------------------
     def load(self) -> None:
@@ -170,6 +174,22 @@ class ConsumeQueue:
         self.max_physic_offset = commitlog_offset + size
         return True
 
+    def overwrite(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int) -> bool:
+        """Repoint the existing unit ``queue_offset`` (a compacted record's copy); False when the
+        unit is not in the queue (any more)."""
+        if not self.min_offset <= queue_offset < self.max_offset:
+            return False
+        pos = queue_offset * CQ_STORE_UNIT_SIZE
+        f = self.mfq.find(pos)
+        if f is None:
+            return False
+        rel = pos - f.file_from_offset
+        f.write_at(rel, UNIT.pack(commitlog_offset, size, tags_code))
+        if rel < f.flushed_position:  # below what the next flush covers: flush it now
+            f.segment.flush(rel, rel + CQ_STORE_UNIT_SIZE)
+        self.compacted = True
+        return True
+
     def reserve(self, queue_offset: int, count: int) -> None:
         """Reserve disk space for ``count`` units from ``queue_offset`` in the file written now
         (``OSError(ENOSPC)`` when the disk is full); units past its end are reserved when written."""
@@ -232,7 +252,12 @@ class ConsumeQueue:
         while len(self.mfq.files) > 1:
             f = self.mfq.files[0]
             last = UNIT.unpack_from(f.segment.pread(f.file_size - CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE))
-            if last[1] > 0 and last[0] + last[1] <= commitlog_min:
+            if self.compacted:  # repointed units anywhere in the file: all must be gone
+                units = UNIT.iter_unpack(f.segment.pread(0, f.file_size))
+                gone = all(size <= 0 or phy + size <= commitlog_min for phy, size, _ in units)
+            else:
+                gone = last[1] > 0 and last[0] + last[1] <= commitlog_min
+            if gone:
                 self.mfq.delete_first(1)
                 deleted += 1
             else:
@@ -245,6 +270,9 @@ class ConsumeQueue:
         hi = self.max_offset
         first = self._unit(lo) if lo < hi else None
         if first is None or first[0] >= commitlog_min:
+            self.min_logic_offset = max(self.min_logic_offset, lo * CQ_STORE_UNIT_SIZE)
+            return
+        if self.compacted:  # as Kafka's log start of a compacted topic: superseded units are gaps, read past
             self.min_logic_offset = max(self.min_logic_offset, lo * CQ_STORE_UNIT_SIZE)
             return
         while lo < hi:

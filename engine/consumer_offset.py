@@ -52,6 +52,10 @@ FORMAT_VERSION = 2
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
+# Key versions from here on are group-keyed records of other owners (version(2) + group(str),
+# value opaque): the Kafka gateway's consumer/share group state and group configs. Kafka's own
+# key versions stay below (its KIP-848 records, which Rockafka does not write, are 3-16).
+GROUP_RECORD_MIN_KIND = 1000
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _VALUE_V3_HEAD = struct.Struct(">hqi")    # version, offset, leader epoch
@@ -90,8 +94,8 @@ def offset_key(group: str, topic: str, queue_id: int) -> bytes:
     return _I16.pack(OFFSET_KEY_VERSION) + _str(group) + _str(topic) + _I32.pack(queue_id)
 
 
-def group_key(group: str) -> bytes:
-    return _I16.pack(GROUP_KEY_VERSION) + _str(group)
+def group_key(group: str, kind: int = GROUP_KEY_VERSION) -> bytes:
+    return _I16.pack(kind) + _str(group)
 
 
 def offset_value(e: OffsetEntry) -> bytes:
@@ -100,7 +104,8 @@ def offset_value(e: OffsetEntry) -> bytes:
 
 
 def parse_key(key: bytes) -> tuple | None:
-    """("offset", group, topic, queue) / ("group", group) / None for a key of another kind."""
+    """("offset", group, topic, queue) / ("group", group) / ("record", kind, group) / None for a
+    key of another kind."""
     (version,) = _I16.unpack_from(key, 0)
     if version in (0, 1):
         group, pos = _read_str(key, 2)
@@ -109,6 +114,8 @@ def parse_key(key: bytes) -> tuple | None:
         return ("offset", group, topic, queue_id)
     if version == GROUP_KEY_VERSION:
         return ("group", _read_str(key, 2)[0])
+    if version >= GROUP_RECORD_MIN_KIND:
+        return ("record", version, _read_str(key, 2)[0])
     return None
 
 
@@ -136,6 +143,7 @@ class ConsumerOffsetManager:
         self.lock = threading.RLock()             # guards the tables for readers that iterate
         self.entries: dict[str, dict[int, OffsetEntry]] = {}   # "topic@group" -> queue -> entry
         self._group_meta: dict[str, tuple[bytes, int]] = {}   # group -> (value, log offset)
+        self._group_records: dict[int, dict[str, tuple[bytes, int]]] = {}  # kind -> group -> (value, log offset)
         self._pending: dict[tuple[int, int], dict[OffsetKey, OffsetEntry]] = {}  # (partition, pid) -> staged
         self.partitions = partitions
         self._plocks = [threading.Lock() for _ in range(partitions)]
@@ -213,6 +221,7 @@ class ConsumerOffsetManager:
             kept = [(g, t, q, e) for p, keys in self._dirty.items() for (g, t, q) in keys
                     for e in [self.entries.get(self._key(g, t), {}).get(q)] if e is not None]
             self.entries, self._group_meta, self._pending, self._applied = {}, {}, {}, {}
+            self._group_records = {}
         for p in range(self.partitions):
             with self._plocks[p]:
                 self._follow(p, 0)
@@ -234,6 +243,8 @@ class ConsumerOffsetManager:
                                 for k, v in (doc.get("entries") or {}).items()}
                 self._group_meta = {g: (base64.b64decode(v), int(lo)) for g, (v, lo) in
                                     (doc.get("groupMetadata") or {}).items()}
+                self._group_records = {int(kind): {g: (base64.b64decode(v), int(lo)) for g, (v, lo) in groups.items()}
+                                       for kind, groups in (doc.get("groupRecords") or {}).items()}
                 for pid, staged in (doc.get("pending") or {}).items():
                     for g, t, q, o, e, m, ts, lo in staged:
                         part = self.partition_of(g)
@@ -291,6 +302,11 @@ class ConsumerOffsetManager:
     def group_metadata(self) -> dict[str, bytes]:
         with self.lock:
             return {g: v for g, (v, _lo) in self._group_meta.items()}
+
+    def group_records(self, kind: int) -> dict[str, bytes]:
+        """The latest record of ``kind`` per group (see ``store_group_record``)."""
+        with self.lock:
+            return {g: v for g, (v, _lo) in self._group_records.get(kind, {}).items()}
 
     # -- writes: RocketMQ consumers (memory now, the log at the next flush) -----------------------
     def commit(self, group: str, topic: str, queue_id: int, offset: int, metadata: str | None = None) -> None:
@@ -405,10 +421,36 @@ class ConsumerOffsetManager:
                     self._changed = True
         return res
 
+    def store_group_record(self, group: str, kind: int, value: bytes | None) -> Any:
+        """A group-keyed record of another owner (``kind`` >= GROUP_RECORD_MIN_KIND, value
+        opaque here), stored before it takes effect; None deletes it. The latest value per
+        (kind, group) is kept, checkpointed and replayed like group metadata."""
+        if kind < GROUP_RECORD_MIN_KIND:
+            raise ValueError(f"group record kind {kind} is below {GROUP_RECORD_MIN_KIND}")
+        p = self.partition_of(group)
+        with self._plocks[p]:
+            res = self._log().append(p, [(group_key(group, kind), value)])
+            if res.stored:
+                with self.lock:
+                    self._set_group_record(kind, group, None if value is None else bytes(value), res.queue_offset)
+                    self._changed = True
+        return res
+
+    def _set_group_record(self, kind: int, group: str, value: bytes | None, log_offset: int) -> None:
+        if value is None:
+            table = self._group_records.get(kind)
+            if table is not None:
+                table.pop(group, None)
+        else:
+            self._group_records.setdefault(kind, {})[group] = (value, log_offset)
+
     def _tombstones(self, p: int, keys: list[OffsetKey], group: str | None = None) -> Any:
         records: list[tuple[bytes, bytes | None]] = [(offset_key(*k), None) for k in keys]
         if group is not None and group in self._group_meta:
             records.append((group_key(group), None))
+        if group is not None:
+            records.extend((group_key(group, kind), None) for kind, table in sorted(self._group_records.items())
+                           if group in table)
         if self.log is None or not records:
             with self.lock:
                 for g, t, q in keys:
@@ -423,6 +465,8 @@ class ConsumerOffsetManager:
                         self._dirty.get(p, set()).discard((g, t, q))
                     if group is not None:
                         self._group_meta.pop(group, None)
+                        for table in self._group_records.values():
+                            table.pop(group, None)
                     self._changed = True
         return res
 
@@ -465,6 +509,9 @@ class ConsumerOffsetManager:
                         self._group_meta.pop(kind[1], None)
                     else:
                         self._group_meta[kind[1]] = (rec.value, rec.offset)
+                    return
+                if kind[0] == "record":
+                    self._set_group_record(kind[1], kind[2], rec.value, rec.offset)
                     return
                 _, group, topic, queue_id = kind
                 if rec.value is None:
@@ -529,6 +576,8 @@ class ConsumerOffsetManager:
             "entries": {k: {str(q): [e.offset, e.leader_epoch, e.metadata, e.commit_timestamp, e.log_offset]
                             for q, e in v.items()} for k, v in self.entries.items() if v},
             "groupMetadata": {g: [base64.b64encode(v).decode("ascii"), lo] for g, (v, lo) in self._group_meta.items()},
+            "groupRecords": {str(kind): {g: [base64.b64encode(v).decode("ascii"), lo] for g, (v, lo) in table.items()}
+                             for kind, table in self._group_records.items() if table},
             "pending": pending,
             "dataVersion": self.data_version.to_json(),
         }

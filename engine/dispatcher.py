@@ -228,6 +228,10 @@ def dispatch_for_recovery(store, offset: int, h: UnitHeader, buf, index_from: in
     """Rebuild what a crash may have lost for one unit: its consume-queue units and index keys."""
     count = batch_record_count(buf, h.body_pos) if h.sys_flag & INNER_BATCH_FLAG else 1
     props = h.properties(buf)
+    if props.get("CMPCOPY") == "1":  # a compacted record copied forward (engine/compaction.py)
+        from .compaction import dispatch_copy
+        dispatch_copy(store, h, offset, queue_tags_code(store, h, props))
+        return
     cq = store.find_consume_queue(h.topic, h.queue_id, create=True)
     cq.put(h.queue_offset, offset, h.total_size, queue_tags_code(store, h, props), count)
     if store.config.message_index_enable and offset >= index_from and h.topic not in INTERNAL_TOPICS:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -64,6 +64,16 @@ STORE_APPEND_SECONDS = Histogram("rockafka_store_append_duration_seconds", "Time
                                  "without waiting for a flush.", buckets=DISK_BUCKETS, registry=REGISTRY)
 STORE_FLUSH_SECONDS = Histogram("rockafka_store_flush_duration_seconds", "Time of one commitlog flush that wrote "
                                 "data to disk.", buckets=DISK_BUCKETS, registry=REGISTRY)
+# failover (docs/design/failover.md): the controller counts its decisions, brokers their role changes
+CONTROLLER_ELECTIONS = Counter("rockafka_controller_elections", "Masters elected by this controller peer's "
+                               "replicated state (every peer counts each election), by group and reason (auto, "
+                               "manual, unclean: possible loss).", ["group", "reason"], registry=REGISTRY)
+CONTROLLER_IS_LEADER = Gauge("rockafka_controller_is_leader", "1 while this NameServer's controller leads the "
+                             "quorum.", registry=REGISTRY)
+FAILOVER_ROLE_CHANGES = Counter("rockafka_failover_role_changes", "Role changes this broker made on the "
+                                "controller's word, by the role it took (master, slave).", ["role"], registry=REGISTRY)
+FAILOVER_LEASE_EXPIRED = Counter("rockafka_failover_lease_expired", "Times this master's lease ran out (it stopped "
+                                 "acknowledging writes until the controller confirmed it again).", registry=REGISTRY)
 
 
 class RequestStats:

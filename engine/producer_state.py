@@ -208,6 +208,21 @@ class ProducerStateTable:
             qs = self.queues.get((topic, queue_id))
             return qs is not None and producer_id in qs.open
 
+    def active_producers(self, topic: str, queue_id: int) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last batch's store time, first offset of its open
+        transaction or -1) of every producer the queue remembers (Kafka's DescribeProducers)."""
+        with self._lock:
+            qs = self.queues.get((topic, queue_id))
+            if qs is None:
+                return []
+            out = []
+            for pid in sorted(set(qs.producers) | set(qs.open)):
+                e = qs.producers.get(pid)
+                last = e.batches[-1] if e is not None and e.batches else None
+                out.append((pid, e.epoch if e is not None else -1, last.last_seq if last else -1,
+                            last.timestamp if last else -1, qs.open.get(pid, -1)))
+            return out
+
     def open_transactions(self) -> list[tuple[str, int, int, int]]:
         """(topic, queue id, producer id, first offset) of every open transaction."""
         with self._lock:

@@ -182,6 +182,14 @@ def set_base_offset(buf, base: int) -> None:
     _BASE_OFFSET.pack_into(buf, BASE_OFFSET_OFFSET, base)
 
 
+_LEADER_EPOCH = struct.Struct(">i")
+
+
+def set_partition_leader_epoch(buf, epoch: int) -> None:
+    """Patch partitionLeaderEpoch in place (outside the CRC, like baseOffset)."""
+    _LEADER_EPOCH.pack_into(buf, PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
 def compute_crc(buf) -> int:
     """CRC-32C over attributes..end of the batch at the start of ``buf``."""
     return _crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:])

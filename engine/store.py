@@ -41,6 +41,7 @@ import structlog
 from . import batch_delay, metrics, record_batch
 from .checkpoint import StoreCheckpoint, checkpoint_path
 from .commitlog import CommitLog, FlushRealTimeService, GroupCommitService, commitlog_dir
+from .compaction import Compactor, policy_of
 from .config import BrokerConfig, MessageStoreConfig
 from .config_manager import ConfigManager
 from .consume_queue import ConsumeQueue
@@ -213,6 +214,7 @@ class MessageStore:
         self.producer_state = ProducerStateTable(self.config_dir, config.producer_id_expiration_ms,
                                                  config.state_checkpoint_interval)
         self._retention_guards: list[Callable[[], int | None]] = []
+        self.compactor = Compactor(self)  # compacted topics: live records copied forward (compaction.md)
         # delayed delivery: delay levels and timer messages (delays-retry.md)
         self.schedule = ScheduleMessageService(self)
         self.timer = TimerMessageStore(self)
@@ -238,11 +240,16 @@ class MessageStore:
         self._wake_background = threading.Event()
         self.disk = DiskSpace(self.fio, self.root, config, on_clean_wanted=self._wake_background.set)
         self._pending_listeners: list[Callable[[str, int, int], None]] = []
+        # called with the new role after change_role, before the caller lets writes in
+        self.role_listeners: list[Callable[[str, int], None]] = []
+        self.log_cuts = 0  # times the log was cut or restarted (a slave following a new master)
         # a slave: topics its replicated units name that its topic table lacks (-> queue count seen)
         self.replicated_unknown_topics: dict[str, int] = {}
         self._offsets_replicated = False  # a slave: __consumer_offsets records arrived, not applied yet
         self._sync = config.flush_disk_type == "SYNC_FLUSH"
         self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
+        # the master flavour this store takes when it leads (a controller may make a slave master)
+        self.master_role = config.broker_role if config.broker_role != "SLAVE" else "ASYNC_MASTER"
         self.ha = HAService(self)  # replication: master service or slave client, by broker_role
         if broker_config is None:  # an embedded store (tests, tools): its HA listener takes any free port
             self.ha.listen_port = 0
@@ -502,15 +509,18 @@ class MessageStore:
     def is_slave(self) -> bool:
         return self.config.broker_role == "SLAVE"
 
-    def change_role(self, role: str, master_address: str | None = None) -> None:
+    def change_role(self, role: str, master_address: str | None = None, epoch: int | None = None) -> None:
         """Switch between master (ASYNC_MASTER / SYNC_MASTER) and SLAVE while running: a new
-        master opens a new epoch at its log's end and delivers delayed and timer messages from
-        where its copied progress says; a master stepping down stops accepting puts at once,
-        stops delivering and follows ``master_address`` (or the NameServer's answer)."""
+        master opens a new epoch (``epoch`` when a controller hands it out) at its log's end and
+        delivers delayed and timer messages from where its copied progress says; a master
+        stepping down stops accepting puts at once, stops delivering and follows
+        ``master_address`` (or the NameServer's answer)."""
         if role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
             raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, got {role!r}")
         was_slave = self.is_slave
         if role == self.config.broker_role:
+            if role == "SLAVE" and master_address:
+                self.ha.update_master_address(master_address)
             return
         if not was_slave and role != "SLAVE":  # between master flavours: only the wait changes
             self.config.broker_role = role
@@ -520,11 +530,17 @@ class MessageStore:
             self.schedule.stop()
         with self._put_lock:  # no put in flight while the log changes hands
             pass
-        self.ha.change_role(role, master_address)
+        self.ha.change_role(role, master_address, epoch)
         self.timer.follower = role == "SLAVE"
         if was_slave:
             self.schedule.start()
+            self.consumer_offsets.catch_up()  # offsets replicated up to the new epoch, before commits land
         log.info("store_role_changed", role=role, commitlog_max_offset=self.confirmed_offset)
+        for cb in list(self.role_listeners):
+            try:
+                cb(role, self.ha.master_epoch)
+            except Exception:
+                log.exception("role_listener_failed", role=role)
 
     def _check_writable(self, topic: str | None = None) -> PutMessageResult | None:
         """Why a put must be refused now, or None. Records of the internal state topics
@@ -537,6 +553,10 @@ class MessageStore:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 "this broker is a slave (brokerRole=SLAVE): its log is written by replication only; "
                                 "write to the master of the group")
+        if not self.ha.lease_valid():
+            return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                "master lease expired: the failover controller has not confirmed this broker as "
+                                "master recently (cut off, or another broker was elected); write to the current master")
         if topic not in INTERNAL_TOPICS and not self.disk.writable(self.confirmed_offset):
             return self._refuse_disk_full()
         return None
@@ -777,6 +797,9 @@ class MessageStore:
             guess = self._queue_offsets.get(key, 0)
             body_pos = _body_pos(unit)
             record_batch.set_base_offset(memoryview(unit)[body_pos:], guess)
+            if self.broker_config.enable_controller_mode:  # as Kafka brokers stamp the leader epoch
+                for u, _t, _c in units:
+                    record_batch.set_partition_leader_epoch(memoryview(u)[_body_pos(u):], self.ha.master_epoch)
             _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
         if not self._lock_for_put():
             self.page_cache_busy_refused += 1
@@ -917,6 +940,7 @@ class MessageStore:
 
     def _dispatch_replicated(self) -> None:
         """Under the put lock: consume-queue units for the complete units past ``confirmed_offset``."""
+        from .compaction import dispatch_copy, is_copy
         from .dispatcher import queue_tags_code
         from .ha.errors import ReplicationError
         from .message import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
@@ -956,6 +980,11 @@ class MessageStore:
             is_batch = h.sys_flag & INNER_BATCH_FLAG
             count = batch_record_count(f.buf, h.body_pos) if is_batch else 1
             props = h.properties(f.buf) if h.props_len else {}
+            if props and is_copy(props):  # a compacted record copied forward: repoints, adds nothing
+                dispatch_copy(self, h, off, queue_tags_code(self, h, props))
+                off += total
+                self.confirmed_offset = off
+                continue
             cq = self.find_consume_queue(h.topic, h.queue_id, create=True)
             cq.put(h.queue_offset, off, total, queue_tags_code(self, h, props) if props else 0, count)
             if h.topic not in self.topic_config.table:
@@ -989,6 +1018,7 @@ class MessageStore:
             # idempotence and transaction state as of the new end: from the snapshot when it is
             # not past the cut, else from the whole log
             self.producer_state.recover(cl, offset)
+            self.log_cuts += 1
         self.consumer_offsets.rebuild()  # offsets whose records were cut go back to what the log says
         if self.checkpoint is not None:
             self._flush_logics_and_checkpoint()
@@ -1008,6 +1038,7 @@ class MessageStore:
                 cl.mfq._starts = []
                 cl.mfq.flushed_where = offset
             self.confirmed_offset = offset
+            self.log_cuts += 1
         log.warning("commitlog_restarted", offset=offset)
 
     def _refuse_write_error(self, exc: OSError, where: str) -> PutMessageResult:
@@ -1200,6 +1231,36 @@ class MessageStore:
         return res
 
     # ------------------------------------------------------------------ admin
+    def queue_offset_at(self, topic: str, queue_id: int, commitlog_offset: int) -> int:
+        """The first logical offset of the queue whose unit lies at or after ``commitlog_offset``
+        (the queue's max offset when none does)."""
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            unit = cq.unit(mid)
+            if unit is None or unit[0] >= commitlog_offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def epoch_end_offset(self, topic: str, queue_id: int, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for a follower or consumer that last saw ``epoch`` (Kafka's
+        OffsetForLeaderEpoch on the epoch file): the newest epoch <= ``epoch`` this log holds
+        and the queue offset where it ends — the queue's max offset for the current epoch;
+        (-1, -1) when the log holds no epoch that old."""
+        entries = self.ha.epochs.all()
+        older = [i for i, e in enumerate(entries) if e.epoch <= epoch]
+        if not older:
+            return -1, -1
+        i = older[-1]
+        if i + 1 >= len(entries):
+            return entries[i].epoch, self.get_max_offset_in_queue(topic, queue_id)
+        return entries[i].epoch, self.queue_offset_at(topic, queue_id, entries[i + 1].start_offset)
+
     def delete_records(self, topic: str, queue_id: int, before_offset: int) -> int:
         cq = self._cqs.get((topic, queue_id))
         if cq is None:
@@ -1352,8 +1413,13 @@ class MessageStore:
         time_ok = hour_now in hours or str(int(hour_now)) in hours
         space_pressure = ratio > cfg.disk_max_used_space_ratio
         deleted = []
+        # compacted topics: their live records below ``cut`` are copied forward first, and this
+        # pass deletes nothing past ``cut`` (records written meanwhile were not looked at)
+        cut = self._retention_cut(force or time_ok or space_pressure, now_ms) if self.compactor.active() else None
+        if cut is not None:
+            self.compactor.before_retention(cut, now_ms)
         if force or time_ok or space_pressure:
-            deletable = self._segments_below_guards()
+            deletable = self._segments_below_guards(cut)
             if deletable:
                 deleted = self.commitlog.mfq.delete_expired_by_time(cfg.file_reserved_time * 3600 * 1000, now_ms,
                                                                     max_files=min(10, deletable))
@@ -1369,7 +1435,14 @@ class MessageStore:
         # checkpoint is taken first, so only state changed since it holds segments back)
         if disk.forcibly and not self._segments_below_guards():
             self.consumer_offsets.checkpoint()
-        while disk.forcibly and forced < 10 and self._segments_below_guards():
+        while disk.forcibly and forced < 10:
+            if self.compactor.active() and self.commitlog.mfq.files:
+                first_end = self.commitlog.mfq.files[0].end_offset
+                if cut is None or first_end > cut:
+                    cut = first_end
+                    self.compactor.before_retention(cut, now_ms)
+            if not self._segments_below_guards(cut):
+                break
             gone = self.commitlog.mfq.delete_first(1)
             if not gone:
                 break
@@ -1390,6 +1463,22 @@ class MessageStore:
         self.apply_topic_retention(now_ms)
         return len(deleted) + forced
 
+    def _retention_cut(self, expired_may_go: bool, now_ms: float | None) -> int | None:
+        """The end of the segments this pass may delete (None: none): the expired ones when they
+        may go, at least the first one under forcible cleaning."""
+        files = self.commitlog.mfq.files[:-1][:10]
+        now = time.time() * 1000 if now_ms is None else now_ms
+        reserved = self.config.file_reserved_time * 3600 * 1000
+        cut = None
+        if expired_may_go:
+            for f in files:
+                if f.mtime() * 1000 + reserved > now:
+                    break
+                cut = f.end_offset
+        if self.disk.forcibly and files:
+            cut = max(cut or 0, files[0].end_offset)
+        return cut
+
     # -- what state in the log still needs (engine/state_log.py) ------------------------------
     def add_retention_guard(self, needed: Callable[[], int | None]) -> None:
         """``needed()`` returns the lowest commitlog offset its owner's replay still reads (None:
@@ -1400,9 +1489,10 @@ class MessageStore:
     def remove_retention_guard(self, needed: Callable[[], int | None]) -> None:
         self._retention_guards = [g for g in self._retention_guards if g is not needed]
 
-    def _segments_below_guards(self) -> int:
-        """How many of the oldest segments retention may delete (never the last one)."""
-        floor = None
+    def _segments_below_guards(self, limit: int | None = None) -> int:
+        """How many of the oldest segments retention may delete (never the last one, none past
+        commitlog offset ``limit``)."""
+        floor = limit
         for needed in list(self._retention_guards):
             try:
                 offset = needed()
@@ -1432,7 +1522,7 @@ class MessageStore:
                 retention = int(tc.attributes.get(TOPIC_RETENTION_MS, -1))
             except ValueError:
                 continue
-            if retention >= 0:
+            if retention >= 0 and policy_of(tc.attributes) != {"compact"}:  # compact only: kept (Kafka)
                 retention_of[topic] = retention
         moved: dict[str, int] = {}
         if not retention_of:
@@ -1461,6 +1551,7 @@ class MessageStore:
         return len(moved)
 
     def correct_min_offsets(self) -> None:
+        self.compactor.mark_queues()
         cl_min = self.commitlog.min_offset
         queues = list(self._cqs.values())
         progress = Progress("retention_progress", len(queues), "queues", phase="consume_queues",

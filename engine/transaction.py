@@ -102,6 +102,15 @@ class TransactionalMessageService:
         self._copies: dict[str, int] = {}        # unique key -> offset of its newest pending copy
 
     # -- state ---------------------------------------------------------------------------------
+    def invalidate(self, *_: object) -> None:
+        """The store changed role (failover): derive the state again from the log before the
+        next check, since what a former master or a slave held in memory may be stale."""
+        with self._lock:
+            self._loaded = False
+            self._progress = 0
+            self._removed = {}
+            self._copies = {}
+
     def _load(self) -> None:
         """Derive the in-memory state from the op queue and the half queue (restart-safe)."""
         if self._loaded:
@@ -317,6 +326,9 @@ def for_store(store) -> TransactionalMessageService:
         svc = getattr(store, "_transaction_service", None)
         if svc is None:
             svc = store._transaction_service = TransactionalMessageService(store)
+            listeners = getattr(store, "role_listeners", None)
+            if listeners is not None:
+                listeners.append(svc.invalidate)
         return svc
 
 

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from engine.security import CLUSTER_NAME, Operation as Op, ResourceType as RT
 
-__all__ = ["Op", "RT", "allowed", "cluster", "topic", "group", "txn_id", "split_topics", "enabled"]
+__all__ = ["Op", "RT", "allowed", "cluster", "topic", "group", "txn_id", "split_topics", "enabled", "authorized_operations"]
 
 
 def enabled(ctx: Any) -> bool:
@@ -42,6 +42,12 @@ def txn_id(ctx: Any, op: Op, name: str) -> bool:
     return allowed(ctx, op, RT.TRANSACTIONAL_ID, name)
 
 
+def authorized_operations(ctx: Any, rtype: RT, name: str, supported: int) -> int:
+    """Kafka's authorized-operations bit set: the ``supported`` operations (a bit per code) the
+    caller may perform on the resource."""
+    return sum(1 << op for op in Op if supported & (1 << op) and allowed(ctx, op, rtype, name))
+
+
 def split_topics(ctx: Any, op: Op, names: Iterable[str]) -> tuple[set[str], set[str]]:
     """(allowed, denied) topic names for ``op``."""
     ok, denied = set(), set()
@@ -60,9 +66,11 @@ REQUEST_CHECKS: dict[int, tuple[RT, Op, str | None, int]] = {
     14: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # SyncGroup
     12: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # Heartbeat
     13: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # LeaveGroup
+    68: (RT.GROUP, Op.READ, "group_id", _GROUP_AF),  # ConsumerGroupHeartbeat
     25: (RT.TRANSACTIONAL_ID, Op.WRITE, "transactional_id", _TXN_AF),  # AddOffsetsToTxn
     26: (RT.TRANSACTIONAL_ID, Op.WRITE, "transactional_id", _TXN_AF),  # EndTxn
     60: (RT.CLUSTER, Op.DESCRIBE, None, _CLUSTER_AF),  # DescribeCluster
+    43: (RT.CLUSTER, Op.ALTER, None, _CLUSTER_AF),  # ElectLeaders (Kafka's rule)
 }
 
 

@@ -19,7 +19,7 @@ Invariant: node ids are stable for the life of a process (Kafka clients cache th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -36,6 +36,7 @@ class GroupMember:
     broker_id: int  # RocketMQ brokerId: 0 = master
     node: BrokerNode  # its Kafka listener
     role: str = "ASYNC_MASTER"
+    replica_id: int = -1  # its own broker id under a failover controller (it registers as 0 while it leads)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class GroupView:
     broker_name: str
     members: tuple[GroupMember, ...] = ()
     in_sync_broker_ids: tuple[int, ...] = ()  # the master's in-sync slaves
+    master_epoch: int = 0  # the master's epoch as it registered it
+    # topic -> Kafka partition id of each queue, as the master registered it (cluster.md)
+    partitions: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)
+    # internal topic -> its partitions holding records on this group (coordinator placement)
+    coordinator_partitions: dict[str, frozenset[int]] = field(default_factory=dict, hash=False)
 
     @property
     def master(self) -> GroupMember | None:
@@ -59,6 +65,9 @@ class LocalReplication:
     in_sync_broker_ids: Callable[[], list[int]] = lambda: []
     # a connected slave's Kafka node, from what it told the master (before the NameServer says)
     slave_nodes: Callable[[], dict[int, BrokerNode]] = lambda: {}
+    # the leader epoch partitions report: the master epoch under a failover controller, else 0
+    leader_epochs: bool = False
+    master_epoch: Callable[[], int] = lambda: 0
 
 
 class LocalCluster:
@@ -79,10 +88,13 @@ class LocalCluster:
         view = groups.get(self.broker_name)
         if view is None:
             return
-        members = [m for m in view.members if m.broker_id != self.broker_id]
-        me = GroupMember(self.broker_id, self.self_node, "SLAVE" if not self.local.is_master() else "MASTER")
+        # this node by its Kafka node id: in controller mode it registers under 0 while it leads
+        members = [m for m in view.members if m.node.node_id != self.self_node.node_id]
+        me = GroupMember(self.broker_id, self.self_node, "SLAVE" if not self.local.is_master() else "MASTER",
+                         self.broker_id)
         self.group = GroupView(view.broker_name, tuple(sorted(members + [me], key=lambda m: m.broker_id)),
-                               view.in_sync_broker_ids)
+                               view.in_sync_broker_ids, view.master_epoch, view.partitions,
+                               view.coordinator_partitions)
         for m in self.group.members:
             self._seen[m.node.node_id] = m.node
 
@@ -104,6 +116,11 @@ class LocalCluster:
 
     # -- answers -------------------------------------------------------------------------------
     def nodes(self) -> list[BrokerNode]:
+        """Every broker a client may be sent to (a cluster view adds other groups')."""
+        return self.group_nodes()
+
+    def group_nodes(self) -> list[BrokerNode]:
+        """The live members of this node's broker group."""
         out = {m.node.node_id: m.node for m in self.group.members}
         out[self.self_node.node_id] = self.self_node
         if self.is_master:
@@ -113,6 +130,13 @@ class LocalCluster:
 
     def leader(self, topic: str, partition: int) -> BrokerNode | None:
         return self.master_node()
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """Kafka's leader epoch: the group's master epoch under a failover controller (it grows
+        at every election, KIP-320), 0 otherwise (a group's leader never changes by itself)."""
+        if not self.local.leader_epochs:
+            return 0
+        return self.local.master_epoch() if self.is_master else self.group.master_epoch
 
     def coordinator(self, key: str, key_type: int) -> BrokerNode | None:
         return self.master_node()
@@ -125,14 +149,27 @@ class LocalCluster:
 
     def replicas(self, topic: str, partition: int) -> list[int]:
         master = self.master_node()
-        ids = [n.node_id for n in self.nodes()]
+        ids = [n.node_id for n in self.group_nodes()]
         for nid in self._seen:
             if nid not in ids:
                 ids.append(nid)
+        if self.local.leader_epochs:
+            # under a failover controller the order is the preference (Kafka's preferred replica
+            # is the first): lowest node id first, wherever the master is
+            return sorted(ids)
         if master is not None and master.node_id in ids:
             ids.remove(master.node_id)
             ids.insert(0, master.node_id)
         return ids
+
+    def broker_id_of_node(self, node_id: int) -> int | None:
+        """The replica's own broker id behind a Kafka node id (what a controller elects)."""
+        if node_id == self.self_node.node_id:
+            return self.broker_id
+        for m in self.group.members:
+            if m.node.node_id == node_id:
+                return m.replica_id if m.replica_id >= 0 else m.broker_id
+        return None
 
     def isr(self, topic: str, partition: int) -> list[int]:
         master = self.master_node()
@@ -147,12 +184,12 @@ class LocalCluster:
         return out
 
     def offline_replicas(self, topic: str, partition: int) -> list[int]:
-        live = {n.node_id for n in self.nodes()}
+        live = {n.node_id for n in self.group_nodes()}
         return [nid for nid in self.replicas(topic, partition) if nid not in live]
 
     def group_size(self) -> int:
         """Live members of this node's broker group (the most replicas a topic can have)."""
-        return len(self.nodes())
+        return len(self.group_nodes())
 
     def preferred_read_replica(self, topic: str, partition: int, client_rack: str | None) -> int:
         """KIP-392: an in-sync replica in the client's rack (the leader when it is there), else -1."""
@@ -161,7 +198,7 @@ class LocalCluster:
         if self.self_node.rack == client_rack:
             return -1
         in_sync = set(self.isr(topic, partition))
-        for node in self.nodes():
+        for node in self.group_nodes():
             if node.rack == client_rack and node.node_id in in_sync:
                 return node.node_id
         return -1
@@ -180,16 +217,24 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
     for name, bd in (info.get("brokerAddrTable") or {}).items():
         members = []
         in_sync: tuple[int, ...] = ()
+        partitions: dict[str, tuple[int, ...]] = {}
+        coordinating: dict[str, frozenset[int]] = {}
+        epoch = 0
         for bid, addr in (bd.get("brokerAddrs") or {}).items():
             ex = extras.get(addr) or {}
             host, port, node_id = ex.get("kafkaHost"), ex.get("kafkaPort"), ex.get("kafkaNodeId")
             if host is None or port is None or node_id is None:
                 continue
             members.append(GroupMember(int(bid), BrokerNode(int(node_id), str(host), int(port), ex.get("brokerRack") or None),
-                                       str(ex.get("brokerRole") or "")))
+                                       str(ex.get("brokerRole") or ""), int(ex.get("replicaId", bid))))
             if int(bid) == 0:
                 in_sync = tuple(int(x) for x in ex.get("inSyncBrokerIds") or ())
-        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync)
+                partitions = {str(t): tuple(int(i) for i in ids) for t, ids in (ex.get("kafkaPartitions") or {}).items()}
+                coordinating = {str(t): frozenset(int(i) for i in ids)
+                                for t, ids in (ex.get("coordinatorPartitions") or {}).items()}
+                epoch = int(ex.get("masterEpoch") or 0)
+        out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, epoch, partitions,
+                              coordinating)
     return out
 
 

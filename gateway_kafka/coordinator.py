@@ -721,9 +721,63 @@ class GroupCoordinator:
         del self.groups[group_id]  # the DeleteGroups handler writes the group's tombstone
         return E.NONE
 
+    # -- conversion to and from the consumer protocol (consumer_groups.py) -------------------
+    def forget_group(self, group_id: str, rebalance_code: int | None = None) -> None:
+        """The group becomes a consumer group: answer whatever its members have parked (with
+        ``rebalance_code`` so they rejoin the consumer group) and drop it with its timers."""
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return
+        if group.rebalance_timer is not None:
+            group.rebalance_timer.cancel()
+        for handle in group.pending_members.values():
+            handle.cancel()
+        code = rebalance_code if rebalance_code is not None else E.UNKNOWN_MEMBER_ID
+        for m in group.members.values():
+            if m.expiry is not None:
+                m.expiry.cancel()
+            self._resolve(m.join_future, self._join_error(code, m.member_id))
+            self._resolve(m.sync_future, self._sync_error(code))
+            m.join_future = m.sync_future = None
+        group.state = DEAD
+
+    async def store_tombstone(self, group_id: str) -> bool:
+        """Delete the group's classic record (its offsets stay)."""
+        return await self._store(group_id, None)
+
+    def adopt_group(self, group_id: str, generation: int, members: list) -> Group:
+        """A consumer group whose members all speak the classic protocol again becomes a classic
+        group (Kafka's online downgrade): same members and assignments, then a rebalance."""
+        group = Group(group_id, state=STABLE, generation_id=generation, protocol_type="consumer")
+        for m, protocols, assignment in members:
+            member = Member(m.member_id, m.instance_id, m.client_id, m.client_host,
+                            max(m.classic_session_timeout_ms, self.min_session_timeout_ms),
+                            m.rebalance_timeout_ms, "consumer", list(protocols), assignment)
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        group.leader_id = next(iter(group.members), None)
+        group.protocol_name = self._select_protocol(group) if group.members else None
+        self.groups[group_id] = group
+        for member in group.members.values():
+            self._schedule_expiry(group, member)
+        self._prepare_rebalance(group, "downgraded_from_consumer_protocol")
+        return group
+
     def subscribed_topics(self, group_id: str) -> set[str]:
         group = self.groups.get(group_id)
         return group.subscribed_topics() if group is not None and group.state != EMPTY else set()
+
+    def follow_role(self, master: bool) -> None:
+        """The node changed role (failover). Promoted: groups come back from the log as at a
+        start (members keep their ids and generation; fresh session timers). Demoted: every
+        parked request is answered and every request from here gets COORDINATOR_NOT_AVAILABLE,
+        so members find the new master."""
+        self.close()
+        self.groups.clear()
+        if master:
+            self._closed = False
+            self.restore()
 
     def close(self) -> None:
         """Answer every parked request and cancel every timer (server shutdown). Group records

@@ -41,7 +41,8 @@ import structlog
 from gateway_kafka import apis
 from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
-from gateway_kafka.cluster import BrokerNode, LocalCluster, LocalReplication
+from gateway_kafka.cluster import BrokerNode, LocalReplication
+from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
 from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
@@ -80,6 +81,7 @@ class KafkaSettings:
         self.group_initial_rebalance_delay_ms: int = config.extra_int("group_initial_rebalance_delay_ms", 100)
         self.group_max_size: int = config.extra_int("group_max_size", 1000)
         self.offset_metadata_max_bytes: int = config.extra_int("offset_metadata_max_bytes", 4096)
+        _modern_group_settings(self, config)
         self.message_max_bytes: int = config.extra_int("message_max_bytes", config.store.max_message_size)
         self.list_offsets_time_skew_ms: int = config.extra_int("list_offsets_time_skew_ms", 600_000)
         # Kafka's broker.rack (follower fetching) and min.insync.replicas (acks=all), broker-wide defaults
@@ -94,6 +96,47 @@ class KafkaSettings:
         # loop (an executor hop costs more than the put); SYNC_FLUSH puts wait on disk and go
         # through the executor.
         self.direct_put: bool = config.extra_bool("kafka_direct_put", config.store.flush_disk_type == "ASYNC_FLUSH")
+
+
+def _modern_group_settings(s: Any, config: Any) -> None:
+    """KIP-848 consumer groups and KIP-932 share groups: Kafka's broker defaults
+    (``group.consumer.*`` / ``group.share.*``, here with underscores); the group configs
+    (``group_configs.py``) override them per group within the min/max bounds."""
+    s.consumer_session_timeout_ms = config.extra_int("group_consumer_session_timeout_ms", 45_000)
+    s.consumer_min_session_timeout_ms = config.extra_int("group_consumer_min_session_timeout_ms", 45_000)
+    s.consumer_max_session_timeout_ms = config.extra_int("group_consumer_max_session_timeout_ms", 60_000)
+    s.consumer_heartbeat_interval_ms = config.extra_int("group_consumer_heartbeat_interval_ms", 5_000)
+    s.consumer_min_heartbeat_interval_ms = config.extra_int("group_consumer_min_heartbeat_interval_ms", 5_000)
+    s.consumer_max_heartbeat_interval_ms = config.extra_int("group_consumer_max_heartbeat_interval_ms", 15_000)
+    s.consumer_max_size = config.extra_int("group_consumer_max_size", 2_147_483_647)
+    s.consumer_assignment_interval_ms = config.extra_int("group_consumer_assignment_interval_ms", 1_000)
+    s.assignor_offload_enable = False
+    s.share_session_timeout_ms = config.extra_int("group_share_session_timeout_ms", 45_000)
+    s.share_min_session_timeout_ms = config.extra_int("group_share_min_session_timeout_ms", 45_000)
+    s.share_max_session_timeout_ms = config.extra_int("group_share_max_session_timeout_ms", 60_000)
+    s.share_heartbeat_interval_ms = config.extra_int("group_share_heartbeat_interval_ms", 5_000)
+    s.share_min_heartbeat_interval_ms = config.extra_int("group_share_min_heartbeat_interval_ms", 5_000)
+    s.share_max_heartbeat_interval_ms = config.extra_int("group_share_max_heartbeat_interval_ms", 15_000)
+    s.share_max_size = config.extra_int("group_share_max_size", 200)
+    s.share_record_lock_duration_ms = config.extra_int("group_share_record_lock_duration_ms", 30_000)
+    s.share_delivery_count_limit = config.extra_int("group_share_delivery_count_limit", 5)
+    s.share_partition_max_record_locks = config.extra_int("group_share_partition_max_record_locks", 2_000)
+    s.share_assignment_interval_ms = config.extra_int("group_share_assignment_interval_ms", 1_000)
+    s.share_auto_offset_reset = "latest"
+    s.share_isolation_level = "read_uncommitted"
+    s.share_renew_acknowledge_enable = True
+    s.share_dlq_topic = ""           # "" = the engine's %DLQ%<group>
+    s.share_dlq_copy_record = True
+    s.streams_session_timeout_ms = 45_000
+    s.streams_heartbeat_interval_ms = 5_000
+    s.streams_num_standby_replicas = 0
+    s.streams_initial_rebalance_delay_ms = 3_000
+    s.streams_assignment_interval_ms = 1_000
+    s.streams_rack_aware_assignment_tags = ""
+    s.streams_task_offset_interval_ms = 60_000
+    s.streams_num_warmup_replicas = 2
+    s.streams_acceptable_recovery_lag = 10_000
+    s.streams_assignor_name = "sticky"
 
 
 def _local_replication(store: Any) -> LocalReplication:
@@ -111,9 +154,12 @@ def _local_replication(store: Any) -> LocalReplication:
                                               int(ident["kafkaPort"]), ident.get("brokerRack") or None)
         return out
 
-    return LocalReplication(is_master=lambda: ha.is_master,
+    # a master whose lease ran out (cut off from the controller) no longer claims to lead
+    return LocalReplication(is_master=lambda: ha.is_master and ha.lease_valid(),
                             in_sync_broker_ids=lambda: [v["brokerId"] for v in ha.in_sync_slaves()],
-                            slave_nodes=slave_nodes)
+                            slave_nodes=slave_nodes,
+                            leader_epochs=bool(store.broker_config.enable_controller_mode),
+                            master_epoch=lambda: ha.master_epoch)
 
 
 class ArrivalHub:
@@ -165,38 +211,81 @@ class KafkaGateway:
         self._owns_send_queue = send_queue is None  # flow control for puts that may wait on disk
         self.send_queue = send_queue or SendQueue.from_config(config.broker)
         self.port: int | None = None
-        self.cluster: LocalCluster | None = None
+        self.cluster: ClusterView | None = None
+        # how topics reach other broker groups (topic_placement.RemoteGroups); None: this group only
+        self.remote_groups: Any = None
         self.coordinator = GroupCoordinator(
             min_session_timeout_ms=self.settings.group_min_session_timeout_ms,
             max_session_timeout_ms=self.settings.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=self.settings.group_initial_rebalance_delay_ms,
             max_group_size=self.settings.group_max_size, store=store, put=self.put)
+        from gateway_kafka.consumer_groups import ModernGroupCoordinator
+        from gateway_kafka.group_configs import GroupConfigs
+        self.group_configs = GroupConfigs(self.settings, store, self.put)
+        from gateway_kafka.dynamic_configs import DynamicConfigs
+        self.dynamic_configs = DynamicConfigs(store.config_dir, self)
+        self.modern_groups = ModernGroupCoordinator(self, self.coordinator, self.group_configs)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
+        # under a failover controller: async (broker id or None) -> (ok, reason), asks the
+        # controller to elect a master (ElectLeaders); set by the node, None without one
+        self.elect_master: Any = None
         self.arrivals: ArrivalHub | None = None
         self._server: Any = None
         self._servers: list[Any] = []
         self.listener_ports: dict[str, int] = {}
         self._connections: set[asyncio.Task] = set()
         self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _coordinator_partition(self, key: str, key_type: int) -> tuple[str, int] | None:
+        """Where a group id (0) or transactional id (1) keeps its state, as Kafka places it."""
+        from engine.state_log import CONSUMER_OFFSETS, TRANSACTION_STATE
+
+        if key_type == 0 and getattr(self.store, "consumer_offsets", None) is not None:
+            return CONSUMER_OFFSETS, self.store.consumer_offsets.partition_of(key)
+        if key_type == 1 and self.txn.log is not None:
+            return TRANSACTION_STATE, self.txn.log.partition_for(key)
+        return None
+
+    def _coordinated_partitions(self, topic: str) -> set[int]:
+        """Partitions of an internal topic this node's coordinators hold state in: groups with
+        metadata (joined at least once), transactional ids."""
+        where = self._coordinator_partition
+        key_type = 0 if topic == "__consumer_offsets" else 1
+        keys = self.coordinator.groups if key_type == 0 else self.txn.txns
+        out = set()
+        for key in list(keys):
+            found = where(key, key_type)
+            if found is not None:
+                out.add(found[1])
+        return out
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         apis.load_all()
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self.arrivals = ArrivalHub(loop)
         self.store.add_arrival_listener(self.arrivals.on_arrival)
         await self.txn.start()
         self.coordinator.restore()
+        self.group_configs.restore()
+        self.dynamic_configs.load()
+        self.dynamic_configs.apply()
+        self.modern_groups.restore()
         await self._start_listeners()
         primary = self.settings.listeners[0]
         host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
-        self.cluster = LocalCluster(self.settings.cluster_id, self.settings.node_id, host,
-                                    primary.advertised_port or self.settings.advertised_port or self.port,
-                                    rack=self.settings.broker_rack,
-                                    broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
-                                    local=_local_replication(self.store))
+        self.cluster = ClusterView(self.settings.cluster_id, self.settings.node_id, host,
+                                   primary.advertised_port or self.settings.advertised_port or self.port,
+                                   rack=self.settings.broker_rack,
+                                   broker_name=self.config.broker.broker_name, broker_id=self.config.broker.broker_id,
+                                   local=_local_replication(self.store), local_topics=self.store.topic_config.all,
+                                   local_topic=self.store.topic_config.get,
+                                   coordinator_partition=self._coordinator_partition,
+                                   local_coordinator_partitions=self._coordinated_partitions)
+        self.store.role_listeners.append(self._role_changed)
         log.info("kafka_gateway_started", host=self.settings.host, port=self.port, advertised=f"{host}:"
                  f"{self.cluster.self_node.port}", apis=len(apis.REGISTRY),
                  listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))
@@ -242,6 +331,27 @@ class KafkaGateway:
         return BrokerNode(node.node_id, host, spec.advertised_port or self.listener_ports.get(spec.name, node.port),
                           node.rack)
 
+    def _role_changed(self, role: str, epoch: int) -> None:
+        """The store changed role (failover, docs/design/failover.md; runs in the role change's
+        thread, before a new master's lease lets writes in). Idempotence state needs nothing: the
+        engine's producer table followed every replicated batch. The coordinators recover from the
+        log the node now holds, as at a start: the transaction coordinator refuses requests from
+        here until it has replayed ``__transaction_state``; groups come back from
+        ``__consumer_offsets``. A demoted node stops coordinating (COORDINATOR_NOT_AVAILABLE sends
+        clients to FindCoordinator, which names the new master)."""
+        master = role != "SLAVE"
+        self.txn.role_changing(master)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(self._follow_role(master), loop)
+
+    async def _follow_role(self, master: bool) -> None:
+        try:
+            await self.txn.follow_role(master)
+            self.coordinator.follow_role(master)
+        except Exception:
+            log.exception("coordinator_role_change_failed", master=master)
+
     def _default_advertised_host(self) -> str:
         host = self.settings.host
         if host in ("0.0.0.0", "::", ""):
@@ -250,9 +360,12 @@ class KafkaGateway:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._role_changed in self.store.role_listeners:
+            self.store.role_listeners.remove(self._role_changed)
         for srv in self._servers:
             srv.close()
         self.coordinator.close()
+        self.modern_groups.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:

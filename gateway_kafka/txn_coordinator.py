@@ -58,6 +58,7 @@ from gateway_kafka.protocol import records
 log = structlog.get_logger("rockafka.kafka.txn")
 
 CHECKPOINT_FILE = "transactionState.json"
+RELAY_CLIENT_ID = "rockafka-producer-id-relay"  # a slave asking its master (never relayed again)
 CHECKPOINT_VERSION = 1
 ID_BLOCK = 1000
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = (
@@ -133,14 +134,76 @@ class TransactionCoordinator:
         self._locks: dict[str, asyncio.Lock] = {}
         self._id_lock = asyncio.Lock()
         self._positions: dict[int, int] = {}
+        self._applied: dict[int, int] = {}  # per partition: the next queue offset memory has applied
+        self._cuts = self.store.log_cuts  # truncations of the log memory has seen
         self._changed = False
+        # False while a promoted broker replays the log (failover): requests answer
+        # COORDINATOR_LOAD_IN_PROGRESS, which every Kafka client retries
+        self.ready = True
+        self._recover_pending = False
+        self._timeout_task: asyncio.Task | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._load_and_replay)
         self.store.add_retention_guard(self._needed_commitlog_offset)
         await self.recover()
-        self._tasks = [asyncio.create_task(self._timeout_loop()), asyncio.create_task(self._checkpoint_loop())]
+        self._tasks = [asyncio.create_task(self._checkpoint_loop())]
+        if not self.store.is_slave:
+            self._start_timeout_loop()
+
+    def not_serving(self) -> int:
+        """Why this node coordinates no transaction now (0 = it does): a slave answers
+        NOT_COORDINATOR, so clients ask FindCoordinator again (it names the master); a promoted
+        master still replaying its log COORDINATOR_LOAD_IN_PROGRESS. Both are retriable."""
+        if self.store.is_slave:
+            return E.NOT_COORDINATOR
+        return 0 if self.ready else E.COORDINATOR_LOAD_IN_PROGRESS
+
+    def _start_timeout_loop(self) -> None:
+        if self._timeout_task is None or self._timeout_task.done():
+            self._timeout_task = asyncio.create_task(self._timeout_loop())
+            self._tasks.append(self._timeout_task)
+
+    def role_changing(self, master: bool) -> None:
+        """Called in the store's role change, before the new master takes writes: a promoted
+        coordinator refuses requests until ``follow_role`` has replayed what replication brought."""
+        if master:
+            self.ready = False
+
+    async def follow_role(self, master: bool) -> None:
+        """The store changed role (failover, a manual switch; docs/design/failover.md). Promoted:
+        apply the ``__transaction_state`` records replication brought since memory last followed
+        the log (all of them again when the log was cut meanwhile), hand out producer ids from
+        the recorded block end (ids below it may have been handed out by the former master), then
+        — once the store takes writes — finish completions and abort orphans as at a start, and
+        time transactions out. Demoted: the master-only loop stops (the new master's does it)."""
+        if not master:
+            task, self._timeout_task = self._timeout_task, None
+            if task is not None:
+                task.cancel()
+                self._tasks = [t for t in self._tasks if t is not task]
+            self._recover_pending = False
+            return
+        self.ready = False
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self._catch_up)
+        finally:
+            self.ready = True
+        self._recover_pending = True
+        self._start_timeout_loop()
+
+    def _catch_up(self) -> None:
+        cut = self.store.log_cuts != self._cuts
+        if cut:  # records memory applied may be gone: the state is what the log says now
+            self.txns, self._positions, self._applied = {}, {}, {}
+            self._block_end = _legacy_block_end(self.store.config_dir)
+            self._cuts = self.store.log_cuts
+        replayed = self._replay(self._applied)
+        self._next_pid = self._block_end
+        self._changed = True
+        log.info("transaction_state_taken_over", transactional_ids=len(self.txns), records_replayed=replayed,
+                 producer_id_block_end=self._block_end, full_replay=cut)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -162,15 +225,23 @@ class TransactionCoordinator:
             self._block_end = int(doc.get("blockEnd", 0))
             self.txns = {tid: TxnMetadata.from_json(d) for tid, d in (doc.get("transactions") or {}).items()}
         self._block_end = max(self._block_end, _legacy_block_end(self.store.config_dir))
-        replayed = 0
-        for p in range(self.log.partitions):
-            for rec in self.log.read(p, self._positions.get(p, 0)):
-                self._apply_record(p, rec)
-                replayed += 1
+        replayed = self._replay(self._positions)
         self._next_pid = self._block_end  # ids below the recorded end may have been handed out
-        self._by_pid = {m.producer_id: tid for tid, m in self.txns.items()}
         log.info("transaction_state_recovered", transactional_ids=len(self.txns), records_replayed=replayed,
                  producer_id_block_end=self._block_end)
+
+    def _replay(self, start: dict[int, int]) -> int:
+        """Apply every partition's records from ``start`` on; memory then follows the log's end."""
+        replayed = 0
+        for p in range(self.log.partitions):
+            next_offset = start.get(p, 0)
+            for rec in self.log.read(p, next_offset):
+                self._apply_record(p, rec)
+                next_offset = rec.offset + 1
+                replayed += 1
+            self._applied[p] = next_offset
+        self._by_pid = {m.producer_id: tid for tid, m in self.txns.items()}
+        return replayed
 
     def _apply_record(self, partition: int, rec: Any) -> None:
         if rec.key is None or rec.marker is not None:
@@ -189,17 +260,19 @@ class TransactionCoordinator:
         except records.RecordDecodeError as exc:
             log.error("transaction_record_unreadable", partition=partition, offset=rec.offset, error=str(exc))
 
-    async def recover(self) -> None:
+    async def recover(self) -> bool:
         """Finish completions a crash interrupted; abort transactions nobody owns any more. A
-        slave does neither: its log is its master's, whose coordinator does both."""
+        slave does neither: its log is its master's, whose coordinator does both. False when a
+        write was refused (a promoted master retries from its timeout loop)."""
         if self.store.is_slave:
-            return
+            return False
+        ok = True
         for tid, m in list(self.txns.items()):
             if m.state in PREPARING:
                 async with self.lock(tid):
                     m = self.txns[tid]
                     if m.state in PREPARING:
-                        await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="recovered")
+                        ok &= await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="recovered")
         owned = {(t, p, m.producer_id) for m in self.txns.values() if m.state == ONGOING for t, p in m.partitions}
         for topic, queue_id, pid, _first in self.store.producer_state.open_transactions():
             if (topic, queue_id, pid) not in owned and not is_internal(topic):
@@ -209,10 +282,13 @@ class TransactionCoordinator:
                     timestamp=_now()), delay_headers=False)
                 log.warning("txn_orphan_aborted", topic=topic, partition=queue_id, producer_id=pid,
                             stored=res.stored)
+                ok &= res.stored
         for partition, pid in self.store.consumer_offsets.pending_producers():
             if (CONSUMER_OFFSETS, partition, pid) not in owned:
-                await self._put(self.store.consumer_offsets.complete_transaction, partition, pid, 0, False)
+                res = await self._put(self.store.consumer_offsets.complete_transaction, partition, pid, 0, False)
                 log.warning("txn_orphan_offsets_dropped", partition=partition, producer_id=pid)
+                ok &= bool(getattr(res, "stored", True))
+        return ok
 
     def lock(self, tid: str) -> asyncio.Lock:
         lk = self._locks.get(tid)
@@ -245,13 +321,18 @@ class TransactionCoordinator:
 
     async def allocate_producer_id(self) -> int | None:
         """A producer id never handed out before (None when its block could not be recorded)."""
+        if self.store.is_slave:  # its view of the blocks trails the master's
+            return None
         async with self._id_lock:
             if self._next_pid >= self._block_end:
                 end = self._next_pid + ID_BLOCK
                 with self.log.writing(0):
                     res = await self._put(self.log.append, 0, [(records.PRODUCER_ID_BLOCK_KEY,
                                                                 records.encode("ProducerIdBlockValue", {"block_end": end}))])
-                    if not res.stored:
+                    # ok, not only stored: a SYNC_MASTER's block must be on its slaves (the
+                    # SyncStateSet under a failover controller) before any id of it is used, so
+                    # a promoted slave never hands out an id of it again
+                    if not res.ok:
                         log.error("producer_id_block_not_stored", status=res.status.name, error=res.error)
                         return None
                     self._block_end = end
@@ -288,8 +369,17 @@ class TransactionCoordinator:
 
     # -- APIs ------------------------------------------------------------------------------------
     async def init_producer_id(self, tid: str | None, timeout_ms: int, producer_id: int,
-                               epoch: int) -> tuple[int, int, int]:
+                               epoch: int, relay: bool = True) -> tuple[int, int, int]:
         """InitProducerId: (error code, producer id, epoch)."""
+        code = self.not_serving()
+        if code == E.NOT_COORDINATOR and tid is None:
+            if producer_id < 0 and relay:
+                # an idempotent producer asks any node (librdkafka: the one it is connected to) and
+                # the id blocks are recorded by the master: ask it, as Kafka brokers ask the controller
+                return await self._producer_id_from_master(timeout_ms)
+            code = 0 if producer_id >= 0 else E.COORDINATOR_NOT_AVAILABLE  # an epoch bump needs no state
+        if code:
+            return code, -1, -1
         if tid is None:
             if producer_id >= 0:  # KIP-360: an idempotent producer bumps its own epoch
                 if epoch < 0:
@@ -326,6 +416,30 @@ class TransactionCoordinator:
             log.info("txn_producer_initialised", transactional_id=tid, producer_id=pid, epoch=new_epoch)
             return E.NONE, pid, new_epoch
 
+    async def _producer_id_from_master(self, timeout_ms: int) -> tuple[int, int, int]:
+        """InitProducerId (idempotent) relayed to the group's master over its Kafka listener;
+        COORDINATOR_NOT_AVAILABLE (retriable) when there is none or it does not answer in time."""
+        from gateway_kafka.protocol.codec import decode_response, encode_request
+
+        node = self.gw.cluster.master_node() if self.gw.cluster is not None else None
+        if node is None or not self.store.is_slave:
+            return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+        writer = None
+        try:
+            async with asyncio.timeout(5):
+                reader, writer = await asyncio.open_connection(node.host, node.port)
+                writer.write(encode_request(22, 1, 1, {"transactional_id": None, "transaction_timeout_ms": timeout_ms},
+                                            RELAY_CLIENT_ID))
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                _corr, resp = decode_response(22, 1, await reader.readexactly(size))
+            return resp["error_code"], resp["producer_id"], resp["producer_epoch"]
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            log.info("producer_id_from_master_failed", master=f"{node.host}:{node.port}", error=str(exc))
+            return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+        finally:
+            if writer is not None:
+                writer.close()
+
     async def add_partitions(self, tid: str, producer_id: int, epoch: int,
                              partitions: list[tuple[str, int]]) -> int:
         return await self._add_to_txn(tid, producer_id, epoch, set(partitions))
@@ -337,6 +451,8 @@ class TransactionCoordinator:
 
     async def _add_to_txn(self, tid: str, producer_id: int, epoch: int, partitions: set[tuple[str, int]]) -> int:
         """Check the producer, begin its transaction if none is open, record what it adds."""
+        if self.not_serving():
+            return self.not_serving()
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code != E.NONE:
@@ -355,6 +471,8 @@ class TransactionCoordinator:
     async def stage_offsets(self, tid: str, producer_id: int, epoch: int, group: str,
                             offsets: dict[tuple[str, int], Any]) -> int:
         """TxnOffsetCommit: the offsets become transactional records of the group's partition."""
+        if self.not_serving():
+            return self.not_serving()
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code != E.NONE:
@@ -369,6 +487,8 @@ class TransactionCoordinator:
             return E.NONE if res.ok else E.REQUEST_TIMED_OUT
 
     async def end_txn(self, tid: str, producer_id: int, epoch: int, committed: bool) -> int:
+        if self.not_serving():
+            return self.not_serving()
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code == E.CONCURRENT_TRANSACTIONS and m is not None and m.state == (PREPARE_COMMIT if committed else PREPARE_ABORT):
@@ -403,10 +523,17 @@ class TransactionCoordinator:
             elif self.store.topic_config.get(topic) is None:
                 continue  # deleted meanwhile: nothing to mark (the engine forgot its transactions)
             else:
+                # the partition's local queue (cluster.md); a partition of another group gets no
+                # marker here: transactions spanning broker groups are not supported
+                cluster = self.gw.cluster
+                queue = cluster.local_queue(topic, partition) if cluster is not None else partition
+                if queue is None:
+                    log.error("txn_marker_remote_partition", transactional_id=tid, topic=topic, partition=partition)
+                    continue
                 marker = rb.build_control_batch(rb.CONTROL_TYPE_COMMIT if committed else rb.CONTROL_TYPE_ABORT,
                                                 producer_id=m.producer_id, producer_epoch=m.epoch, timestamp=_now())
                 async with self.gw.partition_locks[(topic, partition)]:
-                    res = await self._put(self.store.put_record_batch, topic, partition, marker, delay_headers=False)
+                    res = await self._put(self.store.put_record_batch, topic, queue, marker, delay_headers=False)
             if not res.stored:
                 log.error("txn_marker_failed", transactional_id=tid, topic=topic, partition=partition,
                           status=res.status.name, error=res.error)
@@ -427,6 +554,11 @@ class TransactionCoordinator:
             await asyncio.sleep(interval)
             if self.store.is_slave:  # the master's coordinator times transactions out
                 continue
+            if self._recover_pending:  # promoted: what a start does, once the store takes writes
+                try:
+                    self._recover_pending = not await self.recover()
+                except Exception:
+                    log.exception("txn_recover_failed")
             now = _now()
             for tid, m in list(self.txns.items()):
                 try:
@@ -462,8 +594,8 @@ class TransactionCoordinator:
     async def checkpoint(self, force: bool = False) -> None:
         """State and the log positions it covers, captured together on the loop (no await in
         between), written off it."""
-        if not (self._changed or force):
-            return
+        if not (self._changed or force) or self.store.is_slave or not self.ready:
+            return  # a slave (or a master still replaying) writes none: its memory may trail its log
         positions = self.log.positions()
         doc = {"version": CHECKPOINT_VERSION, "positions": {str(p): o for p, o in positions.items()},
                "blockEnd": self._block_end, "transactions": {tid: m.to_json() for tid, m in self.txns.items()}}

@@ -251,7 +251,7 @@ class Broker:
         self.registration_extras: Any = None
         # SYNC_MASTER sends wait for the slaves' acks in these threads: more of them, so one
         # round trip to the slaves does not cap the whole broker at four sends in flight
-        workers = 32 if config.store.broker_role == "SYNC_MASTER" else 4
+        workers = 32 if getattr(store, "master_role", config.store.broker_role) == "SYNC_MASTER" else 4
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="broker-store")
         # sends that may wait on the disk (flow control: engine.send_queue); the node shares one
         from engine.send_queue import SendQueue
@@ -266,6 +266,12 @@ class Broker:
         self.started_at = time.time()
         # callables returning extra GET_BROKER_RUNTIME_INFO fields (e.g. replication state)
         self.runtime_info_providers: list[Any] = []
+        # controller mode (docs/design/failover.md): roles come from the failover controller
+        self.replicas: Any = None
+        if self.broker_config.enable_controller_mode:
+            from .replicas_manager import ReplicasManager
+
+            self.replicas = ReplicasManager(self)
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -294,6 +300,19 @@ class Broker:
     def is_master(self) -> bool:
         """The store's role decides (it may change at run time), not the configured id."""
         return not self.store.is_slave
+
+    def registered_broker_id(self) -> int:
+        """brokerId in NameServer registrations: the configured one, or in controller mode 0
+        while this broker is the master with a valid lease, else its own id."""
+        if self.replicas is not None:
+            return self.replicas.registered_broker_id()
+        return self.broker_config.broker_id
+
+    def on_role_changed(self) -> None:
+        """The controller made this broker master or slave: tell the NameServers at once."""
+        self.state_version = int(time.time() * 1000)
+        self._register_now.set()
+        self.pull_hold.wake_all()
 
     @property
     def ha_server_addr(self) -> str:
@@ -328,8 +347,12 @@ class Broker:
         from .processors.transaction import check_loop  # half messages left open are checked after a restart too
         self._tasks.append(asyncio.ensure_future(check_loop(self)))
         await self.register_all(first=True)
+        if self.replicas is not None:
+            self.replicas.start()
 
     async def stop(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.stop()
         try:
             self.store.remove_arrival_listener(self.pull_hold.on_arrival)
         except Exception:  # the store may already be gone
@@ -403,7 +426,7 @@ class Broker:
 
     async def register_all(self, first: bool = False) -> None:
         body = self.register_body()
-        fields = {"brokerAddr": self.addr, "brokerId": self.broker_config.broker_id,
+        fields = {"brokerAddr": self.addr, "brokerId": self.registered_broker_id(),
                   "brokerName": self.broker_config.broker_name, "clusterName": self.broker_config.broker_cluster_name,
                   "haServerAddr": self.ha_server_addr, "compressed": False,
                   "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
@@ -418,7 +441,9 @@ class Broker:
                     return
                 if first:
                     log.info("register_broker_ok", namesrv=addr, broker_addr=self.addr)
-                if not self.is_master:  # a slave learns its master from the answer, as RocketMQ's do
+                # a slave learns its master from the answer, as RocketMQ's do (in controller mode the
+                # controller names the master; a NameServer may still list the old one)
+                if not self.is_master and self.replicas is None:
                     master_ha = resp.ext_fields.get("haServerAddr") if resp.ext_fields else None
                     if master_ha:
                         self.store.ha.update_master_address(str(master_ha))
@@ -442,7 +467,7 @@ class Broker:
         return None
 
     async def unregister_all(self) -> None:
-        fields = {"brokerAddr": self.addr, "brokerId": self.broker_config.broker_id,
+        fields = {"brokerAddr": self.addr, "brokerId": self.registered_broker_id(),
                   "brokerName": self.broker_config.broker_name, "clusterName": self.broker_config.broker_cluster_name}
         for addr in self.namesrv_addrs():
             conn = self._namesrv_conns.get(addr)
@@ -479,7 +504,7 @@ class Broker:
             ha_version = self._ha_state_version()
             # a slave that does not know its master yet asks every second (the answer names it);
             # a master re-registers when its in-sync slaves change, so routes and ISR follow
-            waiting_for_master = not self.is_master and not self._knows_master()
+            waiting_for_master = not self.is_master and not self._knows_master() and self.replicas is None
             due = (self._register_now.is_set() or version != seen or ha_version != ha_seen
                    or waiting_for_master or time.monotonic() - last >= period)
             if not due:

@@ -68,6 +68,16 @@ class RouteInfo:
         bd = self.broker_addr_table.setdefault(broker_name, {"cluster": cluster, "brokerName": broker_name,
                                                              "brokerAddrs": {}, "enableActingMaster": False})
         addrs: dict[int, str] = bd["brokerAddrs"]
+        if broker_id == 0 and extras and addrs.get(0) not in (None, broker_addr):
+            # controller mode: two brokers claim to be master (a zombie has not learned yet that it
+            # was replaced); the newer master epoch keeps brokerId 0, the other is listed as a slave
+            holder = self.broker_live_table.get(addrs[0])
+            theirs = int((holder.extras if holder else {}).get("masterEpoch", -1))
+            mine = int(extras.get("masterEpoch", -1))
+            if holder is not None and theirs > mine and extras.get("replicaId") is not None:
+                log.warning("broker_stale_master_registration", broker_name=broker_name, addr=broker_addr,
+                            epoch=mine, master_addr=addrs[0], master_epoch=theirs)
+                broker_id = int(extras["replicaId"])
         # one address per id: a broker that came back on another address replaces its old entry
         for bid, addr in list(addrs.items()):
             if addr == broker_addr and bid != broker_id:
@@ -316,13 +326,24 @@ async def kv_list(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> R
     return cmd.response(R.SUCCESS, body=_json({"table": table}))
 
 
+# the failover controller's requests (answered when this NameServer runs one)
+from .controller import register_handlers as _register_controller_handlers  # noqa: E402
+
+_register_controller_handlers(NAMESRV_PROCESSORS)
+
+
 class NameServer:
-    """The NameServer component: ``name="namesrv"``, ``port`` after ``start``."""
+    """The NameServer component: ``name="namesrv"``, ``port`` after ``start``. With a
+    ``ControllerConfig`` (``enableControllerInNamesrv``) it also runs a failover controller peer."""
 
     name = "namesrv"
 
     def __init__(self, host: str, port: int, *, kv_config_path: str | os.PathLike[str] | None = None,
-                 broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000, guard=None):
+                 broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000, guard=None, controller: Any = None,
+                 data_dir: str | os.PathLike[str] = "."):
+        self.controller_config = controller
+        self.data_dir = data_dir
+        self.controller: Any = None
         self.routes = RouteInfo()
         self.kv = KVConfig(kv_config_path)
         self.broker_expired_ms = broker_expired_ms
@@ -338,6 +359,12 @@ class NameServer:
     async def start(self) -> None:
         await self.server.start()
         self._scan_task = asyncio.ensure_future(self._scan_loop())
+        if self.controller_config is not None:
+            from .controller import ControllerService
+
+            host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+            self.controller = ControllerService(self.controller_config, self.data_dir, f"{host}:{self.port}")
+            await self.controller.start()
 
     async def _scan_loop(self) -> None:
         while True:
@@ -348,6 +375,8 @@ class NameServer:
                 log.exception("broker_scan_failed")
 
     async def stop(self) -> None:
+        if self.controller is not None:
+            await self.controller.stop()
         if self._scan_task is not None:
             self._scan_task.cancel()
             try:

@@ -5,6 +5,10 @@ Talks to the NameServer given by ``--namesrv`` (default ``$ROCKAFKA_NAMESRV`` or
 store. Commands:
 
     cluster                          every broker group: members, roles, epoch, in-sync, lag
+    controller                       the failover controller: leader, and per group the master,
+                                     epoch, SyncStateSet and each replica's liveness
+    elect-master --broker-name G [--broker-id N]
+                                     a safe manual switch of master (to an alive SyncStateSet member)
     topics list | topics create TOPIC [--queues N] | topics delete TOPIC
     groups list | groups lag [GROUP] | groups offsets GROUP --topic T
     groups set GROUP --retry-max-times N
@@ -71,6 +75,15 @@ def add_admin_parser(sub: Any) -> None:
     what = admin.add_subparsers(dest="admin_command", metavar="WHAT")
 
     what.add_parser("cluster", help="broker groups with their members' roles, in-sync state and replication lag")
+    ctl = what.add_parser("controller", help="the failover controller's view: leader, masters, epochs, SyncStateSets",
+                          parents=[leaf])
+    ctl.add_argument("--controller", help="controller addresses, `;`-separated (default: --namesrv)")
+    elect = what.add_parser("elect-master", help="switch a group's master (mqadmin electMaster)", parents=[leaf])
+    elect.add_argument("--controller", help="controller addresses, `;`-separated (default: --namesrv)")
+    elect.add_argument("--broker-name", required=True, help="the broker group")
+    elect.add_argument("--broker-id", type=int, default=None,
+                       help="the member to lead (alive, in the SyncStateSet); default: the controller picks")
+    elect.add_argument("--cluster", default="DefaultCluster")
     topics = what.add_parser("topics", help="list, create or delete topics").add_subparsers(dest="action", metavar="ACTION")
     topics.add_parser("list", help="every topic the NameServer routes", parents=[leaf])
     create = topics.add_parser("create", help="create or update a topic on every master", parents=[leaf])
@@ -139,7 +152,7 @@ def _message_row(m: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from gateway_native.client import Admin
 
-    if args.admin_command is None or (args.admin_command not in ("reset-offset", "cluster")
+    if args.admin_command is None or (args.admin_command not in ("reset-offset", "cluster", "controller", "elect-master")
                                       and getattr(args, "action", None) is None):
         raise AdminCliError("missing command; see `rockafka admin --help`")
     if bool(args.access_key) != bool(args.secret_key):
@@ -180,8 +193,46 @@ def cluster_rows(info: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def controller_rows(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per replica from CONTROLLER_GET_SYNC_STATE_DATA's replicasInfoTable."""
+    rows = []
+    for name, g in sorted(table.items()):
+        for r in sorted(g.get("inSyncReplicas", []) + g.get("notInSyncReplicas", []), key=lambda r: r["brokerId"]):
+            in_sync = any(x["brokerId"] == r["brokerId"] for x in g.get("inSyncReplicas", []))
+            rows.append({"brokerName": name, "brokerId": r["brokerId"], "addr": r.get("brokerAddress"),
+                         "role": "master" if r["brokerId"] == g.get("masterBrokerId") else "slave",
+                         "inSyncStateSet": "yes" if in_sync else "no",
+                         "alive": {True: "yes", False: "no"}.get(r.get("alive"), ""),
+                         "masterEpoch": g.get("masterEpoch"), "syncStateSetEpoch": g.get("syncStateSetEpoch")})
+    return rows
+
+
+def _controller_addrs(args: argparse.Namespace) -> list[str]:
+    raw = getattr(args, "controller", None) or args.namesrv
+    return [a.strip() for a in raw.split(";") if a.strip()]
+
+
 def _dispatch(admin: Any, args: argparse.Namespace) -> int:
     cmd, action, js = args.admin_command, getattr(args, "action", None), args.json
+    if cmd == "controller":
+        addrs = _controller_addrs(args)
+        peers = admin.controller_metadata(addrs)
+        if all("error" in p for p in peers):
+            raise AdminCliError(f"no controller answers at {', '.join(addrs)}: {peers[0]['error']}")
+        table = admin.sync_state_data(addrs)
+        leader = next((p for p in peers if p.get("isLeader")), None)
+        if js:
+            emit({"peers": peers, "replicasInfoTable": table}, True)
+            return 0
+        print(f"controller leader: {leader['selfId']} at {leader['address']} (term {leader.get('term')})"
+              if leader else "controller leader: none")
+        emit(controller_rows(table), False, ["brokerName", "brokerId", "role", "addr", "alive", "inSyncStateSet",
+                                             "masterEpoch", "syncStateSetEpoch"])
+        return 0
+    if cmd == "elect-master":
+        result = admin.elect_master(_controller_addrs(args), args.broker_name, args.broker_id, args.cluster)
+        emit(result, js)
+        return 0
     if cmd == "cluster":
         rows = cluster_rows(admin.cluster_info())
         if not rows:

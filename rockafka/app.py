@@ -75,7 +75,15 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
 
     broker.registration_extras = lambda: registration_extras(store, config, kafka)
     broker.runtime_info_providers.append(lambda: ha_runtime_fields(store.ha.runtime_info()))
-    components.append(GroupViewRefresher(broker, kafka, config.extra_int("cluster_view_refresh_ms", 1000)))
+    if broker.replicas is not None:  # Kafka's ElectLeaders asks the failover controller
+        kafka.elect_master = broker.replicas.elect
+    refresher = GroupViewRefresher(broker, kafka, config.extra_int("cluster_view_refresh_ms", 1000))
+    components.append(refresher)
+    # -- the cluster: Kafka topics placed over every group, coordinators where their state is (cluster.md) --
+    from .cluster_ops import CoordinatorPlacementWatch, RemoteGroups
+
+    kafka.remote_groups = RemoteGroups(broker)
+    refresher.on_refresh.append(CoordinatorPlacementWatch(broker, kafka).check)
     # -- RocketMQ 5 gRPC proxy front --
     from gateway_grpc.server import GrpcGateway
 
@@ -225,6 +233,10 @@ class Node:
             log.info("inner_credentials_generated",
                      hint="set innerClientAuthenticationCredentials (the same on every node) for broker groups")
         self.store = MessageStore(config.store, broker_config=config.broker)
+        if config.broker.enable_controller_mode:
+            # the controller says who leads (docs/design/failover.md): start as a slave that knows
+            # no master; brokerRole only says which master this broker becomes when elected
+            config.store.broker_role = "SLAVE"
         self.components: list[Any] = []
         self._stopped = asyncio.Event()
 

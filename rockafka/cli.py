@@ -1,4 +1,5 @@
-"""``rockafka`` command line: ``serve`` (all-in-one node), ``namesrv``, ``admin`` and ``config list``.
+"""``rockafka`` command line: ``serve`` (all-in-one node), ``namesrv``, ``admin``, ``config list`` and
+``cluster up|status|down`` (a local cluster of broker groups, rockafka/cluster_launcher.py).
 
 Every listener follows the same flags; precedence is defaults < ``--config`` broker.conf <
 ``ROCKAFKA_*`` environment < flags. Errors a person can fix exit non-zero with one line.
@@ -14,6 +15,7 @@ from typing import Sequence
 
 from engine.config import ConfigError, NodeConfig, load_node_config
 from engine.errors import StoreError
+from engine.security.tls import TlsError
 
 from . import __version__
 from . import logging as rlog
@@ -62,20 +64,32 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run an all-in-one node (NameServer, broker, Kafka gateway, admin HTTP)",
                            description="Run an all-in-one Rockafka node on embedded defaults.")
     _add_listener_flags(serve)
+    serve.add_argument("--check-config", action="store_true",
+                       help="resolve and validate the configuration (file, environment, flags), then exit: "
+                            "0 when it loads, 2 with the reason when it does not")
     namesrv = sub.add_parser("namesrv", help="run a standalone RocketMQ NameServer",
                              description="Run a standalone NameServer (brokers register with it, clients ask it for routes).")
     namesrv.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
     namesrv.add_argument("--port", type=int, default=9876, help="listen port (default 9876; 0 = any free port)")
     namesrv.add_argument("--kv-config", metavar="FILE", help="where to persist KV config (default: not persisted)")
     namesrv.add_argument("--broker-expired-ms", type=int, default=120_000, help="drop brokers silent this long (default 120000)")
+    namesrv.add_argument("--data-dir", metavar="DIR", default="./namesrv-data",
+                         help="where the controller keeps its Raft journal (default ./namesrv-data)")
+    namesrv.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                         help="serve Prometheus /metrics here (controller elections and leadership)")
     namesrv.add_argument("--config", metavar="FILE", help="broker.conf with the security and TLS keys "
                          "(tlsServerMode, tlsServerCertPath, authenticationEnabled, innerClientAuthenticationCredentials, ...)")
-    namesrv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="as `serve --set`")
+    namesrv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="as `serve --set`, and the controller keys, e.g. enableControllerInNamesrv=true "
+                              "controllerDLegerPeers=... (docs/design/failover.md)")
     namesrv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     namesrv.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
     from .admin_cli import add_admin_parser
 
     add_admin_parser(sub)
+    from .cluster_launcher import add_cluster_parser
+
+    add_cluster_parser(sub)
     config = sub.add_parser("config", help="list every configuration key with its value and default",
                             description="Show configuration keys (RocketMQ spelling) as `rockafka serve` would "
                                         "resolve them from the same --config, environment and --set.")
@@ -105,20 +119,34 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
     import structlog
 
+    from engine.config import is_controller_key, load_controller_config
     from gateway_native.namesrv import NameServer
 
     rlog.configure(args.log_level, args.log_json)
+    settings = {}  # the controller's keys; the rest (security, TLS) configure the NameServer as a node's
+    node_settings = []
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        if is_controller_key(key):
+            settings[key] = value
+        else:
+            node_settings.append(item)
+    controller = load_controller_config(settings)
 
     async def run() -> None:
         ns = NameServer(args.host, args.port, kv_config_path=args.kv_config, broker_expired_ms=args.broker_expired_ms,
-                        scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)))
+                        scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)),
+                        controller=controller if controller.enable_controller_in_namesrv else None,
+                        data_dir=args.data_dir)
         # the same security as a node's NameServer: TLS as tlsServerMode says (a self-signed pair
         # beside the KV config, or in the working directory), REGISTER_BROKER only from brokers
         # signing with the inner credentials when authenticationEnabled
         from engine import security as engine_security
         from gateway_native.security import secure_server
 
-        sec_config = config_from_args(argparse.Namespace(config=args.config, set=args.set))
+        sec_config = config_from_args(argparse.Namespace(config=args.config, set=node_settings))
         sec_config.host = args.host
         if args.kv_config:
             sec_config.store.store_path_root_dir = str(Path(args.kv_config).resolve().parent)
@@ -133,7 +161,16 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await ns.start()
-        structlog.get_logger("rockafka.namesrv").info("namesrv_ready", host=args.host, namesrv_port=ns.port)
+        metrics_port = None
+        if args.metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            from engine.metrics import REGISTRY
+
+            server, _thread = start_http_server(args.metrics_port, addr=args.host, registry=REGISTRY)
+            metrics_port = server.server_port
+        structlog.get_logger("rockafka.namesrv").info("namesrv_ready", host=args.host, namesrv_port=ns.port,
+                                                      metrics_port=metrics_port)
         try:
             await stop.wait()
         finally:
@@ -146,6 +183,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .app import Node
 
     config = config_from_args(args)
+    if args.check_config:
+        print(f"configuration ok: {args.config or 'defaults'}, broker {config.broker.broker_name} "
+              f"id {config.broker.broker_id} {config.store.broker_role}, data in {config.data_dir}")
+        return 0
     rlog.configure(args.log_level, args.log_json)
     node = Node(config)
     asyncio.run(node.run_until_signal())
@@ -169,12 +210,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .admin_cli import main as admin_main
 
             return admin_main(args)
+        if args.command == "cluster":
+            from .cluster_launcher import main as cluster_main
+
+            return cluster_main(args)
     except ConfigError as exc:
         print(f"rockafka: configuration error: {exc}", file=sys.stderr)
         return 2
     except StoreError as exc:
         print(f"rockafka: {exc}", file=sys.stderr)
         return 1
+    except TlsError as exc:  # a certificate or key file missing or unreadable
+        print(f"rockafka: TLS: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # output piped into `head` and the like
         return 0
     except OSError as exc:  # e.g. a port already in use

@@ -2,7 +2,9 @@
 Kafka gateway's cluster view refreshed from the NameServer.
 
 Registration (``registration_extras``): the body's ``rockafka`` object carries this node's Kafka
-listener (``kafkaNodeId``, ``kafkaHost``, ``kafkaPort``), ``brokerRack``, ``brokerRole`` and its
+listener (``kafkaNodeId``, ``kafkaHost``, ``kafkaPort``), ``brokerRack``, ``brokerRole``, on a
+master the stored Kafka partition ids of its topics (``kafkaPartitions``) and the internal-topic
+partitions its log holds records of (``coordinatorPartitions``, cluster.md) and its
 replication state (a master's ``masterEpoch`` and ``inSyncBrokerIds``, each slave's lag). The
 NameServer hands it back in GET_BROKER_CLUSTER_INFO (``brokerExtraTable``).
 
@@ -42,11 +44,16 @@ def ha_identity(config: Any) -> dict[str, Any]:
 def registration_extras(store: Any, config: Any, kafka: Any) -> dict[str, Any]:
     info = store.ha.runtime_info()
     out: dict[str, Any] = {"brokerRole": info["brokerRole"], "masterEpoch": info["masterEpoch"],
-                           **_kafka_node(kafka)}
+                           "replicaId": config.broker.broker_id, **_kafka_node(kafka)}
     rack = config.broker.broker_rack
     if rack:
         out["brokerRack"] = rack
     if store.ha.is_master:
+        from gateway_kafka.cluster_view import coordinator_partitions, registered_partitions
+
+        out["kafkaPartitions"] = registered_partitions(store.topic_config.all())
+        if getattr(kafka, "cluster", None) is not None:
+            out["coordinatorPartitions"] = coordinator_partitions(kafka.cluster)
         out["inSyncBrokerIds"] = sorted(s["brokerId"] for s in info.get("slaves", []) if s["inSync"])
         out["slaves"] = [{"brokerId": s["brokerId"], "lagBytes": s["lagBytes"], "lagMs": s["lagMs"],
                           "inSync": s["inSync"]} for s in info.get("slaves", [])]
@@ -67,6 +74,7 @@ class GroupViewRefresher:
         self.kafka = kafka
         self.interval = max(interval_ms, 100) / 1000
         self._task: asyncio.Task[None] | None = None
+        self.on_refresh: list = []  # called after each refresh (cluster_ops)
 
     async def start(self) -> None:
         # the Kafka listener is bound now: tell the master (HA handshake) and the NameServer
@@ -89,6 +97,8 @@ class GroupViewRefresher:
         info = await self.broker.cluster_info()
         if info is not None and self.kafka.cluster is not None:
             self.kafka.cluster.update(group_views_from_cluster_info(info))
+        for hook in self.on_refresh:
+            hook()
 
     async def _loop(self) -> None:
         while True:

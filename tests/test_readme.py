@@ -50,8 +50,16 @@ def test_every_readme_command_runs_from_a_fresh_clone(tmp_path):
     assert one.returncode == 0, one.stderr[-3000:]
     report1 = json.loads((state / "report-1.json").read_text())
     assert _failures(report1) == []
-    two = subprocess.run(["unshare", "--net", "--", sys.executable, str(RUNNER), "2", str(clone), str(state)],
-                         env=env, capture_output=True, text=True, timeout=1200)
+    cluster = clone / "cluster"
+    try:
+        two = subprocess.run(["unshare", "--net", "--", sys.executable, str(RUNNER), "2", str(clone), str(state)],
+                             env=env, capture_output=True, text=True, timeout=1200)
+    finally:
+        # `rockafka cluster up` processes outlive a failed block; pids are the machine's, so this
+        # stops them from outside the namespace (a no-op when the README's `down` ran)
+        if (cluster / "cluster.json").exists():
+            subprocess.run([str(clone / ".venv" / "bin" / "rockafka"), "cluster", "down", "--dir", str(cluster),
+                            "--timeout", "10"], env=env, capture_output=True, timeout=120)
     assert two.returncode == 0, "needs root for a network namespace (as README states): " + two.stderr[-3000:]
     report2 = json.loads((state / "report-2.json").read_text())
     assert _failures(report2) == []
@@ -69,3 +77,7 @@ def test_every_readme_command_runs_from_a_fresh_clone(tmp_path):
     assert any("orders paid ['order-1'] b'paid'" in out for out in outputs)
     assert any("order-42 shipped" in out for out in outputs)
     assert any(out.startswith("rockafka 0.1.0") for out in outputs)  # `rockafka --version` on PATH
+    # the local cluster: the slave follows its master, the record went through, `down` ran
+    (local,) = [out for out in outputs if "rockafka cluster status --dir" in out]
+    assert "following 127.0.0.1:20102" in local and "\nhello\n" in local and "namesrv-0: stopped" in local
+    assert json.loads((cluster / "cluster.json").read_text())["state"] == "down"

@@ -754,6 +754,12 @@ def scale_native_part(sz, budget, node, systems, failed, tables) -> None:
     tables.append(scale)
 
 
+def _kafka_version() -> str:
+    from kafka_peer import DEFAULT_KAFKA_VERSION
+
+    return DEFAULT_KAFKA_VERSION
+
+
 def write_results(out, size_name, sz, started, budget, machine, tables, profiles, notes) -> None:
     ended = dt.datetime.now(dt.timezone.utc)
     parts = [f"# Rockafka side by side with Apache Kafka and Apache RocketMQ — {started:%Y-%m-%d}", "",
@@ -762,7 +768,7 @@ def write_results(out, size_name, sz, started, budget, machine, tables, profiles
              "## Settings", "",
              "- Rockafka: `rockafka serve` on 127.0.0.1, " + ", ".join(f"{k}={v}" for k, v in ROCKAFKA_SETTINGS.items())
              + " (single node, no slave).",
-             "- Apache Kafka 4.1.1: single KRaft node (broker+controller) from Maven Central jars, shipped "
+             f"- Apache Kafka {_kafka_version()}: single KRaft node (broker+controller) from Maven Central jars, shipped "
              "server.properties bound to 127.0.0.1, 1 GiB heap, " + ", ".join(f"{k}={v}" for k, v in
                                                                                KAFKA_OVERRIDES.items()) + ".",
              "- Apache RocketMQ 5.5.0: NameServer + one master broker from Maven Central jars, shipped broker.conf "

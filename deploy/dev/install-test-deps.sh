@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Python packages: Debian packages (kcat, Java, Maven,
 # headless Chromium and its driver for the console tests, promtool from the prometheus package
-# for the metrics test, iproute2 for network namespaces) and the Maven-built Java runners under
-# compat/. Idempotent; safe to run on every `make test`.
+# for the metrics test, iproute2 for network namespaces, systemd-analyze for the unit files) and
+# the Maven-built Java runners under compat/. Idempotent; safe to run on every `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -19,6 +19,7 @@ command -v promtool >/dev/null || need_apt+=(prometheus)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v curl >/dev/null || need_apt+=(curl)
 command -v unshare >/dev/null || need_apt+=(util-linux)
+command -v systemd-analyze >/dev/null || need_apt+=(systemd)  # verifies deploy/systemd units
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "installing Debian packages: ${need_apt[*]}"
     $SUDO apt-get update -qq

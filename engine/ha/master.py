@@ -312,7 +312,7 @@ class SlaveConnection:
     def view(self, now: float) -> dict[str, Any]:
         return {"address": self.remote, "brokerId": self.broker_id, "identity": dict(self.identity),
                 "state": self.state, "ackOffset": self.ack_offset, "sentOffset": self.next_offset,
-                "lagBytes": self.lag_bytes(), "lagMs": self.lag_ms(now), "inSync": self.in_sync(now),
+                "lagBytes": self.lag_bytes(), "lagMs": self.lag_ms(now), "inSync": self.service.is_in_sync(self, now),
                 "bytesSent": self.bytes_sent, "bytesPerSecond": self.send_rate.sample(self.bytes_sent),
                 "connectedAt": int(self.connected_at * 1000)}
 

@@ -16,6 +16,13 @@ What the rest of the node uses:
   whenever the set of connected or in-sync slaves changes (the broker re-registers then).
 - ``notify_append()``: called by the put path; wakes the connections' writers.
 
+Controller mode (``docs/design/failover.md``): ``sync_state_set`` holds the slave broker ids of
+the SyncStateSet the controller confirmed (None without a controller). Then a slave counts as in
+sync only while it is a member, and a wait needs the acks of every member (allAckInSyncStateSet);
+``local_in_sync_ids()`` is what the master itself sees, which it proposes to the controller.
+``lease`` (an ``engine.controller.lease.MasterLease``) fences a master the controller no longer
+confirms: with an expired lease no wait completes with PUT_OK.
+
 Threads: ``ha-transfer`` re-evaluates the in-sync set (it also changes with time alone) and
 times waits out; acks complete waits at once on the connection's reader thread.
 """
@@ -91,6 +98,9 @@ class HAService:
         self._tick = threading.Condition(self._lock)
         self._meta_cache: tuple[float, dict[str, bytes]] | None = None
         self.running = False
+        # controller mode: the confirmed SyncStateSet's slave ids, and the master's lease
+        self.sync_state_set: frozenset[int] | None = None
+        self.lease: Any = None
 
     # -- role ----------------------------------------------------------------------------------
     @property
@@ -123,30 +133,33 @@ class HAService:
             self._client.start()
         self.running = True
 
-    def _become_master(self) -> None:
+    def _become_master(self, epoch: int | None = None) -> None:
         from .master import HAServer
 
         store = self.store
         start = store.confirmed_offset if self.epochs.last() is not None else store.commitlog.min_offset
-        entry = self.epochs.open_epoch(start)
+        entry = self.epochs.open_epoch(start, epoch)
         log.info("ha_master_epoch", epoch=entry.epoch, start_offset=entry.start_offset, role=self.role)
         self._server = HAServer(self, self.bind_host, self.listen_port)
         self._server.start()
         self._transfer = threading.Thread(target=self._transfer_loop, name="ha-transfer", daemon=True)
         self._transfer.start()
 
-    def change_role(self, role: str, master_address: str | None = None) -> None:
-        """Become master (a new epoch opens at the log's end, the HA port listens) or slave (of
-        ``master_address``, or the one the NameServer names next). Waits in progress fail with
-        SLAVE_NOT_AVAILABLE when a master steps down. The store's ``change_role`` calls this."""
+    def change_role(self, role: str, master_address: str | None = None, epoch: int | None = None) -> None:
+        """Become master (a new epoch opens at the log's end — ``epoch`` when a controller hands
+        it out —, the HA port listens) or slave (of ``master_address``, or the one the NameServer
+        names next). Waits in progress fail with SLAVE_NOT_AVAILABLE when a master steps down.
+        The store's ``change_role`` calls this."""
         if (role == "SLAVE") == (self._client is not None) and (self._server is not None or self._client is not None):
             self.store.config.broker_role = role  # already on that side (a master flavour change)
+            if role == "SLAVE" and master_address:
+                self.update_master_address(master_address)
             return
         self._stop_side()
         self.store.config.broker_role = role
         self._stop.clear()
         if role != "SLAVE":
-            self._become_master()
+            self._become_master(epoch)
         else:
             from .slave import HAClient
 
@@ -245,13 +258,41 @@ class HAService:
             return cached[1]
 
     # -- master: in-sync set and waits ---------------------------------------------------------
+    def is_in_sync(self, conn: Any, now: float) -> bool:
+        """In sync as acknowledgements count it: a confirmed SyncStateSet member that streams
+        (controller mode), else caught up within haMaxTimeSlaveNotCatchup."""
+        sss = self.sync_state_set
+        if sss is not None:
+            return conn.broker_id in sss and conn.state == "TRANSFER"
+        return conn.in_sync(now)
+
     def in_sync_slaves(self) -> list[dict[str, Any]]:
         now = time.monotonic()
-        return [c.view(now) for c in self.connections() if c.in_sync(now)]
+        return [c.view(now) for c in self.connections() if self.is_in_sync(c, now)]
 
     def in_sync_count(self) -> int:
+        sss = self.sync_state_set
+        if sss is not None:
+            return len(sss)
         now = time.monotonic()
         return sum(1 for c in self._conns if c.in_sync(now))
+
+    def local_in_sync_ids(self) -> list[int]:
+        """Slaves this master sees caught up (haMaxTimeSlaveNotCatchup), whatever the controller says."""
+        now = time.monotonic()
+        return sorted({c.broker_id for c in self.connections() if c.in_sync(now)})
+
+    def set_sync_state_set(self, slave_ids: Any) -> None:
+        """Controller mode: the confirmed SyncStateSet's slave ids (None: no controller)."""
+        new = None if slave_ids is None else frozenset(int(b) for b in slave_ids)
+        if new != self.sync_state_set:
+            log.info("ha_sync_state_set", slaves=sorted(new) if new is not None else None)
+            self.sync_state_set = new
+            self.state_changed()
+
+    def lease_valid(self) -> bool:
+        lease = self.lease
+        return lease is None or lease.valid()
 
     def state_changed(self) -> None:
         with self._tick:
@@ -285,7 +326,8 @@ class HAService:
 
     def _evaluate(self, now: float) -> None:
         """Under the lock: note in-sync changes and complete the waits that can be completed."""
-        in_sync = [c for c in self._conns if c.in_sync(now)]
+        sss = self.sync_state_set
+        in_sync = [c for c in self._conns if self.is_in_sync(c, now)]
         ids = tuple(sorted(c.broker_id for c in in_sync))
         if ids != self._in_sync_ids:
             log.info("ha_in_sync_changed", in_sync_broker_ids=list(ids), before=list(self._in_sync_ids))
@@ -297,8 +339,16 @@ class HAService:
         keep: list[_Waiter] = []
         acked = min((c.ack_offset for c in in_sync), default=None)
         n = len(in_sync)
+        if sss is not None:  # every member of the confirmed set must ack; a missing one holds the wait
+            n = len(sss)
+            if {c.broker_id for c in in_sync} != set(sss):
+                acked = -1 if sss else None
+        fenced = not self.lease_valid()
         for w in self._waiters:
-            if n < w.min_replicas:
+            if fenced:
+                done.append((w, FLUSH_SLAVE_TIMEOUT, "master lease expired: the controller no longer confirms this "
+                                                     "broker as master; not acknowledged"))
+            elif n < w.min_replicas:
                 done.append((w, SLAVE_NOT_AVAILABLE,
                              f"{n} slave(s) in sync, {w.min_replicas} needed; the message is stored on the master only"))
             elif acked is None or acked >= w.end:
@@ -348,11 +398,15 @@ class HAService:
             "commitLogMinOffset": store.commitlog.min_offset, "commitLogMaxOffset": store.confirmed_offset,
             "truncatedBytes": self.truncated_bytes,
         }
+        if self.sync_state_set is not None:
+            info["syncStateSet"] = sorted(self.sync_state_set)
+        if self.lease is not None:
+            info["lease"] = self.lease.view()
         if self.is_master:
             conns = self.connections()
             info.update({
                 "haListenPort": self.port, "haConnections": len(conns),
-                "inSyncSlaves": sum(1 for c in conns if c.in_sync(now)),
+                "inSyncSlaves": sum(1 for c in conns if self.is_in_sync(c, now)),
                 "slaves": [c.view(now) for c in sorted(conns, key=lambda c: c.broker_id)],
             })
         elif self._client is not None:

@@ -108,6 +108,8 @@ class SecurityService:
         self.state = SecurityState(SecurityLog(store) if store is not None else NoLog(), retention_ms)
         self._started = False
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._promoted = False  # a slave became master: bootstrap as at a master's start, once writable
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -121,12 +123,19 @@ class SecurityService:
                         hint="create SCRAM credentials (kafka-configs --entity-type users) and drop sasl_plain_users")
         if self.store is not None and not self.store.is_slave:
             self._bootstrap()
+        listeners = getattr(self.store, "role_listeners", None)
+        if listeners is not None and self._role_changed not in listeners:
+            listeners.append(self._role_changed)
         self._stop.clear()
         self._thread = threading.Thread(target=self._housekeeping, name="security-snapshot", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
+        listeners = getattr(self.store, "role_listeners", None)
+        if listeners is not None and self._role_changed in listeners:
+            listeners.remove(self._role_changed)
         self.state.stop()
         self._started = False
 
@@ -140,8 +149,35 @@ class SecurityService:
         if self.state.snapshot_due():
             self.state.write_snapshot()
 
+    def _role_changed(self, role: str, _epoch: int) -> None:
+        """A slave became master (failover; every broker under a controller starts as a slave):
+        the security topic and ``initAuthenticationUser`` are created as at a master's start —
+        from the housekeeping thread, once the store takes writes (the new master's lease)."""
+        if role != "SLAVE":
+            self._promoted = True
+            self._wake.set()
+
+    def _after_promotion(self) -> None:
+        try:
+            self.state.catch_up()  # what replication brought
+            self.state.log.ensure_topic()
+            self._bootstrap()
+            self._promoted = False
+        except SecurityStateError as exc:  # not writable yet: again in a second
+            log.info("security_bootstrap_deferred", error=str(exc))
+
     def _housekeeping(self) -> None:
-        while not self._stop.wait(600):
+        next_snapshot = time.monotonic() + 600
+        while not self._stop.is_set():
+            self._wake.wait(1.0 if self._promoted else max(0.0, next_snapshot - time.monotonic()))
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            if self._promoted and self.store is not None and not self.store.is_slave:
+                self._after_promotion()
+            if time.monotonic() < next_snapshot:
+                continue
+            next_snapshot = time.monotonic() + 600
             try:
                 if self.state.snapshot_due():
                     self.state.write_snapshot()

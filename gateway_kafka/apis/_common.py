@@ -18,6 +18,7 @@ from typing import Any, Callable
 from engine import message as msg
 from engine.state_log import is_internal  # noqa: F401  (Kafka's Topic.isInternal: the handlers' name for it)
 from engine.topic_config import TopicConfig
+from gateway_kafka import error_codes as E
 
 TOPIC_MAX_MESSAGE_BYTES = "max.message.bytes"
 
@@ -39,6 +40,24 @@ UNIT_BODY_POS_V4 = 88  # fixed part of a unit with IPv4 born and store hosts (en
 _BODYLEN_POS_V4 = 84
 _SYSFLAG_POS = 36
 _V6_FLAGS = msg.BORNHOST_V6_FLAG | msg.STOREHOST_V6_FLAG
+
+
+# Authorized operations (a bit per AclOperation code) answered when a client asks for them:
+# with no authorizer configured Kafka answers every operation the resource type supports
+# (AclEntry.supportedOperations), and so does Rockafka.
+_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE = 3, 4, 5, 6, 7, 8
+_CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 9, 10, 11, 12
+
+
+def _ops(*codes: int) -> int:
+    return sum(1 << c for c in codes)
+
+
+TOPIC_OPERATIONS = _ops(_READ, _WRITE, _CREATE, _DESCRIBE, _DELETE, _ALTER, _DESCRIBE_CONFIGS, _ALTER_CONFIGS)
+GROUP_OPERATIONS = _ops(_READ, _DESCRIBE, _DELETE, _DESCRIBE_CONFIGS, _ALTER_CONFIGS)
+CLUSTER_OPERATIONS = _ops(_CREATE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE, _ALTER,
+                          _DESCRIBE)
+NOT_ASKED = -2147483648  # Kafka's "authorized operations not requested"
 
 
 def topic_name_error(name: str | None) -> str | None:
@@ -88,8 +107,50 @@ def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
 
 
+_ids_by_version: tuple[int, dict[uuid.UUID, str]] = (-1, {})
+
+
+def topic_by_id(gateway: Any, tid: uuid.UUID | None) -> str | None:
+    """The name of the topic whose id is ``tid`` (None when no topic has it)."""
+    global _ids_by_version
+    if tid is None:
+        return None
+    tcm = gateway.store.topic_config
+    version = tcm.data_version.counter
+    cached_version, table = _ids_by_version
+    if cached_version != version:
+        table = {topic_id(name): name for name in tcm.all()}
+        _ids_by_version = (version, table)
+    return table.get(tid)
+
+
 def partition_count(tc: TopicConfig) -> int:
     return tc.read_queue_nums
+
+
+def local_queue(gateway: Any, topic: str, partition: int) -> tuple[int | None, int]:
+    """(local queue id, NONE) when this node's group owns ``partition`` of ``topic``; (None,
+    NOT_LEADER_OR_FOLLOWER) when another group does; (None, UNKNOWN_TOPIC_OR_PARTITION) when no
+    group does (docs/design/cluster.md)."""
+    cluster = gateway.cluster
+    if cluster is None:
+        tc = find_topic(gateway, topic)
+        ok = tc is not None and 0 <= partition < partition_count(tc)
+        return (partition, E.NONE) if ok else (None, E.UNKNOWN_TOPIC_OR_PARTITION)
+    queue = cluster.local_queue(topic, partition)
+    if queue is not None:
+        return queue, E.NONE
+    if cluster.owner(topic, partition) is not None:
+        return None, E.NOT_LEADER_OR_FOLLOWER
+    return None, E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def partition_exists(gateway: Any, topic: str, partition: int) -> bool:
+    """Some group of the cluster owns ``partition`` of ``topic`` (offsets may be committed for it)."""
+    if gateway.cluster is None:
+        tc = find_topic(gateway, topic)
+        return tc is not None and 0 <= partition < partition_count(tc)
+    return gateway.cluster.owner(topic, partition) is not None
 
 
 async def blocking(fn: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -104,6 +165,24 @@ def visible_topics(gateway: Any) -> dict[str, TopicConfig]:
 
 def find_topic(gateway: Any, name: str) -> TopicConfig | None:
     return gateway.store.topic_config.get(name)
+
+
+def cluster_topics(gateway: Any) -> dict[str, TopicConfig | None]:
+    """Every Kafka-visible topic of the cluster: this node's (with its config) and those only
+    other broker groups hold (None)."""
+    out: dict[str, TopicConfig | None] = dict(visible_topics(gateway))
+    if gateway.cluster is not None:
+        for name in gateway.cluster.topic_names():
+            if name not in out and not is_hidden(name, gateway):
+                out[name] = None
+    return out
+
+
+def topic_partition_ids(gateway: Any, name: str, tc: TopicConfig | None) -> list[int]:
+    """The topic's partition ids over the whole cluster, ascending."""
+    if gateway.cluster is None:
+        return list(range(partition_count(tc))) if tc is not None else []
+    return gateway.cluster.partition_ids(name)
 
 
 def new_topic_config(name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicConfig:

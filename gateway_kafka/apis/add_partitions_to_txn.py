@@ -13,7 +13,7 @@ from __future__ import annotations
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import find_topic, partition_count
+from gateway_kafka.apis._common import local_queue
 
 
 @api(key=24, min=0, max=3)
@@ -24,10 +24,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     bad: set[tuple[str, int]] = set()
     for t in topics:
         name = t.get("name")
-        tc = find_topic(gw, name)
-        count = partition_count(tc) if tc is not None else 0
         for p in t.get("partitions") or ():
-            if 0 <= p < count:
+            if local_queue(gw, name, p)[0] is not None:  # transactions stay within this group
                 wanted.append((name, p))
             else:
                 bad.add((name, p))

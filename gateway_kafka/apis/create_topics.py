@@ -18,7 +18,8 @@ from collections import Counter
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, new_topic_config, topic_id, topic_name_error
+from gateway_kafka import topic_placement
+from gateway_kafka.apis._common import find_topic, new_topic_config, topic_id, topic_name_error
 from gateway_kafka.apis._configs import SOURCE_DEFAULT, SOURCE_TOPIC, topic_defaults, validate_topic_config
 
 
@@ -35,7 +36,7 @@ def check_topic(ctx: RequestContext, t: dict) -> tuple[dict | None, int, dict[st
     why = topic_name_error(name)
     if why:
         return _fail(name, E.INVALID_TOPIC_EXCEPTION, why), 0, {}
-    if find_topic(gw, name) is not None:
+    if find_topic(gw, name) is not None or name in gw.cluster.topic_names():
         return _fail(name, E.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"), 0, {}
     if not gw.cluster.is_master:
         return _fail(name, E.NOT_CONTROLLER, "this broker is a slave; create topics on the master of the group"), 0, {}
@@ -97,7 +98,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             out.append(err)
             continue
         if not validate_only:
-            await blocking(gw.store.topic_config.create_or_update, new_topic_config(name, partitions, configs))
+            refused = await topic_placement.create_topic(gw, new_topic_config(name, partitions, configs))
+            if refused is not None:
+                out.append(_fail(name, *refused))
+                continue
             gw.log.info("topic_created", topic=name, partitions=partitions, configs=configs)
         defaults = topic_defaults(gw)
         shown = [{"name": k, "value": configs.get(k, v), "read_only": False,

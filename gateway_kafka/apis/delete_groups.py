@@ -21,6 +21,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     known = offsets.groups()
     results = []
     for gid in body.get("groups_names") or ():
+        if gw.modern_groups.owns(gid):
+            code = await _delete_modern(gw, gid)
+            results.append({"group_id": gid, "error_code": code})
+            continue
         state = gw.coordinator.state_of(gid)
         if not authz.group(ctx, authz.Op.DELETE, gid):
             code = E.GROUP_AUTHORIZATION_FAILED
@@ -34,6 +38,25 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 code = E.COORDINATOR_NOT_AVAILABLE
             else:
                 code = gw.coordinator.delete_group(gid)
+                gw.group_configs.forget(gid)
                 gw.log.info("group_deleted", group=gid)
         results.append({"group_id": gid, "error_code": code})
     return {"throttle_time_ms": 0, "results": results}
+
+
+async def _delete_modern(gw, gid: str) -> int:
+    """A KIP-848 consumer group or a share group: only when it has no members; its records
+    (group state, configs, offsets) get tombstones, a share group's delivery state goes too."""
+    async with gw.modern_groups.lock(gid):
+        g = gw.modern_groups.groups.get(gid)
+        if g is None:
+            return E.GROUP_ID_NOT_FOUND
+        if g.members:
+            return E.NON_EMPTY_GROUP
+        res = await gw.put(gw.store.consumer_offsets.delete_group, gid)
+        if res is not None and not res.stored:
+            return E.COORDINATOR_NOT_AVAILABLE
+        await gw.modern_groups.delete_group(gid)
+        gw.group_configs.forget(gid)
+        gw.log.info("group_deleted", group=gid)
+        return E.NONE

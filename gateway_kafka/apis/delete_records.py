@@ -13,7 +13,7 @@ from __future__ import annotations
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, is_internal, partition_count
+from gateway_kafka.apis._common import blocking, is_internal, local_queue
 
 
 @api(key=21, min=0, max=2)
@@ -23,7 +23,6 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     topics = []
     for t in body.get("topics") or ():
         name = t.get("name")
-        tc = find_topic(gw, name)
         parts = []
         if not authz.topic(ctx, authz.Op.DELETE, name):
             topics.append({"name": name, "partitions": [
@@ -33,19 +32,20 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
             offset = p.get("offset", -1)
-            if tc is None or not 0 <= index < partition_count(tc):
-                parts.append({"partition_index": index, "low_watermark": -1, "error_code": E.UNKNOWN_TOPIC_OR_PARTITION})
+            queue, code = local_queue(gw, name, index)
+            if queue is None:
+                parts.append({"partition_index": index, "low_watermark": -1, "error_code": code})
                 continue
             if is_internal(name):
                 parts.append({"partition_index": index, "low_watermark": -1, "error_code": E.INVALID_TOPIC_EXCEPTION})
                 continue
-            hi = store.get_max_offset_in_queue(name, index)
+            hi = store.get_max_offset_in_queue(name, queue)
             if offset == -1:
                 offset = hi
             if offset < 0 or offset > hi:
                 parts.append({"partition_index": index, "low_watermark": -1, "error_code": E.OFFSET_OUT_OF_RANGE})
                 continue
-            low = await blocking(store.delete_records, name, index, offset)
+            low = await blocking(store.delete_records, name, queue, offset)
             gw.log.info("records_deleted", topic=name, partition=index, before=offset, low_watermark=low)
             parts.append({"partition_index": index, "low_watermark": low, "error_code": E.NONE})
         topics.append({"name": name, "partitions": parts})

@@ -16,7 +16,7 @@ import uuid
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import find_topic, is_internal, partition_count, topic_id, visible_topics
+from gateway_kafka.apis._common import cluster_topics, find_topic, is_internal, topic_id, topic_partition_ids
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -26,7 +26,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     cluster = gw.cluster
     asked = sorted({t.get("name") for t in body.get("topics") or ()})
-    names = asked or [n for n in sorted(visible_topics(gw)) if authz.topic(ctx, authz.Op.DESCRIBE, n)]
+    known = cluster_topics(gw)
+    names = asked or [n for n in sorted(known) if authz.topic(ctx, authz.Op.DESCRIBE, n)]
     limit = max(1, body.get("response_partition_limit", 2000) or 2000)
     cursor = body.get("cursor")
     if cursor:
@@ -35,25 +36,25 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     next_cursor = None
     emitted = 0
     for name in names:
-        tc = find_topic(gw, name)
         if not authz.topic(ctx, authz.Op.DESCRIBE, name):
             topics.append({"error_code": E.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": ZERO_UUID,
                            "is_internal": False, "partitions": []})
             continue
-        if tc is None:
+        tc = known.get(name) or find_topic(gw, name)  # asked by name: internal topics too
+        if name not in known and tc is None:
             topics.append({"error_code": E.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "topic_id": ZERO_UUID,
                            "is_internal": False, "partitions": []})
             continue
         start = cursor.get("partition_index", 0) if cursor and name == cursor.get("topic_name") else 0
         parts = []
-        for p in range(start, partition_count(tc)):
+        for p in [i for i in topic_partition_ids(gw, name, tc) if i >= start]:
             if emitted >= limit:
                 next_cursor = {"topic_name": name, "partition_index": p}
                 break
             leader = cluster.leader(name, p)
             parts.append({"error_code": E.NONE if leader is not None else E.LEADER_NOT_AVAILABLE,
                           "partition_index": p, "leader_id": leader.node_id if leader is not None else -1,
-                          "leader_epoch": 0, "replica_nodes": cluster.replicas(name, p),
+                          "leader_epoch": cluster.leader_epoch(name, p), "replica_nodes": cluster.replicas(name, p),
                           "isr_nodes": cluster.isr(name, p), "eligible_leader_replicas": [], "last_known_elr": [],
                           "offline_replicas": cluster.offline_replicas(name, p)})
             emitted += 1

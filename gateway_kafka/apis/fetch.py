@@ -37,7 +37,7 @@ from engine.record_batch import iter_batches, record_count
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import batch_of_unit, find_topic, partition_count
+from gateway_kafka.apis._common import batch_of_unit, local_queue
 
 # Records per store read. The store counts logical offsets but returns whole batch units, so
 # this only bounds natively produced (one record per unit) reads; bytes bound the rest.
@@ -54,28 +54,29 @@ def _empty(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = 
 def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, min_one: bool,
                    isolation: int = 0, rack: str | None = None) -> tuple[dict, int]:
     """(partition response, record bytes in it)."""
-    tc = find_topic(gw, topic)
-    if tc is None or not 0 <= index < partition_count(tc):
-        return _empty(index, E.UNKNOWN_TOPIC_OR_PARTITION), 0
+    queue, code = local_queue(gw, topic, index)
+    if queue is None:
+        return _empty(index, code), 0
+    partition, index = index, queue  # the store knows the local queue; the answer names the partition
     store = gw.store
     lo = store.get_min_offset_in_queue(topic, index)
     hi = store.get_max_offset_in_queue(topic, index)
     if rack:
-        preferred = gw.cluster.preferred_read_replica(topic, index, rack)
+        preferred = gw.cluster.preferred_read_replica(topic, partition, rack)
         if preferred >= 0:  # KIP-392: no records, the client fetches from that replica instead
-            resp = _empty(index, E.NONE, hi, store.producer_state.last_stable_offset(topic, index, hi), lo)
+            resp = _empty(partition, E.NONE, hi, store.producer_state.last_stable_offset(topic, index, hi), lo)
             resp["preferred_read_replica"] = preferred
             return resp, 0
     if fetch_offset > hi and not gw.cluster.is_master:
         # a slave behind its master: the client's position came from the master; nothing yet
-        return _empty(index, E.NONE, hi, hi, lo), 0
+        return _empty(partition, E.NONE, hi, hi, lo), 0
     if fetch_offset < lo or fetch_offset > hi:
-        return _empty(index, E.OFFSET_OUT_OF_RANGE, hi, hi, lo), 0
+        return _empty(partition, E.OFFSET_OUT_OF_RANGE, hi, hi, lo), 0
     txn = store.producer_state
     lso = txn.last_stable_offset(topic, index, hi)
     end = lso if isolation == 1 else hi
     if fetch_offset >= end or (limit <= 0 and not min_one):
-        return _empty(index, E.NONE, hi, lso, lo), 0
+        return _empty(partition, E.NONE, hi, lso, lo), 0
     # The store counts whole units (batch + ~100 bytes of unit header, topic, properties); ask
     # for a little more and trim by batch bytes below, so the limit is about what is sent.
     res = store.get_message("", topic, index, fetch_offset, MAX_RECORDS_PER_READ,
@@ -94,7 +95,7 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
         size += n
         last_offset = ref.queue_offset + ref.record_count
     hi = max(hi, res.max_offset) if res.max_offset is not None else hi
-    resp = _empty(index, E.NONE, hi, lso if lso < hi else hi, lo)
+    resp = _empty(partition, E.NONE, hi, lso if lso < hi else hi, lo)
     if parts:
         resp["records"] = parts[0] if len(parts) == 1 else b"".join(parts)
         if isolation == 1 and txn.has_aborted(topic, index):
@@ -141,7 +142,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
     if max_bytes <= 0:
         max_bytes = 0x7FFFFFFF
-    keys = [(t.get("topic"), p.get("partition", -1)) for t in topics for p in t.get("partitions") or ()]
+    # arrivals are reported by local queue (the partition id itself unless the topic spreads over groups)
+    keys = [(t.get("topic"), q) for t in topics for p in t.get("partitions") or ()
+            for q in [local_queue(gw, t.get("topic"), p.get("partition", -1))[0]] if q is not None]
     isolation = body.get("isolation_level", 0)
     rack = body.get("rack_id") or None
     if max_wait_ms == 0 or not keys:

@@ -9,7 +9,9 @@ from gateway_kafka.apis import RequestContext, api
 
 @api(key=12, min=0, max=4)
 async def handle(ctx: RequestContext, body: dict) -> dict:
-    code = ctx.gateway.coordinator.heartbeat(
-        group_id=body.get("group_id", ""), member_id=body.get("member_id", ""),
-        generation_id=body.get("generation_id", -1), group_instance_id=body.get("group_instance_id"))
+    args = dict(group_id=body.get("group_id", ""), member_id=body.get("member_id", ""),
+                generation_id=body.get("generation_id", -1), group_instance_id=body.get("group_instance_id"))
+    code = ctx.gateway.modern_groups.classic_heartbeat(**args)  # None: a classic group
+    if code is None:
+        code = ctx.gateway.coordinator.heartbeat(**args)
     return {"throttle_time_ms": 0, "error_code": code}

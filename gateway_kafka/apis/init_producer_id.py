@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
+from gateway_kafka.txn_coordinator import RELAY_CLIENT_ID
 from gateway_kafka.apis import RequestContext, api
 
 
@@ -29,5 +30,6 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         return {"throttle_time_ms": 0, "error_code": E.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
                 "producer_epoch": -1}
     code, pid, epoch = await ctx.gateway.txn.init_producer_id(
-        tid, body.get("transaction_timeout_ms", 60_000), body.get("producer_id", -1), body.get("producer_epoch", -1))
+        tid, body.get("transaction_timeout_ms", 60_000), body.get("producer_id", -1), body.get("producer_epoch", -1),
+        relay=ctx.client_id != RELAY_CLIENT_ID)
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}

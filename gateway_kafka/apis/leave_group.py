@@ -12,12 +12,15 @@ from gateway_kafka.apis import RequestContext, api
 
 @api(key=13, min=0, max=5)
 async def handle(ctx: RequestContext, body: dict) -> dict:
-    coord = ctx.gateway.coordinator
+    gw = ctx.gateway
     group_id = body.get("group_id", "")
     if ctx.api_version < 3:
-        top, results = coord.leave_group(group_id, [(body.get("member_id", ""), None)])
+        leaving = [(body.get("member_id", ""), None)]
+    else:
+        leaving = [(m.get("member_id", ""), m.get("group_instance_id")) for m in body.get("members") or ()]
+    answer = await gw.modern_groups.classic_leave(group_id, leaving)  # None: a classic group
+    top, results = answer if answer is not None else gw.coordinator.leave_group(group_id, leaving)
+    if ctx.api_version < 3:
         code = results[0]["error_code"] if results and top == 0 else top
         return {"throttle_time_ms": 0, "error_code": code}
-    leaving = [(m.get("member_id", ""), m.get("group_instance_id")) for m in body.get("members") or ()]
-    top, results = coord.leave_group(group_id, leaving)
     return {"throttle_time_ms": 0, "error_code": top, "members": results}

@@ -23,7 +23,7 @@ from __future__ import annotations
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import batch_of_unit, blocking, find_topic, partition_count
+from gateway_kafka.apis._common import batch_of_unit, blocking, local_queue
 from engine.record_batch import decode_batch, parse_header
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
@@ -94,9 +94,10 @@ def max_timestamp_offset(store, topic: str, index: int) -> tuple[int, int]:
 
 def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tuple[int, int, int]:
     """(error_code, offset, timestamp)."""
-    tc = find_topic(gw, topic)
-    if tc is None or not 0 <= index < partition_count(tc):
-        return E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+    queue, code = local_queue(gw, topic, index)
+    if queue is None:
+        return code, -1, -1
+    index = queue  # the store's queue id (cluster.md)
     store = gw.store
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return E.NONE, store.get_min_offset_in_queue(topic, index), -1
@@ -136,6 +137,6 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             else:  # may read and decode batches: keep it off the event loop
                 code, off, rts = await blocking(lookup, gw, name, index, ts)
             parts.append({"partition_index": index, "error_code": code, "timestamp": rts, "offset": off,
-                          "leader_epoch": 0 if code == E.NONE else -1})
+                          "leader_epoch": gw.cluster.leader_epoch(name, index) if code == E.NONE else -1})
         topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -23,27 +23,29 @@ import uuid
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import (auto_create, find_topic, is_internal, partition_count, topic_id,
-                                        topic_name_error, visible_topics)
+from gateway_kafka.apis._common import (auto_create, cluster_topics, find_topic, is_internal, topic_id,
+                                        topic_name_error, topic_partition_ids)
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def partition_entries(gw, name: str, count: int) -> list[dict]:
+def partition_entries(gw, name: str, ids) -> list[dict]:
     cluster = gw.cluster
     out = []
-    for p in range(count):
+    for p in ids:
         leader = cluster.leader(name, p)
         out.append({"error_code": E.NONE if leader is not None else E.LEADER_NOT_AVAILABLE, "partition_index": p,
-                    "leader_id": leader.node_id if leader is not None else -1, "leader_epoch": 0,
+                    "leader_id": leader.node_id if leader is not None else -1,
+                    "leader_epoch": cluster.leader_epoch(name, p) if leader is not None else -1,
                     "replica_nodes": cluster.replicas(name, p), "isr_nodes": cluster.isr(name, p),
                     "offline_replicas": cluster.offline_replicas(name, p)})
     return out
 
 
 def topic_entry(gw, name: str, tc) -> dict:
+    """``tc`` None: a topic only other broker groups hold (docs/design/cluster.md)."""
     return {"error_code": E.NONE, "name": name, "topic_id": topic_id(name), "is_internal": is_internal(name),
-            "partitions": partition_entries(gw, name, partition_count(tc))}
+            "partitions": partition_entries(gw, name, topic_partition_ids(gw, name, tc))}
 
 
 def error_entry(name: str | None, code: int, tid: uuid.UUID = ZERO_UUID) -> dict:
@@ -61,7 +63,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     allow_auto = allow_auto and gw.settings.auto_create_topics_enable and gw.cluster.is_master
     topics = []
     if requested is None:
-        for name, tc in sorted(visible_topics(gw).items()):
+        for name, tc in sorted(cluster_topics(gw).items()):
             if authz.topic(ctx, authz.Op.DESCRIBE, name):  # unauthorized topics are left out (Kafka)
                 topics.append(topic_entry(gw, name, tc))
     else:
@@ -71,7 +73,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             if name is None:
                 tid = t.get("topic_id") or ZERO_UUID
                 if by_id is None:
-                    by_id = {topic_id(n): n for n in visible_topics(gw)}
+                    by_id = {topic_id(n): n for n in cluster_topics(gw)}
                 name = by_id.get(tid)
                 if name is None:
                     topics.append(error_entry(None, E.UNKNOWN_TOPIC_ID, tid))
@@ -80,7 +82,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 topics.append(error_entry(name, E.TOPIC_AUTHORIZATION_FAILED))
                 continue
             tc = find_topic(gw, name)
-            if tc is None:
+            if tc is None and gw.cluster is not None and name in gw.cluster.topic_names():
+                pass  # held by other broker groups: listed with their leaders, never created here
+            elif tc is None:
                 if topic_name_error(name) is not None:
                     topics.append(error_entry(name, E.INVALID_TOPIC_EXCEPTION))
                     continue

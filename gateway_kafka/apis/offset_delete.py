@@ -19,9 +19,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     offsets = gw.store.consumer_offsets
     if not authz.group(ctx, authz.Op.DELETE, gid):
         return {"error_code": E.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
-    if gw.coordinator.state_of(gid) is None and gid not in offsets.groups():
+    modern = gw.modern_groups.owns(gid)
+    if not modern and gw.coordinator.state_of(gid) is None and gid not in offsets.groups():
         return {"error_code": E.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
-    subscribed = gw.coordinator.subscribed_topics(gid)
+    subscribed = gw.modern_groups.subscribed_topics_of_group(gid) if modern else gw.coordinator.subscribed_topics(gid)
     topics = []
     for t in body.get("topics") or ():
         name = t.get("name")

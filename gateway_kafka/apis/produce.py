@@ -15,7 +15,8 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it during the wait (the batch is
   stored on the master; an idempotent retry is recognised as a duplicate and waited for again),
   REQUEST_TIMED_OUT when the slaves did not answer within the request's ``timeout_ms``. A
-  slave answers NOT_LEADER_OR_FOLLOWER. Other acks values: INVALID_REQUIRED_ACKS.
+  slave, or a master whose failover lease expired, answers NOT_LEADER_OR_FOLLOWER before any
+  sequence check (docs/design/failover.md). Other acks values: INVALID_REQUIRED_ACKS.
 - Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
   MESSAGE_TOO_LARGE (a batch above the topic's ``max.message.bytes``, or the broker's
   ``message_max_bytes`` when the topic sets none; a topic may allow more than the broker
@@ -42,21 +43,29 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
   ``throttle_time_ms`` and the listener reads nothing more from that connection for that long
   (a Kafka broker's quota throttling, KIP-219), so producers slow down instead of requests
   queueing without bound.
-- Not implemented: LogAppendTime topics.
+- Timestamps: a topic with ``message.timestamp.type=LogAppendTime`` gets each batch stamped with
+  the broker's time (attribute bit 3, maxTimestamp, CRC recomputed) as Kafka does; a CreateTime
+  topic that sets ``message.timestamp.before.max.ms`` / ``after.max.ms`` refuses batches whose
+  timestamps lie further in the past / future with INVALID_TIMESTAMP.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import struct
+import time
 
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, is_internal, message_limit, partition_count, topic_name_error
+from gateway_kafka.apis._common import (blocking, find_topic, is_internal, local_queue, message_limit,
+                                        topic_name_error)
 from gateway_kafka.producer_state import check_sequence
 from engine import metrics
-from engine.record_batch import CorruptRecordError, iter_batches, validate_batch
+from engine.compaction import is_compacted
+from engine.record_batch import (ATTRIBUTES_OFFSET, CRC_OFFSET, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
+                                 CorruptRecordError, compute_crc, decode_batch, iter_batches, validate_batch)
 from engine.send_queue import SendQueueBusy
 
 THROTTLE = "throttle_time_ms"  # ConnectionState.extra: answer with it, then mute the connection
@@ -77,6 +86,63 @@ def _result(index: int, code: int, base_offset: int = -1, log_start: int = -1, m
             "log_start_offset": log_start, "record_errors": [], "error_message": message}
 
 
+def _keyless_records(topic: str, index: int, batches) -> dict | None:
+    """A compacted topic takes only records with a key: INVALID_RECORD naming each keyless one
+    (its index in the batch, as Kafka's record_errors do), else None."""
+    errors = []
+    for view, h in batches:
+        if h.is_control:
+            continue
+        try:
+            _, records = decode_batch(view)
+        except CorruptRecordError as exc:
+            return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
+        errors += [{"batch_index": n, "batch_index_error_message": "Compacted topic cannot accept message without key."}
+                   for n, r in enumerate(records) if r.key is None]
+    if not errors:
+        return None
+    res = _result(index, E.INVALID_RECORD, message=f"Compacted topic cannot accept message without key in topic "
+                                                   f"partition {topic}-{index}.")
+    res["record_errors"] = errors
+    return res
+
+
+_TIMESTAMP_KEYS = frozenset({"message.timestamp.type", "message.timestamp.before.max.ms",
+                             "message.timestamp.after.max.ms"})
+
+
+def _timestamp_rules(attributes: dict, batches: list, now: int) -> tuple[list, str | None]:
+    """LogAppendTime: batches stamped with ``now``; CreateTime: the topic's bounds checked."""
+    if attributes.get("message.timestamp.type") == "LogAppendTime":
+        stamped = []
+        for view, h in batches:
+            if h.is_control:
+                stamped.append((view, h))
+                continue
+            buf = bytearray(view)
+            attrs = struct.unpack_from(">h", buf, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
+            struct.pack_into(">h", buf, ATTRIBUTES_OFFSET, attrs)
+            struct.pack_into(">q", buf, MAX_TIMESTAMP_OFFSET, now)
+            struct.pack_into(">I", buf, CRC_OFFSET, compute_crc(buf))
+            stamped.append((memoryview(buf), h))
+        return stamped, None
+    try:
+        before = int(attributes.get("message.timestamp.before.max.ms", -1))
+        after = int(attributes.get("message.timestamp.after.max.ms", -1))
+    except ValueError:
+        return batches, None
+    for _, h in batches:
+        if h.is_control:
+            continue
+        if before >= 0 and now - h.base_timestamp > before:
+            return batches, (f"timestamp {h.base_timestamp} of a record is more than {before} ms before the broker's "
+                             f"time {now} (message.timestamp.before.max.ms)")
+        if after >= 0 and h.max_timestamp - now > after:
+            return batches, (f"timestamp {h.max_timestamp} of a record is more than {after} ms after the broker's "
+                             f"time {now} (message.timestamp.after.max.ms)")
+    return batches, None
+
+
 def min_insync_replicas(gw, tc) -> int:
     raw = (tc.attributes or {}).get("min.insync.replicas") if tc is not None else None
     try:
@@ -86,11 +152,21 @@ def min_insync_replicas(gw, tc) -> int:
 
 
 async def produce_partition(ctx: RequestContext, topic: str, index: int, records, max_bytes: int, acks: int = 1,
-                            timeout_ms: int = 30_000, min_isr: int = 1) -> dict:
+                            timeout_ms: int = 30_000, min_isr: int = 1, compacted: bool = False,
+                            attributes: dict | None = None, queue: int | None = None) -> dict:
+    """Append to partition ``index``, stored in local queue ``queue`` (the same id unless the topic
+    spreads over broker groups, docs/design/cluster.md)."""
     gw = ctx.gateway
+    queue = index if queue is None else queue
     store = gw.store
     ha = store.ha
-    replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()))
+    if not ha.is_master or not ha.lease_valid():
+        # before any sequence check (Kafka's order): a retry must find the new leader, not an
+        # OUT_OF_ORDER_SEQUENCE_NUMBER from a replica that refused the batch before it
+        return _result(index, E.NOT_LEADER_OR_FOLLOWER,
+                       message="not the master of this partition's broker group" + (
+                           "" if not ha.is_master else " (its lease expired: cut off from the failover controller)"))
+    replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()) or bool(ha.sync_state_set))
     if replicate and 1 + ha.in_sync_count() < min_isr:
         return _result(index, E.NOT_ENOUGH_REPLICAS,
                        message=f"{1 + ha.in_sync_count()} in-sync replica(s), min.insync.replicas is {min_isr}")
@@ -106,6 +182,14 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             batches.append((view, validate_batch(view)))
     except CorruptRecordError as exc:
         return _result(index, E.CORRUPT_MESSAGE, message=str(exc))
+    if compacted:
+        refused = _keyless_records(topic, index, batches)
+        if refused is not None:
+            return refused
+    if attributes and _TIMESTAMP_KEYS.intersection(attributes):
+        batches, why = _timestamp_rules(attributes, batches, int(time.time() * 1000))
+        if why:
+            return _result(index, E.INVALID_TIMESTAMP, message=why)
     ps = store.producer_state
     # inline on the loop only when no other writer holds the commitlog (never wait on it here)
     sync_put = gw.settings.direct_put and not store.put_would_wait
@@ -119,7 +203,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 if txn_code != E.NONE:
                     return _result(index, txn_code, message=f"transactional batch of producer {h.producer_id} epoch "
                                                             f"{h.producer_epoch} refused: {E.NAMES.get(txn_code)}")
-            verdict = check_sequence(ps.entry(topic, index, h.producer_id) if h.producer_id >= 0 else None,
+            verdict = check_sequence(ps.entry(topic, queue, h.producer_id) if h.producer_id >= 0 else None,
                                      h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
             if verdict.error_code != E.NONE:
                 return _result(index, verdict.error_code, message=verdict.message)
@@ -129,11 +213,11 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 end_offset = max(end_offset, store.confirmed_offset)  # it is at or below the log's end
                 continue
             if sync_put:
-                res = store.put_record_batch(topic, index, bytes(view), born_host=born, sync_replicas=False,
+                res = store.put_record_batch(topic, queue, bytes(view), born_host=born, sync_replicas=False,
                                              max_size=max_bytes)
             else:
                 try:
-                    res = await gw.send_queue.run(functools.partial(store.put_record_batch, topic, index, bytes(view),
+                    res = await gw.send_queue.run(functools.partial(store.put_record_batch, topic, queue, bytes(view),
                                                                     born_host=born, sync_replicas=False,
                                                                     max_size=max_bytes))
                 except SendQueueBusy as exc:
@@ -150,7 +234,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 first_offset = res.queue_offset
             end_offset = max(end_offset, res.end_offset)
     metrics.topic_in("kafka", topic, sum(len(v) for v, _h in batches), sum(h.last_offset_delta + 1 for _v, h in batches))
-    result = _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, index))
+    result = _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, queue))
     if replicate and end_offset >= 0:  # waited for by ``handle`` after every partition appended
         result[_WAIT] = ha.wait_replicated(end_offset, min_isr - 1, timeout_ms / 1000)
     return result
@@ -192,24 +276,27 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
         elif not authz.topic(ctx, authz.Op.WRITE, name):
             out = [_result(p.get("index", -1), E.TOPIC_AUTHORIZATION_FAILED,
                            message=f"{ctx.conn.principal} may not WRITE topic {name}") for p in parts]
-        elif tc is None:
+        elif tc is None and (topic_name_error(name) or gw.cluster is None or name not in gw.cluster.topic_names()):
             code = E.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else E.UNKNOWN_TOPIC_OR_PARTITION
             out = [_result(p.get("index", -1), code) for p in parts]
+        elif tc is None:  # held by other broker groups only
+            out = [_result(p.get("index", -1), local_queue(gw, name, p.get("index", -1))[1]) for p in parts]
         elif is_internal(name):
             out = [_result(p.get("index", -1), E.INVALID_TOPIC_EXCEPTION,
                            message=f"cannot append to internal topic {name}") for p in parts]
         else:
-            count = partition_count(tc)
             limit = message_limit(gw, tc)
             min_isr = min_insync_replicas(gw, tc)
             timeout_ms = max(0, body.get("timeout_ms", 30_000) or 0)
             for p in parts:
                 index = p.get("index", -1)
-                if not 0 <= index < count:
-                    out.append(_result(index, E.UNKNOWN_TOPIC_OR_PARTITION))
+                queue, code = local_queue(gw, name, index)
+                if queue is None:
+                    out.append(_result(index, code))
                 else:
                     out.append(await produce_partition(ctx, name, index, p.get("records"), limit, acks, timeout_ms,
-                                                       min_isr))
+                                                       min_isr, compacted=is_compacted(tc.attributes),
+                                                       attributes=tc.attributes, queue=queue))
         responses.append({"name": name, "partition_responses": out})
     # acks=all: every partition appended first, then all replication waits at once
     waits = [_await_replication(gw, t["name"], p) for t in responses for p in t["partition_responses"] if _WAIT in p]

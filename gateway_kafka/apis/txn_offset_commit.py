@@ -20,7 +20,7 @@ from engine.consumer_offset import OffsetEntry
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import find_topic, partition_count, partition_results
+from gateway_kafka.apis._common import partition_exists, partition_results
 
 
 @api(key=28, min=0, max=3)
@@ -33,12 +33,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     staged: dict[tuple[str, int], OffsetEntry] = {}
     for t in body.get("topics") or ():
         name = t.get("name")
-        tc = find_topic(gw, name)
-        count = partition_count(tc) if tc is not None else 0
         for p in t.get("partitions") or ():
             index = p.get("partition_index", -1)
             meta = p.get("committed_metadata")
-            if not 0 <= index < count:
+            if not partition_exists(gw, name, index):
                 codes[(name, index)] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif meta is not None and len(meta.encode("utf-8")) > max_meta:
                 codes[(name, index)] = E.OFFSET_METADATA_TOO_LARGE
@@ -55,8 +53,15 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             codes[key] = denied if denied is not None else E.TOPIC_AUTHORIZATION_FAILED
             del staged[key]
     if staged:
-        code = gw.coordinator.validate_txn_offset_commit(group, body.get("member_id") or "",
-                                                         body.get("generation_id", -1), body.get("group_instance_id"))
+        member, generation, instance = body.get("member_id") or "", body.get("generation_id", -1), \
+            body.get("group_instance_id")
+        if gw.modern_groups.owns(group):  # KIP-848: the member's epoch (KIP-447 checks carry over)
+            code = gw.modern_groups.validate_offset_commit(group, member, generation, instance, ctx.api_version,
+                                                           transactional=True)
+            if code == E.STALE_MEMBER_EPOCH:
+                code = E.ILLEGAL_GENERATION  # what Kafka answers transactional commits
+        else:
+            code = gw.coordinator.validate_txn_offset_commit(group, member, generation, instance)
         if code == E.NONE:
             code = await gw.txn.stage_offsets(body.get("transactional_id", ""), body.get("producer_id", -1),
                                               body.get("producer_epoch", -1), group, staged)

@@ -295,7 +295,7 @@ api(13, "LeaveGroup", "0-5", flexible="4+",
       error_code: int16 3+
 """)
 
-api(8, "OffsetCommit", "0-9", flexible="8+",
+api(8, "OffsetCommit", "0-10", flexible="8+",
     request="""
     group_id: string
     generation_id_or_member_epoch: int32 1+ =-1
@@ -303,7 +303,8 @@ api(8, "OffsetCommit", "0-9", flexible="8+",
     group_instance_id: string 7+ null:7+ =null
     retention_time_ms: int64 2-4 =-1
     topics: []
-      name: string
+      name: string 0-9
+      topic_id: uuid 10+
       partitions: []
         partition_index: int32
         committed_offset: int64
@@ -314,13 +315,14 @@ api(8, "OffsetCommit", "0-9", flexible="8+",
     response="""
     throttle_time_ms: int32 3+
     topics: []
-      name: string
+      name: string 0-9
+      topic_id: uuid 10+
       partitions: []
         partition_index: int32
         error_code: int16
 """)
 
-api(9, "OffsetFetch", "0-9", flexible="6+",
+api(9, "OffsetFetch", "0-10", flexible="6+",
     request="""
     group_id: string 0-7
     topics: [] 0-7 null:2-7
@@ -331,7 +333,8 @@ api(9, "OffsetFetch", "0-9", flexible="6+",
       member_id: string 9+ null:9+ =null
       member_epoch: int32 9+ =-1
       topics: [] 8+ null:8+
-        name: string 8+
+        name: string 8-9
+        topic_id: uuid 10+
         partition_indexes: [int32] 8+
     require_stable: bool 7+ =false
 """,
@@ -349,7 +352,8 @@ api(9, "OffsetFetch", "0-9", flexible="6+",
     groups: [] 8+
       group_id: string 8+
       topics: [] 8+
-        name: string 8+
+        name: string 8-9
+        topic_id: uuid 10+
         partitions: [] 8+
           partition_index: int32 8+
           committed_offset: int64 8+
@@ -359,7 +363,7 @@ api(9, "OffsetFetch", "0-9", flexible="6+",
       error_code: int16 8+ =0
 """)
 
-api(15, "DescribeGroups", "0-5", flexible="5+",
+api(15, "DescribeGroups", "0-6", flexible="5+",
     request="""
     groups: [string]
     include_authorized_operations: bool 3+
@@ -368,6 +372,7 @@ api(15, "DescribeGroups", "0-5", flexible="5+",
     throttle_time_ms: int32 1+
     groups: []
       error_code: int16
+      error_message: string 6+ null:6+ =null
       group_id: string
       group_state: string
       protocol_type: string
@@ -511,6 +516,25 @@ api(21, "DeleteRecords", "0-2", flexible="2+",
         partition_index: int32
         low_watermark: int64
         error_code: int16
+""")
+
+api(43, "ElectLeaders", "0-2", flexible="2+",
+    request="""
+    election_type: int8 1+
+    topic_partitions: [] null:0+
+      topic: string
+      partitions: [int32]
+    timeout_ms: int32
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16 1+
+    replica_election_results: []
+      topic: string
+      partition_result: []
+        partition_id: int32
+        error_code: int16
+        error_message: string null:0+
 """)
 
 api(32, "DescribeConfigs", "0-4", flexible="4+",
@@ -834,6 +858,71 @@ api(66, "ListTransactions", "0-1", flexible="0+",
       transaction_state: string
 """)
 
+api(68, "ConsumerGroupHeartbeat", "0-1", flexible="0+",
+    request="""
+    group_id: string 0+
+    member_id: string 0+
+    member_epoch: int32 0+
+    instance_id: string 0+ null:0+ =null
+    rack_id: string 0+ null:0+ =null
+    rebalance_timeout_ms: int32 0+ =-1
+    subscribed_topic_names: [string] 0+ null:0+ =null
+    subscribed_topic_regex: string 1+ null:1+ =null
+    server_assignor: string 0+ null:0+ =null
+    topic_partitions: [] 0+ null:0+ =null
+      topic_id: uuid 0+
+      partitions: [int32] 0+
+""",
+    response="""
+    throttle_time_ms: int32 0+
+    error_code: int16 0+
+    error_message: string 0+ null:0+ =null
+    member_id: string 0+ null:0+ =null
+    member_epoch: int32 0+
+    heartbeat_interval_ms: int32 0+
+    assignment: {} 0+ null:0+ =null
+      topic_partitions: [] 0+
+        topic_id: uuid 0+
+        partitions: [int32] 0+
+""")
+
+api(69, "ConsumerGroupDescribe", "0-1", flexible="0+",
+    request="""
+    group_ids: [string] 0+
+    include_authorized_operations: bool 0+
+""",
+    response="""
+    throttle_time_ms: int32 0+
+    groups: [] 0+
+      error_code: int16 0+
+      error_message: string 0+ null:0+ =null
+      group_id: string 0+
+      group_state: string 0+
+      group_epoch: int32 0+
+      assignment_epoch: int32 0+
+      assignor_name: string 0+
+      members: [] 0+
+        member_id: string 0+
+        instance_id: string 0+ null:0+ =null
+        rack_id: string 0+ null:0+ =null
+        member_epoch: int32 0+
+        client_id: string 0+
+        client_host: string 0+
+        subscribed_topic_names: [string] 0+
+        subscribed_topic_regex: string 0+ null:0+ =null
+        assignment: {} 0+
+          topic_partitions: [] 0+
+            topic_id: uuid 0+
+            topic_name: string 0+
+            partitions: [int32] 0+
+        target_assignment: {} 0+
+          topic_partitions: [] 0+
+            topic_id: uuid 0+
+            topic_name: string 0+
+            partitions: [int32] 0+
+        member_type: int8 1+ =-1
+      authorized_operations: int32 0+ =-2147483648
+""")
 
 api(29, "DescribeAcls", "1-3", flexible="2+",
     request="""
@@ -942,4 +1031,67 @@ api(51, "AlterUserScramCredentials", "0-0", flexible="0+",
       user: string
       error_code: int16
       error_message: string null:0+
+""")
+
+api(35, "DescribeLogDirs", "1-4", flexible="2+",
+    request="""
+    topics: [] null:0+
+      topic: string
+      partitions: [int32]
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16 3+
+    results: []
+      error_code: int16
+      log_dir: string
+      topics: []
+        name: string
+        partitions: []
+          partition_index: int32
+          partition_size: int64
+          offset_lag: int64
+          is_future_key: bool
+      total_bytes: int64 4+ =-1
+      usable_bytes: int64 4+ =-1
+""")
+
+api(45, "AlterPartitionReassignments", "0", flexible="0+",
+    request="""
+    timeout_ms: int32 =60000
+    topics: []
+      name: string
+      partitions: []
+        partition_index: int32
+        replicas: [int32] null:0+
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+
+    responses: []
+      name: string
+      partitions: []
+        partition_index: int32
+        error_code: int16
+        error_message: string null:0+
+""")
+
+api(46, "ListPartitionReassignments", "0", flexible="0+",
+    request="""
+    timeout_ms: int32 =60000
+    topics: [] null:0+ =null
+      name: string
+      partition_indexes: [int32]
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+
+    topics: []
+      name: string
+      partitions: []
+        partition_id: int32
+        current_brokers: [int32]
+        target_brokers: [int32]
 """)

@@ -60,6 +60,70 @@ class Admin:
             raise MQBrokerError(resp.code, resp.remark, addr)
         return resp
 
+    # -- failover controller (docs/design/failover.md) -------------------------------------------
+    async def _controller(self, addrs: list[str], code: int, fields: dict[str, Any] | None = None,
+                          body: bytes = b"") -> Any:
+        """Ask the controller leader among ``addrs`` (a follower's answer names it)."""
+        order, tried, last = list(addrs), set(), None
+        while order:
+            addr = order.pop(0)
+            if addr in tried:
+                continue
+            tried.add(addr)
+            try:
+                resp = await self.runtime.invoke(addr, self.runtime.request(code, fields, body))
+            except Exception as exc:  # that peer is down: try the next
+                last = f"{addr}: {exc}"
+                continue
+            if resp.code == R.CONTROLLER_NOT_LEADER:
+                leader = (resp.ext_fields or {}).get("controllerLeaderAddress")
+                if leader:
+                    order.insert(0, str(leader))
+                last = f"{addr}: {resp.remark}"
+                continue
+            if resp.code != R.SUCCESS:
+                raise MQBrokerError(resp.code, resp.remark, addr)
+            return resp
+        raise MQClientError(f"no controller leader among {', '.join(addrs)} ({last})")
+
+    def controller_metadata(self, addrs: list[str]) -> list[dict[str, Any]]:
+        """CONTROLLER_GET_METADATA_INFO of every peer that answers (None for one that does not)."""
+        async def run() -> list[dict[str, Any]]:
+            out = []
+            for addr in addrs:
+                try:
+                    resp = await self.runtime.invoke(addr, self.runtime.request(RC.CONTROLLER_GET_METADATA_INFO))
+                    out.append({"address": addr, **json.loads(bytes(resp.body))} if resp.code == R.SUCCESS
+                               else {"address": addr, "error": resp.remark})
+                except Exception as exc:
+                    out.append({"address": addr, "error": str(exc)})
+            return out
+        return self._call(run())
+
+    def sync_state_data(self, addrs: list[str], broker_names: list[str] | None = None) -> dict[str, Any]:
+        """CONTROLLER_GET_SYNC_STATE_DATA: per group master, epochs, in-sync and other replicas."""
+        async def run() -> dict[str, Any]:
+            resp = await self._controller(addrs, RC.CONTROLLER_GET_SYNC_STATE_DATA,
+                                          body=json.dumps(broker_names).encode() if broker_names else b"")
+            return json.loads(bytes(resp.body)).get("replicasInfoTable", {})
+        return self._call(run())
+
+    def elect_master(self, addrs: list[str], broker_name: str, broker_id: int | None = None,
+                     cluster: str = "DefaultCluster") -> dict[str, Any]:
+        """CONTROLLER_ELECT_MASTER (mqadmin electMaster): ``broker_id`` = the member to lead (it
+        must be alive and in the SyncStateSet), None = the controller picks."""
+        async def run() -> dict[str, Any]:
+            fields = {"clusterName": cluster, "brokerName": broker_name, "designateElect": broker_id is not None,
+                      "invokeTime": int(time.time() * 1000)}
+            if broker_id is not None:
+                fields["brokerId"] = broker_id
+            resp = await self._controller(addrs, RC.CONTROLLER_ELECT_MASTER, fields)
+            ext = resp.ext_fields or {}
+            return {"brokerName": broker_name, "masterBrokerId": int(ext.get("masterBrokerId", -1)),
+                    "masterAddress": ext.get("masterAddress"), "masterEpoch": int(ext.get("masterEpoch", 0)),
+                    "syncStateSetEpoch": int(ext.get("syncStateSetEpoch", 0))}
+        return self._call(run())
+
     # -- cluster and topics --------------------------------------------------------------------
     def cluster_info(self) -> dict[str, Any]:
         async def run() -> dict[str, Any]:

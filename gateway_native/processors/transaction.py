@@ -109,14 +109,16 @@ def ask_producer(broker: Any, req: CheckRequest) -> bool:
 
 
 async def check_loop(broker: Any) -> None:
-    """Every transactionCheckInterval ms: one check round, then the check-backs."""
-    if not broker.is_master:
-        return  # a slave's half topic is a copy; the master checks its transactions
+    """Every transactionCheckInterval ms: one check round, then the check-backs — on the master
+    only (a slave's half topic is a copy); the role is read every round, since failover may
+    promote this broker."""
     cfg = broker.broker_config
     svc = service(broker)
     interval = max(int(cfg.transaction_check_interval), 50) / 1000
     while True:
         await asyncio.sleep(interval)
+        if not broker.is_master:
+            continue
         try:
             due = await broker.run_blocking(svc.check, int(cfg.transaction_time_out), int(cfg.transaction_check_max))
         except Exception:

@@ -143,11 +143,87 @@ def parse(command: list[str], code: int, out: str, err: str) -> RunResult:
     return result
 
 
-def kafka_command(bootstrap: str, scenarios: list[str]) -> list[str]:
+def kafka_command(bootstrap: str, scenarios: list[str], work_dir: Path | None = None) -> list[str]:
     return ["java", "-Xmx256m", "-jar", str(runnable(KAFKA_JAR)), "--bootstrap", bootstrap,
-            "--scenarios", ",".join(scenarios)]
+            "--scenarios", ",".join(scenarios)] + (["--work-dir", str(work_dir)] if work_dir else [])
 
 
 def rocketmq_command(client: str, namesrv: str, serialize: str, scenarios: list[str], work_dir: Path) -> list[str]:
     return ["java", "-Xmx256m", "-jar", str(runnable(ROCKETMQ_JARS[client])), "--namesrv", namesrv,
             "--serialize", serialize, "--work-dir", str(work_dir), "--scenarios", ",".join(scenarios)]
+
+
+class JavaMembers:
+    """Long-lived Java group members in one JVM (``compat/java`` ``Members``), commanded over
+    stdin: ``consumer``/``share`` NAME GROUP TOPICS [key=value ...], ``stop`` NAME. Events (one JSON
+    object per line) are collected by a reader thread; ``wait_for`` polls them with a deadline."""
+
+    def __init__(self, bootstrap: str):
+        import threading
+
+        self.command = ["java", "-Xmx384m", "-cp", str(runnable(KAFKA_JAR)), "rockafka.compat.kafka.Members",
+                        "--bootstrap", bootstrap]
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.events: list[dict] = []
+        self.stderr: list[str] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+        self.wait_for(lambda e: e.get("event") == "ready", 60, "the Members JVM did not start")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                with self._lock:
+                    self.events.append(obj)
+
+    def _read_err(self) -> None:
+        for line in self.proc.stderr:
+            with self._lock:
+                self.stderr.append(line)
+                del self.stderr[:-400]
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def snapshot(self) -> list[dict]:
+        with self._lock:
+            return list(self.events)
+
+    def wait_for(self, pred, timeout: float, what: str) -> list[dict]:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [e for e in self.snapshot() if pred(e)]
+            if found:
+                return found
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"{what} (after {timeout}s); last events: {self.snapshot()[-15:]}\n"
+                             f"stderr: {''.join(self.stderr[-40:])}")
+
+    def records(self, member: str | None = None) -> list[list]:
+        """Every reported record [topic, partition, offset, value, delivery count, ack]."""
+        return [r for e in self.snapshot() if e.get("event") == "records" and member in (None, e["member"])
+                for r in e["records"]]
+
+    def errors(self) -> list[dict]:
+        return [e for e in self.snapshot() if e.get("event") == "error"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.send("quit")
+                self.proc.wait(90)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait(10)

@@ -124,6 +124,32 @@ def test_tombstones_and_group_metadata(make_store, tmp_path):
         again.shutdown()
 
 
+def test_group_records_of_other_owners_survive_crash_and_checkpoint(make_store, tmp_path):
+    """Consumer/share group state and group configs (opaque, one kind per owner): the latest per
+    (kind, group) comes back from the log alone and from a checkpoint, and DeleteGroups'
+    tombstones remove every kind of the group."""
+    store = make_store(state_checkpoint_interval=3_600_000)
+    offs = store.consumer_offsets
+    assert offs.store_group_record("cg", 32000, b"epoch-1").ok
+    assert offs.store_group_record("cg", 32000, b"epoch-2").ok
+    assert offs.store_group_record("cg", 32001, b"configs").ok
+    assert offs.store_group_record("gone", 32000, b"x").ok
+    offs.commit_durable("gone", {("T", 0): OffsetEntry(1)})
+    assert offs.delete_group("gone").ok
+    image = crash_image(store, tmp_path)  # only the log has them
+    assert offs.checkpoint()
+    image2 = crash_image(store, tmp_path, "checkpointed")
+    for img in (image, image2):
+        again = reopen(img)
+        try:
+            co = again.consumer_offsets
+            assert co.group_records(32000) == {"cg": b"epoch-2"}
+            assert co.group_records(32001) == {"cg": b"configs"}
+            assert co.offsets_of("gone") == {}
+        finally:
+            again.shutdown()
+
+
 def test_checkpoint_then_replay_and_retention_keeps_what_the_replay_needs(make_store, tmp_path):
     store = make_store(state_checkpoint_interval=3_600_000, file_reserved_time=0)
     offs = store.consumer_offsets

@@ -390,3 +390,53 @@ def test_roles_change_at_run_time_and_the_old_master_follows_the_new_one(pair, t
     bodies = [decode_message(u).body for u in a.get_message("g", "T", 0, 0, 50).messages]
     assert bodies == [msg(i).body for i in list(range(10)) + [100, 101]]
     assert commitlog_bytes(a, 0, b.confirmed_offset) == commitlog_bytes(b, 0, b.confirmed_offset)
+
+
+def _record_at(store, topic, offset):
+    """(key, value) of the record at ``offset`` as a reader of the queue gets it, or None."""
+    from engine.message import UnitHeader
+
+    res = store.get_message("g", topic, 0, offset, 1)
+    for data in res.messages:
+        h = UnitHeader(data, 0)
+        header, records = rb.decode_batch(memoryview(data)[h.body_pos:h.body_pos + h.body_len])
+        for r in records:
+            if header.base_offset + r.offset_delta == offset:
+                return r.key, r.value
+    return None
+
+
+def test_compacted_topic_on_the_slave_follows_the_masters_copies(pair):
+    """Retention deletes every old segment on both sides; the latest record of each key of a
+    compacted topic stays at its offset on the master (copied forward) and on the slave (which
+    keeps its segments until the master's copies have arrived, then lets them go too)."""
+    master, slave = pair
+    m = master(role="ASYNC_MASTER", file_reserved_time=0, ha_sync_metadata_interval=50)
+    s = slave(m, file_reserved_time=0, ha_sync_metadata_interval=50)
+    for store in (m, s):
+        store.topic_config.create_or_update(TopicConfig("C", attributes={"cleanup.policy": "compact"}))
+    pad = b"." * 3000
+    latest = {}
+    for r in range(4):
+        for k in range(5):
+            key, value = b"k%d" % k, b"v%d-%d" % (k, r) + pad
+            res = m.put_record_batch("C", 0, rb.build_batch([rb.Record(0, 0, key, value, [])]))
+            latest[key] = (res.queue_offset, value)
+    originals_end = m.confirmed_offset
+    for i in range(60):  # roll the log well past the compacted records
+        m.put_message(Message(topic="F", body=b"f" * 3000))
+    wait_until(lambda: caught_up(m, s), what="slave caught up")
+    s.clean_expired_files(force=True)  # the slave goes first: nothing of C may go yet
+    assert all(_record_at(s, "C", off) == (key, value) for key, (off, value) in latest.items())
+    while m.clean_expired_files(force=True):
+        pass
+    assert m.commitlog.min_offset > originals_end  # the original records are gone on the master
+    wait_until(lambda: caught_up(m, s), what="slave has the copies")
+    while s.clean_expired_files(force=True):
+        pass
+    assert s.commitlog.min_offset > originals_end
+    for store in (m, s):
+        assert {key: _record_at(store, "C", off) for key, (off, _) in latest.items()} == \
+            {key: (key, value) for key, (_, value) in latest.items()}
+        assert store.get_min_offset_in_queue("C", 0) == 0  # log start of a compacted partition stays
+        assert store.get_max_offset_in_queue("C", 0) == 20

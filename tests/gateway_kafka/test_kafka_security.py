@@ -420,7 +420,7 @@ def test_java_clients_over_sasl_ssl_scram512_and_over_ssl_with_client_certificat
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)})
     out = _java_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
                      f"127.0.0.1:{secure.ssl_port}", "--topic", topic, "--from-beginning", "--group", "java-readers",
-                     "--max-messages", str(len(lines)), "--timeout-ms", "30000", "--consumer.config", ssl_props)
+                     "--max-messages", str(len(lines)), "--timeout-ms", "30000", "--command-config", ssl_props)
     assert out.stdout.split() == lines, out.stdout + out.stderr[-3000:]
 
 

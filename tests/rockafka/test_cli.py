@@ -139,3 +139,12 @@ def test_config_list_prints_every_key_as_an_aligned_table_and_as_json():
     assert flush.index("SYNC_FLUSH") == header.index("value")  # columns line up
     rows = json.loads(run("config", "list", "--json").stdout)
     assert {"kafkaPort", "flushDiskType", "advertised_host"} <= {r["key"] for r in rows}
+
+
+def test_missing_tls_certificate_is_a_clear_error(tmp_path):
+    proc = run("serve", "--data-dir", str(tmp_path / "data"), "--kafka-port", "0", "--namesrv-port", "0",
+               "--broker-port", "0", "--ha-port", "0", "--admin-port", "0", "--grpc-port", "0",
+               "--set", f"tlsServerCertPath={tmp_path / 'no-such.pem'}", "--set",
+               f"tlsServerKeyPath={tmp_path / 'no-such.key'}", "--set", "tlsServerMode=enforcing")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "no-such.pem" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]

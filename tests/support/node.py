@@ -89,6 +89,7 @@ class RunningNode:
         self.settings = dict(settings or {})
         self.ready_timeout = ready_timeout
         self.host = "127.0.0.1"
+        self.command_prefix: list[str] = []  # e.g. ["ip", "netns", "exec", NAME]: run it in a namespace
         self._pick_ports()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
@@ -118,7 +119,7 @@ class RunningNode:
 
     # -- lifecycle ------------------------------------------------------------------------
     def args(self) -> list[str]:
-        cmd = rockafka_command() + [
+        cmd = self.command_prefix + rockafka_command() + [
             "serve", "--host", self.host, "--data-dir", str(self.data_dir),
             "--kafka-port", str(self.kafka_port), "--namesrv-port", str(self.namesrv_port),
             "--broker-port", str(self.broker_port), "--ha-port", str(self.ha_port),
@@ -234,39 +235,77 @@ class RunningNode:
 
 class StandaloneNamesrv:
     """``rockafka namesrv`` in a child process on a free loopback port (a NameServer that outlives
-    the brokers registered with it, as in a RocketMQ deployment)."""
+    the brokers registered with it, as in a RocketMQ deployment). ``settings`` are ``--set``
+    keys (the failover controller's); ``kill``/``start`` crash and restart it on the same port
+    and data directory."""
 
-    def __init__(self, tmp_path: Path, expired_ms: int = 120_000, ready_timeout: float = 30.0,
-                 settings: dict[str, object] | None = None):
-        self.port = free_port()
-        Path(tmp_path).mkdir(parents=True, exist_ok=True)
-        self.path = Path(tmp_path) / f"namesrv-{self.port}.log"
-        self.log = open(self.path, "wb")
-        extra: list[str] = []
-        if settings:  # security / TLS keys; its KV config (and any generated certificate) under tmp_path
-            extra = ["--kv-config", str(Path(tmp_path) / f"namesrv-{self.port}" / "kvConfig.json")]
-            for key, value in settings.items():
-                extra += ["--set", f"{key}={value}"]
-        self.proc = subprocess.Popen(rockafka_command() + ["namesrv", "--host", "127.0.0.1", "--port", str(self.port),
-                                                           "--broker-expired-ms", str(expired_ms)] + extra,
-                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True)
-        deadline = time.monotonic() + ready_timeout
-        while b"namesrv_ready" not in self.path.read_bytes():
+    def __init__(self, tmp_path: Path, expired_ms: int = 120_000, ready_timeout: float = 30.0, *,
+                 settings: dict[str, object] | None = None, port: int | None = None, name: str | None = None,
+                 start: bool = True, host: str = "127.0.0.1", command_prefix: list[str] | None = None,
+                 metrics_port: int | None = None):
+        self.port = port or free_port()
+        self.metrics_port = metrics_port
+        self.host = host
+        self.command_prefix = list(command_prefix or [])
+        self.tmp_path = Path(tmp_path)
+        self.tmp_path.mkdir(parents=True, exist_ok=True)
+        self.name = name or f"namesrv-{self.port}"
+        self.path = self.tmp_path / f"{self.name}.log"
+        self.data_dir = self.tmp_path / self.name
+        self.expired_ms = expired_ms
+        self.ready_timeout = ready_timeout
+        self.settings = dict(settings or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = None
+        if start:
+            self.start()
+
+    def start(self) -> "StandaloneNamesrv":
+        offset = self.path.stat().st_size if self.path.exists() else 0
+        self.log = open(self.path, "ab")
+        cmd = self.command_prefix + rockafka_command() + ["namesrv", "--host", self.host, "--port", str(self.port),
+                                    "--broker-expired-ms", str(self.expired_ms), "--data-dir", str(self.data_dir)]
+        if self.settings:  # its KV config (and any generated certificate) in its data directory
+            cmd += ["--kv-config", str(self.data_dir / "kvConfig.json")]
+        for key, value in self.settings.items():
+            cmd += ["--set", f"{key}={value}"]
+        if self.metrics_port is not None:
+            cmd += ["--metrics-port", str(self.metrics_port)]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT),
+                                     start_new_session=True)
+        deadline = time.monotonic() + self.ready_timeout
+        while b"namesrv_ready" not in self.path.read_bytes()[offset:]:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise NodeStartError(f"namesrv did not start:\n{self.path.read_text('utf-8', 'replace')[-3000:]}")
             time.sleep(0.05)
+        return self
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Crash it: SIGKILL of its process group."""
+        if self.running():
+            assert self.proc is not None
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+        if self.log is not None:
+            self.log.close()
+            self.log = None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-        self.log.close()
+        if self.log is not None:
+            self.log.close()
+            self.log = None

@@ -47,7 +47,7 @@ from net import free_port, listening, port_free, recv_exactly  # sibling module
 HERE = Path(__file__).resolve().parent
 POM_DIR = HERE / "kafka"
 LIB_DIR = POM_DIR / "lib"
-DEFAULT_KAFKA_VERSION = "4.1.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 
 
 class KafkaPeerError(RuntimeError):

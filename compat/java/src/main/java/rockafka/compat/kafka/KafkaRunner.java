@@ -1,6 +1,8 @@
 package rockafka.compat.kafka;
 
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -15,6 +17,9 @@ import java.util.UUID;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -75,6 +80,8 @@ public final class KafkaRunner {
         SCENARIOS.put("create-delete-topics", KafkaRunner::createDeleteTopics);
         SCENARIOS.put("transactions", KafkaRunner::transactions);
         SCENARIOS.put("compression", KafkaRunner::compression);
+        // run by tests/rockafka/test_failover_kafka.py, which fails the master over mid-run
+        SCENARIOS.put("idempotent-failover", KafkaRunner::idempotentFailover);
     }
 
     private final String bootstrap;
@@ -82,12 +89,14 @@ public final class KafkaRunner {
     private final Duration timeout;
     private final Report report = new Report();
     private final String runId = UUID.randomUUID().toString().substring(0, 8);
+    private final Path workDir;
     private long deadlineNanos;
 
-    private KafkaRunner(String bootstrap, int records, Duration timeout) {
+    private KafkaRunner(String bootstrap, int records, Duration timeout, Path workDir) {
         this.bootstrap = bootstrap;
         this.records = records;
         this.timeout = timeout;
+        this.workDir = workDir;
     }
 
     public static void main(String[] args) {
@@ -99,6 +108,7 @@ public final class KafkaRunner {
         String scenarios = String.join(",", SCENARIOS.keySet());
         int records = 200;
         int timeoutS = 60;
+        Path workDir = null;
         try {
             for (int i = 0; i < args.length; i++) {
                 switch (args[i]) {
@@ -106,6 +116,7 @@ public final class KafkaRunner {
                     case "--scenarios" -> scenarios = args[++i];
                     case "--records" -> records = Integer.parseInt(args[++i]);
                     case "--timeout-s" -> timeoutS = Integer.parseInt(args[++i]);
+                    case "--work-dir" -> workDir = Path.of(args[++i]);
                     case "--list" -> {
                         SCENARIOS.keySet().forEach(System.out::println);
                         System.exit(0);
@@ -130,7 +141,7 @@ public final class KafkaRunner {
                 System.exit(2);
             }
         }
-        KafkaRunner runner = new KafkaRunner(bootstrap, records, Duration.ofSeconds(timeoutS));
+        KafkaRunner runner = new KafkaRunner(bootstrap, records, Duration.ofSeconds(timeoutS), workDir);
         for (String name : names) {
             runner.report.begin(name);
             runner.deadlineNanos = System.nanoTime() + runner.timeout.toNanos();
@@ -246,6 +257,90 @@ public final class KafkaRunner {
     }
 
     // ---- scenarios ------------------------------------------------------------------------
+
+    /**
+     * The default (idempotent, acks=all) producer keeps sending to a 3-partition topic of a broker
+     * group under a failover controller while the test fails the master over: once a few records
+     * are acknowledged the runner writes {@code producing} into its work directory; the test kills
+     * the master, waits for the new one and writes {@code failed-over}; the runner then sends N
+     * more records and flushes. Every record must be acknowledged, no send may fail (no
+     * OutOfOrderSequenceException, no fatal producer error), and a consumer must read each value
+     * exactly once, at the offset its acknowledgement reported.
+     */
+    private void idempotentFailover() throws Exception {
+        if (workDir == null) {
+            throw new IllegalArgumentException("idempotent-failover needs --work-dir");
+        }
+        String topic = topic("failover");
+        int parts = 3;
+        try (Admin admin = admin()) {
+            admin.createTopics(List.of(new NewTopic(topic, parts, (short) 3)
+                    .configs(Map.of("min.insync.replicas", "2")))).all().get();
+        }
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        // the failover takes seconds: give each record that long before the producer gives up
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 120_000);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, 5);
+        Map<String, RecordMetadata> acked = new ConcurrentHashMap<>();
+        ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
+        AtomicInteger sent = new AtomicInteger();
+        int afterFailover = -1;
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            int i = 0;
+            while (beforeDeadline()) {
+                String value = "v-" + i;
+                producer.send(new ProducerRecord<>(topic, i % parts, "k-" + i, value), (m, e) -> {
+                    if (e != null) {
+                        errors.add(e.getClass().getSimpleName() + ": " + e.getMessage());
+                    } else {
+                        acked.put(value, m);
+                    }
+                });
+                sent.incrementAndGet();
+                i++;
+                if (acked.size() >= 50 && !Files.exists(workDir.resolve("producing"))) {
+                    Files.writeString(workDir.resolve("producing"), Integer.toString(i));
+                }
+                if (afterFailover < 0 && Files.exists(workDir.resolve("failed-over"))) {
+                    afterFailover = i;
+                }
+                if (afterFailover >= 0 && i >= afterFailover + records) {
+                    break;
+                }
+                Thread.sleep(2);  // pace: a steady stream, not a flood of queued records
+            }
+            producer.flush();
+        }
+        report.check("failover_happened_mid_run", afterFailover > 0, "records sent before failed-over: " + afterFailover);
+        report.check("no_send_error", errors.isEmpty(), "errors " + errors.stream().limit(5).toList());
+        report.check("no_out_of_order_sequence",
+                errors.stream().noneMatch(e -> e.contains("OutOfOrderSequence")), "errors " + errors.size());
+        report.equal("all_acknowledged", sent.get(), acked.size());
+        try (KafkaConsumer<String, String> consumer = consumer(null)) {
+            List<TopicPartition> tps = partitions(topic, parts);
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            List<ConsumerRecord<String, String>> got = pollUntil(consumer, acked.size());
+            Map<String, Integer> seen = new HashMap<>();
+            List<String> misplaced = new ArrayList<>();
+            for (ConsumerRecord<String, String> r : got) {
+                seen.merge(r.value(), 1, Integer::sum);
+                RecordMetadata m = acked.get(r.value());
+                if (m != null && (m.partition() != r.partition() || m.offset() != r.offset()) && misplaced.size() < 5) {
+                    misplaced.add(r.value() + " at " + r.partition() + "@" + r.offset() + " acked at "
+                            + m.partition() + "@" + m.offset());
+                }
+            }
+            long dupes = seen.values().stream().filter(n -> n > 1).count();
+            report.check("no_duplicate", dupes == 0, dupes + " value(s) read more than once");
+            report.check("every_ack_read_back", seen.keySet().containsAll(acked.keySet()),
+                    "read " + seen.size() + " distinct of " + acked.size() + " acknowledged");
+            report.check("acked_offsets_hold", misplaced.isEmpty(), "misplaced " + misplaced);
+        }
+    }
 
     /**
      * Default producer (idempotent, acks=all) sends N keyed records with headers to a

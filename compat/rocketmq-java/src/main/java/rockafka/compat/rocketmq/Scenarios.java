@@ -97,6 +97,7 @@ final class Scenarios {
         SCENARIOS.put("reset-offset", Scenarios::resetOffset);
         SCENARIOS.put("consume-from-timestamp", Scenarios::consumeFromTimestamp);
         SCENARIOS.put("ha-slave-read", Scenarios::haSlaveRead);
+        SCENARIOS.put("controller-failover", Scenarios::controllerFailover);
         SCENARIOS.put("push-pop", Scenarios::pushPop);
         SCENARIOS.put("admin-fixture", Scenarios::adminFixture);
         SCENARIOS.put("acl-send-consume", Scenarios::aclSendConsume);
@@ -542,6 +543,67 @@ final class Scenarios {
         await(() -> col.received().size() >= messages);
         report.equal("all_consumed_from_slave", range(0, messages), col.received());
         report.check("messages_intact", col.mismatches.isEmpty(), col.mismatches);
+    }
+
+    /**
+     * A broker group under a failover controller (set up by the caller): the producer keeps
+     * sending sync messages; after N SEND_OK it writes {@code <work>/sent}; the caller kills the
+     * master and writes {@code <work>/master-stopped} once the controller elected a new one; the
+     * producer (retrying as it does by default) sends until N more are SEND_OK on the new master.
+     * A push consumer then receives every message that was answered SEND_OK. Producer and
+     * consumer re-read routes every second (pollNameServerInterval; the client's default, 30 s,
+     * is how long a stock client may take to find the new master).
+     */
+    private void controllerFailover() throws Exception {
+        String topic = topic("failover");
+        DefaultMQProducer p = new DefaultMQProducer("P_failover_" + runId);
+        p.setNamesrvAddr(namesrv);
+        p.setInstanceName(instanceName());
+        p.setVipChannelEnabled(false);
+        p.setPollNameServerInterval(1000);
+        p.start();
+        shutdowns.add(p::shutdown);
+        createTopic(p, topic, 4);
+        Set<Integer> ok = new TreeSet<>();
+        Map<String, Integer> failures = new TreeMap<>();
+        int afterStop = -1;
+        int okAfter = 0;
+        for (int i = 0; beforeDeadline() && okAfter < messages; i++) {
+            try {
+                SendResult r = p.send(message(topic, i, "TagF"));
+                if (r.getSendStatus() == SendStatus.SEND_OK) {
+                    ok.add(i);
+                    okAfter += afterStop >= 0 ? 1 : 0;
+                } else {
+                    failures.merge(r.getSendStatus().name(), 1, Integer::sum);
+                }
+            } catch (Exception e) {  // no master reachable for a moment: not acknowledged
+                failures.merge(e.getClass().getSimpleName(), 1, Integer::sum);
+                Thread.sleep(50);
+            }
+            if (ok.size() >= messages && !java.nio.file.Files.exists(work.resolve("sent"))) {
+                java.nio.file.Files.writeString(work.resolve("sent"), topic);
+            }
+            if (afterStop < 0 && java.nio.file.Files.exists(work.resolve("master-stopped"))) {
+                afterStop = i;
+            }
+        }
+        report.info("failover_send_failures", failures.toString());
+        report.check("failed_over_mid_run", afterStop > 0, "sends before master-stopped: " + afterStop);
+        report.check("send_ok_again_after_failover", okAfter >= messages, okAfter + " SEND_OK after the failover");
+        Collector col = new Collector(topic, i -> "TagF");
+        DefaultMQPushConsumer c = pushConsumer("C_failover_" + runId);
+        c.setPollNameServerInterval(1000);
+        c.subscribe(topic, "*");
+        c.registerMessageListener(col);
+        c.start();
+        await(() -> col.received().containsAll(ok));
+        Set<Integer> missing = new TreeSet<>(ok);
+        missing.removeAll(col.received());
+        report.check("every_send_ok_consumed", missing.isEmpty(), ok.size() + " SEND_OK, missing "
+                + missing.stream().limit(10).toList());
+        report.check("messages_intact", col.mismatches.isEmpty(), col.mismatches);
+        report.info("failover_duplicates_consumed", String.valueOf(col.duplicates()));
     }
 
     private static boolean contiguousFromZero(Map<Integer, List<Long>> offsets) {

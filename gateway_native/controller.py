@@ -1,0 +1,417 @@
+"""The failover controller inside a NameServer (``enableControllerInNamesrv``, RocketMQ 5's
+embedded controller): remoting requests around ``engine.controller`` (the state machine and its
+Raft log), and the leader's scan for dead masters.
+
+Requests (RocketMQ 5's request codes and header names; bodies JSON):
+- ``CONTROLLER_REGISTER_BROKER`` (1003): clusterName, brokerName, brokerId, brokerAddress,
+  haAddress (+ body: what the broker adds, e.g. its Kafka node) -> replica info
+- ``BROKER_HEARTBEAT`` (904): clusterName, brokerName, brokerId, brokerAddr, epoch, maxOffset,
+  heartbeatTimeoutMills -> replica info of the group (the broker acts on it: become master,
+  follow, extend its lease)
+- ``CONTROLLER_ALTER_SYNC_STATE_SET`` (1001): brokerName, masterBrokerId, masterEpoch + body
+  ``{"syncStateSet": [...], "syncStateSetEpoch": n}``
+- ``CONTROLLER_ELECT_MASTER`` (1002): clusterName, brokerName, brokerId (designated; absent =
+  the controller picks), designateElect
+- ``CONTROLLER_GET_REPLICA_INFO`` (1004): brokerName
+- ``CONTROLLER_GET_METADATA_INFO`` (1005): the quorum: leader, peers, this peer's role
+- ``CONTROLLER_GET_SYNC_STATE_DATA`` (1006): body = JSON list of broker names -> BrokerReplicasInfo
+
+Every request but the metadata one is answered by the Raft leader only; a follower answers
+CONTROLLER_NOT_LEADER with the leader's address (``controllerLeaderAddress``) when it knows it.
+
+Liveness (not replicated, RocketMQ's ``BrokerHeartbeatManager``): the leader keeps each
+broker's last heartbeat with its epoch and log end. Every ``scanNotActiveBrokerInterval`` it
+proposes an election for a group whose master was not heard for the master's
+``heartbeatTimeoutMills``, or that has no master and an alive member. A controller that has
+just become leader counts every broker as heard at that moment (it does not know when the old
+leader last heard them), so it never elects before a full timeout has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from engine import metrics
+from engine.config import ControllerConfig
+
+from .remoting.codes import RequestCode as RC, ResponseCode as R
+from .remoting.command import RemotingCommand
+
+log = structlog.get_logger("rockafka.controller")
+
+DEFAULT_TIMEOUT_MS = 6000
+PROPOSE_TIMEOUT_S = 5.0
+
+_FAILURE_CODES = {"NO_SUCH_GROUP": R.CONTROLLER_BROKER_METADATA_NOT_EXIST, "NOT_ELECTED": R.CONTROLLER_MASTER_NOT_AVAILABLE,
+                  "NOT_CANDIDATE": R.CONTROLLER_ELECT_MASTER_FAILED, "FENCED": R.CONTROLLER_FENCED_MASTER_EPOCH,
+                  "INVALID": R.CONTROLLER_INVALID_REQUEST}
+
+
+@dataclass
+class BrokerLive:
+    last_seen: float
+    epoch: int
+    max_offset: int
+    timeout_s: float
+    address: str
+
+
+class ControllerUnavailable(Exception):
+    """Not the leader, or the command could not be committed; ``code`` is the remoting code."""
+
+    def __init__(self, code: int, message: str, leader_address: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.leader_address = leader_address
+
+
+class ControllerService:
+    """Owned by a NameServer started with ``enableControllerInNamesrv=true``."""
+
+    def __init__(self, config: ControllerConfig, data_dir: str | Path, request_address: str):
+        self.config = config
+        self.peers = config.peers()
+        self.self_id = str(config.controller_d_leger_self_id)
+        self.self_raft = self.peers[self.self_id]
+        self.request_address = request_address  # where this NameServer answers (host:port)
+        self.store_dir = Path(config.controller_store_path or Path(data_dir) / "controller")
+        self.raft: Any = None
+        self.live: dict[tuple[str, int], BrokerLive] = {}
+        self.leader_since = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._scan_task: asyncio.Task[None] | None = None
+        self._leader_event = asyncio.Event()
+        self.elections = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        from engine.controller.raft import ControllerRaft
+
+        self._loop = asyncio.get_running_loop()
+        partners = [addr for pid, addr in sorted(self.peers.items()) if pid != self.self_id]
+        self.raft = await self._loop.run_in_executor(
+            None, lambda: ControllerRaft(self.self_raft, partners, self.store_dir, on_applied=self._applied,
+                                         on_leader_change=self._leader_changed))
+        self._scan_task = asyncio.ensure_future(self._scan_loop())
+        log.info("controller_started", self_id=self.self_id, raft=self.self_raft, peers=self.peers,
+                 address=self.request_address)
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            try:
+                await self._scan_task
+            except asyncio.CancelledError:
+                pass
+        if self.raft is not None:
+            self.raft.destroy()
+
+    def _leader_changed(self, leader: bool) -> None:  # pysyncobj's tick thread
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_leader_change, leader)
+
+    def _on_leader_change(self, leader: bool) -> None:
+        metrics.CONTROLLER_IS_LEADER.set(1 if leader else 0)
+        if leader:
+            self.leader_since = time.monotonic()
+            self.live.clear()  # heard "now" for everyone: see _alive()
+            log.info("controller_became_leader", self_id=self.self_id, term=self.raft.term)
+            asyncio.ensure_future(self._announce())
+        else:
+            log.info("controller_lost_leadership", self_id=self.self_id)
+
+    async def _announce(self) -> None:
+        try:
+            await self.propose({"op": "leader", "peer": self.self_id, "address": self.request_address,
+                                "term": self.raft.term})
+        except ControllerUnavailable as exc:
+            log.info("controller_announce_failed", error=str(exc))
+
+    def _applied(self, cmd: dict, result: dict) -> None:  # every peer, pysyncobj's tick thread
+        if cmd.get("op") == "elect" and result.get("ok") and result.get("changed"):
+            g = result["group"]
+            metrics.CONTROLLER_ELECTIONS.labels(g["brokerName"], "unclean" if result.get("unclean") else
+                                                ("manual" if cmd.get("designated") is not None else "auto")).inc()
+            log.warning("controller_elected_master", group=g["brokerName"], master=g["masterBrokerId"],
+                        old_master=result.get("oldMaster"), epoch=g["masterEpoch"], sync_state_set=g["syncStateSet"],
+                        unclean=result.get("unclean"), reason=result.get("reason"),
+                        **({"possible_loss": True} if result.get("unclean") else {}))
+        elif cmd.get("op") == "alter_sync_state_set" and result.get("ok") and result.get("changed"):
+            g = result["group"]
+            log.info("controller_sync_state_set_changed", group=g["brokerName"], before=result.get("before"),
+                     after=g["syncStateSet"], epoch=g["syncStateSetEpoch"])
+
+    # -- consensus -------------------------------------------------------------------------------
+    def leader_address(self) -> str | None:
+        if self.raft is None:
+            return None
+        if self.raft.is_leader:
+            return self.request_address
+        info = self.raft.announced_leader()
+        leader = self.raft.leader
+        if info and leader and self.peers.get(info.get("peer", "")) == leader:
+            return info.get("address")
+        return None
+
+    def require_leader(self) -> None:
+        if self.raft is None or not self.raft.is_leader:
+            addr = self.leader_address()
+            raise ControllerUnavailable(R.CONTROLLER_NOT_LEADER,
+                                        f"controller {self.self_id} is not the leader"
+                                        + (f"; the leader answers at {addr}" if addr else "; no leader known yet"), addr)
+
+    async def propose(self, cmd: dict) -> dict:
+        self.require_leader()
+        assert self._loop is not None
+        loop = self._loop
+        fut: asyncio.Future = loop.create_future()
+
+        def done(result: Any, error: Any) -> None:
+            def settle() -> None:
+                if not fut.done():
+                    if error is not None:
+                        fut.set_exception(ControllerUnavailable(R.CONTROLLER_NOT_LEADER, f"not committed: {error}",
+                                                                self.leader_address()))
+                    else:
+                        fut.set_result(result)
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(settle)
+        self.raft.propose(cmd, done)
+        try:
+            return await asyncio.wait_for(fut, PROPOSE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise ControllerUnavailable(R.SYSTEM_BUSY, "the controller quorum did not commit in time") from None
+
+    # -- liveness --------------------------------------------------------------------------------
+    def heartbeat(self, group: str, broker_id: int, epoch: int, max_offset: int, timeout_ms: int, address: str) -> None:
+        self.live[(group, broker_id)] = BrokerLive(time.monotonic(), epoch, max_offset,
+                                                   max(timeout_ms, 1) / 1000, address)
+
+    def _alive(self, group: str, broker_id: int, now: float, g: dict[str, Any] | None = None) -> bool:
+        live = self.live.get((group, broker_id))
+        if live is None:
+            # not heard since this controller leads: alive until a full heartbeat timeout of that
+            # broker (registered with it) has passed, since its lease may still run
+            info = ((g or {}).get("replicas") or {}).get(str(broker_id)) or {}
+            timeout_ms = int(info.get("heartbeatTimeoutMills") or DEFAULT_TIMEOUT_MS)
+            return now - self.leader_since < timeout_ms / 1000
+        return now - live.last_seen <= live.timeout_s
+
+    def alive_members(self, group: str, g: dict[str, Any], now: float) -> dict[str, dict[str, int]]:
+        out = {}
+        for bid in g.get("replicas", {}):
+            live = self.live.get((group, int(bid)))
+            if live is not None and now - live.last_seen <= live.timeout_s:
+                out[str(bid)] = {"epoch": live.epoch, "maxOffset": live.max_offset}
+        return out
+
+    async def _scan_loop(self) -> None:
+        interval = max(self.config.scan_not_active_broker_interval, 50) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.scan()
+            except ControllerUnavailable:
+                pass
+            except Exception:
+                log.exception("controller_scan_failed")
+
+    async def scan(self) -> None:
+        if self.raft is None or not self.raft.is_leader:
+            return
+        now = time.monotonic()
+        for name, g in self.raft.view().items():
+            master = int(g["masterBrokerId"])
+            if master >= 0 and self._alive(name, master, now, g):
+                continue
+            alive = self.alive_members(name, g, now)
+            if not alive:
+                continue
+            reason = "no master" if master < 0 else f"master {master} not heard for its heartbeat timeout"
+            result = await self.propose({"op": "elect", "group": name, "alive": alive, "designated": None,
+                                         "unclean": self.config.enable_elect_unclean_master, "reason": reason})
+            if not result.get("ok"):
+                log.warning("controller_election_impossible", group=name, code=result.get("code"),
+                            error=result.get("error"))
+
+    # -- views -----------------------------------------------------------------------------------
+    def replica_info(self, name: str) -> dict[str, Any] | None:
+        return self.raft.group(name) if self.raft is not None else None
+
+    def metadata(self) -> dict[str, Any]:
+        status = self.raft.status() if self.raft is not None else {}
+        return {"group": self.config.controller_d_leger_group, "controllerLeaderId": self._leader_peer_id(),
+                "controllerLeaderAddress": self.leader_address(), "isLeader": bool(status.get("isLeader")),
+                "peers": ";".join(f"{pid}-{addr}" for pid, addr in sorted(self.peers.items())),
+                "selfId": self.self_id, "term": status.get("term"), "hasQuorum": status.get("hasQuorum")}
+
+    def _leader_peer_id(self) -> str | None:
+        leader = self.raft.leader if self.raft is not None else None
+        return next((pid for pid, addr in self.peers.items() if addr == leader), None)
+
+    def sync_state_data(self, names: list[str] | None) -> dict[str, Any]:
+        """RocketMQ's BrokerReplicasInfo, plus each replica's liveness as this leader sees it."""
+        now = time.monotonic()
+        table = {}
+        for name, g in (self.raft.view() if self.raft is not None else {}).items():
+            if names and name not in names:
+                continue
+            ins, outs = [], []
+            for bid, info in sorted(g["replicas"].items(), key=lambda kv: int(kv[0])):
+                entry = {"brokerName": name, "brokerId": int(bid), "brokerAddress": info.get("brokerAddress"),
+                         "alive": self._alive(name, int(bid), now, g) if self.raft.is_leader else None}
+                (ins if int(bid) in g["syncStateSet"] else outs).append(entry)
+            table[name] = {"masterBrokerId": g["masterBrokerId"], "masterAddress": g["masterAddress"],
+                           "masterEpoch": g["masterEpoch"], "syncStateSetEpoch": g["syncStateSetEpoch"],
+                           "inSyncReplicas": ins, "notInSyncReplicas": outs}
+        return {"replicasInfoTable": table}
+
+
+# -- request handlers (registered in the NameServer's table) -------------------------------------
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _replica_fields(g: dict[str, Any]) -> dict[str, Any]:
+    return {"masterBrokerId": g["masterBrokerId"], "masterAddress": g.get("masterAddress") or "",
+            "masterEpoch": g["masterEpoch"], "syncStateSetEpoch": g["syncStateSetEpoch"]}
+
+
+def _unavailable(cmd: RemotingCommand, exc: ControllerUnavailable) -> RemotingCommand:
+    fields = {"controllerLeaderAddress": exc.leader_address} if exc.leader_address else None
+    return cmd.response(exc.code, str(exc), fields)
+
+
+def _failed(cmd: RemotingCommand, result: dict[str, Any]) -> RemotingCommand:
+    return cmd.response(_FAILURE_CODES.get(result.get("code", ""), R.CONTROLLER_INVALID_REQUEST), result.get("error"))
+
+
+def _body_json(cmd: RemotingCommand) -> Any:
+    if not cmd.body:
+        return None
+    try:
+        return json.loads(bytes(cmd.body))
+    except ValueError as exc:
+        raise ValueError(f"request body is not valid JSON: {exc}") from None
+
+
+def register_handlers(table: Any) -> None:
+    def handler(code: int, leader: bool = True) -> Any:
+        """Register ``fn(controller, conn, cmd)`` for ``code``: answered REQUEST_CODE_NOT_SUPPORTED
+        without a controller, CONTROLLER_NOT_LEADER by a follower (``leader``) or when a command
+        could not be committed."""
+        def wrap(fn: Any) -> Any:
+            @table.register(code)
+            async def run(ns: Any, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+                c = getattr(ns, "controller", None)
+                if c is None:
+                    return cmd.response(R.REQUEST_CODE_NOT_SUPPORTED,
+                                        "this NameServer runs no controller (enableControllerInNamesrv=false)")
+                try:
+                    if leader:
+                        c.require_leader()
+                    return await fn(c, conn, cmd)
+                except ControllerUnavailable as exc:
+                    return _unavailable(cmd, exc)
+                except ValueError as exc:  # a body that is not the JSON the request needs
+                    return cmd.response(R.CONTROLLER_INVALID_REQUEST, str(exc))
+            return run
+        return wrap
+
+    @handler(RC.CONTROLLER_REGISTER_BROKER)
+    async def register_broker(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        extra = _body_json(cmd) or {}
+        result = await c.propose({"op": "register", "group": cmd.require_str("brokerName"),
+                                  "cluster": cmd.get_str("clusterName") or "DefaultCluster",
+                                  "brokerId": cmd.require_int("brokerId"),
+                                  "brokerAddress": cmd.require_str("brokerAddress"),
+                                  "haAddress": cmd.get_str("haAddress"),
+                                  "extra": extra if isinstance(extra, dict) else {}})
+        if not result.get("ok"):
+            return _failed(cmd, result)
+        g = result["group"]
+        return cmd.response(R.SUCCESS, None, _replica_fields(g), _json(g))
+
+    @handler(RC.BROKER_HEARTBEAT)
+    async def broker_heartbeat(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        name = cmd.require_str("brokerName")
+        bid = cmd.require_int("brokerId")
+        g = c.replica_info(name)
+        if g is None or str(bid) not in g["replicas"]:
+            return cmd.response(R.CONTROLLER_BROKER_METADATA_NOT_EXIST,
+                                f"broker {bid} of {name} has not registered with the controller")
+        c.heartbeat(name, bid, cmd.get_int("epoch", 0) or 0, cmd.get_int("maxOffset", 0) or 0,
+                    cmd.get_int("heartbeatTimeoutMills", DEFAULT_TIMEOUT_MS) or DEFAULT_TIMEOUT_MS,
+                    cmd.get_str("brokerAddr") or "")
+        return cmd.response(R.SUCCESS, None, _replica_fields(g), _json(g))
+
+    @handler(RC.CONTROLLER_ALTER_SYNC_STATE_SET)
+    async def alter_sync_state_set(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            body = _body_json(cmd) or {}
+            command = {"op": "alter_sync_state_set", "group": cmd.require_str("brokerName"),
+                       "masterBrokerId": cmd.require_int("masterBrokerId"), "masterEpoch": cmd.require_int("masterEpoch"),
+                       "syncStateSetEpoch": int(body["syncStateSetEpoch"]),
+                       "syncStateSet": [int(b) for b in body["syncStateSet"]]}
+        except (KeyError, TypeError, ValueError) as exc:
+            return cmd.response(R.CONTROLLER_INVALID_REQUEST, f"alter SyncStateSet: {exc}")
+        result = await c.propose(command)
+        if not result.get("ok"):
+            code = R.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH if "SyncStateSet epoch" in (result.get("error") or "") \
+                else _FAILURE_CODES.get(result.get("code", ""), R.CONTROLLER_INVALID_REQUEST)
+            return cmd.response(code, result.get("error"))
+        g = result["group"]
+        return cmd.response(R.SUCCESS, None, {"newSyncStateSetEpoch": g["syncStateSetEpoch"]},
+                            _json({"syncStateSet": g["syncStateSet"], "syncStateSetEpoch": g["syncStateSetEpoch"]}))
+
+    @handler(RC.CONTROLLER_ELECT_MASTER)
+    async def elect_master(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        name = cmd.require_str("brokerName")
+        g = c.replica_info(name)
+        if g is None:
+            return cmd.response(R.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"no broker of group {name} has registered")
+        result = await c.propose({"op": "elect", "group": name, "alive": c.alive_members(name, g, time.monotonic()),
+                                  "designated": cmd.get_int("brokerId"),
+                                  "unclean": c.config.enable_elect_unclean_master,
+                                  "reason": f"requested by {getattr(conn, 'remote', None) or 'admin'}"})
+        if not result.get("ok"):
+            return _failed(cmd, result)
+        g = result["group"]
+        member_group = {"cluster": g["clusterName"], "brokerName": name,
+                        "brokerAddrs": {str(b): r.get("brokerAddress") for b, r in g["replicas"].items()}}
+        return cmd.response(R.SUCCESS, None, _replica_fields(g), _json(member_group))
+
+    @handler(RC.CONTROLLER_GET_REPLICA_INFO)
+    async def get_replica_info(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        name = cmd.require_str("brokerName")
+        g = c.replica_info(name)
+        if g is None:
+            return cmd.response(R.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"no broker of group {name} has registered")
+        return cmd.response(R.SUCCESS, None, _replica_fields(g),
+                            _json({"syncStateSet": g["syncStateSet"], "syncStateSetEpoch": g["syncStateSetEpoch"],
+                                   "rockafka": g}))
+
+    @handler(RC.CONTROLLER_GET_METADATA_INFO, leader=False)
+    async def get_metadata(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        meta = c.metadata()
+        fields = {k: v for k, v in meta.items() if v is not None and k in
+                  ("group", "controllerLeaderId", "controllerLeaderAddress", "isLeader", "peers")}
+        return cmd.response(R.SUCCESS, None, fields, _json(meta))
+
+    @handler(RC.CONTROLLER_GET_SYNC_STATE_DATA)
+    async def get_sync_state_data(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            names = _body_json(cmd)
+        except ValueError as exc:
+            return cmd.response(R.CONTROLLER_INVALID_REQUEST, str(exc))
+        if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            return cmd.response(R.CONTROLLER_INVALID_REQUEST, "body must be a JSON list of broker names")
+        return cmd.response(R.SUCCESS, body=_json(c.sync_state_data(names)))

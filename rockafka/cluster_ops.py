@@ -1,0 +1,97 @@
+"""What the Kafka gateway's topic placement asks of other broker groups, sent as RocketMQ admin
+requests to their masters (docs/design/cluster.md).
+
+``RemoteGroups`` implements ``gateway_kafka.topic_placement.RemoteGroups``: UPDATE_AND_CREATE_TOPIC
+(the topic with its ``kafka.partition.ids`` attribute, as ``mqadmin updateTopic -b`` sends it) and
+DELETE_TOPIC_IN_BROKER to the master of a named group, found in the NameServer's cluster info at
+the time of the call. Requests are signed with the node's inner credentials and use TLS when the
+node does (the same client options as its NameServer registration). This module is here, not in
+a gateway, because it is where the two gateways meet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from gateway_kafka.topic_placement import RemoteGroupError
+
+log = structlog.get_logger("rockafka.cluster_ops")
+
+_TIMEOUT = 5.0
+
+
+class RemoteGroups:
+    def __init__(self, broker: Any):
+        self.broker = broker
+
+    async def _master_addr(self, broker_name: str) -> str:
+        info = await self.broker.cluster_info()
+        if info is None:
+            raise RemoteGroupError("no NameServer answered")
+        addr = ((info.get("brokerAddrTable") or {}).get(broker_name) or {}).get("brokerAddrs", {}).get("0")
+        if not addr:
+            raise RemoteGroupError(f"broker group {broker_name} has no master registered")
+        return str(addr)
+
+    async def _invoke(self, broker_name: str, code: int, fields: dict[str, Any]) -> None:
+        from gateway_native.remoting.codes import ResponseCode as R
+        from gateway_native.remoting.command import RemotingCommand
+        from gateway_native.security import node_client_options
+        from gateway_native.transport import ConnectionClosedError, RemotingTimeoutError, open_connection
+
+        addr = await self._master_addr(broker_name)
+        try:
+            conn = await open_connection(addr, None, timeout=_TIMEOUT, **node_client_options(self.broker.config))
+        except OSError as exc:
+            raise RemoteGroupError(f"cannot connect to its master {addr}: {exc}") from None
+        try:
+            resp = await conn.invoke(RemotingCommand.request(code, fields, language=0), _TIMEOUT)
+        except (ConnectionClosedError, RemotingTimeoutError, OSError) as exc:
+            raise RemoteGroupError(f"its master {addr} did not answer: {exc}") from None
+        finally:
+            conn.close()
+        if resp.code != R.SUCCESS:
+            raise RemoteGroupError(f"its master {addr} refused (code {resp.code}): {resp.remark}")
+
+    async def create_or_update_topic(self, broker_name: str, tc: Any) -> None:
+        from gateway_native.remoting.codes import RequestCode as RC
+
+        attrs = ",".join(f"+{k}={v}" for k, v in sorted((tc.attributes or {}).items()))
+        fields = {"topic": tc.topic_name, "defaultTopic": "TBW102", "readQueueNums": tc.read_queue_nums,
+                  "writeQueueNums": tc.write_queue_nums, "perm": tc.perm, "topicFilterType": tc.topic_filter_type,
+                  "topicSysFlag": tc.topic_sys_flag, "order": tc.order}
+        if attrs:
+            fields["attributes"] = attrs
+        await self._invoke(broker_name, RC.UPDATE_AND_CREATE_TOPIC, fields)
+        log.info("remote_topic_stored", broker_name=broker_name, topic=tc.topic_name, queues=tc.read_queue_nums)
+
+    async def delete_topic(self, broker_name: str, topic: str) -> None:
+        from gateway_native.remoting.codes import RequestCode as RC
+
+        await self._invoke(broker_name, RC.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        log.info("remote_topic_deleted", broker_name=broker_name, topic=topic)
+
+
+class CoordinatorPlacementWatch:
+    """Re-registers at once when a coordinator of this group takes state in a new internal-topic
+    partition (a group's first join, a transactional id's first use), so other nodes place that
+    group or transactional id here before anything else can move it (docs/design/cluster.md).
+    ``check`` runs on every cluster view refresh."""
+
+    def __init__(self, broker: Any, kafka: Any):
+        self.broker = broker
+        self.kafka = kafka
+        self._seen: dict[str, list[int]] | None = None
+
+    def check(self) -> None:
+        from gateway_kafka.cluster_view import coordinator_partitions
+
+        if not self.broker.is_master or self.kafka.cluster is None:
+            return
+        now = coordinator_partitions(self.kafka.cluster)
+        if now != self._seen:
+            if self._seen is not None:
+                self.broker.request_registration()
+            self._seen = now

@@ -1,0 +1,291 @@
+"""Several broker groups behind one NameServer look like one Kafka cluster (docs/design/cluster.md).
+
+One module-scoped cluster: a standalone NameServer and three single-node groups (broker-a, -b,
+-c, Kafka node ids 0, 100, 200), each a real ``rockafka serve``. Real clients: confluent-kafka
+produces and consumes, Kafka's own ``kafka-topics`` describes, the project's RocketMQ admin
+reads the native route and queue offsets, raw Kafka requests check the error a node answers for
+a partition it does not lead. The last test restarts the whole cluster in another order.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from engine.record_batch import Record, build_batch
+from gateway_kafka.protocol.errors import ErrorCode
+from gateway_native.client.admin import Admin
+from gateway_native.client.message import MessageQueue
+from tests.gateway_kafka.kafka_helpers import RawKafka
+from tests.support.group import TEST_SETTINGS, wait_until
+from tests.support.node import ROOT, RunningNode, StandaloneNamesrv
+
+pytestmark = pytest.mark.timeout(300)
+
+KAFKA_TOOLS = ROOT / "compat" / "kafka-tools"
+GROUPS = {"broker-a": 0, "broker-b": 100, "broker-c": 200}  # broker name -> Kafka node id
+
+
+class Cluster:
+    def __init__(self, tmp_path):
+        self.namesrv = StandaloneNamesrv(tmp_path)
+        self.nodes = {name: RunningNode(tmp_path / name, settings=dict(
+            TEST_SETTINGS, brokerName=name, brokerRole="ASYNC_MASTER", namesrvAddr=self.namesrv.addr,
+            kafka_node_id=node_id)) for name, node_id in GROUPS.items()}
+
+    def bootstrap(self, name: str) -> str:
+        return self.nodes[name].kafka_bootstrap
+
+    def wait_view(self) -> None:
+        for name in self.nodes:
+            wait_until(lambda: {b for b in AdminClient({"bootstrap.servers": self.bootstrap(name)})
+                                .list_topics(timeout=10).brokers} == set(GROUPS.values()),
+                       60, what=f"{name} lists every group's broker")
+
+    def stop(self) -> None:
+        for n in self.nodes.values():
+            try:
+                n.stop()
+            except Exception:
+                n.kill()
+        self.namesrv.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        for n in c.nodes.values():
+            n.start()
+        c.wait_view()
+        yield c
+    finally:
+        c.stop()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
+                        request_timeout=15)[name].result(30)
+
+
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=15)
+    t = md.topics[topic]
+    return {} if t.error is not None else {p: pm.leader for p, pm in t.partitions.items()}
+
+
+def wait_leaders(cluster: Cluster, topic: str, want: dict[int, int]) -> None:
+    for name in cluster.nodes:
+        wait_until(lambda: leaders(cluster.bootstrap(name), topic) == want, 30,
+                   what=f"{name}'s metadata of {topic} = {want}")
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> dict[int, list[bytes]]:
+    sent: dict[int, list[bytes]] = {p: [f"{topic}-{p}-{i}".encode() for i in range(per_partition)]
+                                    for p in range(partitions)}
+    errors: list = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 30000})
+    for part, values in sent.items():
+        for v in values:
+            p.produce(topic, v, partition=part,
+                      on_delivery=lambda err, msg: err and errors.append((msg.partition(), err)))
+    assert p.flush(30) == 0
+    assert not errors, (errors[:3], {b: leaders(b, topic) for b in bootstraps(bootstrap)})
+    return sent
+
+
+def bootstraps(any_bootstrap: str) -> list[str]:
+    md = AdminClient({"bootstrap.servers": any_bootstrap}).list_topics(timeout=10)
+    return [f"{b.host}:{b.port}" for b in md.brokers.values()]
+
+
+def consume_all(bootstrap: str, topic: str, partitions: list[int], total: int) -> dict[int, list[bytes]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    got: dict[int, list[bytes]] = {}
+    deadline = time.monotonic() + 60
+    try:
+        while sum(map(len, got.values())) < total and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            got.setdefault(m.partition(), []).append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+def test_metadata_and_describe_cluster_list_every_group_on_every_node(cluster):
+    for name in cluster.nodes:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap(name)})
+        md = admin.list_topics(timeout=10)
+        assert {b.id: b.port for b in md.brokers.values()} == \
+            {GROUPS[n]: cluster.nodes[n].kafka_port for n in GROUPS}
+        described = admin.describe_cluster(request_timeout=10).result(20)
+        assert sorted(n.id for n in described.nodes) == sorted(GROUPS.values())
+
+
+def test_a_topic_spread_over_three_groups_is_produced_and_read_back_whole(cluster):
+    topic = unique("spread")
+    create_topic(cluster.bootstrap("broker-b"), topic, 12)  # through any master
+    want = {p: GROUPS[("broker-a", "broker-b", "broker-c")[p // 4]] for p in range(12)}
+    wait_leaders(cluster, topic, want)
+    sent = produce(cluster.bootstrap("broker-a"), topic, 12, 10)
+    got = consume_all(cluster.bootstrap("broker-c"), topic, list(range(12)), 120)
+    assert got == sent  # every record, in order, in the partition it was sent to
+
+    # native clients see the same queues in the same order, holding the same records
+    with Admin(cluster.namesrv.addr) as admin:
+        queues = admin.message_queues(topic)
+        assert [(q.broker_name, q.queue_id) for q in queues] == [(f"broker-{c}", q) for c in "abc" for q in range(4)]
+        assert [admin.max_offset(q) for q in queues] == [10] * 12
+
+
+def test_a_node_answers_not_leader_for_partitions_of_other_groups(cluster):
+    topic = unique("notleader")
+    create_topic(cluster.bootstrap("broker-a"), topic, 3)
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    batch = build_batch([Record(0, 0, None, b"v", [])], base_timestamp=int(time.time() * 1000))
+    with RawKafka(cluster.bootstrap("broker-a")) as raw:
+        produced = raw.request(0, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": i, "records": batch} for i in (0, 1, 2, 3)]}]})
+        codes = [p["error_code"] for p in produced["responses"][0]["partition_responses"]]
+        assert codes == [ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        fetched = raw.request(1, 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                      "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+            {"topic": topic, "partitions": [{"partition": i, "current_leader_epoch": -1, "fetch_offset": 0,
+                                             "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+                                            for i in (0, 2)]}], "forgotten_topics_data": [], "rack_id": ""})
+        parts = fetched["responses"][0]["partitions"]
+        assert [(p["partition_index"], p["error_code"]) for p in parts] == \
+            [(0, ErrorCode.NONE), (2, ErrorCode.NOT_LEADER_OR_FOLLOWER)]
+        assert parts[0]["records"]  # the record stored on broker-a
+
+
+def test_create_partitions_on_the_least_loaded_or_the_chosen_group(cluster):
+    topic = unique("grow")
+    create_topic(cluster.bootstrap("broker-c"), topic, 2)  # broker-a: 0, broker-b: 1
+    wait_leaders(cluster, topic, {0: 0, 1: 100})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap("broker-a")})
+    admin.create_partitions([NewPartitions(topic, 3)], request_timeout=15)[topic].result(30)
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})  # broker-c held none
+    admin.create_partitions([NewPartitions(topic, 5, replica_assignment=[[100], [100]])],
+                            request_timeout=15)[topic].result(30)
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200, 3: 100, 4: 100})
+    sent = produce(cluster.bootstrap("broker-b"), topic, 5, 4)
+    assert consume_all(cluster.bootstrap("broker-a"), topic, list(range(5)), 20) == sent
+    with Admin(cluster.namesrv.addr) as native:
+        # broker-b's queue 1 and 2 are partitions 3 and 4
+        assert native.max_offset(MessageQueue(topic, "broker-b", 2)) == 4
+
+
+def coordinator_of(bootstrap: str, key: str, key_type: int = 0) -> int:
+    with RawKafka(bootstrap) as raw:
+        found = raw.request(10, 3, {"key": key, "key_type": key_type})
+    assert found["error_code"] == ErrorCode.NONE, found
+    return found["node_id"]
+
+
+def test_coordinators_are_spread_over_groups_and_every_node_names_the_same(cluster):
+    for key_type in (0, 1):
+        keys = [unique("key") for _ in range(12)]
+        placed = {k: {coordinator_of(cluster.bootstrap(n), k, key_type) for n in cluster.nodes} for k in keys}
+        assert all(len(nodes) == 1 for nodes in placed.values()), placed  # one answer whoever is asked
+        assert len({next(iter(nodes)) for nodes in placed.values()}) >= 2, placed  # not all on one group
+
+
+def test_a_consumer_group_of_three_reads_a_spread_topic_exactly_once(cluster):
+    topic, group = unique("members"), unique("group")
+    create_topic(cluster.bootstrap("broker-a"), topic, 12)
+    wait_leaders(cluster, topic, {p: GROUPS[("broker-a", "broker-b", "broker-c")[p // 4]] for p in range(12)})
+    consumers = [Consumer({"bootstrap.servers": cluster.bootstrap(n), "group.id": group, "auto.offset.reset": "earliest",
+                           "enable.auto.commit": False}) for n in cluster.nodes]
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while sorted(len(c.assignment()) for c in consumers) != [4, 4, 4]:
+            assert time.monotonic() < deadline, [c.assignment() for c in consumers]
+            for c in consumers:
+                c.poll(0.1)
+        sent = produce(cluster.bootstrap("broker-b"), topic, 12, 5)
+        got: list[tuple[int, bytes]] = []
+        while len(got) < 60 and time.monotonic() < deadline + 60:
+            for c in consumers:
+                m = c.poll(0.1)
+                if m is not None and not m.error():
+                    got.append((m.partition(), m.value()))
+        assert sorted(got) == sorted((p, v) for p, vs in sent.items() for v in vs)  # each record once
+        for c in consumers:
+            c.commit(asynchronous=False)
+    finally:
+        for c in consumers:
+            c.close()
+    # the offsets, committed through the group's coordinator, are there for partitions of every group
+    check = Consumer({"bootstrap.servers": cluster.bootstrap("broker-c"), "group.id": group})
+    try:
+        committed = check.committed([TopicPartition(topic, p) for p in range(12)], timeout=30)
+        assert [tp.offset for tp in committed] == [5] * 12
+    finally:
+        check.close()
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs java (make test-deps)")
+def test_kafka_topics_describe_shows_leaders_on_three_nodes(cluster):
+    topic = unique("describe")
+    create_topic(cluster.bootstrap("broker-a"), topic, 6)
+    wait_leaders(cluster, topic, {p: GROUPS[("broker-a", "broker-b", "broker-c")[p // 2]] for p in range(6)})
+    subprocess.run(["bash", str(KAFKA_TOOLS / "build.sh")], check=True, timeout=900)
+    out = subprocess.run(["java", "-cp", str(KAFKA_TOOLS / "lib" / "*"), "org.apache.kafka.tools.TopicCommand",
+                          "--bootstrap-server", cluster.bootstrap("broker-b"), "--describe", "--topic", topic],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = [ln for ln in out.stdout.splitlines() if "Partition:" in ln]
+    found = {}
+    for ln in lines:
+        fields = dict(part.split(": ", 1) for part in ln.strip().split("\t") if ": " in part)
+        found[int(fields["Partition"])] = (fields["Leader"], fields["Replicas"])
+    assert found == {p: (str(GROUPS[n]), str(GROUPS[n])) for p, n in
+                     enumerate(["broker-a", "broker-a", "broker-b", "broker-b", "broker-c", "broker-c"])}
+
+
+def test_deleting_a_spread_topic_deletes_it_on_every_group(cluster):
+    topic = unique("gone")
+    create_topic(cluster.bootstrap("broker-a"), topic, 3)
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap("broker-a")})
+    admin.delete_topics([topic], request_timeout=15)[topic].result(30)
+    for name in cluster.nodes:
+        wait_until(lambda: topic not in AdminClient({"bootstrap.servers": cluster.bootstrap(name)})
+                   .list_topics(timeout=10).topics, 30, what=f"{topic} gone from {name}'s metadata")
+
+
+def test_restarting_every_group_in_another_order_keeps_partition_ids_and_data(cluster):
+    topic = unique("restart")
+    create_topic(cluster.bootstrap("broker-a"), topic, 6)
+    want = {p: GROUPS[("broker-a", "broker-b", "broker-c")[p // 2]] for p in range(6)}
+    wait_leaders(cluster, topic, want)
+    sent = produce(cluster.bootstrap("broker-a"), topic, 6, 5)
+    cluster.nodes["broker-c"].stop()
+    # a group that is down keeps its partitions: listed, without a leader, until it returns
+    wait_until(lambda: leaders(cluster.bootstrap("broker-a"), topic) == {**want, 4: -1, 5: -1}, 30,
+               what="broker-c's partitions listed leaderless")
+    for n in cluster.nodes.values():
+        n.stop()
+    for name in ("broker-c", "broker-a", "broker-b"):  # not the order they first registered in
+        cluster.nodes[name].start()
+    cluster.wait_view()
+    wait_leaders(cluster, topic, want)
+    assert consume_all(cluster.bootstrap("broker-c"), topic, list(range(6)), 30) == sent

@@ -1,0 +1,317 @@
+"""The cluster deployment files agree with the code that will read them.
+
+- deploy/config/: the master's and the slave's broker.conf pass ``rockafka serve
+  --check-config``; the NameServer's starts a real ``rockafka namesrv``; the controller
+  NameServer's keys load through the controller's own loader; in every file a misspelt key is
+  refused, naming the key.
+- deploy/systemd/: ``systemd-analyze verify`` finds nothing wrong but the missing install
+  (/opt/rockafka); ExecStart lines are valid ``rockafka`` commands whose config files are the
+  examples above; a dedicated user, a restart policy, LimitNOFILE.
+- deploy/k8s/: every manifest passes Kubernetes' published schemas (strict) and, as a node would
+  read it, container args are valid ``rockafka`` commands, every ConfigMap key is a key
+  engine/config.py accepts, container ports are the ports the resolved configuration listens
+  on, probes ask paths the admin HTTP serves on a port it binds beyond loopback, StatefulSets
+  have headless Services and volumes where the store is, every broker group one master, and
+  namesrvAddr names the NameServer pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import engine.config as engine_config
+from engine.config import ConfigError, NodeConfig, load_node_config, read_broker_conf, resolve_key
+from rockafka.cli import build_parser, config_from_args
+from tests.support.node import rockafka_command
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+CONFIG = DEPLOY / "config"
+BROKER_EXAMPLES = ["broker-master.conf", "broker-slave.conf"]
+ADMIN_ROUTES = set(re.findall(r'add_get\("([^"]+)"', (ROOT / "rockafka" / "admin_http.py").read_text()))
+
+
+def misspelt(path: Path, tmp_path: Path) -> list[tuple[str, Path]]:
+    """(key, a copy of the file with that key misspelt) for every key of the file."""
+    lines = path.read_text().splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        m = re.match(r"^([A-Za-z][^=:\s]*)\s*[=:]", line)
+        if m:
+            bad = tmp_path / f"{path.stem}-{i}.conf"
+            bad.write_text("\n".join(lines[:i] + [m.group(1) + "Typo" + line[m.end(1):]] + lines[i + 1:]) + "\n")
+            out.append((m.group(1) + "Typo", bad))
+    return out
+
+
+# -- deploy/config ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", BROKER_EXAMPLES)
+def test_broker_examples_pass_check_config_and_refuse_a_misspelt_key(name, tmp_path):
+    out = subprocess.run(rockafka_command() + ["serve", "--config", str(CONFIG / name), "--check-config"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    cfg = load_node_config(str(CONFIG / name), environ={})
+    assert cfg.broker.broker_name == "broker-a" and cfg.data_dir == "/var/lib/rockafka"
+    assert cfg.broker.namesrv_addr and len(cfg.broker.namesrv_addr.split(";")) == 2
+    assert (cfg.broker.broker_id, cfg.store.broker_role) == ((0, "SYNC_MASTER") if "master" in name else (1, "SLAVE"))
+    cases = misspelt(CONFIG / name, tmp_path)
+    assert len(cases) >= 15
+    for key, bad in cases:
+        with pytest.raises(ConfigError, match=re.escape(repr(key))):
+            load_node_config(str(bad), environ={})
+    key, bad = cases[0]
+    out = subprocess.run(rockafka_command() + ["serve", "--config", str(bad), "--check-config"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and f"unknown config key {key!r}; did you mean" in out.stderr
+
+
+def test_namesrv_example_starts_a_nameserver_and_refuses_a_misspelt_key(tmp_path):
+    for key, bad in misspelt(CONFIG / "namesrv.conf", tmp_path):
+        with pytest.raises(ConfigError, match=re.escape(repr(key))):
+            config_from_args(argparse.Namespace(config=str(bad), set=[]))
+    log = tmp_path / "namesrv.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(rockafka_command() + ["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config",
+                                                      str(tmp_path / "ns" / "kvConfig.json"), "--config",
+                                                      str(CONFIG / "namesrv.conf")],
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while b"namesrv_ready" not in log.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, log.read_text()
+
+
+def test_controller_namesrv_example_loads_with_the_controller_keys(tmp_path):
+    if not hasattr(engine_config, "load_controller_config"):
+        pytest.skip("the failover controller's configuration (engine.config.load_controller_config) is not here")
+    values = read_broker_conf(CONFIG / "namesrv-controller.conf")
+    # `rockafka namesrv --set` hands these to the controller, not to the node configuration
+    assert all(engine_config.is_controller_key(k) for k in values)
+    controller = engine_config.load_controller_config(values)
+    assert controller.enable_controller_in_namesrv
+    assert sorted(controller.peers()) == ["n0", "n1", "n2"] and controller.controller_d_leger_self_id == "n0"
+    for key, bad in misspelt(CONFIG / "namesrv-controller.conf", tmp_path):
+        with pytest.raises(ConfigError, match=re.escape(repr(key))):
+            engine_config.load_controller_config(read_broker_conf(bad))
+
+
+# -- deploy/systemd -----------------------------------------------------------------------------
+def unit(path: Path) -> dict[str, dict[str, list[str]]]:
+    sections: dict[str, dict[str, list[str]]] = {}
+    current = None
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            current = sections.setdefault(line.strip("[]"), {})
+            continue
+        key, _, value = line.partition("=")
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+UNITS = {"rockafka-namesrv.service": [None], "rockafka-broker@.service": ["broker-master", "broker-slave"]}
+
+
+@pytest.mark.parametrize("name", sorted(UNITS))
+def test_systemd_units_run_rockafka_with_the_example_configs(name, tmp_path):
+    service = unit(DEPLOY / "systemd" / name)["Service"]
+    assert service["User"] == ["rockafka"] and service["Group"] == ["rockafka"]
+    assert service["Restart"] == ["on-failure"] and int(service["LimitNOFILE"][0]) >= 65536
+    state_dir = Path("/var/lib") / service["StateDirectory"][0]
+    for instance in UNITS[name]:
+        commands = service.get("ExecStartPre", []) + service["ExecStart"]
+        for line in commands:
+            argv = shlex.split(line.replace("%i", instance or ""))
+            assert argv[0] == "/opt/rockafka/bin/rockafka"
+            args = build_parser().parse_args(argv[1:])  # SystemExit (usage error) fails the test
+            assert args.config.startswith("/etc/rockafka/")
+            example = CONFIG / Path(args.config).name
+            assert example.exists(), f"{name}: {args.config} is none of deploy/config's examples"
+            args.config = str(example)
+            cfg = config_from_args(args)
+            if args.command == "serve":
+                assert Path(cfg.data_dir) == state_dir
+            else:
+                assert Path(args.kv_config).parent == state_dir
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is installed by deploy/dev/install-test-deps.sh"
+    target = tmp_path / name.replace("@.service", "@broker-master.service")
+    target.write_text((DEPLOY / "systemd" / name).read_text())
+    out = subprocess.run([analyze, "verify", str(target)], capture_output=True, text=True, timeout=60)
+    # the one complaint expected on a machine without the install the unit's header describes
+    problems = [line for line in (out.stdout + out.stderr).splitlines()
+                if line.strip() and "Command /opt/rockafka/bin/rockafka is not executable" not in line]
+    assert problems == []
+
+
+def test_systemd_verify_does_catch_a_misspelt_directive(tmp_path):
+    """The verification above can fail: a unit with a misspelt key is reported."""
+    bad = tmp_path / "rockafka-namesrv.service"
+    bad.write_text((DEPLOY / "systemd" / "rockafka-namesrv.service").read_text().replace("LimitNOFILE", "LimitNOFILES"))
+    out = subprocess.run(["systemd-analyze", "verify", str(bad)], capture_output=True, text=True, timeout=60)
+    assert "Unknown key 'LimitNOFILES'" in out.stdout + out.stderr
+
+
+# -- deploy/k8s ---------------------------------------------------------------------------------
+def manifests() -> list[dict]:
+    kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
+    listed = kustomization["resources"]
+    assert sorted(listed) == sorted(p.name for p in (DEPLOY / "k8s").glob("*.yaml") if p.name != "kustomization.yaml")
+    return [doc for name in listed for doc in yaml.safe_load_all((DEPLOY / "k8s" / name).read_text()) if doc]
+
+
+def by_kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def resolved_config(sts: dict, container: dict, configmaps: dict[str, dict], tmp_path: Path) -> tuple[argparse.Namespace, NodeConfig]:
+    """The container's command as `rockafka` parses it and the configuration the node would run
+    with: the mounted ConfigMap file, its ROCKAFKA_* environment (field references filled with
+    sample values), its --set flags."""
+    assert container["command"] == ["rockafka"]
+    args = build_parser().parse_args(container["args"])
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+    conf_dir = str(Path(args.config).parent)
+    configmap = configmaps[volumes[mounts[conf_dir]]["configMap"]["name"]]
+    local = tmp_path / f"{sts['metadata']['name']}-{Path(args.config).name}"
+    local.write_text(configmap["data"][Path(args.config).name])
+    samples = {"status.podIP": "10.1.2.3", "metadata.name": f"{sts['metadata']['name']}-0",
+               "metadata.namespace": "default"}
+    env: dict[str, str] = {}
+    for var in container.get("env", []):
+        value = var.get("value") or samples[var["valueFrom"]["fieldRef"]["fieldPath"]]
+        env[var["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], value)
+        if var["name"].startswith("ROCKAFKA_"):
+            resolve_key(var["name"][len("ROCKAFKA_"):])  # a key engine/config.py knows
+    overrides = dict(item.split("=", 1) for item in (getattr(args, "set", None) or []))
+    cfg = load_node_config(str(local), overrides, environ=env)
+    return args, cfg
+
+
+def test_k8s_manifests_pass_the_kubernetes_schemas():
+    import kubernetes_validate
+
+    version = kubernetes_validate.latest_version()
+    docs = manifests()
+    assert {d["kind"] for d in docs} == {"ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"}
+    for doc in docs:
+        kubernetes_validate.validate(doc, version, strict=True)  # raises on any unknown or missing field
+    broken = dict(by_kind(docs, "StatefulSet")[0])
+    broken["spec"] = dict(broken["spec"], replica=1)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, version, strict=True)
+
+
+def test_k8s_configmap_keys_are_keys_rockafka_accepts(tmp_path):
+    configmaps = by_kind(manifests(), "ConfigMap")
+    assert configmaps
+    for cm in configmaps:
+        for name, text in cm["data"].items():
+            assert name.endswith(".conf")
+            path = tmp_path / name
+            path.write_text(text)
+            for key in read_broker_conf(path):
+                resolve_key(key)
+            load_node_config(str(path), environ={})
+
+
+def test_k8s_workloads_match_the_cli_and_the_configuration(tmp_path):
+    docs = manifests()
+    configmaps = {cm["metadata"]["name"]: cm for cm in by_kind(docs, "ConfigMap")}
+    services = by_kind(docs, "Service")
+    pdbs = by_kind(docs, "PodDisruptionBudget")
+    groups: dict[str, dict[int, str]] = {}
+    kafka_node_ids: dict[int, str] = {}  # one Kafka cluster: every broker its own node id
+    namesrv_pods: dict[str, int] = {}
+    namesrv_addr: set[str] = set()
+    for sts in by_kind(docs, "StatefulSet"):
+        spec, name = sts["spec"], sts["metadata"]["name"]
+        labels = spec["template"]["metadata"]["labels"]
+        assert selects(spec["selector"]["matchLabels"], labels)
+        # stable network ids: a headless Service governs the pods
+        governing = next(s for s in services if s["metadata"]["name"] == spec["serviceName"])
+        assert governing["spec"]["clusterIP"] == "None" and selects(governing["spec"]["selector"], labels)
+        # at most one member of a group or of the NameServers away at once
+        pdb = [p for p in pdbs if selects(p["spec"]["selector"]["matchLabels"], labels)]
+        assert len(pdb) == 1 and pdb[0]["spec"]["maxUnavailable"] == 1, name
+        (container,) = spec["template"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        args, cfg = resolved_config(sts, container, configmaps, tmp_path)
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]] == ["data"]
+        if args.command == "serve":
+            assert Path(cfg.data_dir) == Path(mounts["data"])
+            assert ports == {"kafka": cfg.kafka_port, "broker": cfg.broker_port, "ha": cfg.ha_port,
+                             "admin": cfg.admin_port, "grpc": cfg.extra_int("grpc_proxy_port", 8081)}
+            assert cfg.security.admin_host == "0.0.0.0"  # the kubelet probes from outside the pod
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                get = container[probe]["httpGet"]
+                assert get["path"] in ADMIN_ROUTES and ports[get["port"]] == cfg.admin_port, (name, probe)
+            assert spec["replicas"] == 1  # one pod per (brokerName, brokerId): its role never moves
+            group = groups.setdefault(cfg.broker.broker_name, {})
+            assert cfg.broker.broker_id not in group, f"two pods are {cfg.broker.broker_name} id {cfg.broker.broker_id}"
+            group[cfg.broker.broker_id] = cfg.store.broker_role
+            node_id = cfg.extra_int("kafka_node_id", cfg.broker.broker_id)
+            assert node_id not in kafka_node_ids, f"{name} and {kafka_node_ids.get(node_id)} are Kafka node {node_id}"
+            kafka_node_ids[node_id] = name
+            assert labels["rockafka.io/broker-name"] == cfg.broker.broker_name
+            assert cfg.broker.broker_ip1 == "10.1.2.3"  # the pod's IP, from the downward API
+            namesrv_addr.add(cfg.broker.namesrv_addr)
+        else:
+            assert args.command == "namesrv"
+            assert ports == {"namesrv": args.port}
+            assert Path(args.kv_config).parent == Path(mounts["data"])
+            for probe in ("readinessProbe", "livenessProbe"):
+                assert ports[container[probe]["tcpSocket"]["port"]] == args.port
+            for i in range(spec["replicas"]):
+                namesrv_pods[f"{name}-{i}.{spec['serviceName']}:{args.port}"] = i
+    # every group: one master (brokerId 0) and slaves
+    assert sorted(groups) == ["broker-a", "broker-b"]
+    for roles in groups.values():
+        assert roles[0] in ("SYNC_MASTER", "ASYNC_MASTER") and roles[1] == "SLAVE"
+    # brokers register with every NameServer pod, by its stable name
+    (addr,) = namesrv_addr
+    assert sorted(addr.split(";")) == sorted(namesrv_pods)
+    # Services forward to ports the selected pods have
+    pod_ports = [(sts["spec"]["template"]["metadata"]["labels"],
+                  {p["name"] for p in sts["spec"]["template"]["spec"]["containers"][0]["ports"]})
+                 for sts in by_kind(docs, "StatefulSet")]
+    for svc in services:
+        chosen = [names for labels, names in pod_ports if selects(svc["spec"]["selector"], labels)]
+        assert chosen, svc["metadata"]["name"]
+        for port in svc["spec"]["ports"]:
+            assert all(port["targetPort"] in names for names in chosen), (svc["metadata"]["name"], port)
+
+
+def test_dockerfile_runs_the_user_and_command_the_manifests_expect():
+    text = (DEPLOY / "k8s" / "Dockerfile").read_text()
+    assert re.search(r'^ENTRYPOINT \["rockafka"\]$', text, re.M)
+    assert re.search(r"^USER 10001:10001$", text, re.M)
+    for sts in by_kind(manifests(), "StatefulSet"):
+        ctx = sts["spec"]["template"]["spec"]["securityContext"]
+        assert (ctx["runAsUser"], ctx["runAsGroup"]) == (10001, 10001)
+    copied = set(re.findall(r"^COPY (\w+) \1$", text, re.M))
+    packages = {p.split("*")[0] for p in re.findall(r'"(\w+)\*?"', (ROOT / "pyproject.toml").read_text().split(
+        "[tool.setuptools.packages.find]")[1].split("\n\n")[0])}
+    assert copied == packages  # every package the install needs is in the image
