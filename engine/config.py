@@ -307,6 +307,7 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     # RocketMQ 5 gRPC proxy front (docs/design/grpc-proxy.md)
     "grpc_proxy_port": ("8081", "port of the gRPC MessagingService (RocketMQ 5 clients)"),
     "grpc_server_port": ("8081", "RocketMQ proxy's name for grpc_proxy_port"),
+    "grpc_client_idle_time_mills": ("120000", "gRPC port: close a connection silent both ways this long (ms, 0 = never)"),
     "tls_server_mode": ("permissive", "gRPC port: permissive (TLS and plaintext), enforcing, disabled"),
     "tls_mode": ("permissive", "RocketMQ's older name for tls_server_mode"),
     "tls_server_cert_path": ("<data dir>/tls, generated", "certificate (PEM) of the gRPC port"),

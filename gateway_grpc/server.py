@@ -28,12 +28,15 @@ from typing import Any
 import structlog
 
 from engine import pop as engine_pop
+from engine import security as engine_security
 from engine import transaction as engine_transaction
+from engine.listener_limits import ListenerGuard
 from engine.message import Message
 from engine.topic_config import TopicConfig
 
 from . import tls
 from .renew import ReceiptRenewer
+from .security import GrpcGate
 
 log = structlog.get_logger("rockafka.grpc")
 
@@ -72,7 +75,7 @@ class GrpcGateway:
 
     name = "grpc_proxy"
 
-    def __init__(self, store: Any, config: Any):
+    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None):
         self.store = store
         self.config = config
         self.host = config.host
@@ -86,7 +89,9 @@ class GrpcGateway:
         self.pop: engine_pop.PopService | None = None
         self.transactions: engine_transaction.TransactionalMessageService | None = None
         self.disabled_reason: str | None = None
-        self._sniffer: tls.ProtocolSniffer | None = None
+        self._front: tls.GuardedFront | None = None
+        self.guard = guard or ListenerGuard(config.limits)  # the node passes the one its listeners share
+        self.gate: GrpcGate | None = None
         self.renewer = ReceiptRenewer.from_config(self, config)
         self.tls_mode = "disabled"
 
@@ -103,6 +108,8 @@ class GrpcGateway:
         from .service import MessagingService
 
         self._loop = asyncio.get_running_loop()
+        self.gate = GrpcGate(await self._loop.run_in_executor(self.executor, engine_security.for_store, self.store,
+                                                              self.config))
         self.pop = await self._loop.run_in_executor(self.executor, engine_pop.for_store, self.store)
         self.pop.add_listener(self._on_pop_change)
         self.store.add_arrival_listener(self._on_arrival)
@@ -118,24 +125,20 @@ class GrpcGateway:
             chain, private = await self._loop.run_in_executor(
                 self.executor, tls.load_or_create_pair, cert, key, self.config.data_dir, self.advertised_ip)
             creds = grpc.ssl_server_credentials([(private, chain)])
-        if mode == "permissive":
-            # one public port for both (RocketMQ's default): grpcio listens on loopback twice
-            plain = self._server.add_insecure_port("127.0.0.1:0")
-            secure = self._server.add_secure_port("127.0.0.1:0", creds)
-            await self._server.start()
-            self._sniffer = tls.ProtocolSniffer(self.host, self.port, plain, secure)
-            try:
-                self.port = await self._sniffer.start()
-            except OSError as exc:
-                await self._server.stop(None)
-                raise OSError(f"gRPC proxy port {self.host}:{self.port}: {exc.strerror}") from None
-        else:
-            addr = f"{self.host}:{self.port}"
-            bound = self._server.add_secure_port(addr, creds) if creds else self._server.add_insecure_port(addr)
-            if not bound:
-                raise OSError(f"gRPC proxy port {self.host}:{self.port}: address already in use")
-            self.port = bound
-            await self._server.start()
+        # grpcio listens on loopback only; the public port is the guarded front that relays to it
+        plain = self._server.add_insecure_port("127.0.0.1:0") if mode != "enforcing" else None
+        secure = self._server.add_secure_port("127.0.0.1:0", creds) if creds is not None else None
+        await self._server.start()
+        self._front = tls.GuardedFront(
+            self.guard, self.host, self.port, plain, secure,
+            idle_s=self.config.extra_int("grpc_client_idle_time_mills", 120_000) / 1000.0,
+            on_refused=lambda listener, peer, why: self.gate.security.failed(listener, "tls_required", peer,
+                                                                             error=why))
+        try:
+            self.port = await self._front.start()
+        except OSError as exc:
+            await self._server.stop(None)
+            raise OSError(f"gRPC proxy port {self.host}:{self.port}: {exc.strerror or exc}") from None
         self.tls_mode = mode
         self.renewer.start()
         log.info("grpc_listening", host=self.host, port=self.port, tls_mode=mode)
@@ -154,9 +157,9 @@ class GrpcGateway:
         for ev in [e for s in self._waiters.values() for e in s]:
             ev.set()
         await self.renewer.stop()
-        if self._sniffer is not None:
-            await self._sniffer.stop()
-            self._sniffer = None
+        if self._front is not None:
+            await self._front.stop()
+            self._front = None
         await self._server.stop(grace=1.0)
         self._server = None
         self.executor.shutdown(wait=True)
@@ -196,15 +199,32 @@ class GrpcGateway:
         log.info("topic_auto_created", topic=topic, queues=n, via="grpc")
         return tc
 
+    def client_addr(self, context: Any) -> str:
+        """The calling client's ``host:port`` (grpcio sees the guarded front's relay connection)."""
+        peer = context.peer() or ""
+        for prefix in ("ipv4:", "ipv6:"):
+            if peer.startswith(prefix):
+                addr = peer[len(prefix):]
+                port = addr.rsplit(":", 1)[-1]
+                front = self._front
+                if front is not None and port.isdigit():
+                    return front.origins.get(int(port), addr)
+                return addr
+        return "127.0.0.1:0"
+
+    def client_host(self, context: Any) -> str:
+        return self.client_addr(context).rsplit(":", 1)[0].strip("[]")
+
     # -- sessions -------------------------------------------------------------------------------
     def session(self, context: Any) -> Session:
         md = {k: v for k, v in (context.invocation_metadata() or ())}
-        client_id = md.get("x-mq-client-id") or f"anonymous@{context.peer()}"
+        client_id = md.get("x-mq-client-id") or f"anonymous@{self.client_addr(context)}"
         s = self.sessions.get(client_id)
         if s is None:
-            s = self.sessions[client_id] = Session(client_id, context.peer(), md.get("x-mq-language", ""),
+            peer = self.client_addr(context)
+            s = self.sessions[client_id] = Session(client_id, peer, md.get("x-mq-language", ""),
                                                    md.get("x-mq-client-version", ""))
-            log.info("grpc_client_seen", client_id=client_id, peer=context.peer(), language=s.language, version=s.version)
+            log.info("grpc_client_seen", client_id=client_id, peer=peer, language=s.language, version=s.version)
         s.last_seen = time.monotonic()
         return s
 

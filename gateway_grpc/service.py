@@ -24,6 +24,7 @@ from .convert import ConvertError, duration_ms, from_v2, to_v2
 from .proto import definition_pb2 as pb
 from .proto import service_pb2 as sv
 from .proto import service_pb2_grpc
+from .security import Refused
 from .server import (
     CUSTOMIZED_BACKOFF_S, DEFAULT_INVISIBLE_MS, LONG_POLLING_MS, PERM_READ, PERM_WRITE, TXN_GROUP_PREFIX, GrpcGateway,
     queue_for_group,
@@ -55,14 +56,6 @@ def ok() -> pb.Status:
     return status(C.OK, "OK")
 
 
-def peer_addr(peer: str) -> str:
-    """``ipv4:127.0.0.1:5000`` -> ``127.0.0.1:5000``; ``ipv6:[::1]:5000`` -> ``[::1]:5000``."""
-    for prefix in ("ipv4:", "ipv6:"):
-        if peer.startswith(prefix):
-            return peer[len(prefix):]
-    return "127.0.0.1:0"
-
-
 def _permission(perm: int) -> int:
     r, w = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
     return pb.Permission.READ_WRITE if r and w else pb.Permission.READ if r else pb.Permission.WRITE if w else pb.Permission.NONE
@@ -72,6 +65,15 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     def __init__(self, gw: GrpcGateway):
         self.gw = gw
         self._rr = random.randrange(1 << 16)
+
+    async def _refused(self, context: Any, request: Any) -> pb.Status | None:
+        """The gate (``security.GrpcGate``): None when the call may go on, else its Status
+        (UNAUTHORIZED / FORBIDDEN with the reason)."""
+        try:
+            await self.gw.gate.check(context, request, self.gw.client_host(context))
+        except Refused as exc:
+            return status(exc.code, str(exc))
+        return None
 
     # ------------------------------------------------------------------ routing
     def _endpoints(self, requested: pb.Endpoints | None) -> pb.Endpoints:
@@ -98,6 +100,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return out
 
     async def QueryRoute(self, request: sv.QueryRouteRequest, context: Any) -> sv.QueryRouteResponse:
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.QueryRouteResponse(status=refused)
         self.gw.session(context)
         topic = request.topic.name
         if not topic:
@@ -108,6 +112,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return sv.QueryRouteResponse(status=ok(), message_queues=self._queues(topic, tc, self._endpoints(request.endpoints)))
 
     async def QueryAssignment(self, request: sv.QueryAssignmentRequest, context: Any) -> sv.QueryAssignmentResponse:
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.QueryAssignmentResponse(status=refused)
         self.gw.session(context)
         topic = request.topic.name
         tc = self.gw.topic_config(topic)
@@ -119,6 +125,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     # ------------------------------------------------------------------ clients
     async def Heartbeat(self, request: sv.HeartbeatRequest, context: Any) -> sv.HeartbeatResponse:
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.HeartbeatResponse(status=refused)
         s = self.gw.session(context)
         if request.HasField("group") and request.group.name:
             s.group = request.group.name
@@ -127,6 +135,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return sv.HeartbeatResponse(status=ok())
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.NotifyClientTerminationResponse(status=refused)
         s = self.gw.session(context)
         self.gw.drop_session(s.client_id, "terminated")
         return sv.NotifyClientTerminationResponse(status=ok())
@@ -153,6 +163,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return out
 
     async def Telemetry(self, request_iterator: Any, context: Any) -> None:
+        gate = self.gw.gate
+        try:  # the stream's metadata is checked once, when it opens
+            principal = await gate.authenticate(context)
+        except Refused as exc:
+            await context.write(sv.TelemetryCommand(status=status(exc.code, str(exc))))
+            return
+        host = self.gw.client_host(context)
         s = self.gw.session(context)
         outbox: asyncio.Queue = asyncio.Queue()
         s.outbox = outbox
@@ -163,6 +180,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 async for cmd in request_iterator:
                     which = cmd.WhichOneof("command")
                     if which == "settings":
+                        try:  # what the settings announce: publishing topics, a group and its topics
+                            gate.authorize(principal, cmd, host)
+                        except Refused as exc:
+                            outbox.put_nowait(sv.TelemetryCommand(status=status(exc.code, str(exc))))
+                            continue
                         st = cmd.settings
                         s.settings = st
                         s.client_type = st.client_type or s.client_type
@@ -195,6 +217,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     # ------------------------------------------------------------------ producing
     async def SendMessage(self, request: sv.SendMessageRequest, context: Any) -> sv.SendMessageResponse:
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.SendMessageResponse(status=refused)
         s = self.gw.session(context)
         if not request.messages:
             return sv.SendMessageResponse(status=status(C.BAD_REQUEST, "no messages to send"))
@@ -206,7 +230,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return sv.SendMessageResponse(status=status(C.TOPIC_NOT_FOUND, f"topic {topic} not found"))
         if not tc.perm & PERM_WRITE or tc.write_queue_nums <= 0:
             return sv.SendMessageResponse(status=status(C.FORBIDDEN, f"topic {topic} is not writable"))
-        peer = peer_addr(context.peer())
+        peer = self.gw.client_addr(context)
         entries = []
         for m in request.messages:
             entries.append(await self._send_one(s, m, tc, peer))
@@ -248,6 +272,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                                   offset=max(result.queue_offset, 0), recall_handle=recall)
 
     async def EndTransaction(self, request: sv.EndTransactionRequest, context: Any) -> sv.EndTransactionResponse:
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.EndTransactionResponse(status=refused)
         self.gw.session(context)
         try:
             commitlog_offset, queue_offset = self.gw.parse_transaction_id(request.transaction_id)
@@ -270,6 +296,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def RecallMessage(self, request: Any, context: Any) -> Any:
         """Cancel a delay message before its delivery time with the handle its send returned."""
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.RecallMessageResponse(status=refused)
         self.gw.session(context)
         topic = request.topic.name
         if not self.gw.config.extra_bool("recall_message_enable", True):
@@ -302,6 +330,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _receive(self, request: sv.ReceiveMessageRequest, context: Any) -> Any:
         gw = self.gw
+        if (refused := await self._refused(context, request)) is not None:
+            yield sv.ReceiveMessageResponse(status=refused)
+            return
         s = gw.session(context)
         group = request.group.name
         topic = request.message_queue.topic.name
@@ -370,6 +401,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                                                           request.message_queue.topic.resource_namespace))
 
     async def AckMessage(self, request: sv.AckMessageRequest, context: Any) -> sv.AckMessageResponse:
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.AckMessageResponse(status=refused)
         gw = self.gw
         s = gw.session(context)
         group, topic = request.group.name, request.topic.name
@@ -390,6 +423,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return sv.AckMessageResponse(status=overall, entries=entries)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.ChangeInvisibleDurationResponse(status=refused)
         gw = self.gw
         s = gw.session(context)
         invisible = duration_ms(request.invisible_duration)
@@ -403,6 +438,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return sv.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=handle)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        if (refused := await self._refused(context, request)) is not None:
+            return sv.ForwardMessageToDeadLetterQueueResponse(status=refused)
         gw = self.gw
         s = gw.session(context)
         handle = await gw.renewer.current(s.client_id, request.group.name, request.topic.name, request.receipt_handle)

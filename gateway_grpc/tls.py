@@ -12,11 +12,12 @@ mode by looking at each connection's first byte. This module does the same:
   ``tls.server.certPath`` / ``tls.server.keyPath``); without them a self-signed pair for the
   advertised host is generated once into ``<data dir>/tls/`` (openssl) and reused, as RocketMQ's
   proxy uses a self-signed certificate when none is configured;
-- ``ProtocolSniffer``: in permissive mode the public port is an asyncio listener that reads a
-  connection's first byte — 0x16 (a TLS handshake record) goes to grpcio's TLS listener, anything
-  else (the HTTP/2 preface ``PRI *``) to its plaintext listener; both listen on 127.0.0.1 on
-  ephemeral ports and bytes are relayed with asyncio protocols (per chunk, no per-message work).
-  Enforcing and disabled modes bind grpcio on the public port directly, with no relay.
+- ``GuardedFront``: the public port is always an accept loop of the node's own, under the
+  node's ``ListenerGuard`` (connection limits, idle time), relaying each connection to one of
+  grpcio's listeners on 127.0.0.1 (ephemeral ports; bytes relayed with asyncio protocols, per
+  chunk, no per-message work). The first byte picks the backend: 0x16 (a TLS handshake record)
+  the TLS listener, anything else (the HTTP/2 preface ``PRI *``) the plaintext one; enforcing
+  mode has no plaintext backend (such a connection is closed), disabled mode no TLS one.
 
 Failure cases: a certificate or key file that cannot be read, or openssl missing when a pair must
 be generated, stops the gateway from starting with a message naming the file or the command; a
@@ -67,16 +68,22 @@ def load_or_create_pair(cert: str | None, key: str | None, data_dir: str, host: 
 
 
 class _Relay(asyncio.Protocol):
-    """One direction's sink: bytes received are written to ``peer``; closes propagate."""
+    """One direction's sink: bytes received are written to ``peer``; closes propagate. With a
+    ``watch`` (the guard's idle timer) every chunk stamps the connection as active."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch: Any = None) -> None:
         self.transport: asyncio.Transport | None = None
         self.peer: asyncio.Transport | None = None
+        self.watch = watch
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.loop = asyncio.get_running_loop()
 
     def data_received(self, data: bytes) -> None:
+        if self.watch is not None:
+            self.watch.last_read = self.loop.time()
         if self.peer is not None:
             self.peer.write(data)
 
@@ -100,24 +107,39 @@ class _Relay(asyncio.Protocol):
 
 
 class _Sniff(_Relay):
-    """A client connection on the public port: buffers until the first bytes arrive, connects the
-    matching backend, then relays both ways like any ``_Relay``."""
+    """A client connection on the public port: admitted by the guard (or closed at once), then
+    buffered until the first bytes arrive, which pick the backend; then relayed both ways."""
 
-    def __init__(self, sniffer: "ProtocolSniffer"):
+    def __init__(self, front: "GuardedFront"):
         super().__init__()
-        self.sniffer = sniffer
+        self.front = front
         self.pending: list[bytes] = []
         self.eof = False
         self.timer: asyncio.TimerHandle | None = None
         self.closed = False
+        self.ticket: Any = None
+        self.origin_port: int | None = None
+        self.client = "?"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self.timer = asyncio.get_running_loop().call_later(self.sniffer.first_byte_timeout, transport.close)
+        front = self.front
+        addr = transport.get_extra_info("peername") or ("?", 0)
+        sock = transport.get_extra_info("socket")
+        self.client = f"[{addr[0]}]:{addr[1]}" if ":" in str(addr[0]) else f"{addr[0]}:{addr[1]}"
+        self.ticket = front.guard.admit(front.listener, str(addr[0]), sock.fileno() if sock is not None else -1)
+        if self.ticket is None:  # refused (max_connections, per IP, open files): counted by the guard
+            self.closed = True
+            transport.abort()
+            return
+        self.watch = front.guard.watch(front.listener, self.client, transport.abort, front.idle_s)
+        self.timer = self.loop.call_later(front.first_byte_timeout, transport.close)
 
     def data_received(self, data: bytes) -> None:
         if self.peer is not None:
-            self.peer.write(data)
+            super().data_received(data)
+            return
+        if self.closed:
             return
         first = not self.pending
         self.pending.append(data)
@@ -125,15 +147,18 @@ class _Sniff(_Relay):
             if self.timer is not None:
                 self.timer.cancel()
             self.transport.pause_reading()
-            port = self.sniffer.tls_port if data[0] == TLS_HANDSHAKE else self.sniffer.plain_port
-            task = asyncio.get_running_loop().create_task(self._connect(port))
-            self.sniffer._tasks.add(task)
-            task.add_done_callback(self.sniffer._tasks.discard)
+            port = self.front.backend_for(data[0])
+            if port is None:  # enforcing mode and a plaintext client: closed, as RocketMQ does
+                self.front.on_refused(self.client)
+                self.transport.close()
+                return
+            task = self.loop.create_task(self._connect(port))
+            self.front._tasks.add(task)
+            task.add_done_callback(self.front._tasks.discard)
 
     async def _connect(self, port: int) -> None:
-        loop = asyncio.get_running_loop()
         try:
-            upstream, up = await loop.create_connection(_Relay, "127.0.0.1", port)
+            upstream, up = await self.loop.create_connection(lambda: _Relay(self.watch), "127.0.0.1", port)
         except OSError as exc:
             log.warning("grpc_backend_unreachable", port=port, error=str(exc))
             self.transport.close()
@@ -141,6 +166,9 @@ class _Sniff(_Relay):
         if self.closed:
             upstream.close()
             return
+        # the backend sees the relay's address: remember whose connection this is
+        self.origin_port = upstream.get_extra_info("sockname")[1]
+        self.front.origins[self.origin_port] = self.client
         up.peer = self.transport  # type: ignore[assignment]
         self.peer = upstream  # type: ignore[assignment]
         for chunk in self.pending:
@@ -160,28 +188,55 @@ class _Sniff(_Relay):
         self.closed = True
         if self.timer is not None:
             self.timer.cancel()
+        if self.origin_port is not None:
+            self.front.origins.pop(self.origin_port, None)
+        self.front.guard.unwatch(self.watch)
+        self.front.guard.release(self.ticket)
+        self.ticket = None
         super().connection_lost(exc)
 
 
-class ProtocolSniffer:
-    """The public port in permissive mode: TLS to ``tls_port``, everything else to ``plain_port``."""
+class GuardedFront:
+    """The public gRPC port, whatever the TLS mode: an accept loop of the node's own
+    (``engine.listener_limits.start_server``) so every connection goes through the
+    ``ListenerGuard`` (``max_connections``, ``max_connections_per_ip``, open files, idle time),
+    relayed to grpcio's loopback listeners -- TLS (a first byte 0x16) to ``tls_port``, anything
+    else to ``plain_port``; a mode without one of them closes such connections.
 
-    def __init__(self, host: str, port: int, plain_port: int, tls_port: int, first_byte_timeout: float = 10.0):
+    ``origins`` maps the relay's local port (what grpcio reports as the call's peer) to the
+    client's address, so the gateway sees who is really calling."""
+
+    def __init__(self, guard: Any, host: str, port: int, plain_port: int | None, tls_port: int | None,
+                 first_byte_timeout: float = 10.0, idle_s: float = 0.0, listener: str = "grpc", on_refused=None):
+        self.guard = guard
         self.host, self.port = host, port
         self.plain_port, self.tls_port = plain_port, tls_port
         self.first_byte_timeout = first_byte_timeout
-        self._server: asyncio.base_events.Server | None = None
+        self.idle_s = idle_s
+        self.listener = listener
+        self.origins: dict[int, str] = {}
+        self._on_refused = on_refused
+        self._server: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def backend_for(self, first_byte: int) -> int | None:
+        return self.tls_port if first_byte == TLS_HANDSHAKE else self.plain_port
+
+    def on_refused(self, client: str) -> None:
+        if self._on_refused is not None:
+            self._on_refused(self.listener, client, "plaintext connection on a TLS-only port (tlsServerMode=enforcing)")
+
     async def start(self) -> int:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Sniff(self), self.host, self.port)
+        from engine.listener_limits import start_server
+
+        self._server = await start_server(self.guard, self.listener, self.host, self.port, lambda: _Sniff(self))
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+            await self._server.wait_closed()
             self._server = None
         for t in list(self._tasks):
             t.cancel()

@@ -87,7 +87,7 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     # -- RocketMQ 5 gRPC proxy front --
     from gateway_grpc.server import GrpcGateway
 
-    grpc = GrpcGateway(store, config)
+    grpc = GrpcGateway(store, config, guard=guard)
     components.append(grpc)
     # -- admin http: sees the gateways only through these read-only views --
     from gateway_kafka import ops_view as kafka_view
@@ -109,7 +109,8 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
                                    "broker": lambda: native_view.connection_count(broker),
                                    # on its own loop: reading its table's size from here is safe
                                    "namesrv": lambda: native_view.connection_count(namesrv),
-                                   "admin": lambda: guard.book.per_listener["admin"]},
+                                   "admin": lambda: guard.book.per_listener["admin"],
+                                   "grpc": lambda: guard.book.per_listener["grpc"]},
                       node_info=node_info,
                       # the NameServers the broker registers with (a group's shared one when namesrvAddr is set)
                       namesrv_addr=lambda: (broker.namesrv_addrs() or [f"{own_host}:{namesrv.port}"])[0])
@@ -143,7 +144,7 @@ def warn_if_open(config: NodeConfig, components: list[Any]) -> None:
     open_listeners = []
     if not sec.authentication_enabled and not _loopback(config.host):
         open_listeners += [f"{c.name}:{config.host}:{getattr(c, 'port', '?')}" for c in components
-                           if c.name in ("namesrv", "broker") and getattr(c, "port", None)]
+                           if c.name in ("namesrv", "broker", "grpc_proxy") and getattr(c, "port", None)]
         open_listeners.append(f"ha:{config.host}:{config.ha_port}")
     kafka = next((c for c in components if c.name == "kafka"), None)
     if kafka is not None and not (sec.authorization_enabled or sec.super_users):
