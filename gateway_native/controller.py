@@ -75,8 +75,10 @@ class ControllerUnavailable(Exception):
 class ControllerService:
     """Owned by a NameServer started with ``enableControllerInNamesrv=true``."""
 
-    def __init__(self, config: ControllerConfig, data_dir: str | Path, request_address: str):
+    def __init__(self, config: ControllerConfig, data_dir: str | Path, request_address: str,
+                 raft_password: str | None = None):
         self.config = config
+        self.raft_password = raft_password
         self.peers = config.peers()
         self.self_id = str(config.controller_d_leger_self_id)
         self.self_raft = self.peers[self.self_id]
@@ -98,10 +100,10 @@ class ControllerService:
         partners = [addr for pid, addr in sorted(self.peers.items()) if pid != self.self_id]
         self.raft = await self._loop.run_in_executor(
             None, lambda: ControllerRaft(self.self_raft, partners, self.store_dir, on_applied=self._applied,
-                                         on_leader_change=self._leader_changed))
+                                         on_leader_change=self._leader_changed, password=self.raft_password))
         self._scan_task = asyncio.ensure_future(self._scan_loop())
         log.info("controller_started", self_id=self.self_id, raft=self.self_raft, peers=self.peers,
-                 address=self.request_address)
+                 address=self.request_address, raft_encrypted=self.raft_password is not None)
 
     async def stop(self) -> None:
         if self._scan_task is not None:

@@ -342,6 +342,7 @@ class NameServer:
                  broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000, guard=None, controller: Any = None,
                  data_dir: str | os.PathLike[str] = "."):
         self.controller_config = controller
+        self.controller_raft_password: str | None = None  # set when authentication is on
         self.data_dir = data_dir
         self.controller: Any = None
         self.routes = RouteInfo()
@@ -363,7 +364,8 @@ class NameServer:
             from .controller import ControllerService
 
             host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-            self.controller = ControllerService(self.controller_config, self.data_dir, f"{host}:{self.port}")
+            self.controller = ControllerService(self.controller_config, self.data_dir, f"{host}:{self.port}",
+                                                raft_password=self.controller_raft_password)
             await self.controller.start()
 
     async def _scan_loop(self) -> None:

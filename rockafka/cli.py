@@ -156,6 +156,9 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         security = engine_security.SecurityService(None, sec_config)
         security.start()
         secure_server(ns.server, security, sec_config)
+        if sec_config.security.authentication_enabled and security.inner is not None:
+            # the controllers' Raft traffic encrypted and authenticated with the cluster's inner secret
+            ns.controller_raft_password = security.inner[1]
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

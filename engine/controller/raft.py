@@ -77,7 +77,7 @@ class _ReplicatedState(SyncObjConsumer):
 class ControllerRaft:
     def __init__(self, self_address: str, partners: list[str], store_dir: str | Path,
                  on_applied: Callable[[dict, dict], None] | None = None,
-                 on_leader_change: Callable[[bool], None] | None = None):
+                 on_leader_change: Callable[[bool], None] | None = None, password: str | None = None):
         self.self_address = self_address
         self.partners = list(partners)
         self.store_dir = Path(store_dir)
@@ -89,7 +89,10 @@ class ControllerRaft:
             raftMinTimeout=RAFT_MIN_TIMEOUT_S, raftMaxTimeout=RAFT_MAX_TIMEOUT_S,
             leaderFallbackTimeout=LEADER_FALLBACK_S, connectionRetryTime=0.5, connectionTimeout=2.0,
             appendEntriesUseBatch=False, dynamicMembershipChange=False,
-            onStateChanged=self._state_changed, logCompactionMinEntries=10_000)
+            onStateChanged=self._state_changed, logCompactionMinEntries=10_000,
+            # a shared secret: every Raft connection encrypted and authenticated (pysyncobj's own
+            # scheme); without it anyone reaching the port could follow the log as a read-only node
+            password=password or None)
         self._sync = SyncObj(self_address, self.partners, conf, consumers=[self._replicated])
         log.info("controller_raft_started", self_address=self_address, partners=self.partners,
                  store_dir=str(self.store_dir))

@@ -59,3 +59,39 @@ def test_controller_requests_need_the_inner_credentials(tmp_path):
         if broker is not None:
             broker.stop()
         quorum.stop()
+
+
+def _follows_the_log(raft_addrs: list[str], password: str | None, within: float) -> bool:
+    """Whether a read-only Raft member (pysyncobj's own: it follows the leader's log without a
+    vote) with this password catches up with the quorum within ``within`` seconds."""
+    import time
+
+    from pysyncobj import SyncObj, SyncObjConf
+
+    from engine.controller.raft import _ReplicatedState
+
+    follower = SyncObj(None, raft_addrs, SyncObjConf(password=password, connectionRetryTime=0.2),
+                       consumers=[_ReplicatedState(lambda cmd, result: None)])
+    try:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if follower.isReady():
+                return True
+            time.sleep(0.1)
+        return False
+    finally:
+        follower.destroy()
+
+
+def test_controller_raft_traffic_needs_the_inner_secret(tmp_path):
+    """With authentication on, the controllers' Raft connections are encrypted and authenticated
+    with the inner secret: a process that knows the peers' addresses but not the secret cannot
+    follow the controller log (broker roles, epochs), one that knows it can."""
+    quorum = ControllerQuorum(tmp_path, peers=3, settings=SECURE, credentials=INNER).start()
+    try:
+        quorum.wait_leader()
+        assert not _follows_the_log(quorum.raft_addrs, None, 5), "the Raft log was readable without the secret"
+        assert not _follows_the_log(quorum.raft_addrs, "a-guess", 5), "a wrong secret read the Raft log"
+        assert _follows_the_log(quorum.raft_addrs, INNER[1], 30), "the quorum's own secret did not work"
+    finally:
+        quorum.stop()

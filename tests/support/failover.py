@@ -51,6 +51,7 @@ class ControllerQuorum:
                  credentials: tuple[str, str] | None = None):
         self.credentials = credentials  # what its own views are asked with when authentication is on
         raft = [free_port() for _ in range(peers)]
+        self.raft_addrs = [f"{host}:{p}" for p in raft]
         spec = ";".join(f"n{i}-{host}:{p}" for i, p in enumerate(raft))
         self.nodes = [StandaloneNamesrv(Path(tmp_path), start=False, name=f"controller-n{i}", host=host,
                                         command_prefix=command_prefix, metrics_port=free_port(),
