@@ -188,6 +188,9 @@ final class Scenarios {
                         return true;
                     }
                 } catch (MQClientException e) {
+                    if (serverAnswered(e)) {
+                        return true;  // warm: the whole path ran; the answer was a refusal (ACL, say)
+                    }
                     report.info("warmup_retry", String.valueOf(e.getMessage()).split("\n")[0]);
                 }
                 Thread.sleep(200);
@@ -199,6 +202,19 @@ final class Scenarios {
         } finally {
             shutdownAll();
         }
+    }
+
+    /** Whether the NameServer or broker answered (with an error code), not a local timeout. */
+    private static boolean serverAnswered(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof MQClientException && ((MQClientException) t).getResponseCode() > 0) {
+                return true;
+            }
+            if (t instanceof org.apache.rocketmq.client.exception.MQBrokerException) {
+                return true;
+            }
+        }
+        return false;
     }
 
     // ---- clients --------------------------------------------------------------------------
