@@ -131,6 +131,8 @@ class FailoverGroup:
             for i, b in enumerate(self.brokers, 1):
                 place = network.broker_place(i)
                 b.host, b.command_prefix = place["host"], place["command_prefix"]
+                # the admin HTTP binds loopback by default: the harness reads it from outside
+                b.settings["adminHost"] = place["host"]
 
     @property
     def namesrv_addr(self) -> str:
