@@ -137,6 +137,8 @@ def test_members_join_leave_and_a_restart_every_record_exactly_once(node):
     late = Member(bs, group, [topic], "m3")  # a join after the restart
     members.append(late)
     late.start()
+    # as above: records produced before it owns partitions are the others' to read
+    wait_for(lambda: late.assigned, 60, what="the member that joined after the restart getting partitions")
     produce(bs, topic, values[500:])
     wait_for(lambda: len(set(counted(members))) == len(values), 90, what="every record")
     for m in members:
