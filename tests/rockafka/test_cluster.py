@@ -129,9 +129,14 @@ def consume_all(bootstrap: str, topic: str, partitions: list[int], total: int) -
 def test_metadata_and_describe_cluster_list_every_group_on_every_node(cluster):
     for name in cluster.nodes:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap(name)})
+        want = {GROUPS[n]: cluster.nodes[n].kafka_port for n in GROUPS}
+        # each node's view follows the NameServer's registrations (refreshed every second)
+        deadline = time.monotonic() + 30
+        while {b.id: b.port for b in admin.list_topics(timeout=10).brokers.values()} != want \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
         md = admin.list_topics(timeout=10)
-        assert {b.id: b.port for b in md.brokers.values()} == \
-            {GROUPS[n]: cluster.nodes[n].kafka_port for n in GROUPS}
+        assert {b.id: b.port for b in md.brokers.values()} == want
         described = admin.describe_cluster(request_timeout=10).result(20)
         assert sorted(n.id for n in described.nodes) == sorted(GROUPS.values())
 
