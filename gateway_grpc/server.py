@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import random
 import socket
 import time
@@ -35,17 +34,12 @@ from engine.message import Message
 from engine.topic_config import TopicConfig
 
 from . import tls
+from .constants import DEFAULT_PORT, PERM_INHERIT, TXN_GROUP_PREFIX
 from .renew import ReceiptRenewer
 from .security import GrpcGate
 
 log = structlog.get_logger("rockafka.grpc")
 
-PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
-DEFAULT_PORT = 8081
-TXN_GROUP_PREFIX = "%GRPC_TXN%"  # producer group of gRPC half messages (gRPC producers have none)
-DEFAULT_INVISIBLE_MS = 60_000     # auto_renew receives (PushConsumer): RocketMQ's defaultInvisibleTimeMills
-LONG_POLLING_MS = 20_000          # what the proxy tells consumers (grpcClientConsumerMaxLongPollingTimeoutMillis)
-CUSTOMIZED_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 
 
 def generated_code_available() -> bool:
@@ -304,20 +298,3 @@ class GrpcGateway:
         return Message(topic=out.topic, body=out.body, tags=out.tags, keys=out.keys, properties=dict(out.properties),
                        queue_id=queue_id, flag=0, sys_flag=0x1 if out.compressed else 0,
                        born_timestamp=out.born_timestamp, born_host=peer)
-
-
-def java_hash(text: str) -> int:
-    h = 0
-    for ch in text.encode("utf-16-be").decode("utf-16-be"):
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def queue_for_group(group: str, n: int) -> int:
-    """The queue of a FIFO message group: the same group always lands in the same queue."""
-    return abs(java_hash(group) % n) if n > 0 else 0
-
-
-def md5_hex(data: bytes) -> str:
-    return hashlib.md5(data).hexdigest().upper()
-

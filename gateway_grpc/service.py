@@ -25,9 +25,8 @@ from .proto import definition_pb2 as pb
 from .proto import service_pb2 as sv
 from .proto import service_pb2_grpc
 from .security import Refused
-from .server import (
-    CUSTOMIZED_BACKOFF_S, DEFAULT_INVISIBLE_MS, LONG_POLLING_MS, PERM_READ, PERM_WRITE, TXN_GROUP_PREFIX, GrpcGateway,
-    queue_for_group,
+from .constants import (
+    CUSTOMIZED_BACKOFF_S, DEFAULT_INVISIBLE_MS, LONG_POLLING_MS, PERM_READ, PERM_WRITE, TXN_GROUP_PREFIX, queue_for_group,
 )
 
 log = structlog.get_logger("rockafka.grpc.service")
@@ -62,7 +61,7 @@ def _permission(perm: int) -> int:
 
 
 class MessagingService(service_pb2_grpc.MessagingServiceServicer):
-    def __init__(self, gw: GrpcGateway):
+    def __init__(self, gw: Any):  # the server.GrpcGateway that serves this service
         self.gw = gw
         self._rr = random.randrange(1 << 16)
 
