@@ -32,12 +32,18 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def prepare(mqadmin: MQAdmin, run_id: str, cluster: str = "DefaultCluster") -> None:
+def prepare(mqadmin: MQAdmin, run_id: str, cluster: str = "DefaultCluster", only: set[str] | None = None) -> None:
+    """Create the run's typed topics and groups with mqadmin (``only``: the topics, by what, a
+    run of a few scenarios needs). Each mqadmin process idles ~5 s in its client's shutdown, so
+    they run side by side."""
+    kinds = {what: mtype for what, mtype in TOPICS.items() if only is None or what in only}
     commands = {f"topic-{what}": ["updateTopic", "-c", cluster, "-t", f"grpc-{what}-{run_id}", "-r", "4", "-w", "4",
-                                  "-a", f"+message.type={mtype}"] for what, mtype in TOPICS.items()}
-    commands["group-fifo"] = ["updateSubGroup", "-c", cluster, "-g", f"G-fifo-{run_id}", "-o", "true"]
-    commands["group-dlq"] = ["updateSubGroup", "-c", cluster, "-g", f"G-dlq-{run_id}", "-r", "1"]
-    out = mqadmin.many(commands, workers=2)
+                                  "-a", f"+message.type={mtype}"] for what, mtype in kinds.items()}
+    if only is None or "fifo" in only:
+        commands["group-fifo"] = ["updateSubGroup", "-c", cluster, "-g", f"G-fifo-{run_id}", "-o", "true"]
+    if only is None or "dlq" in only:
+        commands["group-dlq"] = ["updateSubGroup", "-c", cluster, "-g", f"G-dlq-{run_id}", "-r", "1"]
+    out = mqadmin.many(commands, workers=6)
     # mqadmin's 3 s request timeout can pass on a machine busy with three server JVMs: try again
     again = {k: commands[k] for k, v in out.items() if "success" not in v and "Timeout" in v}
     out.update(mqadmin.many(again, workers=1) if again else {})
@@ -57,3 +63,30 @@ def command(endpoint: str, run_id: str, scenarios: list[str], tls: bool, home: P
 
 def run(endpoint: str, run_id: str, scenarios: list[str], tls: bool, home: Path, timeout: float = 400) -> java_runner.RunResult:
     return java_runner.run(command(endpoint, run_id, scenarios, tls, home), timeout)
+
+
+# The scenarios of one run in a few JVMs side by side: most of each scenario's time is waiting
+# (long polls, invisible durations, check-back), so the run takes about as long as its longest
+# group instead of the sum. Every scenario has its own topic and group, so they do not interfere.
+SIDE_BY_SIDE = [["simple-dlq", "producer-normal", "producer-fifo"], ["push-tag", "producer-delay"], ["push-sql"],
+                ["producer-recall", "simple-consumer", "producer-transaction"]]
+
+
+def run_side_by_side(endpoint: str, run_id: str, tls: bool, home: Path, timeout: float = 400) -> java_runner.RunResult:
+    """Every scenario, in the JVM groups of ``SIDE_BY_SIDE``, merged into one result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert sorted(s for group in SIDE_BY_SIDE for s in group) == sorted(SCENARIOS)
+    for i in range(len(SIDE_BY_SIDE)):
+        (home / f"jvm{i}").mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(len(SIDE_BY_SIDE)) as pool:
+        results = list(pool.map(lambda i: run(endpoint, run_id, SIDE_BY_SIDE[i], tls, home / f"jvm{i}", timeout),
+                                range(len(SIDE_BY_SIDE))))
+    merged = java_runner.RunResult(command=[], returncode=max(r.returncode for r in results), stdout="", stderr="")
+    for r in results:
+        merged.command += r.command + [";"]
+        merged.stdout += r.stdout
+        merged.stderr += r.stderr
+        merged.checks += r.checks
+        merged.info.update(r.info)
+    return merged

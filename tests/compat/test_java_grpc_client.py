@@ -36,7 +36,7 @@ def tls_run(node, tmp_path_factory):
     mqadmin = MQAdmin.built(node.namesrv_addr, tmp_path_factory.mktemp("mqadmin-home"))
     run_id = grpc_java.new_run_id()
     grpc_java.prepare(mqadmin, run_id)
-    return grpc_java.run(node.grpc_endpoint, run_id, grpc_java.SCENARIOS, True, tmp_path_factory.mktemp("grpc-java"))
+    return grpc_java.run_side_by_side(node.grpc_endpoint, run_id, True, tmp_path_factory.mktemp("grpc-java"))
 
 
 @pytest.mark.parametrize("scenario", grpc_java.SCENARIOS)
@@ -49,7 +49,7 @@ def test_java_grpc_client_plaintext_on_the_same_port(node, tmp_path):
     (tmp_path / "home").mkdir()
     mqadmin = MQAdmin.built(node.namesrv_addr, tmp_path / "home")
     run_id = grpc_java.new_run_id()
-    grpc_java.prepare(mqadmin, run_id)
+    grpc_java.prepare(mqadmin, run_id, only={"normal"})
     result = grpc_java.run(node.grpc_endpoint, run_id, ["producer-normal"], False, tmp_path / "java")
     result.assert_passed("producer-normal", grpc_java.MIN_CHECKS["producer-normal"])
     assert result.info.get("client_version", "").startswith("5."), result.info
