@@ -74,19 +74,9 @@ SIDE_BY_SIDE = [["simple-dlq", "producer-normal", "producer-fifo"], ["push-tag",
 
 def run_side_by_side(endpoint: str, run_id: str, tls: bool, home: Path, timeout: float = 400) -> java_runner.RunResult:
     """Every scenario, in the JVM groups of ``SIDE_BY_SIDE``, merged into one result."""
-    from concurrent.futures import ThreadPoolExecutor
-
     assert sorted(s for group in SIDE_BY_SIDE for s in group) == sorted(SCENARIOS)
-    for i in range(len(SIDE_BY_SIDE)):
+    commands = []
+    for i, group in enumerate(SIDE_BY_SIDE):
         (home / f"jvm{i}").mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(len(SIDE_BY_SIDE)) as pool:
-        results = list(pool.map(lambda i: run(endpoint, run_id, SIDE_BY_SIDE[i], tls, home / f"jvm{i}", timeout),
-                                range(len(SIDE_BY_SIDE))))
-    merged = java_runner.RunResult(command=[], returncode=max(r.returncode for r in results), stdout="", stderr="")
-    for r in results:
-        merged.command += r.command + [";"]
-        merged.stdout += r.stdout
-        merged.stderr += r.stderr
-        merged.checks += r.checks
-        merged.info.update(r.info)
-    return merged
+        commands.append(command(endpoint, run_id, group, tls, home / f"jvm{i}"))
+    return java_runner.run_side_by_side(commands, timeout)

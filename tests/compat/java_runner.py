@@ -122,6 +122,23 @@ def run(command: list[str], timeout: float) -> RunResult:
     return parse(command, code, out, err)
 
 
+def run_side_by_side(commands: list[list[str]], timeout: float) -> RunResult:
+    """Several runner JVMs at once, their results merged into one: for scenarios that mostly
+    wait (poll intervals, rebalances, delays) and use distinct topics and groups."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(commands)) as pool:
+        results = list(pool.map(lambda cmd: run(cmd, timeout), commands))
+    merged = RunResult(command=[], returncode=max(r.returncode for r in results), stdout="", stderr="")
+    for r in results:
+        merged.command += r.command + [";"]
+        merged.stdout += r.stdout
+        merged.stderr += r.stderr
+        merged.checks += r.checks
+        merged.info.update(r.info)
+    return merged
+
+
 def parse(command: list[str], code: int, out: str, err: str) -> RunResult:
     """A finished runner's output as a ``RunResult`` (for runners started with ``Popen``)."""
     result = RunResult(command, code, out, err)

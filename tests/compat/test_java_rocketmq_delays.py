@@ -8,6 +8,8 @@ seconds (RocketMQ's defaults only make them slower)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from tests.compat import java_runner
@@ -26,11 +28,26 @@ def delay_node(tmp_path_factory):
         yield n
 
 
-@pytest.mark.parametrize("client", ["4.9", "5.x"])
-def test_delay_retry_dlq_and_reset_scenarios(delay_node, tmp_path, client):
-    scenarios = ["delay", "retry-reconsume-later", "dlq", "reset-offset", "consume-from-timestamp"]
-    result = java_runner.run(
-        java_runner.rocketmq_command(client, delay_node.namesrv_addr, "JSON", scenarios, tmp_path), timeout=400)
+# two JVMs per client, all four side by side: the scenarios mostly wait on delays and retries,
+# and each has its own topics and groups
+SPLIT = [["delay", "reset-offset"], ["retry-reconsume-later", "dlq", "consume-from-timestamp"]]
+CLIENTS = ["4.9", "5.x"]
+
+
+@pytest.fixture(scope="module")
+def delay_runs(delay_node, tmp_path_factory):
+    def run_client(client: str) -> java_runner.RunResult:
+        return java_runner.run_side_by_side(
+            [java_runner.rocketmq_command(client, delay_node.namesrv_addr, "JSON", part,
+                                          tmp_path_factory.mktemp(f"delays-{client}")) for part in SPLIT], 400)
+
+    with ThreadPoolExecutor(len(CLIENTS)) as pool:
+        return dict(zip(CLIENTS, pool.map(run_client, CLIENTS)))
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_delay_retry_dlq_and_reset_scenarios(delay_runs, client):
+    result = delay_runs[client]
     result.assert_passed("setup")
     result.assert_passed("delay", min_checks=4)
     result.assert_passed("retry-reconsume-later", min_checks=2)
