@@ -223,7 +223,7 @@ class KafkaGateway:
         from gateway_kafka.group_configs import GroupConfigs
         self.group_configs = GroupConfigs(self.settings, store, self.put)
         from gateway_kafka.dynamic_configs import DynamicConfigs
-        self.dynamic_configs = DynamicConfigs(store.config_dir, self)
+        self.dynamic_configs = DynamicConfigs(store, self, self.put)
         self.modern_groups = ModernGroupCoordinator(self, self.coordinator, self.group_configs)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
@@ -271,8 +271,7 @@ class KafkaGateway:
         await self.txn.start()
         self.coordinator.restore()
         self.group_configs.restore()
-        self.dynamic_configs.load()
-        self.dynamic_configs.apply()
+        self.dynamic_configs.restore()
         self.modern_groups.restore()
         await self._start_listeners()
         primary = self.settings.listeners[0]
@@ -349,6 +348,7 @@ class KafkaGateway:
         try:
             await self.txn.follow_role(master)
             self.coordinator.follow_role(master)
+            self.dynamic_configs.restore()
         except Exception:
             log.exception("coordinator_role_change_failed", master=master)
 
