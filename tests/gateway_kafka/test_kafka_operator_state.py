@@ -1,7 +1,8 @@
-"""Operator state a Kafka user sets at run time, kept in the log: dynamic broker configs set with
-Apache Kafka's ``kafka-configs`` survive ``kill -9`` and an old side file is migrated into the log.
+"""What a Kafka operator sets at run time: dynamic broker configs set with Apache Kafka's
+``kafka-configs`` live in the log (survive ``kill -9``; an old side file is migrated into it);
+``retention.bytes`` bounds each partition.
 
-Clients: Apache Kafka's ConfigCommand (kafka-tools) and confluent-kafka's AdminClient."""
+Clients: Apache Kafka's ConfigCommand (kafka-tools) and confluent-kafka."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import shutil
 import subprocess
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
-from tests.support.node import ROOT
+from tests.gateway_kafka.kafka_helpers import unique, wait_for
+from tests.support.node import ROOT, RunningNode
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("java") is None, reason="needs java (make test-deps)")]
@@ -23,6 +26,13 @@ KAFKA_TOOLS = ROOT / "compat" / "kafka-tools"
 @pytest.fixture(scope="module", autouse=True)
 def tools():
     subprocess.run(["bash", str(KAFKA_TOOLS / "build.sh")], check=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    """One node for the module; retention passes every 300 ms."""
+    with RunningNode(tmp_path_factory.mktemp("operator") / "data", settings={"cleanResourceInterval": 300}) as n:
+        yield n
 
 
 def kafka_configs(bs: str, *args: str) -> subprocess.CompletedProcess:
@@ -88,3 +98,42 @@ def test_a_side_file_of_an_older_version_is_migrated_into_the_log(node):
     assert out.returncode == 0, out.stderr[-3000:]
     out = kafka_configs(bs, "--entity-type", "brokers", "--entity-default", "--alter", "--delete-config", "log.roll.ms")
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_retention_bytes_moves_each_partitions_log_start(node):
+    """A topic with ``retention.bytes`` keeps, per partition, the newest batches that fit: the
+    log start offset moves forward, a consumer from the beginning starts there; a partition
+    under the limit keeps everything."""
+    bs = node.kafka_bootstrap
+    topic = unique("rbytes")
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 2, 1, config={"retention.bytes": "20000"})])[topic].result(30)
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(60):   # ~1 KiB records, one batch each: ~60 KiB in partition 0
+        p.produce(topic, b"%04d" % i + b"." * 1000, partition=0)
+        p.poll(0)
+    p.produce(topic, b"small", partition=1)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bs, "group.id": unique("g"), "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    try:
+        def log_start():
+            low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+            return low if low > 0 else None
+        low = wait_for(log_start, timeout=30, interval=0.2, what="the retention pass to move the log start")
+        assert 40 <= low < 60   # 20000 bytes hold ~18 of these batches; Kafka keeps whole batches too
+        assert c.get_watermark_offsets(TopicPartition(topic, 1), timeout=10, cached=False) == (0, 1)
+        c.subscribe([topic])
+        first: dict[int, int] = {}
+
+        def consumed():
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                first.setdefault(m.partition(), m.offset())
+                if m.partition() == 0:
+                    assert m.value().startswith(b"%04d" % m.offset())
+            return len(first) == 2
+        wait_for(consumed, timeout=30, interval=0, what="records of both partitions")
+        assert first[0] >= low and first[1] == 0
+    finally:
+        c.close()
