@@ -137,3 +137,77 @@ def test_retention_bytes_moves_each_partitions_log_start(node):
         assert first[0] >= low and first[1] == 0
     finally:
         c.close()
+
+
+def test_client_quotas_set_with_kafka_configs_throttle_producers_and_consumers(node):
+    """``kafka-configs --entity-type clients|users``: quotas are stored (and survive ``kill -9``),
+    described, and throttle: a producer and a consumer over their byte rates still get every
+    record, with ``throttle_time_ms`` reported to them; a client id without a quota is never
+    throttled."""
+    bs = node.kafka_bootstrap
+    out = kafka_configs(bs, "--entity-type", "clients", "--entity-name", "slow-producer", "--alter",
+                        "--add-config", "producer_byte_rate=100000,request_percentage=200")
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = kafka_configs(bs, "--entity-type", "clients", "--entity-default", "--alter",
+                        "--add-config", "consumer_byte_rate=100000")
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = kafka_configs(bs, "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+                        "--entity-name", "tool", "--alter", "--add-config", "producer_byte_rate=5000")
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = kafka_configs(bs, "--entity-type", "clients", "--entity-name", "bad", "--alter",
+                        "--add-config", "producer_byte_rate=-5")
+    assert out.returncode != 0 and "must be above 0" in out.stderr + out.stdout
+
+    node.kill()
+    node.start()
+    out = kafka_configs(bs, "--entity-type", "clients", "--describe")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "slow-producer" in out.stdout and "producer_byte_rate=100000" in out.stdout, out.stdout
+    assert "consumer_byte_rate" not in out.stdout   # the default is not a named client id
+    out = kafka_configs(bs, "--entity-type", "clients", "--entity-default", "--describe")
+    assert out.returncode == 0 and "consumer_byte_rate=100000" in out.stdout, out.stdout + out.stderr
+    out = kafka_configs(bs, "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+                        "--describe")
+    assert out.returncode == 0 and "producer_byte_rate=5000" in out.stdout, out.stdout + out.stderr
+
+    topic = unique("quota")
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    chunk = b"q" * 50_000
+
+    def produce(client_id: str, most: int) -> tuple[int, list[int]]:
+        """Send 50 kB records one at a time until the broker reports a throttle (at most ``most``)."""
+        throttles: list[int] = []
+        p = Producer({"bootstrap.servers": bs, "client.id": client_id, "linger.ms": 0,
+                      "throttle_cb": lambda ev: throttles.append(int(ev.throttle_time * 1000))})
+        sent = 0
+        while sent < most and not any(throttles):
+            p.produce(topic, chunk, partition=0)
+            assert p.flush(30) == 0
+            sent += 1
+        return sent, throttles
+
+    sent_fast, throttles = produce("fast-producer", 6)   # no quota of its own or by default
+    assert sent_fast == 6 and not any(throttles)
+    # 100 kB/s over Kafka's 10 s minimum window: throttled once past ~1 MB
+    sent_slow, throttles = produce("slow-producer", 60)
+    assert any(throttles) and 20 <= sent_slow < 60, (sent_slow, throttles)
+    total = sent_fast + sent_slow
+
+    # the default client-id quota (100 kB/s) applies to this consumer: throttled, every record read
+    consumer_throttles: list[int] = []
+    c = Consumer({"bootstrap.servers": bs, "group.id": unique("g"), "client.id": "some-consumer",
+                  "enable.auto.commit": False,
+                  "throttle_cb": lambda ev: consumer_throttles.append(int(ev.throttle_time * 1000))})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        seen = set()
+
+        def all_read():
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                seen.add(m.offset())
+            return len(seen) == total and any(consumer_throttles)
+        wait_for(all_read, timeout=60, interval=0, what=f"all {total} records and a throttle")
+    finally:
+        c.close()
