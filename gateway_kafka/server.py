@@ -226,6 +226,8 @@ class KafkaGateway:
         self.dynamic_configs = DynamicConfigs(store, self, self.put)
         from gateway_kafka.quotas import ClientQuotas
         self.quotas = ClientQuotas(store, self.put)
+        from gateway_kafka.fetch_sessions import FetchSessions
+        self.fetch_sessions = FetchSessions(self)
         self.modern_groups = ModernGroupCoordinator(self, self.coordinator, self.group_configs)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
