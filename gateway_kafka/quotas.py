@@ -51,6 +51,7 @@ QUOTA_KEYS = {PRODUCER_BYTE_RATE: int, CONSUMER_BYTE_RATE: int, REQUEST_PERCENTA
               CONTROLLER_MUTATION_RATE: float}
 WINDOW_SAMPLES, SAMPLE_MS = 11, 1000
 PRODUCE, FETCH = 0, 1
+MAX_SENSORS = 10_000                    # then idle ones are forgotten before a new one is made
 PARKING_APIS = frozenset({1, 11, 14})   # Fetch, JoinGroup, SyncGroup: their time is mostly waiting
 
 Entity = tuple[tuple[str, str | None], ...]   # sorted (type, name or None for the default)
@@ -156,6 +157,8 @@ class ClientQuotas:
             bound, tags = found
             sensor = self._sensors.get((key, tags))
             if sensor is None:
+                if len(self._sensors) >= MAX_SENSORS:
+                    self._expire_sensors(now)
                 sensor = self._sensors[(key, tags)] = Rate()
             sensor.record(value, now)
             rate = sensor.per_second(now)
@@ -163,6 +166,12 @@ class ClientQuotas:
                 window = sensor.window_ms(now)
                 worst = max(worst, min((rate - bound) / bound * window, WINDOW_SAMPLES * SAMPLE_MS))
         return int(worst)
+
+    def _expire_sensors(self, now_ms: float) -> None:
+        """Forget sensors with nothing in their window (a default quota makes one per client id)."""
+        horizon = now_ms - WINDOW_SAMPLES * SAMPLE_MS
+        for k in [k for k, r in self._sensors.items() if not r.samples or r.samples[-1][0] < horizon]:
+            del self._sensors[k]
 
     # -- DescribeClientQuotas / AlterClientQuotas ----------------------------------------------
     def describe(self, components: list[dict], strict: bool) -> tuple[int, str | None, list[dict] | None]:
