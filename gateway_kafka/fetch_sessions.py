@@ -72,6 +72,9 @@ FETCHES = Counter("rockafka_kafka_fetch_session_requests", "Fetch requests by ki
 EVICTIONS = Counter("rockafka_kafka_fetch_session_evictions", "Sessions evicted from a full cache to make room "
                     "for a new one.", registry=REGISTRY)
 
+FULL, OPENED = FETCHES.labels("full"), FETCHES.labels("session_opened")
+INCREMENTAL, REFUSED = FETCHES.labels("incremental"), FETCHES.labels("refused")
+
 PartKey = tuple[str, uuid.UUID, int]    # (topic name or "", topic id or zero, partition)
 
 
@@ -110,6 +113,12 @@ class FetchContext:
     def respond(self, responses: list[dict]) -> tuple[int, list[dict]]:
         """(response session id, the responses to send) from the partitions read."""
         session = self.session
+        if session is None:   # sessionless: everything read is answered as it is
+            out = responses + self.unknown
+            if self.uses_ids:
+                for t in out:
+                    t.setdefault("topic_id", topic_id(t["topic"]))
+            return INVALID_SESSION_ID, out
         out = []
         for t in responses + self.unknown:
             parts = []
@@ -159,16 +168,19 @@ class FetchSessions:
         session_id = body.get("session_id", INVALID_SESSION_ID) if version >= 7 else INVALID_SESSION_ID
         epoch = body.get("session_epoch", FINAL_EPOCH) if version >= 7 else FINAL_EPOCH
         now = time.monotonic()
-        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if epoch == FINAL_EPOCH or version < 7:   # sessionless (librdkafka, kafka-python, aiokafka)
+            if session_id != INVALID_SESSION_ID and self.sessions.pop(session_id, None) is not None:
+                SESSIONS.set(len(self.sessions))
+            FULL.inc()
+            return self._sessionless(body.get("topics") or [], uses_ids)
+        if epoch == INITIAL_EPOCH:
             if session_id != INVALID_SESSION_ID:
                 self.sessions.pop(session_id, None)
             requested = self._requested(body.get("topics") or [], uses_ids)
-            session = None
-            if epoch == INITIAL_EPOCH and version >= 7:
-                session = self._create(uses_ids, len(requested), now)
-                if session is not None:
-                    session.partitions = OrderedDict((k, CachedPartition(p)) for k, p in requested.items())
-            FETCHES.labels("session_opened" if session is not None else "full").inc()
+            session = self._create(uses_ids, len(requested), now)
+            if session is not None:
+                session.partitions = OrderedDict((k, CachedPartition(p)) for k, p in requested.items())
+            (OPENED if session is not None else FULL).inc()
             SESSIONS.set(len(self.sessions))
             return self._context(requested, session, incremental=False, uses_ids=uses_ids)
         session = self.sessions.get(session_id)
@@ -180,9 +192,9 @@ class FetchSessions:
         elif session.uses_ids != uses_ids:
             error = E.FETCH_SESSION_TOPIC_ID_ERROR
         if error != E.NONE:
-            FETCHES.labels("refused").inc()
+            REFUSED.inc()
             return FetchContext([], [], error, uses_ids=uses_ids)
-        FETCHES.labels("incremental").inc()
+        INCREMENTAL.inc()
         for t in body.get("forgotten_topics_data") or []:
             name, tid = self._resolve(t, uses_ids)
             for index in t.get("partitions") or []:
@@ -197,6 +209,20 @@ class FetchSessions:
         session.last_used = now
         self.sessions.move_to_end(session.id)
         return self._context(session.partitions, session, incremental=True, uses_ids=uses_ids)
+
+    def _sessionless(self, topics: list[dict], uses_ids: bool) -> FetchContext:
+        """A full fetch without a session: the request's topics as they are (resolved by id)."""
+        if not uses_ids:
+            return FetchContext(topics, [])
+        named, unknown = [], []
+        for t in topics:
+            name, tid = self._resolve(t, True)
+            if name:
+                named.append({"topic": name, "topic_id": tid, "partitions": t.get("partitions") or []})
+            else:
+                unknown.append({"topic": "", "topic_id": tid, "partitions": [
+                    _unknown_topic_id(p.get("partition", -1)) for p in t.get("partitions") or []]})
+        return FetchContext(named, unknown, uses_ids=True)
 
     def _requested(self, topics: list[dict], uses_ids: bool) -> "OrderedDict[PartKey, dict]":
         out: OrderedDict[PartKey, dict] = OrderedDict()
@@ -216,9 +242,7 @@ class FetchSessions:
             p = item.request if isinstance(item, CachedPartition) else item
             if uses_ids and not name:
                 unknown.setdefault(tid, {"topic": "", "topic_id": tid, "partitions": []})["partitions"].append(
-                    {"partition_index": index, "error_code": E.UNKNOWN_TOPIC_ID, "high_watermark": -1,
-                     "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": [],
-                     "preferred_read_replica": -1, "records": b""})
+                    _unknown_topic_id(index))
                 continue
             topics.setdefault((name, tid), {"topic": name, "topic_id": tid, "partitions": []})["partitions"].append(p)
             keys[(name, index)] = key
@@ -258,3 +282,9 @@ class FetchSessions:
         EVICTIONS.inc()
         log.debug("fetch_session_evicted", session=victim)
         return True
+
+
+def _unknown_topic_id(index: int) -> dict:
+    return {"partition_index": index, "error_code": E.UNKNOWN_TOPIC_ID, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": [],
+            "preferred_read_replica": -1, "records": b""}

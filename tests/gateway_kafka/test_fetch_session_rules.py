@@ -78,3 +78,17 @@ def test_unknown_topic_id_and_the_cache_bound():
     second = small.open(request(0, 0, (("t", 0, 0), ("u", 0, 0))), 17).respond([])[0]   # bigger: evicts
     assert second != 0 and list(small.sessions) == [second]
     assert small.open(request(first, 1), 17).error == E.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_sessionless_fetches_by_id_and_by_name():
+    fs = sessions()
+    body = request(0, -1)   # librdkafka: Fetch 16, no session
+    body["topics"].append({"topic_id": topic_id("gone"), "partitions": [{"partition": 3, "fetch_offset": 0}]})
+    ctx = fs.open(body, 16)
+    assert [t["topic"] for t in ctx.topics] == ["t"] and not fs.sessions
+    sid, out = ctx.respond([answer("t", 0, 10)])
+    assert sid == 0 and [(t["topic_id"], [p["error_code"] for p in t["partitions"]]) for t in out] == \
+        [(topic_id("t"), [0]), (topic_id("gone"), [E.UNKNOWN_TOPIC_ID])]
+    by_name = {"topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 1}]}]}
+    ctx = fs.open(by_name, 4)   # before sessions existed
+    assert ctx.topics == by_name["topics"] and ctx.respond([answer("t", 0, 10)])[0] == 0
