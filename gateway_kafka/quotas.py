@@ -33,6 +33,7 @@ event loop.
 from __future__ import annotations
 
 import json
+import math
 from collections import deque
 from typing import Any, Callable
 
@@ -238,6 +239,8 @@ class ClientQuotas:
             if op.get("remove"):
                 continue
             value = float(op.get("value", 0.0))
+            if not math.isfinite(value):
+                return None, f"quota {key!r} must be a finite number, not {value}"
             if QUOTA_KEYS[key] is int and value != int(value):
                 return None, f"quota {key!r} must be a whole number, not {value}"
             if not value > 0:

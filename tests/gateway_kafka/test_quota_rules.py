@@ -56,5 +56,7 @@ def test_alter_refuses_what_kafka_refuses():
     assert "unknown quota key" in why([("user", "a")], key="producer_rate")
     assert "whole number" in why([("user", "a")], value=1.5)
     assert "above 0" in why([("client-id", "a")], value=0.0)
+    assert "finite" in why([("client-id", "a")], value=float("inf"))
+    assert "finite" in why([("client-id", "a")], key="request_percentage", value=float("nan"))
     assert "ip quotas" in why([("ip", "1.2.3.4")], key="connection_creation_rate")
     assert why([("user", "a")], key="request_percentage", value=12.5) is None
