@@ -517,11 +517,13 @@ class KafkaGateway:
                 body = await spec.handler(ctx, req.body)
             quotas = self.quotas
             if body is None:
-                if quotas.active:  # acks=0: no answer, the quota still counts and mutes
-                    extra[_THROTTLE] = max(extra.get(_THROTTLE, 0), quotas.throttle_ms(
-                        conn.principal, conn.client_id, header.api_key, size, 0, (clock() - started) * 1000))
                 if conn.extra.pop("close_now", False):
                     return
+                if quotas.active:  # acks=0: no answer, the quota still counts and mutes
+                    ms = max(extra.pop(_THROTTLE, 0), quotas.throttle_ms(
+                        conn.principal, conn.client_id, header.api_key, size, 0, (clock() - started) * 1000))
+                    if ms:
+                        await asyncio.sleep(ms / 1000.0)
                 continue
             chunks = encode_response_chunks(header.api_key, header.api_version, header.correlation_id, body)
             if quotas.active:  # client quotas: answer with throttle_time_ms, then mute (KIP-219)
