@@ -46,6 +46,16 @@ def test_throttle_time_is_kafkas_formula_over_the_window():
     assert q.throttle_ms("User:ANONYMOUS", "c", PRODUCE, 1000, 0, 0.0) == 0
 
 
+def test_request_percentage_counts_handler_time_of_requests_that_do_not_park():
+    q, now = quotas_with(((("user", None),), "request_percentage", 10.0))   # 10 % of one thread
+    # 1 s of handler time over the 10 s window is 10 %: at the quota
+    assert q.throttle_ms("User:alice", "c", 3, 100, 100, 1000.0) == 0
+    # another second: 20 % -> (20 - 10) / 10 * 10 s, capped at the 11 s window
+    assert q.throttle_ms("User:alice", "c", 3, 100, 100, 1000.0) == 10_000
+    # a Fetch held in its long poll counts nothing
+    assert q.throttle_ms("User:bob", "c", 1, 100, 100, 30_000.0) == 0
+
+
 def test_alter_refuses_what_kafka_refuses():
     q = ClientQuotas(None)
     def why(entity, key="producer_byte_rate", value=1.0):
