@@ -208,7 +208,7 @@ def test_dynamic_broker_configs_reach_the_slave_with_the_log(group):
 
     def kafka_configs(*args: str) -> None:
         """The tool sends a cluster-wide change to any member; a slave refuses it (its log is
-        written by replication only) with a message naming the master: run again until the
+        written by replication only) saying to write to the master: run again until the
         master took it, as an operator would."""
         def attempt() -> bool:
             out = subprocess.run(["java", "-cp", str(KAFKA_TOOLS / "lib" / "*"), "kafka.admin.ConfigCommand",
