@@ -281,6 +281,8 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "group_share_delivery_count_limit": ("5", "deliveries of a share group record before its dead-letter topic"),
     "group_share_partition_max_record_locks": ("2000", "records of a partition acquired at a time by a share group"),
     "group_share_assignment_interval_ms": ("1000", "recorded only: targets are computed at once"),
+    "max_incremental_fetch_session_cache_slots": ("1000", "Kafka fetch sessions (KIP-227) the node keeps"),
+    "min_incremental_fetch_session_eviction_ms": ("120000", "idle time before a fetch session may be evicted"),
     "message_max_bytes": ("maxMessageSize", "largest Kafka record batch"),
     "list_offsets_time_skew_ms": ("600000", "tolerated clock skew of ListOffsets by timestamp"),
     "delete_topic_enable": ("true", "allow DeleteTopics"),

@@ -246,6 +246,35 @@ class ConsumeQueue:
         return list(UNIT.iter_unpack(raw))
 
     # -- retention -------------------------------------------------------------------------
+    def start_keeping_bytes(self, limit: int, chunk: int = 4096) -> int:
+        """The lowest queue offset such that the units from it to the end take at most ``limit``
+        commitlog bytes, at a unit boundary (the records of one batch share one unit: counted
+        once, never split). ``min_offset`` when everything fits. Walks back from the end only
+        when the queue's commitlog span could exceed ``limit``."""
+        lo, end = self.min_offset, self.max_offset
+        if lo >= end:
+            return lo
+        first, last = self.unit(lo), self.unit(end - 1)
+        if first is None or last is None or last[0] + last[1] - first[0] <= limit:
+            return lo
+        total, prev, start, index = 0, -1, end, end
+        while index > lo:
+            segment_start = (index - 1) // self.units_per_file * self.units_per_file
+            n = min(chunk, index - max(lo, segment_start))   # never across a segment boundary
+            units = self.read_units(index - n, n)
+            if len(units) < n:   # the segment went meanwhile (retention)
+                break
+            index -= n
+            for i in range(n - 1, -1, -1):
+                cl_offset, size, _tags = units[i]
+                if cl_offset != prev:
+                    total += size
+                    if total > limit:
+                        return start
+                    prev = cl_offset
+                start = index + i
+        return start
+
     def delete_expired(self, commitlog_min: int) -> int:
         """Delete segments whose every unit points below ``commitlog_min``; correct min offset."""
         deleted = 0

@@ -153,6 +153,7 @@ class ConsumerOffsetManager:
         self.data_version = DataVersion()
         self.log: StateLog | None = None
         self._applied: dict[int, int] = {}        # per partition: next queue offset to apply
+        self.group_records_version = 0            # bumped by every change of a group record
 
     # -- keys ------------------------------------------------------------------------------------
     @staticmethod
@@ -222,6 +223,7 @@ class ConsumerOffsetManager:
                     for e in [self.entries.get(self._key(g, t), {}).get(q)] if e is not None]
             self.entries, self._group_meta, self._pending, self._applied = {}, {}, {}, {}
             self._group_records = {}
+            self.group_records_version += 1
         for p in range(self.partitions):
             with self._plocks[p]:
                 self._follow(p, 0)
@@ -245,6 +247,7 @@ class ConsumerOffsetManager:
                                     (doc.get("groupMetadata") or {}).items()}
                 self._group_records = {int(kind): {g: (base64.b64decode(v), int(lo)) for g, (v, lo) in groups.items()}
                                        for kind, groups in (doc.get("groupRecords") or {}).items()}
+                self.group_records_version += 1
                 for pid, staged in (doc.get("pending") or {}).items():
                     for g, t, q, o, e, m, ts, lo in staged:
                         part = self.partition_of(g)
@@ -437,6 +440,7 @@ class ConsumerOffsetManager:
         return res
 
     def _set_group_record(self, kind: int, group: str, value: bytes | None, log_offset: int) -> None:
+        self.group_records_version += 1    # owners that cache a kind re-read it when this moves
         if value is None:
             table = self._group_records.get(kind)
             if table is not None:
@@ -467,6 +471,7 @@ class ConsumerOffsetManager:
                         self._group_meta.pop(group, None)
                         for table in self._group_records.values():
                             table.pop(group, None)
+                        self.group_records_version += 1
                     self._changed = True
         return res
 

@@ -61,7 +61,7 @@ from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
 from .schedule_message import ScheduleMessageService
 from .subscription_group import SubscriptionGroupManager
 from .timer_message import TIMER_PROPERTIES, TimerMessageError, TimerMessageStore
-from .topic_config import TOPIC_RETENTION_MS, TopicConfigManager
+from .topic_config import TOPIC_RETENTION_BYTES, TOPIC_RETENTION_MS, TopicConfigManager
 
 log = structlog.get_logger("rockafka.engine.store")
 
@@ -1507,8 +1507,10 @@ class MessageStore:
         return sum(1 for f in files if f.end_offset <= floor)
 
     def apply_topic_retention(self, now_ms: float | None = None) -> int:
-        """Per-topic time retention: a topic whose attributes set ``retention.ms`` (the Kafka
-        config of that name, >= 0) stops serving records stored longer ago than that.
+        """Per-topic retention: a topic whose attributes set ``retention.ms`` (the Kafka config
+        of that name, >= 0) stops serving records stored longer ago than that; one that sets
+        ``retention.bytes`` (>= 0) keeps per partition only the newest records whose stored
+        batches fit in that many bytes.
 
         The commitlog is shared by every topic, so nothing is deleted here: each queue's min
         (log start) offset moves to its first record stored at or after now - retention.ms, as
@@ -1516,14 +1518,15 @@ class MessageStore:
         the number of queues whose start moved.
         """
         now = time.time() * 1000 if now_ms is None else now_ms
-        retention_of: dict[str, int] = {}
+        retention_of: dict[str, tuple[int, int]] = {}   # topic -> (retention.ms, retention.bytes)
         for topic, tc in list(self.topic_config.all().items()):
             try:
                 retention = int(tc.attributes.get(TOPIC_RETENTION_MS, -1))
+                max_bytes = int(tc.attributes.get(TOPIC_RETENTION_BYTES, -1))
             except ValueError:
                 continue
-            if retention >= 0 and policy_of(tc.attributes) != {"compact"}:  # compact only: kept (Kafka)
-                retention_of[topic] = retention
+            if (retention >= 0 or max_bytes >= 0) and policy_of(tc.attributes) != {"compact"}:  # compact: kept
+                retention_of[topic] = (retention, max_bytes)
         moved: dict[str, int] = {}
         if not retention_of:
             return 0
@@ -1531,10 +1534,15 @@ class MessageStore:
         progress = Progress("retention_progress", len(queues), "queues", phase="topic_retention")
         for n, ((topic, queue_id), cq) in enumerate(queues, 1):
             progress.update(n)
-            retention = retention_of.get(topic)
-            if retention is None or cq.min_offset >= cq.max_offset:
+            limits = retention_of.get(topic)
+            if limits is None or cq.min_offset >= cq.max_offset:
                 continue
-            target = self.get_offset_in_queue_by_time(topic, queue_id, int(now - retention))
+            retention, max_bytes = limits
+            target = cq.min_offset
+            if retention >= 0:
+                target = self.get_offset_in_queue_by_time(topic, queue_id, int(now - retention))
+            if max_bytes >= 0:   # per partition, as Kafka: the newest records that fit stay
+                target = max(target, cq.start_keeping_bytes(max_bytes))
             if target <= cq.min_offset:
                 continue
             with self._put_lock:

@@ -22,6 +22,7 @@ PERM_INHERIT = 0x1
 # Topic attribute read by the engine: time retention of one topic, in ms (the Kafka config of
 # the same name; -1 or absent: only the store-wide fileReservedTime applies).
 TOPIC_RETENTION_MS = "retention.ms"
+TOPIC_RETENTION_BYTES = "retention.bytes"   # per partition, as Kafka
 
 
 @dataclass

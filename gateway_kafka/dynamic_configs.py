@@ -1,31 +1,36 @@
 """Dynamic broker configs: what operators change at run time with ``kafka-configs --entity-type
 brokers`` (AlterConfigs / IncrementalAlterConfigs on the BROKER resource).
 
-Owns ``config/kafkaDynamicConfig.json`` (an engine ``ConfigManager`` file: atomic, with ``.bak``),
-written before a change is answered. These are operator configuration like topics (see
-coordinator-state.md, "Why RocketMQ's config files stay files"), not state a client relies on.
-Document (format 1)::
+Owns the overrides per broker (resource name = node id) and cluster-wide (resource name ""),
+each set a record of ``__consumer_offsets`` (``log_table.LogTable``, key version
+``BROKER_CONFIG_KIND``), stored before the change is answered, replicated to slaves with the log
+and replayed at start like the coordinators' state (``docs/design/coordinator-state.md``).
+Record value (JSON): ``{"v": 1, "doc": {name: value}}``.
 
-    {"version": 1,
-     "brokers": {"": {name: value}, "<node id>": {name: value}}}      # cluster default, per broker
+Older versions kept them in ``config/kafkaDynamicConfig.json`` (``{"version": 1, "brokers":
+{"": {...}, "<node id>": {...}}}``): on a master's first start with such a file, every set not
+yet in the log is written to it and the file renamed ``kafkaDynamicConfig.json.migrated``.
 
 Broker configs take effect at once for the keys Rockafka enforces (``ENFORCED``): the gateway's
 ``message.max.bytes`` and ``min.insync.replicas``, the node's connection limits; every other key
-Kafka allows to change at run time is stored and reported ("recorded only").
+Kafka allows to change at run time is stored and reported ("recorded only"). A per-broker value
+wins over the cluster-wide one, which wins over the static setting (Kafka's order).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import structlog
 
-from engine.config_manager import ConfigManager
+from gateway_kafka.log_table import LogTable, NotStored
 
 log = structlog.get_logger("rockafka.kafka.dynamic_configs")
 
-FILE_NAME = "kafkaDynamicConfig.json"
-FORMAT_VERSION = 1
+LEGACY_FILE_NAME = "kafkaDynamicConfig.json"
+BROKER_CONFIG_KIND = 32100   # group-record key version (engine.consumer_offset.store_group_record)
+CLUSTER_DEFAULT = ""         # the resource name of the cluster-wide default
 
 # Kafka 4.4's broker configs that may change at run time (DescribeConfigs read_only=false), with
 # their config type; those Rockafka enforces are in ENFORCED.
@@ -79,41 +84,65 @@ DYNAMIC_BROKER_CONFIGS: dict[str, int] = {
 ENFORCED = {"message.max.bytes", "min.insync.replicas", "max.connections", "max.connections.per.ip"}
 
 
-class DynamicConfigs(ConfigManager):
-    file_name = FILE_NAME
-
-    def __init__(self, config_dir: Any, gateway: Any = None):
-        super().__init__(config_dir)
+class DynamicConfigs:
+    def __init__(self, store: Any, gateway: Any = None, put: Callable[..., Any] | None = None):
+        self.store = store
         self.gateway = gateway
-        self.brokers: dict[str, dict[str, str]] = {}
+        self.table = LogTable(store, BROKER_CONFIG_KIND, put)
         self._static: dict[str, Any] = {}
 
-    # -- ConfigManager ---------------------------------------------------------------------
-    def encode(self) -> dict[str, Any]:
-        return {"version": FORMAT_VERSION, "brokers": self.brokers}
+    def restore(self) -> None:
+        """At start and after a role change: the sets the log holds (migrating an old side file
+        on a master), applied to the running node."""
+        self.table.restore()
+        if not getattr(self.store, "is_slave", False):
+            self._migrate_legacy_file()
+        self.apply()
 
-    def decode(self, doc: dict[str, Any]) -> None:
-        self.brokers = {str(k): {str(n): str(v) for n, v in (cfg or {}).items()}
-                        for k, cfg in (doc.get("brokers") or {}).items()}
+    def _migrate_legacy_file(self) -> None:
+        from engine.state_log import load_checkpoint
+
+        config_dir = getattr(self.store, "config_dir", None)
+        if config_dir is None:
+            return
+        path = Path(config_dir) / LEGACY_FILE_NAME
+        if not (path.exists() or path.with_name(path.name + ".bak").exists()):
+            return
+        doc = load_checkpoint(path) or {}
+        moved = []
+        for name, configs in (doc.get("brokers") or {}).items():
+            configs = {str(k): str(v) for k, v in (configs or {}).items()}
+            if configs and str(name) not in self.table.table:
+                try:
+                    self.table.replace_now(str(name), configs)
+                except NotStored as exc:
+                    log.error("dynamic_configs_not_migrated", broker=name, error=str(exc))
+                    return   # the file stays: the next start tries again
+                moved.append(str(name) or "<default>")
+        for candidate in (path, path.with_name(path.name + ".bak")):
+            if candidate.exists():
+                candidate.replace(candidate.with_name(candidate.name + ".migrated"))
+        log.info("dynamic_configs_migrated", file=str(path), brokers=moved)
 
     # -- broker configs --------------------------------------------------------------------
     def broker_overrides(self, name: str) -> dict[str, str]:
-        return dict(self.brokers.get(name, {}))
+        return self.table.get(name)
+
+    def resolve(self, key: str, node_id: int) -> tuple[str | None, str | None]:
+        """(value, where) of ``key`` for this broker: where = the resource name that set it
+        (the node id, or CLUSTER_DEFAULT), (None, None) when neither does."""
+        for name in (str(node_id), CLUSTER_DEFAULT):
+            value = self.table.table.get(name, {}).get(key)
+            if value is not None:
+                return value, name
+        return None, None
 
     def effective(self, key: str, node_id: int) -> str | None:
-        """The dynamic value of ``key`` for this broker: per broker, else the cluster default."""
-        per = self.brokers.get(str(node_id), {})
-        if key in per:
-            return per[key]
-        return self.brokers.get("", {}).get(key)
+        return self.resolve(key, node_id)[0]
 
-    def replace_broker(self, name: str, configs: dict[str, str]) -> None:
-        with self.lock:
-            if configs:
-                self.brokers[name] = dict(configs)
-            else:
-                self.brokers.pop(name, None)
-            self.persist()
+    async def replace_broker(self, name: str, configs: dict[str, str]) -> None:
+        """Store the broker's (or the cluster default's) whole set, then apply it."""
+        await self.table.replace(name, configs)
         log.info("broker_configs_altered", broker=name or "<default>", configs=sorted(configs))
         self.apply()
 

@@ -223,7 +223,11 @@ class KafkaGateway:
         from gateway_kafka.group_configs import GroupConfigs
         self.group_configs = GroupConfigs(self.settings, store, self.put)
         from gateway_kafka.dynamic_configs import DynamicConfigs
-        self.dynamic_configs = DynamicConfigs(store.config_dir, self)
+        self.dynamic_configs = DynamicConfigs(store, self, self.put)
+        from gateway_kafka.quotas import ClientQuotas
+        self.quotas = ClientQuotas(store, self.put)
+        from gateway_kafka.fetch_sessions import FetchSessions
+        self.fetch_sessions = FetchSessions(self)
         self.modern_groups = ModernGroupCoordinator(self, self.coordinator, self.group_configs)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
@@ -271,8 +275,8 @@ class KafkaGateway:
         await self.txn.start()
         self.coordinator.restore()
         self.group_configs.restore()
-        self.dynamic_configs.load()
-        self.dynamic_configs.apply()
+        self.dynamic_configs.restore()
+        self.quotas.restore()
         self.modern_groups.restore()
         await self._start_listeners()
         primary = self.settings.listeners[0]
@@ -349,6 +353,8 @@ class KafkaGateway:
         try:
             await self.txn.follow_role(master)
             self.coordinator.follow_role(master)
+            self.dynamic_configs.restore()
+            self.quotas.restore()
         except Exception:
             log.exception("coordinator_role_change_failed", master=master)
 
@@ -505,14 +511,29 @@ class KafkaGateway:
                 conn.client_id = header.client_id
             ctx = RequestContext(self, conn, header.api_key, header.api_version, header.correlation_id,
                                  header.client_id)
+            started = clock()
             body = _authz_refused(ctx, header.api_key, req.body) if header.api_key in _CHECKED else None
             if body is None:
                 body = await spec.handler(ctx, req.body)
+            quotas = self.quotas
             if body is None:
                 if conn.extra.pop("close_now", False):
                     return
+                if quotas.active:  # acks=0: no answer, the quota still counts and mutes
+                    ms = max(extra.pop(_THROTTLE, 0), quotas.throttle_ms(
+                        conn.principal, conn.client_id, header.api_key, size, 0, (clock() - started) * 1000))
+                    if ms:
+                        await asyncio.sleep(ms / 1000.0)
                 continue
-            writer.writelines(encode_response_chunks(header.api_key, header.api_version, header.correlation_id, body))
+            chunks = encode_response_chunks(header.api_key, header.api_version, header.correlation_id, body)
+            if quotas.active:  # client quotas: answer with throttle_time_ms, then mute (KIP-219)
+                ms = quotas.throttle_ms(conn.principal, conn.client_id, header.api_key, size,
+                                        sum(map(len, chunks)), (clock() - started) * 1000)
+                if ms > body.get("throttle_time_ms", 0) and "throttle_time_ms" in body:
+                    body["throttle_time_ms"] = ms
+                    chunks = encode_response_chunks(header.api_key, header.api_version, header.correlation_id, body)
+                extra[_THROTTLE] = max(extra.get(_THROTTLE, 0), ms)
+            writer.writelines(chunks)
             if conn.extra.get("close_after_response"):
                 await writer.drain()
                 return

@@ -22,7 +22,8 @@ from typing import Any, Callable, NamedTuple
 
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis._common import blocking, find_topic
-from gateway_kafka.dynamic_configs import DYNAMIC_BROKER_CONFIGS, ENFORCED as BROKER_ENFORCED
+from gateway_kafka.dynamic_configs import CLUSTER_DEFAULT, DYNAMIC_BROKER_CONFIGS, ENFORCED as BROKER_ENFORCED
+from gateway_kafka.log_table import NotStored
 from gateway_kafka.group_configs import GROUP_CONFIGS
 
 # ConfigSource and ConfigType values of DescribeConfigs
@@ -275,16 +276,15 @@ def describe_topic(gw: Any, attributes: dict[str, str], keys: list[str] | None, 
 def describe_broker(gw: Any, name: str, keys: list[str] | None, synonyms: bool, documentation: bool) -> list[dict]:
     out = []
     dyn = gw.dynamic_configs
-    per, default = dyn.broker_overrides(name), dyn.broker_overrides("")
     for key, (value, ro, ctype) in sorted(broker_configs(gw).items()):
         if keys is not None and key not in keys:
             continue
         source = SOURCE_STATIC_BROKER if ro else SOURCE_DEFAULT
         syn = []
-        if not ro and name and key in per:
-            value, source = per[key], SOURCE_DYNAMIC_BROKER
-        elif not ro and key in default:
-            value, source = default[key], SOURCE_DYNAMIC_DEFAULT_BROKER
+        set_value, where = (None, None) if ro else dyn.resolve(key, int(name) if name else -1)
+        if where is not None:
+            value = set_value
+            source = SOURCE_DYNAMIC_DEFAULT_BROKER if where == CLUSTER_DEFAULT else SOURCE_DYNAMIC_BROKER
         if synonyms and source != SOURCE_DEFAULT:
             syn.append({"name": key, "value": value, "source": source})
         doc = None
@@ -354,7 +354,10 @@ def _target(gw: Any, rtype: int, rname: str) -> tuple[Target | None, int, str | 
             return why
 
         async def store_broker(new: dict[str, str]) -> None:
-            await blocking(gw.dynamic_configs.replace_broker, rname, new)
+            try:
+                await gw.dynamic_configs.replace_broker(rname, new)
+            except NotStored as exc:
+                raise _NotStored(f"the broker's configs could not be stored ({exc}); retry") from None
 
         return Target(gw.dynamic_configs.broker_overrides(rname), validate_broker,
                       lambda n: DYNAMIC_BROKER_CONFIGS.get(n) == TYPE_LIST,

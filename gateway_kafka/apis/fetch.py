@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4-12 (by topic name; v13+ addresses topics by id and is not offered).
+"""Fetch (key 1), versions 4-17 (v13+ address topics by id).
 
 Serves stored batches as they are: a unit produced as a Kafka batch is sliced out of the
 commitlog bytes without decoding its records; a natively produced unit becomes a one-record
@@ -19,8 +19,9 @@ batch built on read (``batch_of_unit``). Offsets inside a stored batch return th
   the ABORT markers); a fetch offset outside
   [log start, high watermark] gets OFFSET_OUT_OF_RANGE; unknown topic or partition
   UNKNOWN_TOPIC_OR_PARTITION.
-- Fetch sessions (KIP-227) are not created: the answer's session id is 0, so clients keep
-  sending full fetch requests, which the protocol allows.
+- Fetch sessions (KIP-227) and topic ids: ``gateway_kafka/fetch_sessions.py`` turns the request
+  into the partitions to read (a session's for an incremental fetch) and keeps in the answer
+  only what an incremental fetch must carry; its errors are top-level with no partitions.
 - Follower fetching (KIP-392): a master asked by a client with a ``rack_id`` (v11+) answers a
   partition with no records and ``preferred_read_replica`` = an in-sync slave whose
   ``brokerRack`` is that rack (``ClusterView.preferred_read_replica``), when there is one and
@@ -125,10 +126,13 @@ def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0,
     return responses, total, errored
 
 
-@api(key=1, min=4, max=12)
+@api(key=1, min=4, max=17)
 async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
-    topics = body.get("topics") or []
+    fetch = gw.fetch_sessions.open(body, ctx.api_version)
+    if fetch.error != E.NONE:
+        return {"throttle_time_ms": 0, "error_code": fetch.error, "session_id": 0, "responses": []}
+    topics = fetch.topics
     denied = []
     if authz.enabled(ctx) or any(t.get("topic") == "rmq_sys_SECURITY" for t in topics):
         _ok, names = authz.split_topics(ctx, authz.Op.READ, {t.get("topic") for t in topics})
@@ -171,7 +175,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             gw.arrivals.unregister(keys, woken)
     _count_out(responses)
     responses.extend(denied)
-    return {"throttle_time_ms": 0, "error_code": E.NONE, "session_id": 0, "responses": responses}
+    session_id, responses = fetch.respond(responses)
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "session_id": session_id, "responses": responses}
 
 
 def _count_out(responses: list[dict]) -> None:

@@ -1033,6 +1033,49 @@ api(51, "AlterUserScramCredentials", "0-0", flexible="0+",
       error_message: string null:0+
 """)
 
+api(48, "DescribeClientQuotas", "0-1", flexible="1+",
+    request="""
+    components: []
+      entity_type: string
+      match_type: int8
+      match: string null:0+
+    strict: bool
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+
+    entries: [] null:0+
+      entity: []
+        entity_type: string
+        entity_name: string null:0+
+      values: []
+        key: string
+        value: float64
+""")
+
+api(49, "AlterClientQuotas", "0-1", flexible="1+",
+    request="""
+    entries: []
+      entity: []
+        entity_type: string
+        entity_name: string null:0+
+      ops: []
+        key: string
+        value: float64
+        remove: bool
+    validate_only: bool
+""",
+    response="""
+    throttle_time_ms: int32
+    entries: []
+      error_code: int16
+      error_message: string null:0+
+      entity: []
+        entity_type: string
+        entity_name: string null:0+
+""")
+
 api(35, "DescribeLogDirs", "1-4", flexible="2+",
     request="""
     topics: [] null:0+

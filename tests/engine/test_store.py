@@ -216,6 +216,33 @@ def test_topic_retention_ms_moves_the_start_of_that_topic_only(make_store):
     assert again.get_min_offset_in_queue("Long", 0) == 0
 
 
+def test_topic_retention_bytes_keeps_the_newest_whole_batches_per_queue(make_store):
+    """``retention.bytes``: per queue, the newest stored units that fit stay; a Kafka batch
+    (several offsets, one unit) is counted once and never split; a small queue keeps all."""
+    from engine import record_batch as rb
+    from engine.topic_config import TopicConfig
+
+    store = make_store()
+    store.topic_config.create_or_update(TopicConfig("Sized", 2, 2, attributes={"retention.bytes": "3000"}))
+    sizes = []
+    for i in range(8):   # 8 batches of 4 records, ~1 KiB each
+        batch = rb.build_batch([rb.Record(j, 0, None, b"%d" % i + b"." * 250, []) for j in range(4)],
+                               base_timestamp=1000 + i)
+        res = store.put_record_batch("Sized", 0, batch)
+        assert res.stored
+        sizes.append(res.wrote_bytes)
+    store.put_message(Message("Sized", b"small", queue_id=1))
+    assert store.apply_topic_retention() == 1
+    kept = 0
+    while kept + 1 <= len(sizes) and sum(sizes[-(kept + 1):]) <= 3000:
+        kept += 1
+    assert 1 <= kept < 8
+    assert store.get_min_offset_in_queue("Sized", 0) == (8 - kept) * 4   # a batch boundary
+    assert store.get_min_offset_in_queue("Sized", 1) == 0
+    assert store.apply_topic_retention() == 0   # already within the limit
+    store.shutdown()
+
+
 def test_delete_records_raises_low_watermark_and_persists(make_store):
     store = make_store()
     for i in range(10):

@@ -198,3 +198,34 @@ def test_consumer_with_client_rack_fetches_from_the_slave(group):
     finally:
         c.close()
     assert seen == values
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs java (make test-deps)")
+def test_dynamic_broker_configs_reach_the_slave_with_the_log(group):
+    """A cluster-wide broker config set on the master (``kafka-configs --entity-default``) is a
+    record of the log: the slave reports it as soon as replication brings the record."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    def kafka_configs(*args: str) -> None:
+        """The tool sends a cluster-wide change to any member; a slave refuses it (its log is
+        written by replication only) saying to write to the master: run again until the
+        master took it, as an operator would."""
+        def attempt() -> bool:
+            out = subprocess.run(["java", "-cp", str(KAFKA_TOOLS / "lib" / "*"), "kafka.admin.ConfigCommand",
+                                  "--bootstrap-server", group.master.kafka_bootstrap, "--entity-type", "brokers",
+                                  "--entity-default", "--alter", *args], capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0 or "write to the master" in out.stderr, out.stderr[-3000:]
+            return out.returncode == 0
+        wait_until(attempt, 90, what="the master to take the change")
+
+    subprocess.run(["bash", str(KAFKA_TOOLS / "build.sh")], check=True, timeout=900)
+    kafka_configs("--add-config", "log.cleaner.backoff.ms=7777")
+    slave = AdminClient({"bootstrap.servers": group.slaves[0].kafka_bootstrap})
+    slave_id = str(max(slave.list_topics(timeout=10).brokers))
+
+    def on_slave():
+        res = ConfigResource(ConfigResource.Type.BROKER, slave_id)
+        entry = slave.describe_configs([res], request_timeout=10)[res].result(20)["log.cleaner.backoff.ms"]
+        return entry.value == "7777" and entry.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    wait_until(on_slave, 30, what="the cluster default on the slave")
+    kafka_configs("--delete-config", "log.cleaner.backoff.ms")
