@@ -23,8 +23,11 @@ _TIMEOUT = 5.0
 
 
 class RemoteGroups:
-    def __init__(self, broker: Any):
+    def __init__(self, broker: Any, refresh_view: Any = None):
         self.broker = broker
+        # the Kafka view's refresh from the NameServer, on demand (auto-creation checks first
+        # whether another group already holds the topic)
+        self.refresh_view = refresh_view
 
     async def _master_addr(self, broker_name: str) -> str:
         info = await self.broker.cluster_info()

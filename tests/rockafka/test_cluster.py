@@ -294,3 +294,23 @@ def test_restarting_every_group_in_another_order_keeps_partition_ids_and_data(cl
     cluster.wait_view()
     wait_leaders(cluster, topic, want)
     assert consume_all(cluster.bootstrap("broker-c"), topic, list(range(6)), 30) == sent
+
+
+def test_a_topic_auto_created_on_one_group_is_not_created_again_on_another(cluster):
+    """A producer auto-creates a topic through broker-a; a consumer asking broker-c right after
+    gets broker-a's partitions (not a second, empty copy on broker-c) and reads every record."""
+    topic = unique("auto")
+    p = Producer({"bootstrap.servers": cluster.bootstrap("broker-a"), "linger.ms": 5})
+    for i in range(10):
+        p.produce(topic, f"auto-{i}".encode())
+    assert p.flush(30) == 0
+    with RawKafka(cluster.bootstrap("broker-c")) as raw:
+        md = raw.request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": True,
+                                "include_topic_authorized_operations": False})
+    parts = md["topics"][0]["partitions"]
+    assert md["topics"][0]["error_code"] == ErrorCode.NONE and parts
+    assert {p["leader_id"] for p in parts} == {GROUPS["broker-a"]}  # led by the group that created it
+    with Admin(cluster.namesrv.addr) as admin:
+        assert {q.broker_name for q in admin.message_queues(topic)} == {"broker-a"}
+    got = consume_all(cluster.bootstrap("broker-c"), topic, sorted(p["partition_index"] for p in parts), 10)
+    assert sorted(v for vs in got.values() for v in vs) == sorted(f"auto-{i}".encode() for i in range(10))
