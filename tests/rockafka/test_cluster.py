@@ -314,3 +314,42 @@ def test_a_topic_auto_created_on_one_group_is_not_created_again_on_another(clust
         assert {q.broker_name for q in admin.message_queues(topic)} == {"broker-a"}
     got = consume_all(cluster.bootstrap("broker-c"), topic, sorted(p["partition_index"] for p in parts), 10)
     assert sorted(v for vs in got.values() for v in vs) == sorted(f"auto-{i}".encode() for i in range(10))
+
+
+def test_every_group_hands_out_producer_ids_of_its_own_space(cluster):
+    """Idempotent producers asking different groups for an id never get the same one (they may
+    write to the same partition: equal ids would mix their sequences there)."""
+    ids = {}
+    for name in cluster.nodes:
+        with RawKafka(cluster.bootstrap(name)) as raw:
+            for _ in range(2):
+                got = raw.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                          "producer_id": -1, "producer_epoch": -1})
+                assert got["error_code"] == ErrorCode.NONE, got
+                ids.setdefault(name, []).append(got["producer_id"])
+    every = [pid for pids in ids.values() for pid in pids]
+    assert len(set(every)) == len(every), ids
+    assert {name: {pid >> 40 for pid in pids} for name, pids in ids.items()} == \
+        {name: {node_id // 100} for name, node_id in GROUPS.items()}
+    # and the two groups' idempotent producers write one partition side by side
+    topic = unique("pids")
+    create_topic(cluster.bootstrap("broker-a"), topic, 1)
+    wait_leaders(cluster, topic, {0: 0})
+    producers = [Producer({"bootstrap.servers": cluster.bootstrap(n), "enable.idempotence": True, "linger.ms": 5})
+                 for n in ("broker-b", "broker-c")]
+    for i in range(20):
+        for k, p in enumerate(producers):
+            p.produce(topic, f"p{k}-{i}".encode(), partition=0)
+    assert all(p.flush(30) == 0 for p in producers)
+    got = consume_all(cluster.bootstrap("broker-a"), topic, [0], 40)
+    assert sorted(got[0]) == sorted(f"p{k}-{i}".encode() for k in range(2) for i in range(20))
+
+
+def test_once_create_topics_answers_every_node_lists_every_partition(cluster):
+    """No node answers a part of a new spread topic (librdkafka, asking any broker, would fail
+    records of the partitions it does not see yet with UNKNOWN_PARTITION)."""
+    topic = unique("visible")
+    create_topic(cluster.bootstrap("broker-a"), topic, 6)
+    for name in cluster.nodes:  # at once: no waiting for the views to refresh
+        assert leaders(cluster.bootstrap(name), topic) == {p: GROUPS[("broker-a", "broker-b", "broker-c")[p // 2]]
+                                                          for p in range(6)}, name
