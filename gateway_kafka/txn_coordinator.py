@@ -508,6 +508,10 @@ class TransactionCoordinator:
                 # a retried EndTxn after it completed is answered as it was
                 if (m.state == COMPLETE_COMMIT and committed) or (m.state == COMPLETE_ABORT and not committed):
                     return E.NONE
+                if m.state == EMPTY and not committed:
+                    # nothing was added (its AddPartitionsToTxn was refused): aborting nothing
+                    # is done, and the producer goes on with its next transaction
+                    return E.NONE
                 return E.INVALID_TXN_STATE
             # not stored yet (store full or stopping): retriable, the client sends EndTxn again
             return E.NONE if await self._complete(tid, m, committed) else E.CONCURRENT_TRANSACTIONS

@@ -15,7 +15,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from engine.record_batch import Record, build_batch
@@ -353,3 +353,44 @@ def test_once_create_topics_answers_every_node_lists_every_partition(cluster):
     for name in cluster.nodes:  # at once: no waiting for the views to refresh
         assert leaders(cluster.bootstrap(name), topic) == {p: GROUPS[("broker-a", "broker-b", "broker-c")[p // 2]]
                                                           for p in range(6)}, name
+
+
+def test_a_transaction_spanning_groups_is_refused_at_once_and_one_within_its_group_commits(cluster):
+    topic, tid = unique("txn"), unique("tid")
+    create_topic(cluster.bootstrap("broker-a"), topic, 3)  # one partition on each group
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    own = {0: 0, 100: 1, 200: 2}[coordinator_of(cluster.bootstrap("broker-a"), tid, 1)]
+    p = Producer({"bootstrap.servers": cluster.bootstrap("broker-a"), "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    failed: list = []
+    for part in range(3):
+        p.produce(topic, f"spanning-{part}".encode(), partition=part,
+                  on_delivery=lambda err, msg: err and failed.append(err))
+    p.flush(30)
+    with pytest.raises(KafkaException) as refused:
+        p.commit_transaction(30)
+    err = refused.value.args[0]
+    assert err.txn_requires_abort() and "POLICY_VIOLATION" in str(err), err  # abortable, says why
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, b"within", partition=own)  # the coordinating group's own partition
+    p.commit_transaction(30)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap("broker-b"), "group.id": unique("rc"),
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in range(3)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while not got and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        end = time.monotonic() + 2  # nothing of the refused transaction follows it
+        while time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m.value())
+    finally:
+        c.close()
+    assert got == [b"within"]
