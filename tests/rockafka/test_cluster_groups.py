@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from engine.record_batch import Record, build_batch
 from gateway_kafka.protocol.errors import ErrorCode
 from gateway_native.client import LitePullConsumer, Message, Producer as NativeProducer, SendStatus
+from tests.compat import java_runner
 from tests.compat.mqadmin import MQAdmin
 from tests.gateway_kafka.kafka_helpers import RawKafka
 from tests.support.group import TEST_SETTINGS, http_json, wait_until
@@ -300,7 +301,7 @@ def test_wipe_write_perm_drains_a_group_and_add_write_perm_restores_it(cluster, 
         producer.shutdown()
 
 
-def test_a_send_not_stored_ok_is_sent_again_to_another_group(cluster):
+def test_a_send_not_stored_ok_is_sent_again_to_another_group(cluster, tmp_path):
     """retryAnotherBrokerWhenNotStoreOK: broker-c's SYNC_MASTER without its slave stores a message
     but answers SLAVE_NOT_AVAILABLE; the producer sends it again to another group."""
     topic, _ = create_spread_topic(cluster, 3)
@@ -320,6 +321,12 @@ def test_a_send_not_stored_ok_is_sent_again_to_another_group(cluster):
         finally:
             plain.shutdown()
             retrying.shutdown()
+        # the stock RocketMQ Java client (5.x) does the same against these groups
+        java_runner.build(java_runner.ROCKETMQ_DIR)
+        cmd = java_runner.rocketmq_command("5.x", cluster.namesrv_addr, "JSON", ["retry-another-broker"], tmp_path)
+        cmd[-2:-2] = ["--messages", "12", "--timeout-s", "90"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+        java_runner.parse(cmd, out.returncode, out.stdout, out.stderr).assert_passed("retry-another-broker", 5)
     finally:
         cluster.slaves["broker-c"].start()
         cluster.wait_in_sync("broker-c")
