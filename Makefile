@@ -9,7 +9,7 @@ HTMX   := rockafka/console/static/htmx.min.js
 
 GRPC   := gateway_grpc/proto/.generated
 
-.PHONY: serve test test-deps bench bench-tls chaos clean grpc compat-peer
+.PHONY: serve test test-deps bench bench-cluster bench-tls chaos clean grpc compat-peer
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ chaos: test-deps
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python compat/bench/run_all.py
+
+# aggregate produce throughput with 1, 2 and 3 broker groups (Kafka and native), results in
+# compat/bench/results/<date>-cluster.md
+bench-cluster: test-deps
+	$(BIN)/python compat/bench/cluster_bench.py
 
 # Kafka protocol over TLS next to plaintext, Rockafka and Apache Kafka side by side
 bench-tls: test-deps

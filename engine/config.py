@@ -295,6 +295,7 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "kafka_direct_put": ("true under ASYNC_FLUSH", "store produced batches on the event loop"),
     "transaction_state_log_num_partitions": ("50", "__transaction_state partitions, fixed once created"),
     "transactional_id_expiration_ms": ("604800000", "forget a transactional id idle this long"),
+    "producer_id_space": ("kafka_node_id // 100", "this broker group's share of Kafka producer ids (space << 40)"),
     "transaction_max_timeout_ms": ("900000", "largest transaction.timeout.ms"),
     "transaction_abort_timed_out_transaction_cleanup_interval_ms": ("1000", "timed-out transaction scan period"),
     # native gateway and NameServer (docs/design/native-gateway.md)

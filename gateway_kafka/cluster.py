@@ -51,6 +51,8 @@ class GroupView:
     partitions: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)
     # internal topic -> its partitions holding records on this group (coordinator placement)
     coordinator_partitions: dict[str, frozenset[int]] = field(default_factory=dict, hash=False)
+    # topics whose queues on this group lost their write bit at the NameServer (wipeWritePerm)
+    read_only_topics: frozenset[str] = frozenset()
 
     @property
     def master(self) -> GroupMember | None:
@@ -94,7 +96,7 @@ class LocalCluster:
                          self.broker_id)
         self.group = GroupView(view.broker_name, tuple(sorted(members + [me], key=lambda m: m.broker_id)),
                                view.in_sync_broker_ids, view.master_epoch, view.partitions,
-                               view.coordinator_partitions)
+                               view.coordinator_partitions, view.read_only_topics)
         for m in self.group.members:
             self._seen[m.node.node_id] = m.node
 
@@ -102,6 +104,11 @@ class LocalCluster:
     @property
     def is_master(self) -> bool:
         return self.local.is_master()
+
+    def write_wiped(self, topic: str) -> bool:
+        """The NameServer lists this group's queues of ``topic`` without the write bit
+        (``mqadmin wipeWritePerm``): the group is being drained, its partitions take no writes."""
+        return topic in self.group.read_only_topics
 
     def master_node(self) -> BrokerNode | None:
         if self.is_master:
@@ -213,6 +220,7 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
     """NameServer cluster info (with ``brokerExtraTable``) -> one ``GroupView`` per broker name.
     A broker that registered no Kafka listener is left out (it serves no Kafka client)."""
     extras = info.get("brokerExtraTable") or {}
+    read_only = info.get("readOnlyTopicTable") or {}
     out: dict[str, GroupView] = {}
     for name, bd in (info.get("brokerAddrTable") or {}).items():
         members = []
@@ -220,8 +228,10 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
         partitions: dict[str, tuple[int, ...]] = {}
         coordinating: dict[str, frozenset[int]] = {}
         epoch = 0
-        for bid, addr in (bd.get("brokerAddrs") or {}).items():
+        for bid, addr in sorted((bd.get("brokerAddrs") or {}).items(), key=lambda kv: int(kv[0]), reverse=True):
             ex = extras.get(addr) or {}
+            if "kafkaPartitions" in ex:  # the master's when it is registered (it comes last), else a slave's copy
+                partitions = {str(t): tuple(int(i) for i in ids) for t, ids in ex["kafkaPartitions"].items()}
             host, port, node_id = ex.get("kafkaHost"), ex.get("kafkaPort"), ex.get("kafkaNodeId")
             if host is None or port is None or node_id is None:
                 continue
@@ -229,12 +239,11 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
                                        str(ex.get("brokerRole") or ""), int(ex.get("replicaId", bid))))
             if int(bid) == 0:
                 in_sync = tuple(int(x) for x in ex.get("inSyncBrokerIds") or ())
-                partitions = {str(t): tuple(int(i) for i in ids) for t, ids in (ex.get("kafkaPartitions") or {}).items()}
                 coordinating = {str(t): frozenset(int(i) for i in ids)
                                 for t, ids in (ex.get("coordinatorPartitions") or {}).items()}
                 epoch = int(ex.get("masterEpoch") or 0)
         out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, epoch, partitions,
-                              coordinating)
+                              coordinating, frozenset(str(t) for t in read_only.get(name) or ()))
     return out
 
 

@@ -109,7 +109,10 @@ class ClusterView(LocalCluster):
         self._generation += 1
 
     def update(self, groups: dict[str, GroupView]) -> None:
+        before = self.group.partitions
         super().update(groups)
+        if self.group.partitions != before:  # this group's registered ids (a slave's fallback)
+            self._generation += 1
         others = {name: g for name, g in groups.items() if name != self.broker_name}
         # a group that left the NameServer (stopped, expired) still owns its partitions: they stay
         # listed, leaderless, with its last members as offline replicas, until it returns
@@ -133,6 +136,10 @@ class ClusterView(LocalCluster):
         tc = self.local_topic(topic)
         if tc is not None:
             out.append((self.broker_name, local_partition_ids(tc)))
+        elif (self.group.partitions or {}).get(topic) is not None:
+            # a slave whose copy of the topic table does not have the topic yet: the ids its
+            # master registered (so it lists them as soon as the other nodes do)
+            out.append((self.broker_name, list(self.group.partitions[topic])))
         for name, g in self.others.items():
             key = (name, topic)
             ids = self._pending[key] if key in self._pending else (g.partitions or {}).get(topic)
@@ -171,7 +178,7 @@ class ClusterView(LocalCluster):
 
     def topic_names(self) -> set[str]:
         """Every topic this node holds or another group registered Kafka partition ids for."""
-        names = set(self.local_topics())
+        names = set(self.local_topics()) | set(self.group.partitions or {})
         for name, g in self.others.items():
             for topic, ids in (g.partitions or {}).items():
                 if self._pending.get((name, topic), ids) is not None:

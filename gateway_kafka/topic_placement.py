@@ -43,6 +43,10 @@ class RemoteGroups(Protocol):
 
     async def delete_topic(self, broker_name: str, topic: str) -> None: ...
 
+    # optional: return once every node's view can list ``topic`` with the ids of ``placed``
+    # (broker name -> all its ids of the topic); see ``_settle``
+    # async def wait_visible(self, topic: str, placed: dict[str, list[int]]) -> None: ...
+
 
 def spread(group_names: list[str], partitions: int) -> dict[str, list[int]]:
     """Contiguous blocks of ids over ``group_names`` in the given order."""
@@ -114,7 +118,19 @@ async def create_topic(gw: Any, tc: TopicConfig) -> tuple[int, str] | None:
     if own:
         await _store_local(gw, with_ids(tc, own))
     gw.log.info("topic_placed", topic=tc.topic_name, groups={k: len(v) for k, v in plan.items()})
+    await _settle(gw, tc.topic_name, plan)
     return None
+
+
+async def _settle(gw: Any, topic: str, placed: dict[str, list[int]]) -> None:
+    """Answer CreateTopics / CreatePartitions once every group's registration shows its ids and
+    every node had one view refresh since: a client that asks any node next (librdkafka asks any
+    broker it knows, slaves included) sees every partition, never a part of the topic (a
+    partition count that shrinks makes clients drop records as UNKNOWN_PARTITION). Bounded; a
+    group that does not register in time only delays its partitions' visibility."""
+    wait = getattr(gw.remote_groups, "wait_visible", None)
+    if wait is not None:
+        await wait(topic, placed)
 
 
 def _counts(gw: Any, topic: str) -> dict[str, list[int]]:
@@ -170,6 +186,8 @@ async def add_partitions(gw: Any, topic: str, count: int, leaders: list[int] | N
         else:
             await _store_local(gw, with_ids(tc or TopicConfig(topic), current + added[cluster.broker_name]))
     gw.log.info("partitions_placed", topic=topic, partitions=count, groups={k: len(v) for k, v in added.items()})
+    if spreads and len(held) > 1:
+        await _settle(gw, topic, {name: ids for name, ids in held.items() if ids})
     return None
 
 

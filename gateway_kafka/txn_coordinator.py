@@ -61,6 +61,7 @@ CHECKPOINT_FILE = "transactionState.json"
 RELAY_CLIENT_ID = "rockafka-producer-id-relay"  # a slave asking its master (never relayed again)
 CHECKPOINT_VERSION = 1
 ID_BLOCK = 1000
+PRODUCER_ID_SPACE_BITS = 40  # ids of broker group space k: k << 40 .. (k + 1) << 40 - 1
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = (
     "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort")
 # Kafka's TransactionState ids, as TransactionLogValue.transaction_status stores them
@@ -127,6 +128,12 @@ class TransactionCoordinator:
         self._by_pid: dict[int, str] = {}
         self._block_end = 0
         self._next_pid = 0
+        # producer ids are unique over the cluster: each broker group hands out ids of its own
+        # space (its blocks count within it), as Kafka's controller hands out disjoint blocks.
+        # The default follows the node id convention (100 * group index + broker id), so every
+        # member of a group, a promoted slave included, uses the same space (docs/design/cluster.md)
+        space = cfg.extra_int("producer_id_space", gateway.settings.node_id // 100)
+        self._id_base = max(space, 0) << PRODUCER_ID_SPACE_BITS
         self.max_timeout_ms = cfg.extra_int("transaction_max_timeout_ms", 900_000)
         self.abort_check_ms = cfg.extra_int("transaction_abort_timed_out_transaction_cleanup_interval_ms", 1000)
         self.id_expiration_ms = cfg.extra_int("transactional_id_expiration_ms", 604_800_000)
@@ -339,7 +346,7 @@ class TransactionCoordinator:
                     self._changed = True
             pid = self._next_pid
             self._next_pid += 1
-            return pid
+            return self._id_base + pid
 
     # -- validation ------------------------------------------------------------------------------
     def _check(self, tid: str, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
@@ -500,6 +507,10 @@ class TransactionCoordinator:
             if m.state != ONGOING:
                 # a retried EndTxn after it completed is answered as it was
                 if (m.state == COMPLETE_COMMIT and committed) or (m.state == COMPLETE_ABORT and not committed):
+                    return E.NONE
+                if m.state == EMPTY and not committed:
+                    # nothing was added (its AddPartitionsToTxn was refused): aborting nothing
+                    # is done, and the producer goes on with its next transaction
                     return E.NONE
                 return E.INVALID_TXN_STATE
             # not stored yet (store full or stopping): retriable, the client sends EndTxn again

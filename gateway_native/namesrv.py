@@ -32,7 +32,7 @@ from engine.config_manager import write_atomic
 from . import namesrv_admin
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.route import decode_route_json  # noqa: F401  (re-exported: the wire form lives in remoting)
-from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
+from .remoting.codes import PERM_WRITE, V4_9_4, RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand, loads_json
 from .transport import Connection
 
@@ -175,7 +175,18 @@ class RouteInfo:
             "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())},
             "brokerExtraTable": {addr: dict(live.extras) for addr, live in sorted(self.broker_live_table.items())
                                  if live.extras},
+            # broker name -> its topics whose queues lack the write bit here (wipeWritePerm): the
+            # Kafka view refuses produce to those partitions while consumers still read them
+            "readOnlyTopicTable": self.read_only_topics(),
         }
+
+    def read_only_topics(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for topic, qmap in sorted(self.topic_queue_table.items()):
+            for name, qd in qmap.items():
+                if not int(qd.get("perm", 6)) & PERM_WRITE:
+                    out.setdefault(name, []).append(topic)
+        return out
 
 
 def encode_route_json(obj: Any, standard: bool) -> bytes:

@@ -82,7 +82,7 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     # -- the cluster: Kafka topics placed over every group, coordinators where their state is (cluster.md) --
     from .cluster_ops import CoordinatorPlacementWatch, RemoteGroups
 
-    kafka.remote_groups = RemoteGroups(broker)
+    kafka.remote_groups = RemoteGroups(broker, refresh_view=refresher.refresh, view_refresh_s=refresher.interval)
     refresher.on_refresh.append(CoordinatorPlacementWatch(broker, kafka).check)
     # -- RocketMQ 5 gRPC proxy front --
     from gateway_grpc.server import GrpcGateway

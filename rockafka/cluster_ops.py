@@ -11,6 +11,8 @@ a gateway, because it is where the two gateways meet.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import structlog
@@ -23,8 +25,26 @@ _TIMEOUT = 5.0
 
 
 class RemoteGroups:
-    def __init__(self, broker: Any):
+    def __init__(self, broker: Any, refresh_view: Any = None, view_refresh_s: float = 1.0):
         self.broker = broker
+        # the Kafka view's refresh from the NameServer, on demand (auto-creation checks first
+        # whether another group already holds the topic)
+        self.refresh_view = refresh_view
+        self.view_refresh_s = view_refresh_s  # every node's view refresh period
+
+    async def wait_visible(self, topic: str, placed: dict[str, list[int]], timeout: float = 10.0) -> None:
+        """Until the NameServer lists, for every group of ``placed``, its master's registration of
+        ``topic`` with those ids; then one view refresh period more, so every node (each refreshes
+        on its own clock) has read them. Bounded by ``timeout``."""
+        deadline = time.monotonic() + timeout
+        want = {name: sorted(ids) for name, ids in placed.items()}
+        while time.monotonic() < deadline:
+            info = await self.broker.cluster_info()
+            if info is not None and all(_registered(info, topic).get(k) == v for k, v in want.items()):
+                await asyncio.sleep(self.view_refresh_s + 0.2)  # a refresh period: nothing to wait on
+                return
+            await asyncio.sleep(0.05)
+        log.warning("topic_registration_slow", topic=topic, groups=sorted(placed), timeout_s=timeout)
 
     async def _master_addr(self, broker_name: str) -> str:
         info = await self.broker.cluster_info()
@@ -95,3 +115,15 @@ class CoordinatorPlacementWatch:
             if self._seen is not None:
                 self.broker.request_registration()
             self._seen = now
+
+
+def _registered(info: dict[str, Any], topic: str) -> dict[str, list[int]]:
+    """Broker name -> the ids of ``topic`` its master registered (masters that registered any)."""
+    extras = info.get("brokerExtraTable") or {}
+    out: dict[str, list[int]] = {}
+    for name, bd in (info.get("brokerAddrTable") or {}).items():
+        addr = (bd.get("brokerAddrs") or {}).get("0")
+        ids = ((extras.get(addr) or {}).get("kafkaPartitions") or {}).get(topic) if addr else None
+        if ids is not None:
+            out[name] = sorted(int(i) for i in ids)
+    return out

@@ -48,10 +48,12 @@ def registration_extras(store: Any, config: Any, kafka: Any) -> dict[str, Any]:
     rack = config.broker.broker_rack
     if rack:
         out["brokerRack"] = rack
-    if store.ha.is_master:
-        from gateway_kafka.cluster_view import coordinator_partitions, registered_partitions
+    from gateway_kafka.cluster_view import coordinator_partitions, registered_partitions
 
-        out["kafkaPartitions"] = registered_partitions(store.topic_config.all())
+    # a slave states them too (its topic table is the master's copy): while the master is down
+    # the group's partitions stay in every node's view, leaderless (cluster.md)
+    out["kafkaPartitions"] = registered_partitions(store.topic_config.all())
+    if store.ha.is_master:
         if getattr(kafka, "cluster", None) is not None:
             out["coordinatorPartitions"] = coordinator_partitions(kafka.cluster)
         out["inSyncBrokerIds"] = sorted(s["brokerId"] for s in info.get("slaves", []) if s["inSync"])

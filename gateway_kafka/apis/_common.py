@@ -19,6 +19,7 @@ from engine import message as msg
 from engine.state_log import is_internal  # noqa: F401  (Kafka's Topic.isInternal: the handlers' name for it)
 from engine.topic_config import TopicConfig
 from gateway_kafka import error_codes as E
+from gateway_kafka.cluster_view import PARTITION_IDS, format_partition_ids
 
 TOPIC_MAX_MESSAGE_BYTES = "max.message.bytes"
 
@@ -190,12 +191,28 @@ def new_topic_config(name: str, partitions: int, configs: dict[str, str] | None 
                        attributes=dict(configs or {}))
 
 
-async def auto_create(gateway: Any, name: str) -> TopicConfig:
-    """Create ``name`` with the gateway's default partition count (Kafka's num.partitions)."""
+async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
+    """Create ``name`` with the gateway's default partition count (Kafka's num.partitions) on
+    this node's group. With several groups the view is first refreshed from the NameServer: a
+    topic another group already holds (created there a moment ago, not yet in this node's view)
+    is not created a second time (None: the caller lists the other group's partitions), which
+    would give partition 0 two owners (docs/design/cluster.md)."""
     existing = find_topic(gateway, name)
     if existing is not None:
         return existing
+    refresh = getattr(gateway.remote_groups, "refresh_view", None)
+    if gateway.cluster is not None and refresh is not None:
+        try:
+            await refresh()
+        except Exception as exc:  # no NameServer answered: create here, as a lone group would
+            gateway.log.warning("cluster_view_refresh_failed", topic=name, error=str(exc))
+        if name in gateway.cluster.topic_names():
+            return find_topic(gateway, name)
     tc = new_topic_config(name, gateway.settings.num_partitions)
+    if gateway.cluster is not None and getattr(gateway.cluster, "others", None):
+        # with other groups in the view, the ids are stored and registered: every node then
+        # knows this group holds the topic (one without ids is visible on its own group only)
+        tc.attributes[PARTITION_IDS] = format_partition_ids(list(range(tc.read_queue_nums)))
     await blocking(gateway.store.topic_config.create_or_update, tc)
     gateway.log.info("topic_auto_created", topic=name, partitions=tc.read_queue_nums)
     return tc

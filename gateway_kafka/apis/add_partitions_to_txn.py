@@ -1,8 +1,10 @@
 """AddPartitionsToTxn (key 24), versions 0-3 (one transaction per request, as producers send it).
 
 Adds partitions to the producer's open transaction (opening it when none is). Per partition:
-UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition (the others then answer
-OPERATION_NOT_ATTEMPTED, as Kafka does); otherwise the transaction's verdict for all of them:
+UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition, POLICY_VIOLATION for a partition
+another broker group leads (transactions stay within the group coordinating them,
+docs/design/cluster.md; non-retriable, so the client's transaction becomes abortable at once)
+(the others then answer OPERATION_NOT_ATTEMPTED, as Kafka does); otherwise the transaction's verdict for all of them:
 INVALID_PRODUCER_ID_MAPPING (unknown transactional id or producer id), PRODUCER_FENCED (an
 older epoch), CONCURRENT_TRANSACTIONS (a completion in progress). v4+ (broker-to-broker
 batching, KIP-890 verification) is not offered.
@@ -21,14 +23,22 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     topics = body.get("v3_and_below_topics") or []
     wanted: list[tuple[str, int]] = []
-    bad: set[tuple[str, int]] = set()
+    bad: dict[tuple[str, int], int] = {}
     for t in topics:
         name = t.get("name")
         for p in t.get("partitions") or ():
-            if local_queue(gw, name, p)[0] is not None:  # transactions stay within this group
+            queue, why = local_queue(gw, name, p)
+            if queue is not None:  # transactions stay within this group (docs/design/cluster.md)
                 wanted.append((name, p))
             else:
-                bad.add((name, p))
+                # another group leads it: refused for good (the client's transaction becomes
+                # abortable at once), not the retriable "unknown partition" it would retry
+                # until its transaction timeout
+                bad[(name, p)] = E.POLICY_VIOLATION if why == E.NOT_LEADER_OR_FOLLOWER else why
+    if any(code == E.POLICY_VIOLATION for code in bad.values()):
+        gw.log.warning("transaction_spans_broker_groups", transactional_id=body.get("v3_and_below_transactional_id"),
+                       partitions=sorted(f"{t}-{p}" for (t, p), c in bad.items() if c == E.POLICY_VIOLATION),
+                       reason="a transaction's partitions must be led by the broker group coordinating it")
     tid = body.get("v3_and_below_transactional_id", "")
     if not authz.txn_id(ctx, authz.Op.WRITE, tid):
         code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -46,7 +56,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         parts = []
         for p in t.get("partitions") or ():
             if code is None:
-                pc = E.UNKNOWN_TOPIC_OR_PARTITION if (name, p) in bad else E.OPERATION_NOT_ATTEMPTED
+                pc = bad.get((name, p), E.OPERATION_NOT_ATTEMPTED)
             else:
                 pc = code
             parts.append({"partition_index": p, "partition_error_code": pc})

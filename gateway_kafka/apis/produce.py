@@ -16,7 +16,10 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
   stored on the master; an idempotent retry is recognised as a duplicate and waited for again),
   REQUEST_TIMED_OUT when the slaves did not answer within the request's ``timeout_ms``. A
   slave, or a master whose failover lease expired, answers NOT_LEADER_OR_FOLLOWER before any
-  sequence check (docs/design/failover.md). Other acks values: INVALID_REQUIRED_ACKS.
+  sequence check (docs/design/failover.md). Other acks values: INVALID_REQUIRED_ACKS. A group
+  whose write permission an operator wiped at the NameServer (``mqadmin wipeWritePerm``, the
+  view's ``write_wiped``) answers NOT_LEADER_OR_FOLLOWER with the reason: retriable, so a
+  producer's records wait for ``addWritePerm`` within their delivery timeout; Fetch goes on.
 - Errors: CORRUPT_MESSAGE (bad magic/length/CRC, with the reason in ``error_message``),
   MESSAGE_TOO_LARGE (a batch above the topic's ``max.message.bytes``, or the broker's
   ``message_max_bytes`` when the topic sets none; a topic may allow more than the broker
@@ -293,6 +296,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
                 queue, code = local_queue(gw, name, index)
                 if queue is None:
                     out.append(_result(index, code))
+                elif gw.cluster is not None and gw.cluster.write_wiped(name):
+                    out.append(_result(index, E.NOT_LEADER_OR_FOLLOWER, message=(
+                        f"broker group {gw.cluster.broker_name} takes no writes: its write permission is wiped at "
+                        "the NameServer (mqadmin wipeWritePerm; addWritePerm restores it); reads go on")))
                 else:
                     out.append(await produce_partition(ctx, name, index, p.get("records"), limit, acks, timeout_ms,
                                                        min_isr, compacted=is_compacted(tc.attributes),

@@ -7,8 +7,10 @@ Each attempt picks the next queue round-robin, avoiding the broker of the previo
 attempt and brokers the fault tolerance marks unavailable. A sync send makes up to
 1 + ``retry_times_when_send_failed`` attempts within ``send_msg_timeout``; a broker error that
 another broker may not have (TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE, SYSTEM_ERROR,
-NO_PERMISSION, SYSTEM_BUSY) or a network failure moves on to the next queue; other errors raise
-``MQBrokerError``. Bodies over ``compress_msg_body_over_howmuch`` are zlib-compressed (sysflag
+NO_PERMISSION, SYSTEM_BUSY), a network failure or a group whose master left the route moves on
+to the next queue of another group; other errors raise ``MQBrokerError``. With
+``retry_another_broker_when_not_store_ok`` a stored-but-not-OK status (FLUSH_DISK_TIMEOUT,
+FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) is also retried on another group. Bodies over ``compress_msg_body_over_howmuch`` are zlib-compressed (sysflag
 COMPRESSED), as the Java client does. Every message gets a client unique id (UNIQ_KEY), which is
 ``SendResult.msg_id``; ``offset_msg_id`` is the broker's store-host + commitlog-offset id.
 
@@ -280,7 +282,14 @@ class Producer:
                 await self.runtime.update_route(topic)
                 addr = self.runtime.master_addr(mq.broker_name)
                 if addr is None:
-                    raise MQClientError(f"The broker[{mq.broker_name}] not exist")
+                    # the group lost its master (the route still names its queues): as the Java
+                    # client, count it as a failed attempt and move on to another group
+                    last_exc = MQClientError(f"The broker[{mq.broker_name}] not exist")
+                    self.fault.update(mq.broker_name, 0, True)
+                    last_broker = mq.broker_name
+                    if queue is not None or selector is not None:
+                        raise last_exc
+                    continue
             f = dict(fields, e=mq.queue_id, b=mq.topic)
             code = RC.SEND_BATCH_MESSAGE if is_batch else RC.SEND_MESSAGE_V2
             started = time.monotonic()

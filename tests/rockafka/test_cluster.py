@@ -15,7 +15,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from engine.record_batch import Record, build_batch
@@ -294,3 +294,103 @@ def test_restarting_every_group_in_another_order_keeps_partition_ids_and_data(cl
     cluster.wait_view()
     wait_leaders(cluster, topic, want)
     assert consume_all(cluster.bootstrap("broker-c"), topic, list(range(6)), 30) == sent
+
+
+def test_a_topic_auto_created_on_one_group_is_not_created_again_on_another(cluster):
+    """A producer auto-creates a topic through broker-a; a consumer asking broker-c right after
+    gets broker-a's partitions (not a second, empty copy on broker-c) and reads every record."""
+    topic = unique("auto")
+    p = Producer({"bootstrap.servers": cluster.bootstrap("broker-a"), "linger.ms": 5})
+    for i in range(10):
+        p.produce(topic, f"auto-{i}".encode())
+    assert p.flush(30) == 0
+    with RawKafka(cluster.bootstrap("broker-c")) as raw:
+        md = raw.request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": True,
+                                "include_topic_authorized_operations": False})
+    parts = md["topics"][0]["partitions"]
+    assert md["topics"][0]["error_code"] == ErrorCode.NONE and parts
+    assert {p["leader_id"] for p in parts} == {GROUPS["broker-a"]}  # led by the group that created it
+    with Admin(cluster.namesrv.addr) as admin:
+        assert {q.broker_name for q in admin.message_queues(topic)} == {"broker-a"}
+    got = consume_all(cluster.bootstrap("broker-c"), topic, sorted(p["partition_index"] for p in parts), 10)
+    assert sorted(v for vs in got.values() for v in vs) == sorted(f"auto-{i}".encode() for i in range(10))
+
+
+def test_every_group_hands_out_producer_ids_of_its_own_space(cluster):
+    """Idempotent producers asking different groups for an id never get the same one (they may
+    write to the same partition: equal ids would mix their sequences there)."""
+    ids = {}
+    for name in cluster.nodes:
+        with RawKafka(cluster.bootstrap(name)) as raw:
+            for _ in range(2):
+                got = raw.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                          "producer_id": -1, "producer_epoch": -1})
+                assert got["error_code"] == ErrorCode.NONE, got
+                ids.setdefault(name, []).append(got["producer_id"])
+    every = [pid for pids in ids.values() for pid in pids]
+    assert len(set(every)) == len(every), ids
+    assert {name: {pid >> 40 for pid in pids} for name, pids in ids.items()} == \
+        {name: {node_id // 100} for name, node_id in GROUPS.items()}
+    # and the two groups' idempotent producers write one partition side by side
+    topic = unique("pids")
+    create_topic(cluster.bootstrap("broker-a"), topic, 1)
+    wait_leaders(cluster, topic, {0: 0})
+    producers = [Producer({"bootstrap.servers": cluster.bootstrap(n), "enable.idempotence": True, "linger.ms": 5})
+                 for n in ("broker-b", "broker-c")]
+    for i in range(20):
+        for k, p in enumerate(producers):
+            p.produce(topic, f"p{k}-{i}".encode(), partition=0)
+    assert all(p.flush(30) == 0 for p in producers)
+    got = consume_all(cluster.bootstrap("broker-a"), topic, [0], 40)
+    assert sorted(got[0]) == sorted(f"p{k}-{i}".encode() for k in range(2) for i in range(20))
+
+
+def test_once_create_topics_answers_every_node_lists_every_partition(cluster):
+    """No node answers a part of a new spread topic (librdkafka, asking any broker, would fail
+    records of the partitions it does not see yet with UNKNOWN_PARTITION)."""
+    topic = unique("visible")
+    create_topic(cluster.bootstrap("broker-a"), topic, 6)
+    for name in cluster.nodes:  # at once: no waiting for the views to refresh
+        assert leaders(cluster.bootstrap(name), topic) == {p: GROUPS[("broker-a", "broker-b", "broker-c")[p // 2]]
+                                                          for p in range(6)}, name
+
+
+def test_a_transaction_spanning_groups_is_refused_at_once_and_one_within_its_group_commits(cluster):
+    topic, tid = unique("txn"), unique("tid")
+    create_topic(cluster.bootstrap("broker-a"), topic, 3)  # one partition on each group
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    own = {0: 0, 100: 1, 200: 2}[coordinator_of(cluster.bootstrap("broker-a"), tid, 1)]
+    p = Producer({"bootstrap.servers": cluster.bootstrap("broker-a"), "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    failed: list = []
+    for part in range(3):
+        p.produce(topic, f"spanning-{part}".encode(), partition=part,
+                  on_delivery=lambda err, msg: err and failed.append(err))
+    p.flush(30)
+    with pytest.raises(KafkaException) as refused:
+        p.commit_transaction(30)
+    err = refused.value.args[0]
+    assert err.txn_requires_abort() and "POLICY_VIOLATION" in str(err), err  # abortable, says why
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, b"within", partition=own)  # the coordinating group's own partition
+    p.commit_transaction(30)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap("broker-b"), "group.id": unique("rc"),
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in range(3)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while not got and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        end = time.monotonic() + 2  # nothing of the refused transaction follows it
+        while time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m.value())
+    finally:
+        c.close()
+    assert got == [b"within"]

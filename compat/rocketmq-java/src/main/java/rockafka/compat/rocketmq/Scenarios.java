@@ -97,6 +97,8 @@ final class Scenarios {
         SCENARIOS.put("reset-offset", Scenarios::resetOffset);
         SCENARIOS.put("consume-from-timestamp", Scenarios::consumeFromTimestamp);
         SCENARIOS.put("ha-slave-read", Scenarios::haSlaveRead);
+        // run by tests/rockafka/test_cluster_groups.py with one group's SYNC_MASTER without its slave
+        SCENARIOS.put("retry-another-broker", Scenarios::retryAnotherBroker);
         SCENARIOS.put("controller-failover", Scenarios::controllerFailover);
         SCENARIOS.put("push-pop", Scenarios::pushPop);
         SCENARIOS.put("admin-fixture", Scenarios::adminFixture);
@@ -559,6 +561,73 @@ final class Scenarios {
         await(() -> col.received().size() >= messages);
         report.equal("all_consumed_from_slave", range(0, messages), col.received());
         report.check("messages_intact", col.mismatches.isEmpty(), col.mismatches);
+    }
+
+    /**
+     * Several broker groups, one of them a SYNC_MASTER whose slave is gone (set up by the
+     * caller): it stores a message but answers SLAVE_NOT_AVAILABLE. A topic on every group
+     * (createTopic creates it on each master TBW102 names); a producer with the defaults sees
+     * SLAVE_NOT_AVAILABLE from that group; one with retryAnotherBrokerWhenNotStoreOK sends N
+     * messages, each answered SEND_OK by another group.
+     */
+    private void retryAnotherBroker() throws Exception {
+        String topic = topic("retry");
+        DefaultMQProducer plain = producer("plain");
+        plain.setSendLatencyFaultEnable(false);
+        Set<String> brokers = new TreeSet<>();
+        for (MessageQueue q : plain.fetchPublishMessageQueues(TBW102)) {
+            brokers.add(q.getBrokerName());
+        }
+        boolean v5 = false;
+        for (Method m : DefaultMQProducer.class.getMethods()) {
+            v5 |= m.getName().equals("createTopic") && m.getParameterCount() == 5;
+        }
+        if (v5) {
+            invoke(plain, "createTopic", TBW102, topic, 2, 0, new HashMap<String, String>());
+        } else {
+            invoke(plain, "createTopic", TBW102, topic, 2);
+        }
+        Set<String> routed = new TreeSet<>();
+        await(() -> {
+            try {
+                routed.clear();
+                plain.fetchPublishMessageQueues(topic).forEach(q -> routed.add(q.getBrokerName()));
+                return routed.equals(brokers);
+            } catch (MQClientException e) {
+                return false; // not routed yet
+            }
+        });
+        if (!report.equal("topic_on_every_group", brokers, routed) || !report.check("several_groups", brokers.size() > 1, brokers)) {
+            return;
+        }
+        Set<String> notOk = new TreeSet<>();
+        for (SendResult r : sendSync(plain, topic, 0, 2 * brokers.size() * 2, i -> "TagR")) {
+            if (r.getSendStatus() != SendStatus.SEND_OK) {
+                notOk.add(r.getSendStatus() + "@" + r.getMessageQueue().getBrokerName());
+            }
+        }
+        report.check("default_producer_sees_not_store_ok", !notOk.isEmpty(), notOk);
+        DefaultMQProducer retrying = new DefaultMQProducer("P_retrying_" + runId, rpcHook());
+        retrying.setNamesrvAddr(namesrv);
+        retrying.setInstanceName(instanceName());
+        retrying.setVipChannelEnabled(false);
+        retrying.setSendLatencyFaultEnable(false);
+        retrying.setRetryAnotherBrokerWhenNotStoreOK(true);
+        retrying.start();
+        shutdowns.add(retrying::shutdown);
+        Map<String, Long> statuses = new TreeMap<>();
+        Set<String> landed = new TreeSet<>();
+        for (SendResult r : sendSync(retrying, topic, 0, messages, i -> "TagR")) {
+            statuses.merge(r.getSendStatus().name(), 1L, Long::sum);
+            landed.add(r.getMessageQueue().getBrokerName());
+        }
+        report.equal("retrying_producer_all_send_ok", Map.of("SEND_OK", (long) messages), statuses);
+        Set<String> badGroups = new TreeSet<>();
+        notOk.forEach(s -> badGroups.add(s.substring(s.indexOf('@') + 1)));
+        Set<String> overlap = new TreeSet<>(landed);
+        overlap.retainAll(badGroups);
+        report.check("retried_on_another_group", overlap.isEmpty() && !landed.isEmpty(),
+                "answered by " + landed + ", not-OK groups " + badGroups);
     }
 
     /**
