@@ -22,6 +22,7 @@ import pytest
 
 from tests.compat import java_runner
 from tests.compat.mqadmin import MQAdmin
+from tests.support.group import wait_until
 
 SENT = 10  # messages the admin-fixture scenario sends and consumes
 
@@ -376,3 +377,55 @@ def test_users_and_acls(node, mqadmin):
         ["User:alice", "Custom", "Topic:orders", "[Sub]", "[10.0.0.1]", "Deny"]], out["getAcl"]
     assert _rows(out["listUser"], "alice") == [["alice", "alice-pw2", "Normal", "disable"]], out["listUser"]
     assert not _rows(out["listUser"], "bob"), out["listUser"]
+
+
+# ---------------------------------------------------------------------- broker-written trace
+
+def test_broker_trace_of_kafka_and_grpc_messages(node, mqadmin):
+    """With ``brokerTraceEnable`` (set here with updateBrokerConfig) a record produced by a Kafka
+    client and a message sent by the official gRPC client get Pub records, and their receive and
+    ack by a gRPC SimpleConsumer a Sub record, that ``queryMsgTraceById`` shows."""
+    import uuid
+
+    from confluent_kafka import Producer as KafkaProducer
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+    out = mqadmin("updateBrokerConfig", "-b", node.broker_addr, "-k", "brokerTraceEnable", "-v", "true")
+    assert "success" in out, out
+    topic, group = f"traced-{uuid.uuid4().hex[:8]}", f"traced-g-{uuid.uuid4().hex[:8]}"
+    kp = KafkaProducer({"bootstrap.servers": node.kafka_bootstrap, "client.id": "kafka-tracer"})
+    kp.produce(topic, key=b"k-kafka", value=b"from-kafka")
+    assert kp.flush(30) == 0
+    config = ClientConfiguration(node.grpc_endpoint, Credentials(), request_timeout=10)
+    producer = Producer(config)
+    producer.startup()
+    consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=3)
+    consumer.startup()
+    try:
+        m = Message()
+        m.topic, m.body, m.keys = topic, b"from-grpc", "k-grpc"
+        grpc_id = producer.send(m).message_id
+        got: dict[bytes, str] = {}
+        deadline = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < deadline:
+            for r in consumer.receive(16, 30):
+                consumer.ack(r)
+                got[r.body] = r.message_id
+        assert set(got) == {b"from-kafka", b"from-grpc"}, got
+        assert got[b"from-grpc"] == grpc_id
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+    def traces() -> dict[str, str] | None:
+        out = mqadmin.many({"kafka": ["queryMsgTraceById", "-i", got[b"from-kafka"]],
+                            "grpc": ["queryMsgTraceById", "-i", grpc_id]})
+        return out if all(_rows(o, "Pub") and _rows(o, "Sub") for o in out.values()) else None
+    out = wait_until(traces, 60, 0.5, "the broker's trace records")  # written off the send path
+    kafka_pub, = _rows(out["kafka"], "Pub")
+    assert kafka_pub[1] == "kafka-tracer" and kafka_pub[2] == "127.0.0.1" and kafka_pub[-1] == "success", out["kafka"]
+    grpc_pub, = _rows(out["grpc"], "Pub")
+    assert grpc_pub[2] == "127.0.0.1" and grpc_pub[-1] == "success", out["grpc"]
+    for o in out.values():
+        sub, = _rows(o, "Sub")
+        assert sub[1] == group and sub[-1] == "success", o
