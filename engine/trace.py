@@ -47,7 +47,6 @@ REGION = "DefaultRegion"
 C1, C2 = "\x01", "\x02"
 BATCH = 64  # records per trace message
 QUEUE_SIZE = 4096  # pending jobs before traces are dropped
-ENABLE_KEY = "broker_trace_enable"
 
 NORMAL, HALF, COMMIT, DELAY, FIFO = 0, 1, 2, 3, 4
 
@@ -59,7 +58,7 @@ TRACE_DROPPED = Counter("rockafka_trace_dropped", "Trace jobs dropped because th
 
 def enabled(config: Any) -> bool:
     """``brokerTraceEnable`` (runtime-updatable with ``mqadmin updateBrokerConfig``)."""
-    return config.extra_bool(ENABLE_KEY, False)
+    return config.extra_bool("broker_trace_enable", False)
 
 
 def _msg_type(props: dict[str, str]) -> int:

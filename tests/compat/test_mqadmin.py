@@ -317,65 +317,64 @@ def _kafka_acls(node, principal: str) -> set[tuple[str, str, str, str, str, str]
 
 
 def test_users_and_acls(node, mqadmin):
-    """createUser ... deleteAcl on the broker: users get one password for every protocol (Kafka
-    sees SCRAM credentials), ACL entries become the Kafka bindings the node enforces."""
+    """createUser ... deleteAcl on the broker: users get one password for every protocol, ACL
+    entries become the Kafka bindings the node enforces (seen through Kafka's DescribeAcls)."""
     b = ["-b", node.broker_addr]
     out = mqadmin.many({"alice": ["createUser", *b, "-u", "alice", "-p", "alice-pw1"],
-                        "bob": ["createUser", *b, "-u", "bob", "-p", "bob-pw", "-t", "Super"]})
-    assert f"create user to {node.broker_addr} success" in out["alice"], out
-    assert f"create user to {node.broker_addr} success" in out["bob"], out
+                        "bob": ["createUser", *b, "-u", "bob", "-p", "bob-pw", "-t", "Super"],
+                        "carol": ["createUser", *b, "-u", "carol", "-p", "carol-pw"]})
+    for who in ("alice", "bob", "carol"):
+        assert f"create user to {node.broker_addr} success" in out[who], out
     out = mqadmin.many({
         "again": ["createUser", *b, "-u", "alice", "-p", "x"],
         "getUser": ["getUser", *b, "-u", "alice"],
         "listUser": ["listUser", *b, "-f", "b"],
         "createAcl": ["createAcl", *b, "-s", "User:alice", "-r", "Topic:orders,Group:billing*", "-a", "Pub,Sub",
                       "-d", "Allow"],
+        "carolAcl": ["createAcl", *b, "-s", "User:carol", "-r", "Topic:audit", "-a", "Sub", "-d", "Allow"],
         "noSubject": ["createAcl", *b, "-s", "User:nobody", "-r", "Topic:orders", "-a", "Pub", "-d", "Allow"],
         "badAction": ["createAcl", *b, "-s", "User:alice", "-r", "Topic:x", "-a", "Any", "-d", "Allow"],
-    }, workers=6)
+    }, workers=7)
     assert "The user is existed" in out["again"], out["again"]
     assert _rows(out["getUser"], "alice") == [["alice", "alice-pw1", "Normal", "enable"]], out["getUser"]
     assert _rows(out["listUser"], "bob") == [["bob", "bob-pw", "Super", "enable"]], out["listUser"]
     assert not _rows(out["listUser"], "alice"), out["listUser"]  # the filter is a substring of the name
     assert "create acl to" in out["createAcl"] and "success" in out["createAcl"], out["createAcl"]
+    assert "create acl to" in out["carolAcl"], out["carolAcl"]
     assert "The subject of User:nobody is not exist" in out["noSubject"], out["noSubject"]
     assert "The actions can not be Any" in out["badAction"], out["badAction"]
     assert _kafka_acls(node, "User:alice") == {
         ("TOPIC", "LITERAL", "orders", "*", "WRITE", "ALLOW"), ("TOPIC", "LITERAL", "orders", "*", "READ", "ALLOW"),
         ("GROUP", "PREFIXED", "billing", "*", "WRITE", "ALLOW"), ("GROUP", "PREFIXED", "billing", "*", "READ", "ALLOW")}
-
-    out = mqadmin.many({
-        "getAcl": ["getAcl", *b, "-s", "User:alice"],
-        "listAcl": ["listAcl", *b, "-s", "alice", "-r", "Group"],
-        "updateUser": ["updateUser", *b, "-u", "alice", "-p", "alice-pw2"],  # one of -p -t -s per call
-    })
-    rows = sorted(_rows(out["getAcl"], "User:alice"))
-    assert rows == [["User:alice", "Custom", "Group:billing*", "[Pub,", "Sub]", "null", "Allow"],
-                    ["User:alice", "Custom", "Topic:orders", "[Pub,", "Sub]", "null", "Allow"]], out["getAcl"]
-    assert [r[2] for r in _rows(out["listAcl"], "User:alice")] == ["Group:billing*"], out["listAcl"]
-    assert "update user to" in out["updateUser"], out["updateUser"]
+    assert _kafka_acls(node, "User:carol") == {("TOPIC", "LITERAL", "audit", "*", "READ", "ALLOW")}
 
     out = mqadmin.many({
         "updateAcl": ["updateAcl", *b, "-s", "User:alice", "-r", "Topic:orders", "-a", "Sub", "-d", "Deny",
                       "-i", "10.0.0.1"],
-        "getUser": ["getUser", *b, "-u", "alice"],
+        "listAcl": ["listAcl", *b, "-s", "alice", "-r", "Group"],  # the Group entry: not touched here
+        "updateUser": ["updateUser", *b, "-u", "alice", "-p", "alice-pw2"],  # one of -p -t -s per call
         "deleteUser": ["deleteUser", *b, "-u", "bob"],
-    })
+        "deleteAcl": ["deleteAcl", *b, "-s", "User:carol"],
+        "disable": ["updateUser", *b, "-u", "carol", "-s", "disable"],
+    }, workers=6)
     assert "update acl to" in out["updateAcl"], out["updateAcl"]
-    assert _rows(out["getUser"], "alice") == [["alice", "alice-pw2", "Normal", "enable"]], out["getUser"]
+    assert _rows(out["listAcl"], "User:alice") == [
+        ["User:alice", "Custom", "Group:billing*", "[Pub,", "Sub]", "null", "Allow"]], out["listAcl"]
+    for step in ("updateUser", "disable"):
+        assert "update user to" in out[step], out[step]
     assert "delete user to" in out["deleteUser"], out["deleteUser"]
+    assert "delete acl to" in out["deleteAcl"], out["deleteAcl"]
     assert _kafka_acls(node, "User:alice") == {  # the entry on Topic:orders was replaced
         ("TOPIC", "LITERAL", "orders", "10.0.0.1", "READ", "DENY"),
         ("GROUP", "PREFIXED", "billing", "*", "WRITE", "ALLOW"), ("GROUP", "PREFIXED", "billing", "*", "READ", "ALLOW")}
+    assert _kafka_acls(node, "User:carol") == set()
 
-    out = mqadmin.many({"deleteAcl": ["deleteAcl", *b, "-s", "User:alice", "-r", "Group:billing*"],
-                        "disable": ["updateUser", *b, "-u", "alice", "-s", "disable"]})
-    assert "delete acl to" in out["deleteAcl"], out
-    assert "update user to" in out["disable"], out
     out = mqadmin.many({"getAcl": ["getAcl", *b, "-s", "User:alice"], "listUser": ["listUser", *b]})
-    assert _rows(out["getAcl"], "User:alice") == [
+    assert sorted(_rows(out["getAcl"], "User:alice")) == [
+        ["User:alice", "Custom", "Group:billing*", "[Pub,", "Sub]", "null", "Allow"],
         ["User:alice", "Custom", "Topic:orders", "[Sub]", "[10.0.0.1]", "Deny"]], out["getAcl"]
-    assert _rows(out["listUser"], "alice") == [["alice", "alice-pw2", "Normal", "disable"]], out["listUser"]
+    assert _rows(out["listUser"], "alice") == [["alice", "alice-pw2", "Normal", "enable"]], out["listUser"]
+    assert _rows(out["listUser"], "carol") == [["carol", "carol-pw", "Normal", "disable"]], out["listUser"]
     assert not _rows(out["listUser"], "bob"), out["listUser"]
 
 
