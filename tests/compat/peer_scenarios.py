@@ -91,9 +91,11 @@ def python_client(peer: RocketMQPeer) -> int:
             ok = m.group(1) == "PASSED"
             failed += not ok
             print(f"  {'PASS' if ok else 'FAIL'} {m.group(2)}{'' if ok else m.group(3)[:600]}", flush=True)
-    if proc.returncode != 0 and not failed:
-        print(f"  FAIL pytest exited {proc.returncode}:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}", flush=True)
-        failed = 1
+    if proc.returncode != 0:
+        log = Path(peer.data_dir) / "python-client.log"
+        log.write_text(proc.stdout + proc.stderr)
+        print(f"  pytest exited {proc.returncode}; its output: {log}\n{proc.stdout[-4000:]}", flush=True)
+        failed = max(failed, 1)
     return failed
 
 
