@@ -70,9 +70,8 @@ def name(prefix: str) -> str:
 
 
 def topic_name(prefix: str, message_type: str = "NORMAL") -> str:
-    """A fresh topic. Rockafka creates it at the first route lookup; Apache's proxy neither does
-    that nor takes messages of a type the topic was not made for, so against the peer it is
-    created first with its ``message.type``, as an operator there does."""
+    """A fresh topic. Rockafka creates it at the first route lookup; against Apache RocketMQ it
+    is created first with its ``message.type``, as an operator there does."""
     topic = name(prefix)
     if os.environ.get("ROCKAFKA_PEER_NAMESRV"):
         from gateway_native.client import Admin
