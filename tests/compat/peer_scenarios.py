@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     # proxy: what tests/gateway_grpc/test_python_client.py sets on the node (push consumer
     # renewals), and invisible times from 1 s (Apache's default minimum is 10 s)
-    proxy = {"defaultInvisibleTimeMills": 4000, "renewSliceTimeMillis": 4000, "renewAheadTimeMillis": 3000,
+    # (Apache's renewal pass runs every renewSchedulePeriodMillis, 5 s by default: longer than
+    # that 4 s invisible time)
+    proxy = {"defaultInvisibleTimeMills": 4000, "renewAheadTimeMillis": 3000, "renewSchedulePeriodMillis": 1000,
              "minInvisibleTimeMillsForRecv": 1000}
     with RocketMQPeer(work / "peer", proxy=True, proxy_overrides=proxy,
                       overrides={"transactionTimeOut": 1000, "transactionCheckInterval": 1000,
