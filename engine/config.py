@@ -329,6 +329,7 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "recall_message_enable": ("true", "allow RecallMessage (cancel a delayed message)"),
     "default_message_request_mode": ("PULL", "a group's mode until setConsumeMode: PULL or POP"),
     "trace_topic_enable": ("true", "create RMQ_SYS_TRACE_TOPIC for message trace"),
+    "broker_trace_enable": ("false", "write trace records (RMQ_SYS_TRACE_TOPIC) for Kafka- and gRPC-produced messages"),
     # admin listener
     "console_sample_interval_ms": ("10000", "console charts: one throughput and lag sample this often"),
 }

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 import structlog
 
+from engine import trace
 from engine.expression_filter import ExpressionFilter
 from engine.pop import AckStatus, PopError
 from engine.sql92 import Sql92Error
@@ -231,13 +232,18 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return sv.SendMessageResponse(status=status(C.FORBIDDEN, f"topic {topic} is not writable"))
         peer = self.gw.client_addr(context)
         entries = []
+        traced: list[int] | None = [] if trace.enabled(self.gw.config) else None  # brokerTraceEnable
+        started = time.monotonic()
         for m in request.messages:
-            entries.append(await self._send_one(s, m, tc, peer))
+            entries.append(await self._send_one(s, m, tc, peer, traced))
+        if traced:
+            trace.writer_for(self.gw.store).pub_stored(traced, s.client_id, peer, int((time.monotonic() - started) * 1000))
         codes = {e.status.code for e in entries}
         overall = entries[0].status if len(codes) == 1 else status(C.MULTIPLE_RESULTS, "results differ per message")
         return sv.SendMessageResponse(status=overall, entries=entries)
 
-    async def _send_one(self, s: Any, m: pb.Message, tc: Any, peer: str) -> sv.SendResultEntry:
+    async def _send_one(self, s: Any, m: pb.Message, tc: Any, peer: str,
+                        traced: list[int] | None = None) -> sv.SendResultEntry:
         gw = self.gw
         try:
             out = from_v2(m, int(gw.config.store.max_message_size))
@@ -263,6 +269,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         code, text = _PUT_CODES.get(name, (C.INTERNAL_SERVER_ERROR, name))
         if not result.stored:
             return sv.SendResultEntry(status=status(code, result.error or text))
+        if traced is not None:
+            traced.append(result.commitlog_offset)
         recall = ""
         deliver = msg.properties.get("TIMER_DELIVER_MS") if msg.properties else None
         if deliver and out.message_type == pb.MessageType.DELAY:
@@ -394,6 +402,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             now_ms = int(time.time() * 1000)
             for m in result.messages:
                 gw.renewer.add(s.client_id, group, topic, m.handle, now_ms)
+        if result.messages and trace.enabled(gw.config):  # brokerTraceEnable: SubBefore records
+            now_ms = int(time.time() * 1000)
+            trace.writer_for(gw.store).records(
+                [trace.sub_before_record(m.message, group, trace.request_id(m.handle), now_ms) for m in result.messages],
+                gw.client_addr(context))
         yield sv.ReceiveMessageResponse(status=ok())
         for m in result.messages:
             yield sv.ReceiveMessageResponse(message=to_v2(m.message, m.topic, m.handle, m.delivery_attempt,
@@ -406,15 +419,20 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         s = gw.session(context)
         group, topic = request.group.name, request.topic.name
         entries = []
+        traced: list[str] | None = [] if trace.enabled(gw.config) else None  # brokerTraceEnable: SubAfter
         for e in request.entries:
             handle = await gw.renewer.current(s.client_id, group, topic, e.receipt_handle)
             st = await gw.blocking(gw.pop.ack, group, topic, handle)
             if st is AckStatus.OK:
                 code = ok()
+                if traced is not None:
+                    traced.append(trace.sub_after_for_ack(e.message_id, handle, group))
             else:
                 code = status(C.INVALID_RECEIPT_HANDLE, "the receipt handle is expired or unknown; the message "
                                                         "was acknowledged already or will be redelivered")
             entries.append(sv.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=code))
+        if traced:
+            trace.writer_for(gw.store).records(traced, gw.client_addr(context))
         codes = {e.status.code for e in entries}
         overall = entries[0].status if len(codes) == 1 else status(C.MULTIPLE_RESULTS, "results differ per entry")
         if not entries:

@@ -15,8 +15,15 @@ Requests (RocketMQ 5's request codes and header names; bodies JSON):
 - ``CONTROLLER_GET_REPLICA_INFO`` (1004): brokerName
 - ``CONTROLLER_GET_METADATA_INFO`` (1005): the quorum: leader, peers, this peer's role
 - ``CONTROLLER_GET_SYNC_STATE_DATA`` (1006): body = JSON list of broker names -> BrokerReplicasInfo
+- ``GET_CONTROLLER_CONFIG`` (1010) / ``UPDATE_CONTROLLER_CONFIG`` (1009): this peer's
+  ``ControllerConfig`` as ``key=value`` lines (``mqadmin getControllerConfig`` /
+  ``updateControllerConfig``); ``scanNotActiveBrokerInterval`` and ``enableElectUncleanMaster``
+  change on the running peer until its restart, the start-only keys answer NO_PERMISSION
+- ``CLEAN_BROKER_DATA`` (1011): clusterName, brokerName, brokerControllerIdsToClean (``1;2``),
+  isCleanLivingBroker (``mqadmin cleanBrokerMetadata``): forgets those members, or the group;
+  refused (CONTROLLER_INVALID_CLEAN_BROKER_METADATA) while one of them is alive unless told to
 
-Every request but the metadata one is answered by the Raft leader only; a follower answers
+Every request but the metadata and config ones is answered by the Raft leader only; a follower answers
 CONTROLLER_NOT_LEADER with the leader's address (``controllerLeaderAddress``) when it knows it.
 
 Liveness (not replicated, RocketMQ's ``BrokerHeartbeatManager``): the leader keeps each
@@ -216,9 +223,8 @@ class ControllerService:
         return out
 
     async def _scan_loop(self) -> None:
-        interval = max(self.config.scan_not_active_broker_interval, 50) / 1000
-        while True:
-            await asyncio.sleep(interval)
+        while True:  # the interval is read each time: updateControllerConfig changes it
+            await asyncio.sleep(max(self.config.scan_not_active_broker_interval, 50) / 1000)
             try:
                 await self.scan()
             except ControllerUnavailable:
@@ -417,3 +423,93 @@ def register_handlers(table: Any) -> None:
         if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
             return cmd.response(R.CONTROLLER_INVALID_REQUEST, "body must be a JSON list of broker names")
         return cmd.response(R.SUCCESS, body=_json(c.sync_state_data(names)))
+
+    @handler(RC.GET_CONTROLLER_CONFIG, leader=False)
+    async def get_controller_config(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(R.SUCCESS, body="".join(f"{k}={v}\n" for k, v in controller_properties(c.config).items()).encode())
+
+    @handler(RC.UPDATE_CONTROLLER_CONFIG, leader=False)
+    async def update_controller_config(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        from .processors.broker_admin import parse_properties
+
+        try:
+            props = parse_properties((cmd.body or b"").decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            return cmd.response(R.SYSTEM_ERROR, f"string2Properties error: {exc}")
+        known = controller_properties(c.config)
+        unknown = sorted(k for k in props if k not in known)
+        if unknown:
+            return cmd.response(R.INVALID_PARAMETER, f"unknown controller keys: {', '.join(unknown)}; known: "
+                                + ", ".join(sorted(known)))
+        blocked = sorted(k for k in props if k not in _RUNTIME_KEYS)
+        if blocked:
+            return cmd.response(R.NO_PERMISSION, f"Can not update config in black list: {', '.join(blocked)} "
+                                "(set at start only)")
+        try:
+            updates = {key: parse(props[key]) for key, (_attr, parse) in _RUNTIME_KEYS.items() if key in props}
+        except ValueError as exc:
+            return cmd.response(R.INVALID_PARAMETER, f"bad value: {exc}")
+        for key, value in updates.items():
+            setattr(c.config, _RUNTIME_KEYS[key][0], value)
+        log.info("controller_config_updated", keys=sorted(updates), caller=getattr(conn, "remote_addr", None))
+        return cmd.response(R.SUCCESS)
+
+    @handler(RC.CLEAN_BROKER_DATA)
+    async def clean_broker_data(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        name = cmd.require_str("brokerName")
+        living = (cmd.get_str("isCleanLivingBroker") or cmd.get_str("cleanLivingBroker") or "").lower() == "true"
+        raw_ids = (cmd.get_str("brokerControllerIdsToClean") or "").strip()
+        try:
+            ids = sorted({int(x) for x in raw_ids.split(";") if x.strip()}) if raw_ids else None
+        except ValueError as exc:
+            return cmd.response(R.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "Please set the option "
+                                f"<brokerControllerIdsToClean> according to the format, exception: {exc}")
+        g = c.replica_info(name)
+        if g is None:
+            return cmd.response(R.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                                f"Broker {name} is not existed,clean broker data failure.")
+        if not living:
+            now = time.monotonic()
+            if ids is None and g["masterBrokerId"] >= 0 and c._alive(name, g["masterBrokerId"], now, g):
+                return cmd.response(R.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                                    f"Broker {name} is still alive, clean up failure")
+            for bid in ids or ():
+                if c._alive(name, bid, now, g):
+                    return cmd.response(R.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                                        f"Broker [{name},  {bid}] is still alive, clean up failure")
+        result = await c.propose({"op": "clean", "group": name, "brokerIds": ids})
+        if not result.get("ok"):
+            return cmd.response(R.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, result.get("error"))
+        log.info("controller_broker_metadata_cleaned", group=name, broker_ids=ids, caller=getattr(conn, "remote_addr", None))
+        return cmd.response(R.SUCCESS)
+
+
+def _bool(text: str) -> bool:
+    if text.strip().lower() not in ("true", "false"):
+        raise ValueError(f"{text!r} is not true or false")
+    return text.strip().lower() == "true"
+
+
+def _interval(text: str) -> int:
+    value = int(text)
+    if value < 50:
+        raise ValueError(f"scanNotActiveBrokerInterval {value} is below 50 ms")
+    return value
+
+
+# keys a running controller takes (mqadmin updateControllerConfig): camelCase -> (attribute, parser)
+_RUNTIME_KEYS = {"scanNotActiveBrokerInterval": ("scan_not_active_broker_interval", _interval),
+                 "enableElectUncleanMaster": ("enable_elect_unclean_master", _bool)}
+
+
+def controller_properties(config: ControllerConfig) -> dict[str, str]:
+    """The peer's ControllerConfig as RocketMQ's camelCase ``key=value`` properties."""
+    from dataclasses import fields
+
+    from engine.config import camel_case
+
+    out = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        out[camel_case(f.name)] = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+    return out

@@ -25,6 +25,9 @@ Commands (``op``):
   id or None), ``unclean`` (bool), ``reason`` (text for the event)
 - ``alter_sync_state_set``: ``group``, ``masterBrokerId``, ``masterEpoch``,
   ``syncStateSetEpoch``, ``syncStateSet`` (list of broker ids)
+- ``clean``: ``group``, ``brokerIds`` (list, or None for the whole group) — an operator's
+  ``cleanBrokerMetadata``: forget those members (a removed master leaves the group without one;
+  the last member removed removes the group). Whether they are alive is the caller's check.
 - ``leader``: ``peer``, ``address``, ``term`` — a controller that became leader says where it
   answers requests, so followers can send brokers there
 
@@ -79,6 +82,25 @@ class ControllerState:
             return handler(self, cmd)
         except (KeyError, TypeError, ValueError) as exc:
             return _fail("INVALID", f"malformed {op} command: {exc}")
+
+    def _clean(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        name = str(cmd["group"])
+        g = self.groups.get(name)
+        if g is None:
+            return _fail("NO_SUCH_GROUP", f"Broker {name} is not existed,clean broker data failure.")
+        ids = cmd.get("brokerIds")
+        if ids is None:
+            del self.groups[name]
+            return {"ok": True, "removed": True}
+        for bid in (int(b) for b in ids):
+            g.replicas.pop(bid, None)
+            g.sync_state_set.discard(bid)
+            if bid == g.master_broker_id:
+                g.master_broker_id = -1
+        if not g.replicas:
+            del self.groups[name]
+            return {"ok": True, "removed": True}
+        return {"ok": True, "removed": False, "group": g.view()}
 
     # -- queries -----------------------------------------------------------------------------------
     def group(self, name: str) -> GroupState | None:
@@ -192,4 +214,4 @@ class ControllerState:
 
 
 _OPS = {"register": ControllerState._register, "elect": ControllerState._elect, "leader": ControllerState._leader,
-        "alter_sync_state_set": ControllerState._alter_sync_state_set}
+        "alter_sync_state_set": ControllerState._alter_sync_state_set, "clean": ControllerState._clean}

@@ -51,6 +51,26 @@ AUTHZ_DENIALS = Counter("rockafka_authorization_denials", "Requests (or resource
 
 HELLO_MAX_SKEW_MS = 5 * 60 * 1000
 
+USER_SUPER, USER_NORMAL = "Super", "Normal"  # RocketMQ 5's UserType names
+USER_ENABLED, USER_DISABLED = "enable", "disable"  # and UserStatus names
+
+
+def _user_type(name: str | None) -> str | None:
+    if not name:
+        return None
+    for known in (USER_SUPER, USER_NORMAL):
+        if name.lower() == known.lower():
+            return known
+    raise CredentialError(f"user type {name!r} is not Super or Normal")
+
+
+def _user_status(name: str | None) -> str | None:
+    if not name:
+        return None
+    if name.lower() in (USER_ENABLED, USER_DISABLED):
+        return name.lower()
+    raise CredentialError(f"user status {name!r} is not enable or disable")
+
 
 def principal_of(user: str) -> str:
     return f"User:{user}"
@@ -186,7 +206,11 @@ class SecurityService:
 
     # -- who is this -------------------------------------------------------------------------
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        return self.state.scram.get((user, mechanism))
+        return None if self._disabled(user) else self.state.scram.get((user, mechanism))
+
+    def _disabled(self, user: str) -> bool:
+        profile = self.state.profiles.get(user)
+        return profile is not None and profile["status"] == USER_DISABLED
 
     def scram_session(self, mechanism: str) -> ScramSession:
         return ScramSession(mechanism, self.scram_credential)
@@ -194,6 +218,8 @@ class SecurityService:
     def verify_password(self, user: str, password: bytes) -> bool:
         """A password against the user's stored SCRAM credential (either mechanism), else the
         clear-text ``sasl_plain_users`` of the config file."""
+        if self._disabled(user):
+            return False
         for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
             cred = self.scram_credential(user, mechanism)
             if cred is not None:
@@ -207,15 +233,19 @@ class SecurityService:
     def secret_of(self, access_key: str) -> str | None:
         if self.inner is not None and access_key == self.inner[0]:
             return self.inner[1]
-        return self.state.secrets.get(access_key)
+        return None if self._disabled(access_key) else self.state.secrets.get(access_key)
 
     # -- may it -------------------------------------------------------------------------------
     def is_super(self, principal: str) -> bool:
-        return principal in self.super_users
+        """``superUsers`` (config) or a user whose type is Super (RocketMQ 5's ``userType``)."""
+        if principal in self.super_users:
+            return True
+        profile = self.state.profiles.get(user_of(principal)) if principal.startswith("User:") else None
+        return profile is not None and profile["type"] == USER_SUPER and profile["status"] != USER_DISABLED
 
     def authorize(self, principal: str, op: Operation, rtype: ResourceType, name: str, host: str = "*",
                   listener: str | None = None) -> bool:
-        if principal in self.super_users:
+        if self.is_super(principal):
             return True
         if rtype == ResourceType.TOPIC and name == SECURITY_TOPIC:
             allowed = False  # credentials: never served to clients, whatever the ACLs say
@@ -231,7 +261,7 @@ class SecurityService:
         """Whether some ALLOW binding gives ``principal`` ``op`` on a resource of ``rtype`` and no
         DENY takes it back on every name (Kafka's authorizeByResourceType: an idempotent
         producer needs WRITE on any topic, or IDEMPOTENT_WRITE on the cluster)."""
-        if principal in self.super_users or not self.authorization_enabled:
+        if self.is_super(principal) or not self.authorization_enabled:
             return True
         ok = False
         for b in self.state.acls.bindings():
@@ -291,6 +321,61 @@ class SecurityService:
         self.state.write([("secret-", {"v": 1, "user": user})])
         return True
 
+    # -- users as RocketMQ 5 (ACL 2.0) sees them: one password, a type, a status --------------
+    def user_info(self, user: str) -> dict[str, str] | None:
+        """``{username, password, userType, userStatus}`` of a stored user, else None. The
+        password is the remoting secret (the signature is keyed with it, so it is kept; empty
+        for a user that has SCRAM credentials only)."""
+        if user not in self.state.users():
+            return None
+        profile = self.state.profiles.get(user) or {"type": "Normal", "status": USER_ENABLED}
+        return {"username": user, "password": self.state.secrets.get(user, ""), "userType": profile["type"],
+                "userStatus": profile["status"]}
+
+    def list_users(self, name_filter: str | None = None) -> list[dict[str, str]]:
+        """Every stored user whose name contains ``name_filter`` (RocketMQ's listUser filter)."""
+        names = sorted(u for u in self.state.users() if not name_filter or name_filter in u)
+        return [info for info in map(self.user_info, names) if info is not None]
+
+    def create_user(self, user: str, password: str, user_type: str | None, status: str | None) -> None:
+        """A user with one password: its remoting/gRPC secret and SCRAM-SHA-256/512 credentials
+        (so the same name and password sign RocketMQ requests and log in over Kafka SASL)."""
+        if not user:
+            raise CredentialError("username can not be blank")
+        if not password:
+            raise CredentialError("password can not be blank")
+        if user in self.state.users():
+            raise CredentialError("The user is existed")
+        self._write_user(user, password, _user_type(user_type) or "Normal", _user_status(status) or USER_ENABLED)
+
+    def update_user(self, user: str, password: str | None, user_type: str | None, status: str | None) -> None:
+        old = self.user_info(user)
+        if old is None:
+            raise CredentialError("The user is not exist")
+        self._write_user(user, password or None, _user_type(user_type) or old["userType"],
+                         _user_status(status) or old["userStatus"])
+
+    def _write_user(self, user: str, password: str | None, user_type: str, status: str) -> None:
+        records: list[tuple[str, dict]] = []
+        if password:
+            records += [("scram", ScramCredential.from_password(m, password).to_doc(user)) for m in MECHANISMS]
+            records.append(("secret", {"v": 1, "user": user, "secret": password}))
+        records.append(("profile", {"v": 1, "user": user, "type": user_type, "status": status}))
+        self.state.write(records)
+
+    def delete_user(self, user: str) -> bool:
+        """Removes the user's credentials and profile (its ACLs stay, as RocketMQ keeps them)."""
+        if user not in self.state.users():
+            return False
+        records: list[tuple[str, dict]] = [("scram-", {"v": 1, "user": user, "mechanism": m})
+                                           for (u, m) in self.state.scram if u == user]
+        if user in self.state.secrets:
+            records.append(("secret-", {"v": 1, "user": user}))
+        if user in self.state.profiles:
+            records.append(("profile-", {"v": 1, "user": user}))
+        self.state.write(records)
+        return True
+
     def create_acls(self, bindings: list[AclBinding]) -> None:
         for b in bindings:
             b.validate()
@@ -304,6 +389,17 @@ class SecurityService:
         if gone:
             self.state.write([("acl-", {"v": 1, "binding": b.to_list()}) for b in gone])
         return matched
+
+    def replace_acls(self, filters: list[AclFilter], bindings: list[AclBinding]) -> None:
+        """Removes what ``filters`` match and adds ``bindings``, in one write (RocketMQ's ACL
+        update: an entry replaces the subject's entry on the same resource)."""
+        for b in bindings:
+            b.validate()
+        gone: dict[AclBinding, None] = {}
+        for f in filters:
+            gone.update(dict.fromkeys(self.state.acls.matching(f)))
+        self.state.write([("acl-", {"v": 1, "binding": b.to_list()}) for b in gone]
+                         + [("acl", {"v": 1, "binding": b.to_list()}) for b in bindings])
 
     def describe_acls(self, f: AclFilter) -> list[AclBinding]:
         return self.state.acls.matching(f)

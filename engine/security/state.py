@@ -41,6 +41,10 @@ READER_GROUP = "CID_RMQ_SYS_SECURITY"
 FORMAT_VERSION = 1
 
 
+def _profile(doc: dict) -> dict[str, str]:
+    return {"type": str(doc.get("type") or "Normal"), "status": str(doc.get("status") or "enable")}
+
+
 class SecurityStateError(RuntimeError):
     """A change that could not be recorded (e.g. on a slave); the message says why."""
 
@@ -143,6 +147,7 @@ class SecurityState:
         self.retention_ms = retention_ms
         self.scram: dict[tuple[str, str], ScramCredential] = {}
         self.secrets: dict[str, str] = {}
+        self.profiles: dict[str, dict[str, str]] = {}  # user -> {"type": Super|Normal, "status": enable|disable}
         self.acls = AclTable()
         self.applied = 0
         self.snapshot_position = 0  # queue offset of the last snapshot record (replay starts there)
@@ -175,6 +180,7 @@ class SecurityState:
                 self.snapshot_position = self._applying
                 self.scram = {(d["user"], d["mechanism"]): ScramCredential.from_doc(d) for d in doc.get("scram", ())}
                 self.secrets = {str(k): str(v) for k, v in (doc.get("secrets") or {}).items()}
+                self.profiles = {str(k): _profile(v) for k, v in (doc.get("profiles") or {}).items()}
                 self.acls.replace(AclBinding.from_list(b) for b in doc.get("acls", ()))
                 self.oldest_dependency_ms = ts
                 return
@@ -188,6 +194,10 @@ class SecurityState:
                 self.secrets[str(doc["user"])] = str(doc["secret"])
             elif kind == "secret-":
                 self.secrets.pop(str(doc["user"]), None)
+            elif kind == "profile":
+                self.profiles[str(doc["user"])] = _profile(doc)
+            elif kind == "profile-":
+                self.profiles.pop(str(doc["user"]), None)
             elif kind == "acl":
                 self.acls.add(AclBinding.from_list(doc["binding"]))
             elif kind == "acl-":
@@ -218,10 +228,10 @@ class SecurityState:
             self._guard = None
 
     def users(self) -> set[str]:
-        return {u for u, _m in self.scram} | set(self.secrets)
+        return {u for u, _m in self.scram} | set(self.secrets) | set(self.profiles)
 
     def is_empty(self) -> bool:
-        return not self.scram and not self.secrets and not len(self.acls)
+        return not self.scram and not self.secrets and not self.profiles and not len(self.acls)
 
     # -- writing -------------------------------------------------------------------------
     def write(self, records: list[tuple[str, dict]]) -> None:
@@ -240,6 +250,7 @@ class SecurityState:
             return {"v": FORMAT_VERSION,
                     "scram": [c.to_doc(u) for (u, _m), c in sorted(self.scram.items())],
                     "secrets": dict(sorted(self.secrets.items())),
+                    "profiles": dict(sorted(self.profiles.items())),
                     "acls": [b.to_list() for b in self.acls.bindings()]}
 
     def snapshot_due(self, now_ms: int | None = None) -> bool:

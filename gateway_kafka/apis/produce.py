@@ -65,7 +65,7 @@ from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import (blocking, find_topic, is_internal, local_queue, message_limit,
                                         topic_name_error)
 from gateway_kafka.producer_state import check_sequence
-from engine import metrics
+from engine import metrics, trace
 from engine.compaction import is_compacted
 from engine.record_batch import (ATTRIBUTES_OFFSET, CRC_OFFSET, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
                                  CorruptRecordError, compute_crc, decode_batch, iter_batches, validate_batch)
@@ -197,6 +197,8 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
     # inline on the loop only when no other writer holds the commitlog (never wait on it here)
     sync_put = gw.settings.direct_put and not store.put_would_wait
     born = (ctx.conn.peer_host, ctx.conn.peer_port)
+    traced: list[int] | None = [] if trace.enabled(gw.config) else None  # brokerTraceEnable: Pub records
+    started = time.monotonic()
     first_offset = -1
     end_offset = -1
     async with gw.partition_locks[(topic, index)]:
@@ -236,6 +238,10 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             if first_offset < 0:
                 first_offset = res.queue_offset
             end_offset = max(end_offset, res.end_offset)
+            if traced is not None:
+                traced.append(res.commitlog_offset)
+    if traced:
+        trace.writer_for(store).pub_stored(traced, ctx.client_id or "", born, int((time.monotonic() - started) * 1000))
     metrics.topic_in("kafka", topic, sum(len(v) for v, _h in batches), sum(h.last_offset_delta + 1 for _v, h in batches))
     result = _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, queue))
     if replicate and end_offset >= 0:  # waited for by ``handle`` after every partition appended

@@ -154,13 +154,16 @@ class Admin:
         return [info["brokerAddrTable"][n]["brokerAddrs"]["0"] for n in sorted(names) if "0" in info["brokerAddrTable"][n]["brokerAddrs"]]
 
     def create_topic(self, topic: str, queue_nums: int = 8, *, cluster: str | None = None, perm: int = 6,
-                     order: bool = False, wait_route: bool = True) -> None:
-        """Create (or update) the topic on every master, then wait until the NameServer routes it."""
+                     order: bool = False, wait_route: bool = True, attributes: dict[str, str] | None = None) -> None:
+        """Create (or update) the topic on every master, then wait until the NameServer routes it.
+        ``attributes``: RocketMQ topic attributes, e.g. ``{"message.type": "FIFO"}``."""
         masters = self._masters(cluster)
         if not masters:
             raise MQClientError("no broker master registered with the NameServer")
         fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queue_nums, "writeQueueNums": queue_nums,
                   "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order}
+        if attributes:
+            fields["attributes"] = ",".join(f"+{k}={v}" for k, v in attributes.items())
         for addr in masters:
             self._call(self._ok(addr, RC.UPDATE_AND_CREATE_TOPIC, fields))
         if wait_route:

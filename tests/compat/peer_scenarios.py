@@ -1,19 +1,23 @@
 """The client scenarios of the compatibility tests, run against Apache RocketMQ 5.5 (NameServer,
 broker and gRPC proxy from Maven Central, ``compat/bench/peers/rocketmq_peer.py``) instead of
-Rockafka: the Java 5 gRPC client runner's scenarios (over TLS, the client's default) and the
-stock Java remoting client's POP scenario. ``make compat-peer`` runs it; it is not part of
+Rockafka: the Java 5 gRPC client runner's scenarios (over TLS, the client's default), the
+stock Java remoting client's POP scenario, and the official Python client's scenarios
+(tests/gateway_grpc/test_python_client.py, plaintext, run by pytest with the peer's endpoints;
+its Kafka crossing is Rockafka's own and left out). ``make compat-peer`` runs it; it is not part of
 ``make test`` (three JVM servers and a long run).
 
 The proxy binds every interface, so after everything that needs the network is fetched and built,
 the run continues inside a private network namespace (``compat/bench/peers/netns.py``).
 Prints one line per scenario (PASS/FAIL with the failed checks) and exits 1 when any failed.
 
-    python -m tests.compat.peer_scenarios [--scenarios a,b]
+    python -m tests.compat.peer_scenarios [--scenarios a,b] [--no-python]   (--scenarios '': Python only)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +36,7 @@ REMOTING_SCENARIOS = ["push-pop"]
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenarios", default=",".join(grpc_java.SCENARIOS))
+    ap.add_argument("--no-python", action="store_true", help="skip the official Python client's scenarios")
     args = ap.parse_args(argv)
     scenarios = [s for s in args.scenarios.split(",") if s]
     # outside the namespace: everything that needs Maven
@@ -44,24 +49,56 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="peer-scenarios-"))
     failed = 0
-    with RocketMQPeer(work / "peer", proxy=True, overrides={"transactionTimeOut": 1000,
-                                                              "transactionCheckInterval": 1000,
-                                                              "recallMessageEnable": "true"}) as peer:
+    # proxy: what tests/gateway_grpc/test_python_client.py sets on the node (push consumer
+    # renewals), and invisible times from 1 s (Apache's default minimum is 10 s)
+    # (Apache's renewal pass runs every renewSchedulePeriodMillis, 5 s by default: longer than
+    # that 4 s invisible time)
+    proxy = {"defaultInvisibleTimeMills": 4000, "renewAheadTimeMillis": 3000, "renewSchedulePeriodMillis": 1000,
+             "minInvisibleTimeMillsForRecv": 1000}
+    with RocketMQPeer(work / "peer", proxy=True, proxy_overrides=proxy,
+                      overrides={"transactionTimeOut": 1000, "transactionCheckInterval": 1000,
+                                 "recallMessageEnable": "true"}) as peer:
         print(f"Apache RocketMQ 5.5: namesrv {peer.namesrv_addr}, gRPC proxy {peer.grpc_endpoint}", flush=True)
         (work / "home").mkdir()
         mqadmin = MQAdmin(peer.namesrv_addr, work / "home")
-        run_id = grpc_java.new_run_id()
-        grpc_java.prepare(mqadmin, run_id)
-        result = grpc_java.run(peer.grpc_endpoint, run_id, scenarios, True, work / "grpc")
-        print(f"rocketmq-client-java {result.info.get('client_version')} over TLS:", flush=True)
-        failed += report(result, scenarios, grpc_java.MIN_CHECKS)
-        remoting = java_runner.run(java_runner.rocketmq_command("5.x", peer.namesrv_addr, "JSON", REMOTING_SCENARIOS,
-                                                                work / "remoting"), 300)
-        print(f"rocketmq-client {remoting.info.get('client_version')} (remoting):", flush=True)
-        failed += report(remoting, REMOTING_SCENARIOS, {"push-pop": 6})
+        if scenarios:  # --scenarios '' runs the Python client's only
+            run_id = grpc_java.new_run_id()
+            grpc_java.prepare(mqadmin, run_id)
+            result = grpc_java.run(peer.grpc_endpoint, run_id, scenarios, True, work / "grpc")
+            print(f"rocketmq-client-java {result.info.get('client_version')} over TLS:", flush=True)
+            failed += report(result, scenarios, grpc_java.MIN_CHECKS)
+            remoting = java_runner.run(java_runner.rocketmq_command("5.x", peer.namesrv_addr, "JSON",
+                                                                    REMOTING_SCENARIOS, work / "remoting"), 300)
+            print(f"rocketmq-client {remoting.info.get('client_version')} (remoting):", flush=True)
+            failed += report(remoting, REMOTING_SCENARIOS, {"push-pop": 6})
+        if not args.no_python:
+            failed += python_client(peer)
     print(f"{failed} scenario(s) failed against Apache RocketMQ 5.5" if failed else
           "every scenario passed against Apache RocketMQ 5.5")
     return 1 if failed else 0
+
+
+def python_client(peer: RocketMQPeer) -> int:
+    """tests/gateway_grpc/test_python_client.py against the peer's proxy; one line per test."""
+    env = dict(os.environ, ROCKAFKA_PEER_GRPC=peer.grpc_endpoint, ROCKAFKA_PEER_NAMESRV=peer.namesrv_addr)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "tests/gateway_grpc/test_python_client.py", "-rA", "-q",
+                           "-p", "no:cacheprovider", "-k", "not cross_protocols"],
+                          cwd=java_runner.ROOT, env=env, capture_output=True, text=True, timeout=900)
+    import rocketmq  # the official client's version, for the report
+    print(f"rocketmq-python-client {getattr(rocketmq, '__version__', '?')} (gRPC, plaintext):", flush=True)
+    failed = 0
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^(PASSED|FAILED|ERROR) tests/gateway_grpc/test_python_client\.py::(\S+)(.*)$", line)
+        if m:
+            ok = m.group(1) == "PASSED"
+            failed += not ok
+            print(f"  {'PASS' if ok else 'FAIL'} {m.group(2)}{'' if ok else m.group(3)[:600]}", flush=True)
+    if proc.returncode != 0:
+        log = Path(peer.data_dir) / "python-client.log"
+        log.write_text(proc.stdout + proc.stderr)
+        print(f"  pytest exited {proc.returncode}; its output: {log}\n{proc.stdout[-4000:]}", flush=True)
+        failed = max(failed, 1)
+    return failed
 
 
 def report(result: java_runner.RunResult, scenarios: list[str], min_checks: dict[str, int]) -> int:

@@ -22,6 +22,7 @@ import pytest
 
 from tests.compat import java_runner
 from tests.compat.mqadmin import MQAdmin
+from tests.support.group import wait_until
 
 SENT = 10  # messages the admin-fixture scenario sends and consumes
 
@@ -299,3 +300,131 @@ def test_export_metadata(clients, reads):
     meta = json.loads((Path(reads["exportDir"]) / "metadata.json").read_text())
     assert clients["admin_topic"] in meta["topicConfigTable"], list(meta)
     assert clients["admin_consumer_group"] in meta["subscriptionGroupTable"], list(meta)
+
+
+# ---------------------------------------------------------------------- ACL 2.0: users and ACLs
+
+def _kafka_acls(node, principal: str) -> set[tuple[str, str, str, str, str, str]]:
+    """The node's bindings for ``principal`` as Kafka's DescribeAcls lists them: the one model."""
+    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+    admin = AdminClient({"bootstrap.servers": node.kafka_bootstrap})
+    f = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
+                         AclPermissionType.ANY)
+    found = admin.describe_acls(f, request_timeout=30).result(timeout=30)
+    return {(b.restype.name, b.resource_pattern_type.name, b.name, b.host, b.operation.name, b.permission_type.name)
+            for b in found}
+
+
+def test_users_and_acls(node, mqadmin):
+    """createUser ... deleteAcl on the broker: users get one password for every protocol, ACL
+    entries become the Kafka bindings the node enforces (seen through Kafka's DescribeAcls)."""
+    b = ["-b", node.broker_addr]
+    out = mqadmin.many({"alice": ["createUser", *b, "-u", "alice", "-p", "alice-pw1"],
+                        "bob": ["createUser", *b, "-u", "bob", "-p", "bob-pw", "-t", "Super"],
+                        "carol": ["createUser", *b, "-u", "carol", "-p", "carol-pw"]})
+    for who in ("alice", "bob", "carol"):
+        assert f"create user to {node.broker_addr} success" in out[who], out
+    out = mqadmin.many({
+        "again": ["createUser", *b, "-u", "alice", "-p", "x"],
+        "getUser": ["getUser", *b, "-u", "alice"],
+        "listUser": ["listUser", *b, "-f", "b"],
+        "createAcl": ["createAcl", *b, "-s", "User:alice", "-r", "Topic:orders,Group:billing*", "-a", "Pub,Sub",
+                      "-d", "Allow"],
+        "carolAcl": ["createAcl", *b, "-s", "User:carol", "-r", "Topic:audit", "-a", "Sub", "-d", "Allow"],
+        "noSubject": ["createAcl", *b, "-s", "User:nobody", "-r", "Topic:orders", "-a", "Pub", "-d", "Allow"],
+        "badAction": ["createAcl", *b, "-s", "User:alice", "-r", "Topic:x", "-a", "Any", "-d", "Allow"],
+    }, workers=7)
+    assert "The user is existed" in out["again"], out["again"]
+    assert _rows(out["getUser"], "alice") == [["alice", "alice-pw1", "Normal", "enable"]], out["getUser"]
+    assert _rows(out["listUser"], "bob") == [["bob", "bob-pw", "Super", "enable"]], out["listUser"]
+    assert not _rows(out["listUser"], "alice"), out["listUser"]  # the filter is a substring of the name
+    assert "create acl to" in out["createAcl"] and "success" in out["createAcl"], out["createAcl"]
+    assert "create acl to" in out["carolAcl"], out["carolAcl"]
+    assert "The subject of User:nobody is not exist" in out["noSubject"], out["noSubject"]
+    assert "The actions can not be Any" in out["badAction"], out["badAction"]
+    assert _kafka_acls(node, "User:alice") == {
+        ("TOPIC", "LITERAL", "orders", "*", "WRITE", "ALLOW"), ("TOPIC", "LITERAL", "orders", "*", "READ", "ALLOW"),
+        ("GROUP", "PREFIXED", "billing", "*", "WRITE", "ALLOW"), ("GROUP", "PREFIXED", "billing", "*", "READ", "ALLOW")}
+    assert _kafka_acls(node, "User:carol") == {("TOPIC", "LITERAL", "audit", "*", "READ", "ALLOW")}
+
+    out = mqadmin.many({
+        "updateAcl": ["updateAcl", *b, "-s", "User:alice", "-r", "Topic:orders", "-a", "Sub", "-d", "Deny",
+                      "-i", "10.0.0.1"],
+        "listAcl": ["listAcl", *b, "-s", "alice", "-r", "Group"],  # the Group entry: not touched here
+        "updateUser": ["updateUser", *b, "-u", "alice", "-p", "alice-pw2"],  # one of -p -t -s per call
+        "deleteUser": ["deleteUser", *b, "-u", "bob"],
+        "deleteAcl": ["deleteAcl", *b, "-s", "User:carol"],
+        "disable": ["updateUser", *b, "-u", "carol", "-s", "disable"],
+    }, workers=6)
+    assert "update acl to" in out["updateAcl"], out["updateAcl"]
+    assert _rows(out["listAcl"], "User:alice") == [
+        ["User:alice", "Custom", "Group:billing*", "[Pub,", "Sub]", "null", "Allow"]], out["listAcl"]
+    for step in ("updateUser", "disable"):
+        assert "update user to" in out[step], out[step]
+    assert "delete user to" in out["deleteUser"], out["deleteUser"]
+    assert "delete acl to" in out["deleteAcl"], out["deleteAcl"]
+    assert _kafka_acls(node, "User:alice") == {  # the entry on Topic:orders was replaced
+        ("TOPIC", "LITERAL", "orders", "10.0.0.1", "READ", "DENY"),
+        ("GROUP", "PREFIXED", "billing", "*", "WRITE", "ALLOW"), ("GROUP", "PREFIXED", "billing", "*", "READ", "ALLOW")}
+    assert _kafka_acls(node, "User:carol") == set()
+
+    out = mqadmin.many({"getAcl": ["getAcl", *b, "-s", "User:alice"], "listUser": ["listUser", *b]})
+    assert sorted(_rows(out["getAcl"], "User:alice")) == [
+        ["User:alice", "Custom", "Group:billing*", "[Pub,", "Sub]", "null", "Allow"],
+        ["User:alice", "Custom", "Topic:orders", "[Sub]", "[10.0.0.1]", "Deny"]], out["getAcl"]
+    assert _rows(out["listUser"], "alice") == [["alice", "alice-pw2", "Normal", "enable"]], out["listUser"]
+    assert _rows(out["listUser"], "carol") == [["carol", "carol-pw", "Normal", "disable"]], out["listUser"]
+    assert not _rows(out["listUser"], "bob"), out["listUser"]
+
+
+# ---------------------------------------------------------------------- broker-written trace
+
+def test_broker_trace_of_kafka_and_grpc_messages(node, mqadmin):
+    """With ``brokerTraceEnable`` (set here with updateBrokerConfig) a record produced by a Kafka
+    client and a message sent by the official gRPC client get Pub records, and their receive and
+    ack by a gRPC SimpleConsumer a Sub record, that ``queryMsgTraceById`` shows."""
+    import uuid
+
+    from confluent_kafka import Producer as KafkaProducer
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+    out = mqadmin("updateBrokerConfig", "-b", node.broker_addr, "-k", "brokerTraceEnable", "-v", "true")
+    assert "success" in out, out
+    topic, group = f"traced-{uuid.uuid4().hex[:8]}", f"traced-g-{uuid.uuid4().hex[:8]}"
+    kp = KafkaProducer({"bootstrap.servers": node.kafka_bootstrap, "client.id": "kafka-tracer"})
+    kp.produce(topic, key=b"k-kafka", value=b"from-kafka")
+    assert kp.flush(30) == 0
+    config = ClientConfiguration(node.grpc_endpoint, Credentials(), request_timeout=10)
+    producer = Producer(config)
+    producer.startup()
+    consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=3)
+    consumer.startup()
+    try:
+        m = Message()
+        m.topic, m.body, m.keys = topic, b"from-grpc", "k-grpc"
+        grpc_id = producer.send(m).message_id
+        got: dict[bytes, str] = {}
+        deadline = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < deadline:
+            for r in consumer.receive(16, 30):
+                consumer.ack(r)
+                got[r.body] = r.message_id
+        assert set(got) == {b"from-kafka", b"from-grpc"}, got
+        assert got[b"from-grpc"] == grpc_id
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+    def traces() -> dict[str, str] | None:
+        out = mqadmin.many({"kafka": ["queryMsgTraceById", "-i", got[b"from-kafka"]],
+                            "grpc": ["queryMsgTraceById", "-i", grpc_id]})
+        return out if all(_rows(o, "Pub") and _rows(o, "Sub") for o in out.values()) else None
+    out = wait_until(traces, 60, 0.5, "the broker's trace records")  # written off the send path
+    kafka_pub, = _rows(out["kafka"], "Pub")
+    assert kafka_pub[1] == "kafka-tracer" and kafka_pub[2] == "127.0.0.1" and kafka_pub[-1] == "success", out["kafka"]
+    grpc_pub, = _rows(out["grpc"], "Pub")
+    assert grpc_pub[2] == "127.0.0.1" and grpc_pub[-1] == "success", out["grpc"]
+    for o in out.values():
+        sub, = _rows(o, "Sub")
+        assert sub[1] == group and sub[-1] == "success", o

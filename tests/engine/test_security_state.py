@@ -117,3 +117,38 @@ def test_a_snapshot_replaces_what_came_before_and_retention_keeps_it(stores):
     fresh.state.start()  # replays from the snapshot: nothing lost
     assert fresh.authorize("User:bob", S.Operation.READ, S.ResourceType.TOPIC, "orders")
     fresh.state.stop()
+
+
+def test_rocketmq_users_have_one_password_a_type_and_a_status_that_survive_a_restart(stores, tmp_path):
+    """ACL 2.0 users (mqadmin createUser): the password signs remoting/gRPC requests and logs in
+    over SCRAM; a Super user may do everything; a disabled one authenticates nowhere; the profile
+    survives a restart and a snapshot."""
+    m = stores()
+    cfg = node_config(authorization_enabled=True)
+    sec = S.for_store(m, cfg)
+    sec.create_user("dave", "dave-pw", "Super", None)
+    sec.create_user("erin", "erin-pw", None, None)
+    with pytest.raises(S.CredentialError, match="The user is existed"):
+        sec.create_user("erin", "x", None, None)
+    assert sec.secret_of("dave") == "dave-pw" and sec.verify_password("dave", b"dave-pw")
+    assert sec.authorize("User:dave", S.Operation.ALTER, S.ResourceType.CLUSTER, S.CLUSTER_NAME)
+    assert not sec.authorize("User:erin", S.Operation.READ, S.ResourceType.TOPIC, "orders")  # deny by default
+    sec.update_user("erin", None, None, "disable")
+    assert sec.secret_of("erin") is None and not sec.verify_password("erin", b"erin-pw")
+    assert sec.scram_credential("erin", "SCRAM-SHA-256") is None
+    sec.state.write_snapshot()
+    sec.stop()
+    m.shutdown()
+    m2 = MessageStore(m.config, broker_config=m.broker_config)
+    m2.start()
+    try:
+        sec2 = S.SecurityService(m2, cfg)
+        sec2.start()
+        assert sec2.user_info("dave") == {"username": "dave", "password": "dave-pw", "userType": "Super",
+                                          "userStatus": "enable"}
+        assert sec2.user_info("erin")["userStatus"] == "disable" and sec2.secret_of("erin") is None
+        assert sec2.delete_user("dave") and sec2.user_info("dave") is None
+        assert not sec2.authorize("User:dave", S.Operation.ALTER, S.ResourceType.CLUSTER, S.CLUSTER_NAME)
+        sec2.stop()
+    finally:
+        m2.shutdown()

@@ -199,10 +199,12 @@ class RocketMQPeer:
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *,
                  overrides: dict[str, object] | None = None, version: str = DEFAULT_ROCKETMQ_VERSION,
-                 heap: str = "1g", start_timeout: float = 120.0, slaves: int = 0, proxy: bool = False):
+                 heap: str = "1g", start_timeout: float = 120.0, slaves: int = 0, proxy: bool = False,
+                 proxy_overrides: dict[str, object] | None = None):
         """``slaves``: that many slave brokers (brokerId 1.., brokerRole SLAVE) of the same
         broker name, each with its own ports and store; they learn the master from the NameServer.
-        ``proxy``: also start Apache's gRPC proxy (RocketMQ 5 clients)."""
+        ``proxy``: also start Apache's gRPC proxy (RocketMQ 5 clients), with ``proxy_overrides``
+        added to its rmq-proxy.json."""
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="rocketmq-peer-"))
         self.namesrv_port = free_port()
@@ -222,6 +224,7 @@ class RocketMQPeer:
         self.broker_proc: subprocess.Popen[bytes] | None = None
         # the gRPC proxy (RocketMQ 5 clients): binds every interface, so only in a private netns
         self.proxy = proxy
+        self.proxy_overrides = dict(proxy_overrides or {})
         self.proxy_proc: subprocess.Popen[bytes] | None = None
         self.grpc_port = free_port() if proxy else 0
         self.proxy_remoting_port = free_port() if proxy else 0
@@ -326,8 +329,8 @@ class RocketMQPeer:
             raise RocketMQPeerError("RocketMQ's proxy binds its ports on every interface; start it only in a private "
                                     "network namespace (compat/bench/peers/proxy_compat.py makes one with unshare -n)")
         conf = self.data_dir / "rmq-proxy.json"
-        conf.write_text(json.dumps(proxy_config(namesrv_addr=self.namesrv_addr, grpc_port=self.grpc_port,
-                                                remoting_port=self.proxy_remoting_port)))
+        conf.write_text(json.dumps({**proxy_config(namesrv_addr=self.namesrv_addr, grpc_port=self.grpc_port,
+                                                   remoting_port=self.proxy_remoting_port), **self.proxy_overrides}))
         self.proxy_proc = self._spawn(
             self._java("org.apache.rocketmq.proxy.ProxyStartup", "-pc", str(conf), "-n", self.namesrv_addr, heap="512m"),
             "proxy.out")

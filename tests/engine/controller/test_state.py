@@ -128,3 +128,16 @@ def test_a_master_that_restarted_before_being_replaced_is_elected_again_only_in_
     r = _elect(s, _alive(1, 2, offsets={1: 50, 2: 80}, epoch=1))
     assert r["group"]["masterBrokerId"] == 2 and r["group"]["masterEpoch"] == 2
     assert r["group"]["syncStateSet"] == [1, 2]
+
+
+def test_clean_forgets_members_or_the_whole_group():
+    s = _group(1, 2, 3)
+    assert _elect(s, _alive(1, 2, 3))["ok"]
+    master = s.group(G).master_broker_id
+    r = s.apply({"op": "clean", "group": G, "brokerIds": [master]})
+    assert r["ok"] and str(master) not in r["group"]["replicas"] and r["group"]["masterBrokerId"] == -1
+    assert master not in r["group"]["syncStateSet"]
+    assert s.apply({"op": "clean", "group": G, "brokerIds": None}) == {"ok": True, "removed": True}
+    assert s.group(G) is None
+    r = s.apply({"op": "clean", "group": G, "brokerIds": None})
+    assert not r["ok"] and r["code"] == "NO_SUCH_GROUP"
