@@ -145,7 +145,13 @@ def test_elect_leaders_moves_the_group_to_its_preferred_replica(group):
     assert group.wait_master(not_=master) is preferred
     group.wait_settled()
     for node in group.brokers:  # every member's view, whichever the admin client asks next
-        wait_until(lambda: _metadata(node, topic).get("leader_id") == 1, 30, what="partition 0 led by broker 1")
+        try:
+            wait_until(lambda: _metadata(node, topic).get("leader_id") == 1, 30, what="partition 0 led by broker 1")
+        except AssertionError as exc:  # say what each member and the NameServers list
+            with Admin(group.namesrv_addr) as admin:
+                addrs = admin.cluster_info().get("brokerAddrTable", {})
+            views = {b.kafka_bootstrap: _metadata(b, topic) for b in group.brokers}
+            raise AssertionError(f"{exc}; metadata per member: {views}; NameServer brokerAddrTable: {addrs}") from None
     # now the preferred replica leads: nothing to elect
     result = kadmin.elect_leaders(ElectionType.PREFERRED, parts).result(60)
     assert {err.code() for err in result.values()} == {84}, result  # ELECTION_NOT_NEEDED
