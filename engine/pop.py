@@ -139,6 +139,9 @@ class Checkpoint:
     max_attempts: int = 17
     log_offset: int = -1  # revive-log queue offset of the CK record
     remaining: set[int] = field(default_factory=set)
+    share: bool = False  # a Kafka share group's acquisition (records stay at their offsets)
+    member: str = ""  # share: the member that holds the acquisition lock
+    dlq_topic: str = ""  # share: where rejected / exhausted records go ("" = %DLQ%<group>)
 
     @property
     def key(self) -> CkKey:
@@ -149,14 +152,18 @@ class Checkpoint:
         return self.pop_time + self.invisible_ms
 
     def to_json(self) -> dict[str, Any]:
-        return {"g": self.group, "t": self.topic, "q": self.queue_id, "so": self.start_offset, "pt": self.pop_time,
-                "it": self.invisible_ms, "os": self.offsets, "no": self.next_offset, "o": int(self.orderly),
-                "ma": self.max_attempts}
+        doc = {"g": self.group, "t": self.topic, "q": self.queue_id, "so": self.start_offset, "pt": self.pop_time,
+               "it": self.invisible_ms, "os": self.offsets, "no": self.next_offset, "o": int(self.orderly),
+               "ma": self.max_attempts}
+        if self.share:
+            doc.update(s=1, m=self.member, dq=self.dlq_topic)
+        return doc
 
     @classmethod
     def from_json(cls, d: dict[str, Any], log_offset: int) -> "Checkpoint":
         ck = cls(str(d["g"]), str(d["t"]), int(d["q"]), int(d["so"]), int(d["pt"]), int(d["it"]),
-                 [int(o) for o in d["os"]], int(d.get("no", -1)), bool(d.get("o")), int(d.get("ma", 17)), log_offset)
+                 [int(o) for o in d["os"]], int(d.get("no", -1)), bool(d.get("o")), int(d.get("ma", 17)), log_offset,
+                 share=bool(d.get("s")), member=str(d.get("m", "")), dlq_topic=str(d.get("dq", "")))
         ck.remaining = set(ck.offsets)
         return ck
 
@@ -215,6 +222,10 @@ class PopService:
         # orderly: revive-log offset of the first CK whose expiry counted in _attempts[key]; the
         # progress offset never passes it, so a restart replays the counts (they live in the log)
         self._attempt_pins: dict[tuple[str, str, int, int], int] = {}
+        # share groups: per (group, topic, queue) the offsets released or expired, waiting for their
+        # next delivery; per (group, topic, queue, offset) the live CK that holds its lock
+        self._share_avail: dict[tuple[str, str, int], set[int]] = {}
+        self._share_owner: dict[tuple[str, str, int, int], CkKey] = {}
         self._listeners: list[Callable[[str, str], None]] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -423,10 +434,12 @@ class PopService:
             return AckStatus.NO_SUCH_CHECKPOINT
         return h, ck
 
-    def _ack_record(self, ck: Checkpoint, offsets: list[int], revived: bool = False) -> None:
+    def _ack_record(self, ck: Checkpoint, offsets: list[int], revived: bool = False, flag: str = "") -> None:
         doc = {"g": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset, "pt": ck.pop_time, "os": offsets}
         if revived:
             doc["r"] = 1
+        if flag:  # share groups: "rel" released (one delivery more), "rn" lock renewed (moved to a new CK)
+            doc[flag] = 1
         self._append("ack", doc)
 
     def ack(self, group: str, topic: str, handle: str, now_ms: int | None = None) -> AckStatus:
@@ -525,6 +538,12 @@ class PopService:
 
     def _revive(self, ck: Checkpoint) -> int:
         offsets = sorted(ck.remaining)
+        if ck.share:
+            # the acquisition lock expired: one delivery more, back to the share-partition (or DLQ)
+            self._share_dead_letters(ck, offsets, "max_deliveries")
+            self._ack_record(ck, offsets, revived=True)
+            self._share_release(ck, offsets)
+            return len(offsets)
         if ck.orderly:
             # not re-put: the queue is popped again from its consumer offset, one attempt more
             self._count_attempts(ck, offsets)
@@ -594,8 +613,8 @@ class PopService:
         msg.properties.setdefault(PROPERTY_FIRST_POP_TIME, str(int(time.time() * 1000)))
         self._put(msg, "retry")
 
-    def _to_dlq(self, group: str, origin_topic: str, ext: MessageExt, reason: str) -> None:
-        topic = DLQ_PREFIX + group
+    def _to_dlq(self, group: str, origin_topic: str, ext: MessageExt, reason: str, topic: str = "") -> None:
+        topic = topic or DLQ_PREFIX + group
         self._ensure_topic(topic)
         msg = self._copy(ext, topic, origin_topic, ext.reconsume_times + 1)
         msg.properties[PROPERTY_DLQ_ORIGIN_TOPIC] = msg.properties[PROPERTY_RETRY_TOPIC]
@@ -641,13 +660,17 @@ class PopService:
                     self._pending[ck.key] = ck
                     if ck.orderly:
                         self._orderly_lock[(ck.group, ck.topic, ck.queue_id)] = ck.key
+                    if ck.share:
+                        self._share_replay_ck(ck)
                     cks += 1
                 elif ext.tags == "ack":
                     ck = self._pending.get((doc["g"], doc["t"], int(doc["q"]), int(doc["so"]), int(doc["pt"])))
                     if ck is None:
                         continue
                     offs = [int(o) for o in doc["os"]]
-                    if doc.get("r") and ck.orderly:
+                    if ck.share:
+                        self._share_replay_ack(ck, offs, doc)
+                    elif doc.get("r") and ck.orderly:
                         self._count_attempts(ck, offs)
                         ck.remaining.clear()
                         self._finish(ck)
@@ -679,6 +702,229 @@ class PopService:
                 log.warning("pop_revive_deferred", error=str(exc))
             except Exception:
                 log.exception("pop_revive_failed")
+
+    # ------------------------------------------------------------------ Kafka share groups
+    # A share-partition is (group, topic, queue). Records stay at their offsets: an acquisition is
+    # a CK with s=1 (member, lock = invisible time, delivery limit = max attempts, DLQ topic); the
+    # group's consumer offset is the next offset never acquired; a released or expired record
+    # waits in _share_avail for its next delivery, its finished deliveries counted in _attempts
+    # and pinned in the log like an orderly POP's (docs/design/share-groups.md).
+
+    def share_acquire(self, group: str, topic: str, queue_id: int, member: str, max_records: int, lock_ms: int, *,
+                      delivery_limit: int, init_mode: int = INIT_MODE_MAX, dlq_topic: str = "",
+                      max_locks: int = 2000, now_ms: int | None = None) -> list[tuple[int, int]]:
+        """Acquire up to ``max_records`` records of the share-partition for ``member``: first the
+        released / expired ones (lowest offset first), then new ones from the group's offset.
+        Returns (offset, delivery count) sorted by offset."""
+        if not 0 < lock_ms <= _MAX_INVISIBLE_MS:
+            raise PopError("ILLEGAL_INVISIBLE_TIME", f"lock duration {lock_ms} ms is outside 1..{_MAX_INVISIBLE_MS}")
+        key = (group, topic, queue_id)
+        with self._lock:
+            locked = sum(1 for k in self._share_owner if k[:3] == key) if max_locks else 0
+            room = max(0, min(int(max_records), max_locks - locked if max_locks else int(max_records), 1024))
+            if room == 0:
+                return []
+            taken: list[int] = []
+            avail = self._share_avail.get(key)
+            if avail:
+                low = self.store.get_min_offset_in_queue(topic, queue_id)
+                for o in sorted(avail):
+                    if len(taken) >= room:
+                        break
+                    avail.discard(o)
+                    if o < low:  # gone from the log (retention, DeleteRecords): nothing to deliver
+                        self._attempts.pop((group, topic, queue_id, o), None)
+                        self._attempt_pins.pop((group, topic, queue_id, o), None)
+                        continue
+                    taken.append(o)
+            new: list[int] = []
+            next_offset = -1
+            if len(taken) < room:
+                offset = self._share_offset(group, topic, queue_id, init_mode)
+                units, nxt = self._read(group, topic, queue_id, offset, room - len(taken), None)
+                new = [decode_message(u).queue_offset for u in units]
+                if nxt != offset:
+                    next_offset = nxt
+            offsets = sorted(taken + new)
+            if not offsets:
+                if next_offset >= 0:  # filtered out (aborted, markers): consumed, as with a pull
+                    self.store.consumer_offsets.commit(group, topic, queue_id, next_offset)
+                return []
+            pop_time = int(time.time() * 1000) if now_ms is None else now_ms
+            ck = Checkpoint(group, topic, queue_id, offsets[0], pop_time, lock_ms, offsets, next_offset, False,
+                            delivery_limit, share=True, member=member, dlq_topic=dlq_topic)
+            while ck.key in self._pending:
+                ck.pop_time += 1
+            ck.remaining = set(offsets)
+            try:
+                ck.log_offset = self._append("ck", ck.to_json())
+            except PopError:
+                if taken:
+                    self._share_avail.setdefault(key, set()).update(taken)
+                raise
+            self._pending[ck.key] = ck
+            for o in offsets:
+                self._share_owner[(group, topic, queue_id, o)] = ck.key
+            if next_offset >= 0:
+                self.store.consumer_offsets.commit(group, topic, queue_id, next_offset)
+            return [(o, self._attempts.get((group, topic, queue_id, o), 0) + 1) for o in offsets]
+
+    def _share_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
+        """The next offset the group never acquired; a new share-partition starts at the log's
+        start (earliest) or end (latest) and that start is recorded at once (Kafka's SPSO)."""
+        store = self.store
+        off = store.consumer_offsets.query(group, topic, queue_id)
+        low = store.get_min_offset_in_queue(topic, queue_id)
+        if off < 0:
+            off = low if init_mode == INIT_MODE_MIN else store.get_max_offset_in_queue(topic, queue_id)
+            store.consumer_offsets.commit(group, topic, queue_id, off)
+        return max(off, low)
+
+    def share_acknowledge(self, group: str, topic: str, queue_id: int, member: str, acks: list[tuple[int, int]],
+                          now_ms: int | None = None) -> str | None:
+        """Apply (offset, type) acknowledgements of ``member`` (Kafka's types: 0 gap and 1 accept
+        finish the record, 2 release makes it available again with one delivery more, 3 reject
+        sends it to the dead-letter topic, 4 renew restarts its lock). All or nothing: returns why
+        not when any offset is not locked by ``member`` (Kafka's INVALID_RECORD_STATE), else None."""
+        with self._lock:
+            now = int(time.time() * 1000) if now_ms is None else now_ms
+            by_ck: dict[CkKey, list[tuple[int, int]]] = {}
+            for o, kind in acks:
+                if kind not in (0, 1, 2, 3, 4):
+                    return f"acknowledge type {kind} is not one of 0 (gap), 1 (accept), 2 (release), 3 (reject), 4 (renew)"
+                k = self._share_owner.get((group, topic, queue_id, o))
+                ck = self._pending.get(k) if k is not None else None
+                if ck is None or o not in ck.remaining or ck.member != member or now >= ck.revive_at:
+                    return f"the record at offset {o} is not acquired by member {member} (lock expired or never held)"
+                by_ck.setdefault(k, []).append((o, kind))
+            for k, items in by_ck.items():
+                ck = self._pending[k]
+                done = [o for o, kind in items if kind in (0, 1, 3)]
+                released = [o for o, kind in items if kind == 2]
+                renewed = [o for o, kind in items if kind == 4]
+                for o, kind in items:
+                    if kind == 3:
+                        ext = self._message_at(ck.topic, ck.queue_id, o)
+                        if ext is not None:
+                            self._to_dlq(ck.group, ck.topic, ext, "rejected", ck.dlq_topic)
+                if done:
+                    self._ack_record(ck, done)
+                    self._share_done(ck, done)
+                if released:
+                    self._share_dead_letters(ck, released, "max_deliveries")
+                    self._ack_record(ck, released, flag="rel")
+                    self._share_release(ck, released)
+                if renewed:
+                    self._share_renew(ck, renewed, now)
+        return None
+
+    def share_release_member(self, group: str, member: str) -> int:
+        """The member left: every record it holds becomes available again (one delivery more)."""
+        n = 0
+        with self._lock:
+            for ck in [c for c in self._pending.values() if c.share and c.group == group and c.member == member]:
+                offsets = sorted(ck.remaining)
+                if offsets:
+                    self._share_dead_letters(ck, offsets, "max_deliveries")
+                    self._ack_record(ck, offsets, flag="rel")
+                    self._share_release(ck, offsets)
+                    n += len(offsets)
+        return n
+
+    def _share_dead_letters(self, ck: Checkpoint, offsets: list[int], reason: str) -> None:
+        """Before a release is logged: records whose delivery ends their last allowed one go to
+        the dead-letter topic (replay recognises them by the same count)."""
+        for o in offsets:
+            if self._attempts.get((ck.group, ck.topic, ck.queue_id, o), 0) + 1 >= ck.max_attempts:
+                ext = self._message_at(ck.topic, ck.queue_id, o)
+                if ext is not None:
+                    self._to_dlq(ck.group, ck.topic, ext, reason, ck.dlq_topic)
+
+    def _share_unlock(self, ck: Checkpoint, o: int) -> None:
+        ck.remaining.discard(o)
+        k = (ck.group, ck.topic, ck.queue_id, o)
+        if self._share_owner.get(k) == ck.key:
+            del self._share_owner[k]
+
+    def _share_done(self, ck: Checkpoint, offsets: list[int]) -> None:
+        for o in offsets:
+            self._share_unlock(ck, o)
+            self._attempts.pop((ck.group, ck.topic, ck.queue_id, o), None)
+            self._attempt_pins.pop((ck.group, ck.topic, ck.queue_id, o), None)
+        if not ck.remaining:
+            self._finish(ck)
+
+    def _share_release(self, ck: Checkpoint, offsets: list[int]) -> None:
+        self._count_attempts(ck, offsets)
+        avail = self._share_avail.setdefault((ck.group, ck.topic, ck.queue_id), set())
+        for o in offsets:
+            self._share_unlock(ck, o)
+            k = (ck.group, ck.topic, ck.queue_id, o)
+            if self._attempts.get(k, 0) >= ck.max_attempts:  # dead-lettered: the record is done
+                self._attempts.pop(k, None)
+                self._attempt_pins.pop(k, None)
+            else:
+                avail.add(o)
+        if not ck.remaining:
+            self._finish(ck)
+
+    def _share_renew(self, ck: Checkpoint, offsets: list[int], now: int) -> None:
+        new = Checkpoint(ck.group, ck.topic, ck.queue_id, min(offsets), now, ck.invisible_ms, sorted(offsets), -1,
+                         False, ck.max_attempts, share=True, member=ck.member, dlq_topic=ck.dlq_topic)
+        while new.key in self._pending:
+            new.pop_time += 1
+        new.remaining = set(offsets)
+        new.log_offset = self._append("ck", new.to_json())
+        self._pending[new.key] = new
+        for o in offsets:
+            self._share_owner[(ck.group, ck.topic, ck.queue_id, o)] = new.key
+        self._ack_record(ck, offsets, flag="rn")
+        for o in offsets:
+            ck.remaining.discard(o)
+        if not ck.remaining:
+            self._finish(ck)
+
+    def _share_replay_ck(self, ck: Checkpoint) -> None:
+        avail = self._share_avail.get((ck.group, ck.topic, ck.queue_id))
+        for o in ck.offsets:
+            self._share_owner[(ck.group, ck.topic, ck.queue_id, o)] = ck.key
+            if avail:
+                avail.discard(o)
+        if ck.next_offset > self.store.consumer_offsets.query(ck.group, ck.topic, ck.queue_id):
+            # the CK is in the log before the offset moved: a crash in between never re-acquires
+            self.store.consumer_offsets.commit(ck.group, ck.topic, ck.queue_id, ck.next_offset)
+
+    def _share_replay_ack(self, ck: Checkpoint, offsets: list[int], doc: dict[str, Any]) -> None:
+        offsets = [o for o in offsets if o in ck.remaining]
+        if doc.get("rn"):
+            for o in offsets:
+                ck.remaining.discard(o)
+            if not ck.remaining:
+                self._finish(ck)
+        elif doc.get("r") or doc.get("rel"):
+            self._share_release(ck, offsets)
+        else:
+            self._share_done(ck, offsets)
+
+    def share_state(self, group: str, topic: str, queue_id: int) -> dict[str, Any]:
+        """What the share-partition holds: next offset never acquired, locked and available
+        offsets and the start offset (lowest offset not yet finished)."""
+        with self._lock:
+            nxt = self.store.consumer_offsets.query(group, topic, queue_id)
+            locked = sorted(k[3] for k in self._share_owner if k[:3] == (group, topic, queue_id))
+            avail = sorted(self._share_avail.get((group, topic, queue_id), ()))
+            start = min(locked[:1] + avail[:1] + ([nxt] if nxt >= 0 else [])) if (locked or avail or nxt >= 0) else -1
+            return {"next_offset": nxt, "start_offset": start, "locked": locked, "available": avail}
+
+    def share_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts again at ``offset`` (no member may
+        hold records of it: the caller checks the group is empty)."""
+        with self._lock:
+            self._share_avail.pop((group, topic, queue_id), None)
+            for k in [k for k in self._attempts if k[:3] == (group, topic, queue_id)]:
+                self._attempts.pop(k, None)
+                self._attempt_pins.pop(k, None)
+            self.store.consumer_offsets.commit(group, topic, queue_id, offset)
 
     # ------------------------------------------------------------------ introspection
     def inflight(self, group: str | None = None) -> int:

@@ -1,0 +1,118 @@
+"""KIP-932 share groups with the stock Java ``KafkaShareConsumer`` (kafka-clients 4.4) and
+``kafka-share-groups``: one node, one Members JVM, several checks (docs/design/share-groups.md).
+
+Two members share one partition. Values say what a member does with a record (see
+``compat/java`` ``Members``): ``release-1-*`` is RELEASEd at its first delivery and ACCEPTed at
+the second, ``reject-*`` is REJECTed (it lands in ``%DLQ%<group>``), everything else is ACCEPTed.
+Members report a poll's records only after commitSync succeeded, so an accepted value reported
+twice is a real redelivery.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from tests.compat import java_runner
+from tests.gateway_kafka.kafka_helpers import unique
+from tests.support.node import RunningNode, rockafka_command
+
+pytestmark = pytest.mark.timeout(300)
+
+SETTINGS = {"group_share_heartbeat_interval_ms": 500, "group_share_min_heartbeat_interval_ms": 100,
+            "group_share_session_timeout_ms": 10000, "group_share_min_session_timeout_ms": 1000,
+            "group_share_record_lock_duration_ms": 5000}
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    java_runner.build(java_runner.KAFKA_DIR)
+    with RunningNode(tmp_path_factory.mktemp("share") / "data", settings=SETTINGS) as n:
+        yield n
+
+
+def produce(bs: str, topic: str, values: list[str]) -> None:
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    for v in values:
+        p.produce(topic, v.encode(), key=v.encode())
+    assert p.flush(30) == 0
+
+
+def wait_until(pred, timeout: float, what: str, members=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.2)
+    extra = f"; last events: {members.snapshot()[-20:]}" if members is not None else ""
+    raise AssertionError(what + extra)
+
+
+def dlq_values(node, group: str) -> list[str]:
+    out = subprocess.run(rockafka_command() + ["admin", "--namesrv", node.namesrv_addr, "dlq", "list", group],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_share_consumers_share_a_partition_release_reject_and_restart(node):
+    bs = node.kafka_bootstrap
+    topic, group = unique("shr"), unique("sg")
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(30)
+    plain = [f"v-{i}" for i in range(20)]
+    released = [f"release-1-{i}" for i in range(4)]
+    rejected = [f"reject-{i}" for i in range(3)]
+    produce(bs, topic, plain[:10] + released + rejected + plain[10:])
+
+    members = java_runner.JavaMembers(bs)
+    try:
+        members.send(f"share m1 {group} {topic}")
+        members.send(f"share m2 {group} {topic}")
+
+        def accepted() -> Counter:
+            return Counter(r[3] for r in members.records() if r[5] == "ACCEPT")
+
+        wait_until(lambda: set(plain + released) <= set(accepted()), 90, "not every record was accepted", members)
+        wait_until(lambda: set(rejected) <= {r[3] for r in members.records() if r[5] == "REJECT"}, 30,
+                   "rejected records were not reported", members)
+        rows = members.records()
+        # a released record comes back with a delivery count one higher, then is accepted
+        for v in released:
+            seen = sorted((r[4], r[5]) for r in rows if r[3] == v)
+            assert seen[0] == (1, "RELEASE") and (2, "ACCEPT") in seen, (v, seen)
+        assert all(r[4] == 1 for r in rows if r[3] in plain), "a plain record was delivered twice"
+
+        # both members are in the group and both are assigned the one partition
+        described = subprocess.run(
+            ["java", "-cp", str(java_runner.ROOT / "compat" / "kafka-tools" / "lib" / "*"),
+             "org.apache.kafka.tools.consumer.group.ShareGroupCommand", "--bootstrap-server", bs, "--describe",
+             "--group", group, "--members"], capture_output=True, text=True, timeout=120)
+        assert described.returncode == 0, described.stdout + described.stderr
+        lines = [ln for ln in described.stdout.splitlines() if group in ln]
+        assert len(lines) == 2 and all(f"{topic}:0" in ln for ln in lines), described.stdout
+
+        # rejected records are in the group's dead-letter queue
+        dead = wait_until(lambda: [v for v in rejected if any(v in ln for ln in dlq_values(node, group))] == rejected
+                          and dlq_values(node, group), 30, "rejected records are not in the DLQ")
+        assert dead
+
+        # a broker restart: accepted records are never delivered again, new ones are delivered
+        node.restart()
+        after = [f"after-{i}" for i in range(10)]
+        produce(bs, topic, after)
+        wait_until(lambda: set(after) <= set(accepted()), 120, "records produced after the restart were not delivered",
+                   members)
+        twice = {v: n for v, n in accepted().items() if n > 1}
+        assert not twice, f"accepted records delivered again: {twice}"
+    finally:
+        members.close()
