@@ -417,7 +417,11 @@ class PopService:
                         and not message_filter.matches_properties(ext.properties):
                     continue
                 out.append(rec)
-        return out[:max_msgs] if len(out) > max_msgs else out, min(res.next_begin_offset, lso) if out else res.next_begin_offset
+        if len(out) > max_msgs:
+            # a batch holds more records than asked for: the next read starts after the last one given
+            out = out[:max_msgs]
+            return out, decode_message(out[-1]).queue_offset + 1
+        return out, min(res.next_begin_offset, lso) if out else res.next_begin_offset
 
     # ------------------------------------------------------------------ ack / change
     def _checkpoint(self, group: str, topic: str, h: Handle) -> Checkpoint | None:
@@ -916,15 +920,25 @@ class PopService:
             start = min(locked[:1] + avail[:1] + ([nxt] if nxt >= 0 else [])) if (locked or avail or nxt >= 0) else -1
             return {"next_offset": nxt, "start_offset": start, "locked": locked, "available": avail}
 
-    def share_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """AlterShareGroupOffsets: the share-partition starts again at ``offset`` (no member may
-        hold records of it: the caller checks the group is empty)."""
+    def share_reset(self, group: str, topic: str, queue_id: int, offset: int | None) -> None:
+        """AlterShareGroupOffsets (``offset``) / DeleteShareGroupOffsets (None): the
+        share-partition starts again, its available records and delivery counts forgotten (the
+        caller checks that the group has no members)."""
         with self._lock:
             self._share_avail.pop((group, topic, queue_id), None)
             for k in [k for k in self._attempts if k[:3] == (group, topic, queue_id)]:
                 self._attempts.pop(k, None)
                 self._attempt_pins.pop(k, None)
-            self.store.consumer_offsets.commit(group, topic, queue_id, offset)
+            offsets = self.store.consumer_offsets
+            if offset is None:
+                res = offsets.delete(group, topic, queue_id)
+            else:
+                from .consumer_offset import OffsetEntry
+
+                res = offsets.commit_durable(group, {(topic, queue_id): OffsetEntry(offset, commit_timestamp=int(
+                    time.time() * 1000))})
+            if res is not None and not res.stored:
+                raise PopError("PUT_FAILED", f"share-partition offset not stored: {res.status.name}")
 
     # ------------------------------------------------------------------ introspection
     def inflight(self, group: str | None = None) -> int:

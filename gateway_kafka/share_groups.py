@@ -249,3 +249,35 @@ def for_gateway(gateway: Any) -> ShareGroups:
     if sg is None:
         sg = gateway._share_groups = ShareGroups(gateway)
     return sg
+
+
+# -- share-group offsets (kafka-share-groups --describe / --reset-offsets / --delete-offsets) -------
+
+def partition_offsets(gateway: Any, group: str, topic: str, partition: int) -> dict:
+    """DescribeShareGroupOffsets entry of one partition: the share-partition start offset (the
+    lowest offset not yet finished; -1 when the group never read the partition) and its lag
+    (records from there to the end not yet accepted, rejected or dead-lettered)."""
+    from gateway_kafka.apis._common import local_queue
+
+    entry = {"partition_index": partition, "start_offset": -1, "leader_epoch": -1, "lag": -1, "error_code": E.NONE,
+             "error_message": None}
+    queue, code = local_queue(gateway, topic, partition)
+    if queue is None:
+        entry["error_code"] = code
+        return entry
+    state = pop.for_store(gateway.store).share_state(group, topic, queue)
+    if state["start_offset"] < 0:
+        return entry
+    hw = gateway.store.get_max_offset_in_queue(topic, queue)
+    nxt = max(state["next_offset"], state["start_offset"])
+    entry.update(start_offset=state["start_offset"], leader_epoch=0,
+                 lag=max(0, hw - nxt) + len(state["locked"]) + len(state["available"]))
+    return entry
+
+
+def offset_topics(gateway: Any, group: str) -> dict[str, list[int]]:
+    """Topic -> partitions the group has share-partition state for."""
+    out: dict[str, list[int]] = {}
+    for (topic, queue) in gateway.store.consumer_offsets.offsets_of(group):
+        out.setdefault(topic, []).append(queue)
+    return {t: sorted(ps) for t, ps in out.items()}

@@ -1235,3 +1235,68 @@ api(79, "ShareAcknowledge", "1-2", flexible="0+",
       port: int32
       rack: string null:0+ =null
 """)
+
+api(90, "DescribeShareGroupOffsets", "0-1", flexible="0+",
+    request="""
+    groups: []
+      group_id: string
+      topics: [] null:0+
+        topic_name: string
+        partitions: [int32]
+""",
+    response="""
+    throttle_time_ms: int32
+    groups: []
+      group_id: string
+      topics: []
+        topic_name: string
+        topic_id: uuid
+        partitions: []
+          partition_index: int32
+          start_offset: int64
+          leader_epoch: int32
+          lag: int64 1+ =-1
+          error_code: int16
+          error_message: string null:0+ =null
+      error_code: int16
+      error_message: string null:0+ =null
+""")
+
+api(91, "AlterShareGroupOffsets", "0", flexible="0+",
+    request="""
+    group_id: string
+    topics: []
+      topic_name: string
+      partitions: []
+        partition_index: int32
+        start_offset: int64
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+ =null
+    responses: []
+      topic_name: string
+      topic_id: uuid
+      partitions: []
+        partition_index: int32
+        error_code: int16
+        error_message: string null:0+ =null
+""")
+
+api(92, "DeleteShareGroupOffsets", "0", flexible="0+",
+    request="""
+    group_id: string
+    topics: []
+      topic_name: string
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+ =null
+    responses: []
+      topic_name: string
+      topic_id: uuid
+      error_code: int16
+      error_message: string null:0+ =null
+""")

@@ -76,8 +76,8 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
 
     members = java_runner.JavaMembers(bs)
     try:
-        members.send(f"share m1 {group} {topic}")
-        members.send(f"share m2 {group} {topic}")
+        members.send(f"share m1 {group} {topic} max.poll.records=5")
+        members.send(f"share m2 {group} {topic} max.poll.records=5")
 
         def accepted() -> Counter:
             return Counter(r[3] for r in members.records() if r[5] == "ACCEPT")
@@ -93,13 +93,8 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
         assert all(r[4] == 1 for r in rows if r[3] in plain), "a plain record was delivered twice"
 
         # both members are in the group and both are assigned the one partition
-        described = subprocess.run(
-            ["java", "-cp", str(java_runner.ROOT / "compat" / "kafka-tools" / "lib" / "*"),
-             "org.apache.kafka.tools.consumer.group.ShareGroupCommand", "--bootstrap-server", bs, "--describe",
-             "--group", group, "--members"], capture_output=True, text=True, timeout=120)
-        assert described.returncode == 0, described.stdout + described.stderr
-        lines = [ln for ln in described.stdout.splitlines() if group in ln]
-        assert len(lines) == 2 and all(f"{topic}:0" in ln for ln in lines), described.stdout
+        lines = [ln for ln in share_groups_tool(bs, "--describe", "--group", group, "--members") if group in ln]
+        assert len(lines) == 2 and all(f"{topic}:0" in ln for ln in lines), lines
 
         # rejected records are in the group's dead-letter queue
         dead = wait_until(lambda: [v for v in rejected if any(v in ln for ln in dlq_values(node, group))] == rejected
@@ -114,5 +109,34 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
                    members)
         twice = {v: n for v, n in accepted().items() if n > 1}
         assert not twice, f"accepted records delivered again: {twice}"
+        members.send("stop m1")
+        members.send("stop m2")
+        members.wait_for(lambda e: e.get("event") == "stopped" and e.get("member") == "m2", 60, "m2 did not stop")
+        members.wait_for(lambda e: e.get("event") == "stopped" and e.get("member") == "m1", 60, "m1 did not stop")
     finally:
         members.close()
+
+    # offsets as kafka-share-groups shows them: everything done, start offset at the end, no lag
+    total = len(plain + released + rejected + after)
+    wait_until(lambda: offsets_row(bs, group, topic) == [str(total), "0"], 30, "share group offsets not at the end")
+    share_groups_tool(bs, "--reset-offsets", "--to-earliest", "--execute", "--group", group, "--topic", topic)
+    assert offsets_row(bs, group, topic) == ["0", str(total)]
+    share_groups_tool(bs, "--delete-offsets", "--group", group, "--topic", topic)
+    assert offsets_row(bs, group, topic) is None
+
+
+def share_groups_tool(bs: str, *args: str) -> list[str]:
+    out = subprocess.run(["java", "-cp", str(java_runner.ROOT / "compat" / "kafka-tools" / "lib" / "*"),
+                          "org.apache.kafka.tools.consumer.group.ShareGroupCommand", "--bootstrap-server", bs, *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout.splitlines()
+
+
+def offsets_row(bs: str, group: str, topic: str) -> list[str] | None:
+    """[start offset, lag] of partition 0 in ``kafka-share-groups --describe`` (None: no row)."""
+    for ln in share_groups_tool(bs, "--describe", "--group", group):
+        cols = ln.split()
+        if len(cols) >= 5 and cols[0] == group and cols[1] == topic and cols[2] == "0":
+            return [cols[3], cols[-1]]
+    return None
