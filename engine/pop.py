@@ -62,6 +62,7 @@ PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 PROPERTY_POP_CK = "POP_CK"
+PROPERTY_SHARE_PARTITION = "SHARE_PARTITION"  # a share group's dead letter: the partition it came from
 INIT_MODE_MIN = 0  # RocketMQ ConsumeInitMode.MIN: a new group starts at the queue's first message
 INIT_MODE_MAX = 1  # MAX: at the end, unless the queue still holds its message 0 (RocketMQ checks the page cache)
 PERM_READ, PERM_WRITE = 4, 2
@@ -617,10 +618,13 @@ class PopService:
         msg.properties.setdefault(PROPERTY_FIRST_POP_TIME, str(int(time.time() * 1000)))
         self._put(msg, "retry")
 
-    def _to_dlq(self, group: str, origin_topic: str, ext: MessageExt, reason: str, topic: str = "") -> None:
+    def _to_dlq(self, group: str, origin_topic: str, ext: MessageExt, reason: str, topic: str = "",
+                share_queue: int | None = None) -> None:
         topic = topic or DLQ_PREFIX + group
         self._ensure_topic(topic)
         msg = self._copy(ext, topic, origin_topic, ext.reconsume_times + 1)
+        if share_queue is not None:  # resent to its partition, not to a retry topic (rockafka admin dlq resend)
+            msg.properties[PROPERTY_SHARE_PARTITION] = str(share_queue)
         msg.properties[PROPERTY_DLQ_ORIGIN_TOPIC] = msg.properties[PROPERTY_RETRY_TOPIC]
         msg.properties[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = msg.properties[PROPERTY_ORIGIN_MESSAGE_ID]
         self._put(msg, "dlq")
@@ -810,7 +814,7 @@ class PopService:
                     if kind == 3:
                         ext = self._message_at(ck.topic, ck.queue_id, o)
                         if ext is not None:
-                            self._to_dlq(ck.group, ck.topic, ext, "rejected", ck.dlq_topic)
+                            self._to_dlq(ck.group, ck.topic, ext, "rejected", ck.dlq_topic, ck.queue_id)
                 if done:
                     self._ack_record(ck, done)
                     self._share_done(ck, done)
@@ -842,7 +846,7 @@ class PopService:
             if self._attempts.get((ck.group, ck.topic, ck.queue_id, o), 0) + 1 >= ck.max_attempts:
                 ext = self._message_at(ck.topic, ck.queue_id, o)
                 if ext is not None:
-                    self._to_dlq(ck.group, ck.topic, ext, reason, ck.dlq_topic)
+                    self._to_dlq(ck.group, ck.topic, ext, reason, ck.dlq_topic, ck.queue_id)
 
     def _share_unlock(self, ck: Checkpoint, o: int) -> None:
         ck.remaining.discard(o)

@@ -91,6 +91,8 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
             seen = sorted((r[4], r[5]) for r in rows if r[3] == v)
             assert seen[0] == (1, "RELEASE") and (2, "ACCEPT") in seen, (v, seen)
         assert all(r[4] == 1 for r in rows if r[3] in plain), "a plain record was delivered twice"
+        per_member = Counter(e["member"] for e in members.snapshot() if e.get("event") == "records")
+        assert set(per_member) == {"m1", "m2"}, f"the partition was not shared: {per_member}"
 
         # both members are in the group and both are assigned the one partition
         lines = [ln for ln in share_groups_tool(bs, "--describe", "--group", group, "--members") if group in ln]
@@ -100,6 +102,13 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
         dead = wait_until(lambda: [v for v in rejected if any(v in ln for ln in dlq_values(node, group))] == rejected
                           and dlq_values(node, group), 30, "rejected records are not in the DLQ")
         assert dead
+        # a dead letter resent with `rockafka admin dlq resend` goes back to its partition: delivered again
+        row = next(ln.split() for ln in dlq_values(node, group) if ln.endswith(" reject-0"))
+        resend = subprocess.run(rockafka_command() + ["admin", "--namesrv", node.namesrv_addr, "dlq", "resend", group,
+                                                      row[0]], capture_output=True, text=True, timeout=60)
+        assert resend.returncode == 0 and topic in resend.stdout, resend.stdout + resend.stderr
+        wait_until(lambda: sum(1 for r in members.records() if r[3] == "reject-0") == 2, 30,
+                   "the resent dead letter was not delivered again", members)
 
         # a broker restart: accepted records are never delivered again, new ones are delivered
         node.restart()
@@ -117,8 +126,12 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
         members.close()
 
     # offsets as kafka-share-groups shows them: everything done, start offset at the end, no lag
-    total = len(plain + released + rejected + after)
+    total = len(plain + released + rejected + after) + 1  # and the resent dead letter
     wait_until(lambda: offsets_row(bs, group, topic) == [str(total), "0"], 30, "share group offsets not at the end")
+    # offsets change only in an empty group (the members' leave may trail their close)
+    wait_until(lambda: any(ln.split()[:1] == [group] and " Empty " in ln
+                           for ln in share_groups_tool(bs, "--describe", "--group", group, "--state")), 30,
+               "the share group did not become empty")
     share_groups_tool(bs, "--reset-offsets", "--to-earliest", "--execute", "--group", group, "--topic", topic)
     assert offsets_row(bs, group, topic) == ["0", str(total)]
     share_groups_tool(bs, "--delete-offsets", "--group", group, "--topic", topic)
