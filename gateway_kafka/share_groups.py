@@ -35,6 +35,7 @@ import structlog
 from engine import pop
 from engine.pop import PopError
 from gateway_kafka import error_codes as E
+from gateway_kafka.consumer_groups import SHARE
 
 log = structlog.get_logger("rockafka.kafka.share_groups")
 
@@ -78,6 +79,9 @@ class ShareGroups:
         """The session a request with ``epoch`` continues (or opens), advancing its epoch."""
         key = (group, member)
         if epoch == 0:
+            g = self.gw.modern_groups.groups.get(group)
+            if g is None or g.group_type != SHARE or member not in g.members:
+                return None, E.UNKNOWN_MEMBER_ID, f"member {member} is not a member of share group {group}"
             s = self.sessions[key] = ShareSession(group, member)
             return s, E.NONE, None
         s = self.sessions.get(key)
