@@ -1,5 +1,6 @@
-"""KIP-932 share groups with the stock Java ``KafkaShareConsumer`` (kafka-clients 4.4) and
-``kafka-share-groups``: one node, one Members JVM, several checks (docs/design/share-groups.md).
+"""KIP-932 share groups with the stock Java ``KafkaShareConsumer`` (kafka-clients 4.4),
+``kafka-share-groups`` and confluent-kafka's ``ShareConsumer``: one node, one Members JVM, several
+checks per test (docs/design/share-groups.md).
 
 Two members share one partition. Values say what a member does with a record (see
 ``compat/java`` ``Members``): ``release-1-*`` is RELEASEd at its first delivery and ACCEPTed at
@@ -153,3 +154,44 @@ def offsets_row(bs: str, group: str, topic: str) -> list[str] | None:
         if len(cols) >= 5 and cols[0] == group and cols[1] == topic and cols[2] == "0":
             return [cols[3], cols[-1]]
     return None
+
+
+def test_confluent_kafka_share_consumer_accept_release_reject(node):
+    """confluent-kafka 2.16's ShareConsumer (librdkafka's KIP-932 client), explicit acknowledgement."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    bs = node.kafka_bootstrap
+    topic, group = unique("shc"), unique("sgc")
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(30)
+    values = [f"c-{i}" for i in range(12)] + ["release-a", "reject-a"]
+    produce(bs, topic, values)
+    consumer = ShareConsumer({"bootstrap.servers": bs, "group.id": group, "share.acknowledgement.mode": "explicit"})
+    seen: list[tuple[str, int, str]] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not ({v for v, _, a in seen if a == "ACCEPT"} >= set(values) - {"reject-a"}
+                                                   and ("reject-a", 1, "REJECT") in seen):
+            for m in consumer.poll(0.5):
+                if m.error():
+                    continue
+                v, count = m.value().decode(), m.delivery_count()
+                ack = AcknowledgeType.ACCEPT
+                if v == "release-a" and count == 1:
+                    ack = AcknowledgeType.RELEASE
+                elif v == "reject-a":
+                    ack = AcknowledgeType.REJECT
+                consumer.acknowledge(m, ack)
+                seen.append((v, count, ack.name))
+            consumer.commit_sync()
+    finally:
+        consumer.close()
+    accepted = Counter(v for v, _, a in seen if a == "ACCEPT")
+    assert set(accepted) == set(values) - {"reject-a"} and max(accepted.values()) == 1, seen
+    assert ("release-a", 1, "RELEASE") in seen and ("release-a", 2, "ACCEPT") in seen, seen
+    assert [s for s in seen if s[0] == "reject-a"] == [("reject-a", 1, "REJECT")], seen
+    assert any("reject-a" in ln for ln in dlq_values(node, group))
