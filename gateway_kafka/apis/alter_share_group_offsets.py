@@ -17,15 +17,18 @@ from gateway_kafka.apis._common import blocking, local_queue, topic_id
 from gateway_kafka.consumer_groups import SHARE
 
 
-def refusal(gw, gid: str) -> tuple[int, str | None]:
-    """Why the share group's offsets may not change now (NONE when they may)."""
+def refusal(ctx: RequestContext, gid: str, op: authz.Op) -> dict:
+    """The error part of an answer when the share group's offsets may not change now, else {}."""
+    gw = ctx.gateway
+    if not authz.group(ctx, op, gid):
+        return {"error_code": E.GROUP_AUTHORIZATION_FAILED, "error_message": None}
     gtype = gw.modern_groups.group_type(gid)
     if gtype is not None and gtype != SHARE or gtype is None and gid in gw.coordinator.groups:
-        return E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group."
+        return {"error_code": E.GROUP_ID_NOT_FOUND, "error_message": f"Group {gid} is not a share group."}
     g = gw.modern_groups.groups.get(gid)
     if g is not None and g.members:
-        return E.NON_EMPTY_GROUP, f"Share group {gid} has active members."
-    return E.NONE, None
+        return {"error_code": E.NON_EMPTY_GROUP, "error_message": f"Share group {gid} has active members."}
+    return {}
 
 
 @api(key=91, min=0, max=0)
@@ -33,12 +36,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     gid = body.get("group_id") or ""
     resp = {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None, "responses": []}
-    if not authz.group(ctx, authz.Op.READ, gid):
-        resp["error_code"] = E.GROUP_AUTHORIZATION_FAILED
-        return resp
-    code, message = refusal(gw, gid)
-    if code != E.NONE:
-        resp.update(error_code=code, error_message=message)
+    refused = refusal(ctx, gid, authz.Op.READ)
+    if refused:
+        resp.update(refused)
         return resp
     svc = pop.for_store(gw.store)
     for t in body.get("topics") or ():

@@ -21,12 +21,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     gid = body.get("group_id") or ""
     resp = {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None, "responses": []}
-    if not authz.group(ctx, authz.Op.DELETE, gid):
-        resp["error_code"] = E.GROUP_AUTHORIZATION_FAILED
-        return resp
-    code, message = refusal(gw, gid)
-    if code != E.NONE:
-        resp.update(error_code=code, error_message=message)
+    refused = refusal(ctx, gid, authz.Op.DELETE)
+    if refused:
+        resp.update(refused)
         return resp
     svc = pop.for_store(gw.store)
     held = share_groups.offset_topics(gw, gid)

@@ -55,6 +55,17 @@ def wait_until(pred, timeout: float, what: str, members=None):
     raise AssertionError(what + extra)
 
 
+def share_topic(bs: str, prefix: str, partitions: int) -> tuple[str, str]:
+    """A new topic and a share group set to start at its beginning."""
+    topic, group = unique(prefix), unique(prefix + "-g")
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(30)
+    return topic, group
+
+
 def dlq_values(node, group: str) -> list[str]:
     out = subprocess.run(rockafka_command() + ["admin", "--namesrv", node.namesrv_addr, "dlq", "list", group],
                          capture_output=True, text=True, timeout=60)
@@ -64,12 +75,7 @@ def dlq_values(node, group: str) -> list[str]:
 
 def test_share_consumers_share_a_partition_release_reject_and_restart(node):
     bs = node.kafka_bootstrap
-    topic, group = unique("shr"), unique("sg")
-    admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([res])[res].result(30)
+    topic, group = share_topic(bs, "shr", 1)
     plain = [f"v-{i}" for i in range(20)]
     released = [f"release-1-{i}" for i in range(4)]
     rejected = [f"reject-{i}" for i in range(3)]
@@ -161,12 +167,7 @@ def test_confluent_kafka_share_consumer_accept_release_reject(node):
     from confluent_kafka import AcknowledgeType, ShareConsumer
 
     bs = node.kafka_bootstrap
-    topic, group = unique("shc"), unique("sgc")
-    admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([res])[res].result(30)
+    topic, group = share_topic(bs, "shc", 2)
     values = [f"c-{i}" for i in range(12)] + ["release-a", "reject-a"]
     produce(bs, topic, values)
     consumer = ShareConsumer({"bootstrap.servers": bs, "group.id": group, "share.acknowledgement.mode": "explicit"})
