@@ -226,7 +226,7 @@ class PopService:
         # share groups: per (group, topic, queue) the offsets released or expired, waiting for their
         # next delivery; per (group, topic, queue, offset) the live CK that holds its lock
         self._share_avail: dict[tuple[str, str, int], set[int]] = {}
-        self._share_owner: dict[tuple[str, str, int, int], CkKey] = {}
+        self._share_owner: dict[tuple[str, str, int], dict[int, CkKey]] = {}  # (group, topic, queue) -> offset -> CK
         self._listeners: list[Callable[[str, str], None]] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -728,8 +728,8 @@ class PopService:
             raise PopError("ILLEGAL_INVISIBLE_TIME", f"lock duration {lock_ms} ms is outside 1..{_MAX_INVISIBLE_MS}")
         key = (group, topic, queue_id)
         with self._lock:
-            locked = sum(1 for k in self._share_owner if k[:3] == key) if max_locks else 0
-            room = max(0, min(int(max_records), max_locks - locked if max_locks else int(max_records), 1024))
+            locked = len(self._share_owner.get(key, ()))
+            room = max(0, min(int(max_records), max_locks - locked if max_locks > 0 else int(max_records), 1024))
             if room == 0:
                 return []
             taken: list[int] = []
@@ -771,8 +771,9 @@ class PopService:
                     self._share_avail.setdefault(key, set()).update(taken)
                 raise
             self._pending[ck.key] = ck
+            owners = self._share_owner.setdefault(key, {})
             for o in offsets:
-                self._share_owner[(group, topic, queue_id, o)] = ck.key
+                owners[o] = ck.key
             if next_offset >= 0:
                 self.store.consumer_offsets.commit(group, topic, queue_id, next_offset)
             return [(o, self._attempts.get((group, topic, queue_id, o), 0) + 1) for o in offsets]
@@ -800,7 +801,7 @@ class PopService:
             for o, kind in acks:
                 if kind not in (0, 1, 2, 3, 4):
                     return f"acknowledge type {kind} is not one of 0 (gap), 1 (accept), 2 (release), 3 (reject), 4 (renew)"
-                k = self._share_owner.get((group, topic, queue_id, o))
+                k = self._share_owner.get((group, topic, queue_id), {}).get(o)
                 ck = self._pending.get(k) if k is not None else None
                 if ck is None or o not in ck.remaining or ck.member != member or now >= ck.revive_at:
                     return f"the record at offset {o} is not acquired by member {member} (lock expired or never held)"
@@ -850,9 +851,9 @@ class PopService:
 
     def _share_unlock(self, ck: Checkpoint, o: int) -> None:
         ck.remaining.discard(o)
-        k = (ck.group, ck.topic, ck.queue_id, o)
-        if self._share_owner.get(k) == ck.key:
-            del self._share_owner[k]
+        owners = self._share_owner.get((ck.group, ck.topic, ck.queue_id))
+        if owners is not None and owners.get(o) == ck.key:
+            del owners[o]
 
     def _share_done(self, ck: Checkpoint, offsets: list[int]) -> None:
         for o in offsets:
@@ -884,8 +885,9 @@ class PopService:
         new.remaining = set(offsets)
         new.log_offset = self._append("ck", new.to_json())
         self._pending[new.key] = new
+        owners = self._share_owner.setdefault((ck.group, ck.topic, ck.queue_id), {})
         for o in offsets:
-            self._share_owner[(ck.group, ck.topic, ck.queue_id, o)] = new.key
+            owners[o] = new.key
         self._ack_record(ck, offsets, flag="rn")
         for o in offsets:
             ck.remaining.discard(o)
@@ -894,8 +896,9 @@ class PopService:
 
     def _share_replay_ck(self, ck: Checkpoint) -> None:
         avail = self._share_avail.get((ck.group, ck.topic, ck.queue_id))
+        owners = self._share_owner.setdefault((ck.group, ck.topic, ck.queue_id), {})
         for o in ck.offsets:
-            self._share_owner[(ck.group, ck.topic, ck.queue_id, o)] = ck.key
+            owners[o] = ck.key
             if avail:
                 avail.discard(o)
         if ck.next_offset > self.store.consumer_offsets.query(ck.group, ck.topic, ck.queue_id):
@@ -919,7 +922,7 @@ class PopService:
         offsets and the start offset (lowest offset not yet finished)."""
         with self._lock:
             nxt = self.store.consumer_offsets.query(group, topic, queue_id)
-            locked = sorted(k[3] for k in self._share_owner if k[:3] == (group, topic, queue_id))
+            locked = sorted(self._share_owner.get((group, topic, queue_id), ()))
             avail = sorted(self._share_avail.get((group, topic, queue_id), ()))
             start = min(locked[:1] + avail[:1] + ([nxt] if nxt >= 0 else [])) if (locked or avail or nxt >= 0) else -1
             return {"next_offset": nxt, "start_offset": start, "locked": locked, "available": avail}
