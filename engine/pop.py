@@ -378,16 +378,17 @@ class PopService:
         result.reads.append(QueueRead(topic, queue_id, offset, ck.offsets, is_retry))
 
     def _read(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
-              message_filter: Any) -> tuple[list[bytes], int]:
+              message_filter: Any, committed: bool = True) -> tuple[list[bytes], int]:
         """Units at ``offset`` (Kafka batches expanded and filtered per record, aborted Kafka
-        transactions left out, nothing at or past the last stable offset) and the next offset."""
+        transactions left out, nothing at or past the last stable offset) and the next offset.
+        ``committed=False`` (a share group's read_uncommitted): up to the end, aborted included."""
         from . import txn_index
         from .batch_convert import expand_batch_unit
 
         store = self.store
         txn = txn_index.for_store(store)
         hw = store.get_max_offset_in_queue(topic, queue_id)
-        lso = txn.last_stable_offset(topic, queue_id, hw)
+        lso = txn.last_stable_offset(topic, queue_id, hw) if committed else hw
         if offset >= lso:
             return [], offset
         res = store.get_message(group, topic, queue_id, offset, min(max_msgs, lso - offset), message_filter)
@@ -400,7 +401,7 @@ class PopService:
             return [], offset
         out: list[bytes] = []
         aborted = ((lambda pid, off: txn.is_aborted(topic, queue_id, pid, off))
-                   if txn.has_aborted(topic, queue_id) else None)
+                   if committed and txn.has_aborted(topic, queue_id) else None)
         for unit, ref in zip(res.messages, res.units):
             if not ref.is_batch:
                 out.append(bytes(unit))
@@ -720,10 +721,12 @@ class PopService:
 
     def share_acquire(self, group: str, topic: str, queue_id: int, member: str, max_records: int, lock_ms: int, *,
                       delivery_limit: int, init_mode: int = INIT_MODE_MAX, dlq_topic: str = "",
-                      max_locks: int = 2000, now_ms: int | None = None) -> list[tuple[int, int]]:
+                      max_locks: int = 2000, committed: bool = True,
+                      now_ms: int | None = None) -> list[tuple[int, int]]:
         """Acquire up to ``max_records`` records of the share-partition for ``member``: first the
-        released / expired ones (lowest offset first), then new ones from the group's offset.
-        Returns (offset, delivery count) sorted by offset."""
+        released / expired ones (lowest offset first), then new ones from the group's offset
+        (``committed``: read_committed, else read_uncommitted). Returns (offset, delivery count)
+        sorted by offset."""
         if not 0 < lock_ms <= _MAX_INVISIBLE_MS:
             raise PopError("ILLEGAL_INVISIBLE_TIME", f"lock duration {lock_ms} ms is outside 1..{_MAX_INVISIBLE_MS}")
         key = (group, topic, queue_id)
@@ -749,7 +752,7 @@ class PopService:
             next_offset = -1
             if len(taken) < room:
                 offset = self._share_offset(group, topic, queue_id, init_mode)
-                units, nxt = self._read(group, topic, queue_id, offset, room - len(taken), None)
+                units, nxt = self._read(group, topic, queue_id, offset, room - len(taken), None, committed)
                 new = [decode_message(u).queue_offset for u in units]
                 if nxt != offset:
                     next_offset = nxt

@@ -72,7 +72,8 @@ class ShareGroups:
         return {"delivery_limit": cfg.get_int(group, "share.delivery.count.limit"),
                 "init_mode": pop.INIT_MODE_MIN if reset == "earliest" else pop.INIT_MODE_MAX,
                 "dlq_topic": cfg.get(group, "errors.deadletterqueue.topic.name") or "",
-                "max_locks": cfg.get_int(group, "share.partition.max.record.locks")}
+                "max_locks": cfg.get_int(group, "share.partition.max.record.locks"),
+                "committed": cfg.get(group, "share.isolation.level") == "read_committed"}
 
     # -- sessions ----------------------------------------------------------------------------
     def session(self, group: str, member: str, epoch: int) -> tuple[ShareSession | None, int, str | None]:
@@ -136,6 +137,9 @@ class ShareGroups:
             acks.extend((first + i, types[0] if len(types) == 1 else types[i]) for i in range(n))
         if not acks:
             return E.NONE, None
+        if self.gw.group_configs.get(group, "share.renew.acknowledge.enable") != "true" \
+                and any(kind == 4 for _, kind in acks):
+            return E.INVALID_REQUEST, f"RENEW acknowledgements are disabled for group {group}"
         try:
             why = await blocking(self.pop.share_acknowledge, group, topic, queue, member, acks)
         except PopError as exc:

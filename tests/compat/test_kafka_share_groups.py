@@ -104,6 +104,7 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
         # both members are in the group and both are assigned the one partition
         lines = [ln for ln in share_groups_tool(bs, "--describe", "--group", group, "--members") if group in ln]
         assert len(lines) == 2 and all(f"{topic}:0" in ln for ln in lines), lines
+        assert group in share_groups_tool(bs, "--list")
 
         # rejected records are in the group's dead-letter queue
         dead = wait_until(lambda: [v for v in rejected if any(v in ln for ln in dlq_values(node, group))] == rejected
