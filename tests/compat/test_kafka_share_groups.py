@@ -197,3 +197,55 @@ def test_confluent_kafka_share_consumer_accept_release_reject(node):
     assert ("release-a", 1, "RELEASE") in seen and ("release-a", 2, "ACCEPT") in seen, seen
     assert [s for s in seen if s[0] == "reject-a"] == [("reject-a", 1, "REJECT")], seen
     assert any("reject-a" in ln for ln in dlq_values(node, group))
+
+
+def test_share_requests_that_cannot_apply_get_kafka_errors(node):
+    """Bad share requests answer the protocol's error codes; the session and records stay usable."""
+    import uuid
+
+    from gateway_kafka import error_codes as E
+    from gateway_kafka.apis._common import topic_id
+    from tests.gateway_kafka.kafka_helpers import RawKafka
+
+    bs = node.kafka_bootstrap
+    topic, group = share_topic(bs, "she", 1)
+    produce(bs, topic, ["a", "b"])
+    tid, member = topic_id(topic), str(uuid.uuid4())
+    raw = RawKafka(bs)
+
+    def fetch(epoch: int, acks: list | None = None, who: str = member) -> dict:
+        part = {"partition_index": 0, "acknowledgement_batches": acks or []}
+        return raw.request(78, 2, {"group_id": group, "member_id": who, "share_session_epoch": epoch,
+                                   "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10,
+                                   "batch_size": 10, "share_acquire_mode": 0, "is_renew_ack": False,
+                                   "topics": [{"topic_id": tid, "partitions": [part]}], "forgotten_topics_data": []})
+
+    try:
+        assert fetch(0)["error_code"] == E.UNKNOWN_MEMBER_ID  # not a member of the group yet
+        hb = raw.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+                                 "subscribed_topic_names": [topic]})
+        assert hb["error_code"] == E.NONE and hb["assignment"]["topic_partitions"][0]["partitions"] == [0]
+        assert fetch(5)["error_code"] == E.SHARE_SESSION_NOT_FOUND
+        got = fetch(0)
+        [part] = got["responses"][0]["partitions"]
+        assert part["acquired_records"] == [{"first_offset": 0, "last_offset": 1, "delivery_count": 1}]
+        assert fetch(3)["error_code"] == E.INVALID_SHARE_SESSION_EPOCH  # expected 1
+        # an offset this member does not hold: nothing of the partition is applied
+        bad = fetch(1, [{"first_offset": 0, "last_offset": 2, "acknowledge_types": [1]}])
+        assert bad["responses"][0]["partitions"][0]["acknowledge_error_code"] == E.INVALID_RECORD_STATE
+        malformed = fetch(2, [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [1, 1, 1]}])
+        assert malformed["responses"][0]["partitions"][0]["acknowledge_error_code"] == E.INVALID_REQUEST
+        ok = raw.request(79, 2, {"group_id": group, "member_id": member, "share_session_epoch": 3, "is_renew_ack": False,
+                                 "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0,
+                                             "acknowledgement_batches": [{"first_offset": 0, "last_offset": 1,
+                                                                          "acknowledge_types": [1]}]}]}]})
+        assert ok["error_code"] == E.NONE and ok["responses"][0]["partitions"][0]["error_code"] == E.NONE
+        described = raw.request(90, 1, {"groups": [{"group_id": group, "topics": None}]})
+        [row] = described["groups"][0]["topics"][0]["partitions"]
+        assert (row["start_offset"], row["lag"]) == (2, 0)
+        # offsets of a group with members cannot be reset
+        alter = raw.request(91, 0, {"group_id": group, "topics": [{"topic_name": topic, "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]})
+        assert alter["error_code"] == E.NON_EMPTY_GROUP
+    finally:
+        raw.sock.close()
