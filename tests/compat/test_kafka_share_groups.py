@@ -4,7 +4,8 @@ checks per test (docs/design/share-groups.md).
 
 Two members share one partition. Values say what a member does with a record (see
 ``compat/java`` ``Members``): ``release-1-*`` is RELEASEd at its first delivery and ACCEPTed at
-the second, ``reject-*`` is REJECTed (it lands in ``%DLQ%<group>``), everything else is ACCEPTed.
+the second, ``reject-*`` is REJECTed (it lands in ``%DLQ%<group>``), ``renew-*`` is RENEWed once
+and then ACCEPTed, everything else is ACCEPTed.
 Members report a poll's records only after commitSync succeeded, so an accepted value reported
 twice is a real redelivery.
 """
@@ -79,7 +80,7 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
     plain = [f"v-{i}" for i in range(20)]
     released = [f"release-1-{i}" for i in range(4)]
     rejected = [f"reject-{i}" for i in range(3)]
-    produce(bs, topic, plain[:10] + released + rejected + plain[10:])
+    produce(bs, topic, plain[:10] + released + rejected + ["renew-0"] + plain[10:])
 
     members = java_runner.JavaMembers(bs)
     try:
@@ -89,7 +90,8 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
         def accepted() -> Counter:
             return Counter(r[3] for r in members.records() if r[5] == "ACCEPT")
 
-        wait_until(lambda: set(plain + released) <= set(accepted()), 90, "not every record was accepted", members)
+        wait_until(lambda: set(plain + released + ["renew-0"]) <= set(accepted()), 90, "not every record was accepted",
+                   members)
         wait_until(lambda: set(rejected) <= {r[3] for r in members.records() if r[5] == "REJECT"}, 30,
                    "rejected records were not reported", members)
         rows = members.records()
@@ -98,6 +100,8 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
             seen = sorted((r[4], r[5]) for r in rows if r[3] == v)
             assert seen[0] == (1, "RELEASE") and (2, "ACCEPT") in seen, (v, seen)
         assert all(r[4] == 1 for r in rows if r[3] in plain), "a plain record was delivered twice"
+        # a renewed lock keeps the record with its member, same delivery count
+        assert [(r[4], r[5]) for r in rows if r[3] == "renew-0"] == [(1, "RENEW"), (1, "ACCEPT")], rows
         per_member = Counter(e["member"] for e in members.snapshot() if e.get("event") == "records")
         assert set(per_member) == {"m1", "m2"}, f"the partition was not shared: {per_member}"
 
@@ -134,7 +138,7 @@ def test_share_consumers_share_a_partition_release_reject_and_restart(node):
         members.close()
 
     # offsets as kafka-share-groups shows them: everything done, start offset at the end, no lag
-    total = len(plain + released + rejected + after) + 1  # and the resent dead letter
+    total = len(plain + released + rejected + after) + 2  # and renew-0, and the resent dead letter
     wait_until(lambda: offsets_row(bs, group, topic) == [str(total), "0"], 30, "share group offsets not at the end")
     # offsets change only in an empty group (the members' leave may trail their close)
     wait_until(lambda: any(ln.split()[:1] == [group] and " Empty " in ln
