@@ -253,3 +253,19 @@ def test_share_requests_that_cannot_apply_get_kafka_errors(node):
         assert alter["error_code"] == E.NON_EMPTY_GROUP
     finally:
         raw.sock.close()
+
+    # kill -9: the accepted records are never acquired again, a new one is (the revive log and
+    # the group's offset are in the commitlog, which outlives the process)
+    node.kill()
+    node.start()
+    produce(bs, topic, ["c"])
+    raw = RawKafka(bs)
+    try:
+        hb = raw.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+                                 "subscribed_topic_names": [topic]})
+        assert hb["error_code"] == E.NONE
+        got = fetch(0)
+        assert got["responses"][0]["partitions"][0]["acquired_records"] == [
+            {"first_offset": 2, "last_offset": 2, "delivery_count": 1}]
+    finally:
+        raw.sock.close()
