@@ -752,8 +752,7 @@ class PopService:
             next_offset = -1
             if len(taken) < room:
                 offset = self._share_offset(group, topic, queue_id, init_mode)
-                units, nxt = self._read(group, topic, queue_id, offset, room - len(taken), None, committed)
-                new = [decode_message(u).queue_offset for u in units]
+                new, nxt = self._share_read(group, topic, queue_id, offset, room - len(taken), committed)
                 if nxt != offset:
                     next_offset = nxt
             offsets = sorted(taken + new)
@@ -780,6 +779,55 @@ class PopService:
             if next_offset >= 0:
                 self.store.consumer_offsets.commit(group, topic, queue_id, next_offset)
             return [(o, self._attempts.get((group, topic, queue_id, o), 0) + 1) for o in offsets]
+
+    def _share_read(self, group: str, topic: str, queue_id: int, offset: int, max_records: int,
+                    committed: bool) -> tuple[list[int], int]:
+        """Offsets of the records from ``offset`` (up to ``max_records``) and the next offset, as
+        ``_read`` finds them but from batch headers only: a Kafka batch of contiguous offsets is a
+        range, never decoded record by record (control batches and, when ``committed``, aborted
+        ones skipped; nothing at or past the last stable offset)."""
+        from . import record_batch as rb
+        from . import txn_index
+        from .batch_convert import expand_batch_unit
+
+        store = self.store
+        txn = txn_index.for_store(store)
+        hw = store.get_max_offset_in_queue(topic, queue_id)
+        end = txn.last_stable_offset(topic, queue_id, hw) if committed else hw
+        if offset >= end:
+            return [], offset
+        res = store.get_message(group, topic, queue_id, offset, min(max_records, end - offset))
+        status = res.status.name
+        if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
+            return [], res.next_begin_offset
+        if status == "NO_MATCHED_MESSAGE":
+            return [], max(res.next_begin_offset, offset)
+        if status != "FOUND":
+            return [], offset
+        check = committed and txn.has_aborted(topic, queue_id)
+        out: list[int] = []
+        for unit, ref in zip(res.messages, res.units):
+            if not ref.is_batch:
+                out.append(ref.queue_offset)
+                continue
+            ext = decode_message(bytes(unit))  # the unit's header only; the batch stays bytes
+            try:
+                h = rb.parse_header(ext.body)
+            except Exception:
+                log.warning("share_batch_unreadable", topic=topic, queue_id=queue_id, offset=ref.queue_offset)
+                continue
+            if h.is_control or (check and h.is_transactional and txn.is_aborted(topic, queue_id, h.producer_id,
+                                                                                 ext.queue_offset)):
+                continue
+            if h.last_offset_delta + 1 == h.records_count:
+                offs: Any = range(ext.queue_offset, ext.queue_offset + h.records_count)
+            else:  # offsets with gaps (a compacted batch): read them from the records
+                offs = [decode_message(r).queue_offset for r in expand_batch_unit(bytes(unit))]
+            out.extend(o for o in offs if offset <= o < end)
+        if len(out) > max_records:
+            out = out[:max_records]
+            return out, out[-1] + 1
+        return out, min(res.next_begin_offset, end) if out else res.next_begin_offset
 
     def _share_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
         """The next offset the group never acquired; a new share-partition starts at the log's
