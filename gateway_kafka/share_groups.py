@@ -56,6 +56,7 @@ class ShareGroups:
     def __init__(self, gateway: Any):
         self.gw = gateway
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._tasks: set[asyncio.Task] = set()  # releases of members that left (held until done)
         gateway.modern_groups.share_listeners.append(self._group_changed)
 
     @property
@@ -103,7 +104,9 @@ class ShareGroups:
         members = set(g.members) if g is not None else set()
         for key in [k for k in self.sessions if k[0] == group_id and k[1] not in members]:
             del self.sessions[key]
-            asyncio.get_running_loop().create_task(self._release_member(*key))
+            task = asyncio.get_running_loop().create_task(self._release_member(*key))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _release_member(self, group: str, member: str) -> None:
         from gateway_kafka.apis._common import blocking
