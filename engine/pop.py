@@ -377,6 +377,27 @@ class PopService:
             result.messages.append(PoppedMessage(unit, ext, origin_topic, handle, attempt))
         result.reads.append(QueueRead(topic, queue_id, offset, ck.offsets, is_retry))
 
+    def _get(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int, message_filter: Any,
+             committed: bool) -> tuple[Any, int, int]:
+        """(store result or None, end = last stable offset or high watermark, next offset when
+        nothing was found) of a read at ``offset`` that stops before ``end``."""
+        from . import txn_index
+
+        store = self.store
+        hw = store.get_max_offset_in_queue(topic, queue_id)
+        end = txn_index.for_store(store).last_stable_offset(topic, queue_id, hw) if committed else hw
+        if offset >= end:
+            return None, end, offset
+        res = store.get_message(group, topic, queue_id, offset, min(max_msgs, end - offset), message_filter)
+        status = res.status.name
+        if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
+            return None, end, res.next_begin_offset
+        if status == "NO_MATCHED_MESSAGE":
+            return None, end, max(res.next_begin_offset, offset)
+        if status != "FOUND":
+            return None, end, offset
+        return res, end, offset
+
     def _read(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
               message_filter: Any, committed: bool = True) -> tuple[list[bytes], int]:
         """Units at ``offset`` (Kafka batches expanded and filtered per record, aborted Kafka
@@ -385,20 +406,10 @@ class PopService:
         from . import txn_index
         from .batch_convert import expand_batch_unit
 
-        store = self.store
-        txn = txn_index.for_store(store)
-        hw = store.get_max_offset_in_queue(topic, queue_id)
-        lso = txn.last_stable_offset(topic, queue_id, hw) if committed else hw
-        if offset >= lso:
-            return [], offset
-        res = store.get_message(group, topic, queue_id, offset, min(max_msgs, lso - offset), message_filter)
-        status = res.status.name
-        if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
-            return [], res.next_begin_offset
-        if status == "NO_MATCHED_MESSAGE":
-            return [], max(res.next_begin_offset, offset)
-        if status != "FOUND":
-            return [], offset
+        txn = txn_index.for_store(self.store)
+        res, lso, nxt = self._get(group, topic, queue_id, offset, max_msgs, message_filter, committed)
+        if res is None:
+            return [], nxt
         out: list[bytes] = []
         aborted = ((lambda pid, off: txn.is_aborted(topic, queue_id, pid, off))
                    if committed and txn.has_aborted(topic, queue_id) else None)
@@ -790,20 +801,10 @@ class PopService:
         from . import txn_index
         from .batch_convert import expand_batch_unit
 
-        store = self.store
-        txn = txn_index.for_store(store)
-        hw = store.get_max_offset_in_queue(topic, queue_id)
-        end = txn.last_stable_offset(topic, queue_id, hw) if committed else hw
-        if offset >= end:
-            return [], offset
-        res = store.get_message(group, topic, queue_id, offset, min(max_records, end - offset))
-        status = res.status.name
-        if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
-            return [], res.next_begin_offset
-        if status == "NO_MATCHED_MESSAGE":
-            return [], max(res.next_begin_offset, offset)
-        if status != "FOUND":
-            return [], offset
+        txn = txn_index.for_store(self.store)
+        res, end, nxt = self._get(group, topic, queue_id, offset, max_records, None, committed)
+        if res is None:
+            return [], nxt
         check = committed and txn.has_aborted(topic, queue_id)
         out: list[int] = []
         for unit, ref in zip(res.messages, res.units):
