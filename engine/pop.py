@@ -62,6 +62,7 @@ PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 PROPERTY_POP_CK = "POP_CK"
+PROPERTY_SHARE_PARTITION = "SHARE_PARTITION"  # a share group's dead letter: the partition it came from
 INIT_MODE_MIN = 0  # RocketMQ ConsumeInitMode.MIN: a new group starts at the queue's first message
 INIT_MODE_MAX = 1  # MAX: at the end, unless the queue still holds its message 0 (RocketMQ checks the page cache)
 PERM_READ, PERM_WRITE = 4, 2
@@ -139,6 +140,9 @@ class Checkpoint:
     max_attempts: int = 17
     log_offset: int = -1  # revive-log queue offset of the CK record
     remaining: set[int] = field(default_factory=set)
+    share: bool = False  # a Kafka share group's acquisition (records stay at their offsets)
+    member: str = ""  # share: the member that holds the acquisition lock
+    dlq_topic: str = ""  # share: where rejected / exhausted records go ("" = %DLQ%<group>)
 
     @property
     def key(self) -> CkKey:
@@ -149,14 +153,18 @@ class Checkpoint:
         return self.pop_time + self.invisible_ms
 
     def to_json(self) -> dict[str, Any]:
-        return {"g": self.group, "t": self.topic, "q": self.queue_id, "so": self.start_offset, "pt": self.pop_time,
-                "it": self.invisible_ms, "os": self.offsets, "no": self.next_offset, "o": int(self.orderly),
-                "ma": self.max_attempts}
+        doc = {"g": self.group, "t": self.topic, "q": self.queue_id, "so": self.start_offset, "pt": self.pop_time,
+               "it": self.invisible_ms, "os": self.offsets, "no": self.next_offset, "o": int(self.orderly),
+               "ma": self.max_attempts}
+        if self.share:
+            doc.update(s=1, m=self.member, dq=self.dlq_topic)
+        return doc
 
     @classmethod
     def from_json(cls, d: dict[str, Any], log_offset: int) -> "Checkpoint":
         ck = cls(str(d["g"]), str(d["t"]), int(d["q"]), int(d["so"]), int(d["pt"]), int(d["it"]),
-                 [int(o) for o in d["os"]], int(d.get("no", -1)), bool(d.get("o")), int(d.get("ma", 17)), log_offset)
+                 [int(o) for o in d["os"]], int(d.get("no", -1)), bool(d.get("o")), int(d.get("ma", 17)), log_offset,
+                 share=bool(d.get("s")), member=str(d.get("m", "")), dlq_topic=str(d.get("dq", "")))
         ck.remaining = set(ck.offsets)
         return ck
 
@@ -215,6 +223,10 @@ class PopService:
         # orderly: revive-log offset of the first CK whose expiry counted in _attempts[key]; the
         # progress offset never passes it, so a restart replays the counts (they live in the log)
         self._attempt_pins: dict[tuple[str, str, int, int], int] = {}
+        # share groups: per (group, topic, queue) the offsets released or expired, waiting for their
+        # next delivery; per (group, topic, queue, offset) the live CK that holds its lock
+        self._share_avail: dict[tuple[str, str, int], set[int]] = {}
+        self._share_owner: dict[tuple[str, str, int], dict[int, CkKey]] = {}  # (group, topic, queue) -> offset -> CK
         self._listeners: list[Callable[[str, str], None]] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -365,30 +377,42 @@ class PopService:
             result.messages.append(PoppedMessage(unit, ext, origin_topic, handle, attempt))
         result.reads.append(QueueRead(topic, queue_id, offset, ck.offsets, is_retry))
 
+    def _get(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int, message_filter: Any,
+             committed: bool) -> tuple[Any, int, int]:
+        """(store result or None, end = last stable offset or high watermark, next offset when
+        nothing was found) of a read at ``offset`` that stops before ``end``."""
+        from . import txn_index
+
+        store = self.store
+        hw = store.get_max_offset_in_queue(topic, queue_id)
+        end = txn_index.for_store(store).last_stable_offset(topic, queue_id, hw) if committed else hw
+        if offset >= end:
+            return None, end, offset
+        res = store.get_message(group, topic, queue_id, offset, min(max_msgs, end - offset), message_filter)
+        status = res.status.name
+        if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
+            return None, end, res.next_begin_offset
+        if status == "NO_MATCHED_MESSAGE":
+            return None, end, max(res.next_begin_offset, offset)
+        if status != "FOUND":
+            return None, end, offset
+        return res, end, offset
+
     def _read(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
-              message_filter: Any) -> tuple[list[bytes], int]:
+              message_filter: Any, committed: bool = True) -> tuple[list[bytes], int]:
         """Units at ``offset`` (Kafka batches expanded and filtered per record, aborted Kafka
-        transactions left out, nothing at or past the last stable offset) and the next offset."""
+        transactions left out, nothing at or past the last stable offset) and the next offset.
+        ``committed=False`` (a share group's read_uncommitted): up to the end, aborted included."""
         from . import txn_index
         from .batch_convert import expand_batch_unit
 
-        store = self.store
-        txn = txn_index.for_store(store)
-        hw = store.get_max_offset_in_queue(topic, queue_id)
-        lso = txn.last_stable_offset(topic, queue_id, hw)
-        if offset >= lso:
-            return [], offset
-        res = store.get_message(group, topic, queue_id, offset, min(max_msgs, lso - offset), message_filter)
-        status = res.status.name
-        if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
-            return [], res.next_begin_offset
-        if status == "NO_MATCHED_MESSAGE":
-            return [], max(res.next_begin_offset, offset)
-        if status != "FOUND":
-            return [], offset
+        txn = txn_index.for_store(self.store)
+        res, lso, nxt = self._get(group, topic, queue_id, offset, max_msgs, message_filter, committed)
+        if res is None:
+            return [], nxt
         out: list[bytes] = []
         aborted = ((lambda pid, off: txn.is_aborted(topic, queue_id, pid, off))
-                   if txn.has_aborted(topic, queue_id) else None)
+                   if committed and txn.has_aborted(topic, queue_id) else None)
         for unit, ref in zip(res.messages, res.units):
             if not ref.is_batch:
                 out.append(bytes(unit))
@@ -406,7 +430,11 @@ class PopService:
                         and not message_filter.matches_properties(ext.properties):
                     continue
                 out.append(rec)
-        return out[:max_msgs] if len(out) > max_msgs else out, min(res.next_begin_offset, lso) if out else res.next_begin_offset
+        if len(out) > max_msgs:
+            # a batch holds more records than asked for: the next read starts after the last one given
+            out = out[:max_msgs]
+            return out, decode_message(out[-1]).queue_offset + 1
+        return out, min(res.next_begin_offset, lso) if out else res.next_begin_offset
 
     # ------------------------------------------------------------------ ack / change
     def _checkpoint(self, group: str, topic: str, h: Handle) -> Checkpoint | None:
@@ -423,10 +451,12 @@ class PopService:
             return AckStatus.NO_SUCH_CHECKPOINT
         return h, ck
 
-    def _ack_record(self, ck: Checkpoint, offsets: list[int], revived: bool = False) -> None:
+    def _ack_record(self, ck: Checkpoint, offsets: list[int], revived: bool = False, flag: str = "") -> None:
         doc = {"g": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset, "pt": ck.pop_time, "os": offsets}
         if revived:
             doc["r"] = 1
+        if flag:  # share groups: "rel" released (one delivery more), "rn" lock renewed (moved to a new CK)
+            doc[flag] = 1
         self._append("ack", doc)
 
     def ack(self, group: str, topic: str, handle: str, now_ms: int | None = None) -> AckStatus:
@@ -525,6 +555,12 @@ class PopService:
 
     def _revive(self, ck: Checkpoint) -> int:
         offsets = sorted(ck.remaining)
+        if ck.share:
+            # the acquisition lock expired: one delivery more, back to the share-partition (or DLQ)
+            self._share_dead_letters(ck, offsets, "max_deliveries")
+            self._ack_record(ck, offsets, revived=True)
+            self._share_release(ck, offsets)
+            return len(offsets)
         if ck.orderly:
             # not re-put: the queue is popped again from its consumer offset, one attempt more
             self._count_attempts(ck, offsets)
@@ -594,10 +630,13 @@ class PopService:
         msg.properties.setdefault(PROPERTY_FIRST_POP_TIME, str(int(time.time() * 1000)))
         self._put(msg, "retry")
 
-    def _to_dlq(self, group: str, origin_topic: str, ext: MessageExt, reason: str) -> None:
-        topic = DLQ_PREFIX + group
+    def _to_dlq(self, group: str, origin_topic: str, ext: MessageExt, reason: str, topic: str = "",
+                share_queue: int | None = None) -> None:
+        topic = topic or DLQ_PREFIX + group
         self._ensure_topic(topic)
         msg = self._copy(ext, topic, origin_topic, ext.reconsume_times + 1)
+        if share_queue is not None:  # resent to its partition, not to a retry topic (rockafka admin dlq resend)
+            msg.properties[PROPERTY_SHARE_PARTITION] = str(share_queue)
         msg.properties[PROPERTY_DLQ_ORIGIN_TOPIC] = msg.properties[PROPERTY_RETRY_TOPIC]
         msg.properties[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = msg.properties[PROPERTY_ORIGIN_MESSAGE_ID]
         self._put(msg, "dlq")
@@ -641,13 +680,17 @@ class PopService:
                     self._pending[ck.key] = ck
                     if ck.orderly:
                         self._orderly_lock[(ck.group, ck.topic, ck.queue_id)] = ck.key
+                    if ck.share:
+                        self._share_replay_ck(ck)
                     cks += 1
                 elif ext.tags == "ack":
                     ck = self._pending.get((doc["g"], doc["t"], int(doc["q"]), int(doc["so"]), int(doc["pt"])))
                     if ck is None:
                         continue
                     offs = [int(o) for o in doc["os"]]
-                    if doc.get("r") and ck.orderly:
+                    if ck.share:
+                        self._share_replay_ack(ck, offs, doc)
+                    elif doc.get("r") and ck.orderly:
                         self._count_attempts(ck, offs)
                         ck.remaining.clear()
                         self._finish(ck)
@@ -679,6 +722,282 @@ class PopService:
                 log.warning("pop_revive_deferred", error=str(exc))
             except Exception:
                 log.exception("pop_revive_failed")
+
+    # ------------------------------------------------------------------ Kafka share groups
+    # A share-partition is (group, topic, queue). Records stay at their offsets: an acquisition is
+    # a CK with s=1 (member, lock = invisible time, delivery limit = max attempts, DLQ topic); the
+    # group's consumer offset is the next offset never acquired; a released or expired record
+    # waits in _share_avail for its next delivery, its finished deliveries counted in _attempts
+    # and pinned in the log like an orderly POP's (docs/design/share-groups.md).
+
+    def share_acquire(self, group: str, topic: str, queue_id: int, member: str, max_records: int, lock_ms: int, *,
+                      delivery_limit: int, init_mode: int = INIT_MODE_MAX, dlq_topic: str = "",
+                      max_locks: int = 2000, committed: bool = True,
+                      now_ms: int | None = None) -> list[tuple[int, int]]:
+        """Acquire up to ``max_records`` records of the share-partition for ``member``: first the
+        released / expired ones (lowest offset first), then new ones from the group's offset
+        (``committed``: read_committed, else read_uncommitted). Returns (offset, delivery count)
+        sorted by offset."""
+        if not 0 < lock_ms <= _MAX_INVISIBLE_MS:
+            raise PopError("ILLEGAL_INVISIBLE_TIME", f"lock duration {lock_ms} ms is outside 1..{_MAX_INVISIBLE_MS}")
+        key = (group, topic, queue_id)
+        with self._lock:
+            locked = len(self._share_owner.get(key, ()))
+            room = max(0, min(int(max_records), max_locks - locked if max_locks > 0 else int(max_records), 1024))
+            if room == 0:
+                return []
+            taken: list[int] = []
+            avail = self._share_avail.get(key)
+            if avail:
+                low = self.store.get_min_offset_in_queue(topic, queue_id)
+                for o in sorted(avail):
+                    if len(taken) >= room:
+                        break
+                    avail.discard(o)
+                    if o < low:  # gone from the log (retention, DeleteRecords): nothing to deliver
+                        self._attempts.pop((group, topic, queue_id, o), None)
+                        self._attempt_pins.pop((group, topic, queue_id, o), None)
+                        continue
+                    taken.append(o)
+            new: list[int] = []
+            next_offset = -1
+            if len(taken) < room:
+                offset = self._share_offset(group, topic, queue_id, init_mode)
+                new, nxt = self._share_read(group, topic, queue_id, offset, room - len(taken), committed)
+                if nxt != offset:
+                    next_offset = nxt
+            offsets = sorted(taken + new)
+            if not offsets:
+                if next_offset >= 0:  # filtered out (aborted, markers): consumed, as with a pull
+                    self.store.consumer_offsets.commit(group, topic, queue_id, next_offset)
+                return []
+            pop_time = int(time.time() * 1000) if now_ms is None else now_ms
+            ck = Checkpoint(group, topic, queue_id, offsets[0], pop_time, lock_ms, offsets, next_offset, False,
+                            delivery_limit, share=True, member=member, dlq_topic=dlq_topic)
+            while ck.key in self._pending:
+                ck.pop_time += 1
+            ck.remaining = set(offsets)
+            try:
+                ck.log_offset = self._append("ck", ck.to_json())
+            except PopError:
+                if taken:
+                    self._share_avail.setdefault(key, set()).update(taken)
+                raise
+            self._pending[ck.key] = ck
+            owners = self._share_owner.setdefault(key, {})
+            for o in offsets:
+                owners[o] = ck.key
+            if next_offset >= 0:
+                self.store.consumer_offsets.commit(group, topic, queue_id, next_offset)
+            return [(o, self._attempts.get((group, topic, queue_id, o), 0) + 1) for o in offsets]
+
+    def _share_read(self, group: str, topic: str, queue_id: int, offset: int, max_records: int,
+                    committed: bool) -> tuple[list[int], int]:
+        """Offsets of the records from ``offset`` (up to ``max_records``) and the next offset, as
+        ``_read`` finds them but from batch headers only: a Kafka batch of contiguous offsets is a
+        range, never decoded record by record (control batches and, when ``committed``, aborted
+        ones skipped; nothing at or past the last stable offset)."""
+        from . import record_batch as rb
+        from . import txn_index
+        from .batch_convert import expand_batch_unit
+
+        txn = txn_index.for_store(self.store)
+        res, end, nxt = self._get(group, topic, queue_id, offset, max_records, None, committed)
+        if res is None:
+            return [], nxt
+        check = committed and txn.has_aborted(topic, queue_id)
+        out: list[int] = []
+        for unit, ref in zip(res.messages, res.units):
+            if not ref.is_batch:
+                out.append(ref.queue_offset)
+                continue
+            ext = decode_message(bytes(unit))  # the unit's header only; the batch stays bytes
+            try:
+                h = rb.parse_header(ext.body)
+            except Exception:
+                log.warning("share_batch_unreadable", topic=topic, queue_id=queue_id, offset=ref.queue_offset)
+                continue
+            if h.is_control or (check and h.is_transactional and txn.is_aborted(topic, queue_id, h.producer_id,
+                                                                                 ext.queue_offset)):
+                continue
+            if h.last_offset_delta + 1 == h.records_count:
+                offs: Any = range(ext.queue_offset, ext.queue_offset + h.records_count)
+            else:  # offsets with gaps (a compacted batch): read them from the records
+                offs = [decode_message(r).queue_offset for r in expand_batch_unit(bytes(unit))]
+            out.extend(o for o in offs if offset <= o < end)
+        if len(out) > max_records:
+            out = out[:max_records]
+            return out, out[-1] + 1
+        return out, min(res.next_begin_offset, end) if out else res.next_begin_offset
+
+    def _share_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
+        """The next offset the group never acquired; a new share-partition starts at the log's
+        start (earliest) or end (latest) and that start is recorded at once (Kafka's SPSO)."""
+        store = self.store
+        off = store.consumer_offsets.query(group, topic, queue_id)
+        low = store.get_min_offset_in_queue(topic, queue_id)
+        if off < 0:
+            off = low if init_mode == INIT_MODE_MIN else store.get_max_offset_in_queue(topic, queue_id)
+            store.consumer_offsets.commit(group, topic, queue_id, off)
+        return max(off, low)
+
+    def share_acknowledge(self, group: str, topic: str, queue_id: int, member: str, acks: list[tuple[int, int]],
+                          now_ms: int | None = None) -> str | None:
+        """Apply (offset, type) acknowledgements of ``member`` (Kafka's types: 0 gap and 1 accept
+        finish the record, 2 release makes it available again with one delivery more, 3 reject
+        sends it to the dead-letter topic, 4 renew restarts its lock). All or nothing: returns why
+        not when any offset is not locked by ``member`` (Kafka's INVALID_RECORD_STATE), else None."""
+        with self._lock:
+            now = int(time.time() * 1000) if now_ms is None else now_ms
+            by_ck: dict[CkKey, list[tuple[int, int]]] = {}
+            for o, kind in acks:
+                if kind not in (0, 1, 2, 3, 4):
+                    return f"acknowledge type {kind} is not one of 0 (gap), 1 (accept), 2 (release), 3 (reject), 4 (renew)"
+                k = self._share_owner.get((group, topic, queue_id), {}).get(o)
+                ck = self._pending.get(k) if k is not None else None
+                if ck is None or o not in ck.remaining or ck.member != member or now >= ck.revive_at:
+                    return f"the record at offset {o} is not acquired by member {member} (lock expired or never held)"
+                by_ck.setdefault(k, []).append((o, kind))
+            for k, items in by_ck.items():
+                ck = self._pending[k]
+                done = [o for o, kind in items if kind in (0, 1, 3)]
+                released = [o for o, kind in items if kind == 2]
+                renewed = [o for o, kind in items if kind == 4]
+                for o, kind in items:
+                    if kind == 3:
+                        ext = self._message_at(ck.topic, ck.queue_id, o)
+                        if ext is not None:
+                            self._to_dlq(ck.group, ck.topic, ext, "rejected", ck.dlq_topic, ck.queue_id)
+                if done:
+                    self._ack_record(ck, done)
+                    self._share_done(ck, done)
+                if released:
+                    self._share_dead_letters(ck, released, "max_deliveries")
+                    self._ack_record(ck, released, flag="rel")
+                    self._share_release(ck, released)
+                if renewed:
+                    self._share_renew(ck, renewed, now)
+        return None
+
+    def share_release_member(self, group: str, member: str) -> int:
+        """The member left: every record it holds becomes available again (one delivery more)."""
+        n = 0
+        with self._lock:
+            for ck in [c for c in self._pending.values() if c.share and c.group == group and c.member == member]:
+                offsets = sorted(ck.remaining)
+                if offsets:
+                    self._share_dead_letters(ck, offsets, "max_deliveries")
+                    self._ack_record(ck, offsets, flag="rel")
+                    self._share_release(ck, offsets)
+                    n += len(offsets)
+        return n
+
+    def _share_dead_letters(self, ck: Checkpoint, offsets: list[int], reason: str) -> None:
+        """Before a release is logged: records whose delivery ends their last allowed one go to
+        the dead-letter topic (replay recognises them by the same count)."""
+        for o in offsets:
+            if self._attempts.get((ck.group, ck.topic, ck.queue_id, o), 0) + 1 >= ck.max_attempts:
+                ext = self._message_at(ck.topic, ck.queue_id, o)
+                if ext is not None:
+                    self._to_dlq(ck.group, ck.topic, ext, reason, ck.dlq_topic, ck.queue_id)
+
+    def _share_unlock(self, ck: Checkpoint, o: int) -> None:
+        ck.remaining.discard(o)
+        owners = self._share_owner.get((ck.group, ck.topic, ck.queue_id))
+        if owners is not None and owners.get(o) == ck.key:
+            del owners[o]
+
+    def _share_done(self, ck: Checkpoint, offsets: list[int]) -> None:
+        for o in offsets:
+            self._share_unlock(ck, o)
+            self._attempts.pop((ck.group, ck.topic, ck.queue_id, o), None)
+            self._attempt_pins.pop((ck.group, ck.topic, ck.queue_id, o), None)
+        if not ck.remaining:
+            self._finish(ck)
+
+    def _share_release(self, ck: Checkpoint, offsets: list[int]) -> None:
+        self._count_attempts(ck, offsets)
+        avail = self._share_avail.setdefault((ck.group, ck.topic, ck.queue_id), set())
+        for o in offsets:
+            self._share_unlock(ck, o)
+            k = (ck.group, ck.topic, ck.queue_id, o)
+            if self._attempts.get(k, 0) >= ck.max_attempts:  # dead-lettered: the record is done
+                self._attempts.pop(k, None)
+                self._attempt_pins.pop(k, None)
+            else:
+                avail.add(o)
+        if not ck.remaining:
+            self._finish(ck)
+
+    def _share_renew(self, ck: Checkpoint, offsets: list[int], now: int) -> None:
+        new = Checkpoint(ck.group, ck.topic, ck.queue_id, min(offsets), now, ck.invisible_ms, sorted(offsets), -1,
+                         False, ck.max_attempts, share=True, member=ck.member, dlq_topic=ck.dlq_topic)
+        while new.key in self._pending:
+            new.pop_time += 1
+        new.remaining = set(offsets)
+        new.log_offset = self._append("ck", new.to_json())
+        self._pending[new.key] = new
+        owners = self._share_owner.setdefault((ck.group, ck.topic, ck.queue_id), {})
+        for o in offsets:
+            owners[o] = new.key
+        self._ack_record(ck, offsets, flag="rn")
+        for o in offsets:
+            ck.remaining.discard(o)
+        if not ck.remaining:
+            self._finish(ck)
+
+    def _share_replay_ck(self, ck: Checkpoint) -> None:
+        avail = self._share_avail.get((ck.group, ck.topic, ck.queue_id))
+        owners = self._share_owner.setdefault((ck.group, ck.topic, ck.queue_id), {})
+        for o in ck.offsets:
+            owners[o] = ck.key
+            if avail:
+                avail.discard(o)
+        if ck.next_offset > self.store.consumer_offsets.query(ck.group, ck.topic, ck.queue_id):
+            # the CK is in the log before the offset moved: a crash in between never re-acquires
+            self.store.consumer_offsets.commit(ck.group, ck.topic, ck.queue_id, ck.next_offset)
+
+    def _share_replay_ack(self, ck: Checkpoint, offsets: list[int], doc: dict[str, Any]) -> None:
+        offsets = [o for o in offsets if o in ck.remaining]
+        if doc.get("rn"):
+            for o in offsets:
+                ck.remaining.discard(o)
+            if not ck.remaining:
+                self._finish(ck)
+        elif doc.get("r") or doc.get("rel"):
+            self._share_release(ck, offsets)
+        else:
+            self._share_done(ck, offsets)
+
+    def share_state(self, group: str, topic: str, queue_id: int) -> dict[str, Any]:
+        """What the share-partition holds: next offset never acquired, locked and available
+        offsets and the start offset (lowest offset not yet finished)."""
+        with self._lock:
+            nxt = self.store.consumer_offsets.query(group, topic, queue_id)
+            locked = sorted(self._share_owner.get((group, topic, queue_id), ()))
+            avail = sorted(self._share_avail.get((group, topic, queue_id), ()))
+            start = min(locked[:1] + avail[:1] + ([nxt] if nxt >= 0 else [])) if (locked or avail or nxt >= 0) else -1
+            return {"next_offset": nxt, "start_offset": start, "locked": locked, "available": avail}
+
+    def share_reset(self, group: str, topic: str, queue_id: int, offset: int | None) -> None:
+        """AlterShareGroupOffsets (``offset``) / DeleteShareGroupOffsets (None): the
+        share-partition starts again, its available records and delivery counts forgotten (the
+        caller checks that the group has no members)."""
+        with self._lock:
+            self._share_avail.pop((group, topic, queue_id), None)
+            for k in [k for k in self._attempts if k[:3] == (group, topic, queue_id)]:
+                self._attempts.pop(k, None)
+                self._attempt_pins.pop(k, None)
+            offsets = self.store.consumer_offsets
+            if offset is None:
+                res = offsets.delete(group, topic, queue_id)
+            else:
+                from .consumer_offset import OffsetEntry
+
+                res = offsets.commit_durable(group, {(topic, queue_id): OffsetEntry(offset, commit_timestamp=int(
+                    time.time() * 1000))})
+            if res is not None and not res.stored:
+                raise PopError("PUT_FAILED", f"share-partition offset not stored: {res.status.name}")
 
     # ------------------------------------------------------------------ introspection
     def inflight(self, group: str | None = None) -> int:

@@ -294,7 +294,8 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
             emit(rows, js, ["originMsgId", "originTopic", "reconsumeTimes", "storeTimestamp", "body"])
         elif action == "resend":
             m = admin.resend_dlq_message(args.group, args.msg_id)
-            emit({"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": "%RETRY%" + args.group,
+            to = m.properties.get("RETRY_TOPIC") if "SHARE_PARTITION" in m.properties else "%RETRY%" + args.group
+            emit({"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": to,
                     "originTopic": m.properties.get("RETRY_TOPIC")}, js)
     elif cmd == "acl":
         if action == "set-user":

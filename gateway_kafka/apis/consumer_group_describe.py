@@ -18,6 +18,11 @@ from gateway_kafka.consumer_groups import CONSUMER
 
 @api(key=69, min=0, max=1)
 async def handle(ctx: RequestContext, body: dict) -> dict:
+    return {"throttle_time_ms": 0, "groups": describe(ctx, body, CONSUMER)}
+
+
+def describe(ctx: RequestContext, body: dict, group_type: int) -> list[dict]:
+    """Entries of ConsumerGroupDescribe / ShareGroupDescribe (``group_type``)."""
     groups = []
     for gid in body.get("group_ids") or ():
         if not authz.group(ctx, authz.Op.DESCRIBE, gid):
@@ -25,8 +30,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
                            "authorized_operations": NOT_ASKED})
             continue
-        entry = ctx.gateway.modern_groups.describe(gid, CONSUMER)
+        entry = ctx.gateway.modern_groups.describe(gid, group_type)
         entry["authorized_operations"] = authz.authorized_operations(ctx, authz.RT.GROUP, gid, GROUP_OPERATIONS) \
             if body.get("include_authorized_operations") else NOT_ASKED
         groups.append(entry)
-    return {"throttle_time_ms": 0, "groups": groups}
+    return groups

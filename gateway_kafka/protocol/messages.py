@@ -1138,3 +1138,208 @@ api(46, "ListPartitionReassignments", "0", flexible="0+",
         current_brokers: [int32]
         target_brokers: [int32]
 """)
+
+# KIP-932 share groups (Kafka 4.1+; v0 was early access and removed: not offered)
+api(76, "ShareGroupHeartbeat", "1", flexible="0+",
+    request="""
+    group_id: string
+    member_id: string
+    member_epoch: int32
+    rack_id: string null:0+ =null
+    subscribed_topic_names: [string] null:0+ =null
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+ =null
+    member_id: string null:0+ =null
+    member_epoch: int32
+    heartbeat_interval_ms: int32
+    assignment: {} null:0+ =null
+      topic_partitions: []
+        topic_id: uuid
+        partitions: [int32]
+""")
+
+api(77, "ShareGroupDescribe", "1", flexible="0+",
+    request="""
+    group_ids: [string]
+    include_authorized_operations: bool
+""",
+    response="""
+    throttle_time_ms: int32
+    groups: []
+      error_code: int16
+      error_message: string null:0+ =null
+      group_id: string
+      group_state: string
+      group_epoch: int32
+      assignment_epoch: int32
+      assignor_name: string
+      members: []
+        member_id: string
+        rack_id: string null:0+ =null
+        member_epoch: int32
+        client_id: string
+        client_host: string
+        subscribed_topic_names: [string]
+        assignment: {}
+          topic_partitions: []
+            topic_id: uuid
+            topic_name: string
+            partitions: [int32]
+      authorized_operations: int32 =-2147483648
+""")
+
+api(78, "ShareFetch", "1-2", flexible="0+",
+    request="""
+    group_id: string null:0+ =null
+    member_id: string null:0+
+    share_session_epoch: int32
+    max_wait_ms: int32
+    min_bytes: int32
+    max_bytes: int32 =0x7fffffff
+    max_records: int32 1+
+    batch_size: int32 1+
+    share_acquire_mode: int8 2+ =0
+    is_renew_ack: bool 2+ =false
+    topics: []
+      topic_id: uuid
+      partitions: []
+        partition_index: int32
+        acknowledgement_batches: []
+          first_offset: int64
+          last_offset: int64
+          acknowledge_types: [int8]
+    forgotten_topics_data: []
+      topic_id: uuid
+      partitions: [int32]
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+ =null
+    acquisition_lock_timeout_ms: int32
+    responses: []
+      topic_id: uuid
+      partitions: []
+        partition_index: int32
+        error_code: int16
+        error_message: string null:0+ =null
+        acknowledge_error_code: int16
+        acknowledge_error_message: string null:0+ =null
+        current_leader: {}
+          leader_id: int32
+          leader_epoch: int32
+        records: records null:0+
+        acquired_records: []
+          first_offset: int64
+          last_offset: int64
+          delivery_count: int16
+    node_endpoints: []
+      node_id: int32
+      host: string
+      port: int32
+      rack: string null:0+ =null
+""")
+
+api(79, "ShareAcknowledge", "1-2", flexible="0+",
+    request="""
+    group_id: string null:0+ =null
+    member_id: string null:0+
+    share_session_epoch: int32
+    is_renew_ack: bool 2+ =false
+    topics: []
+      topic_id: uuid
+      partitions: []
+        partition_index: int32
+        acknowledgement_batches: []
+          first_offset: int64
+          last_offset: int64
+          acknowledge_types: [int8]
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+ =null
+    acquisition_lock_timeout_ms: int32 2+
+    responses: []
+      topic_id: uuid
+      partitions: []
+        partition_index: int32
+        error_code: int16
+        error_message: string null:0+ =null
+        current_leader: {}
+          leader_id: int32
+          leader_epoch: int32
+    node_endpoints: []
+      node_id: int32
+      host: string
+      port: int32
+      rack: string null:0+ =null
+""")
+
+api(90, "DescribeShareGroupOffsets", "0-1", flexible="0+",
+    request="""
+    groups: []
+      group_id: string
+      topics: [] null:0+
+        topic_name: string
+        partitions: [int32]
+""",
+    response="""
+    throttle_time_ms: int32
+    groups: []
+      group_id: string
+      topics: []
+        topic_name: string
+        topic_id: uuid
+        partitions: []
+          partition_index: int32
+          start_offset: int64
+          leader_epoch: int32
+          lag: int64 1+ =-1
+          error_code: int16
+          error_message: string null:0+ =null
+      error_code: int16
+      error_message: string null:0+ =null
+""")
+
+api(91, "AlterShareGroupOffsets", "0", flexible="0+",
+    request="""
+    group_id: string
+    topics: []
+      topic_name: string
+      partitions: []
+        partition_index: int32
+        start_offset: int64
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+ =null
+    responses: []
+      topic_name: string
+      topic_id: uuid
+      partitions: []
+        partition_index: int32
+        error_code: int16
+        error_message: string null:0+ =null
+""")
+
+api(92, "DeleteShareGroupOffsets", "0", flexible="0+",
+    request="""
+    group_id: string
+    topics: []
+      topic_name: string
+""",
+    response="""
+    throttle_time_ms: int32
+    error_code: int16
+    error_message: string null:0+ =null
+    responses: []
+      topic_name: string
+      topic_id: uuid
+      error_code: int16
+      error_message: string null:0+ =null
+""")

@@ -373,7 +373,9 @@ class Admin:
 
     def resend_dlq_message(self, group: str, msg_id: str) -> MessageExt:
         """Send a dead letter back to ``%RETRY%<group>`` (reconsume count reset to 0), so that
-        group — and only it — consumes it again, under its original topic name."""
+        group — and only it — consumes it again, under its original topic name. A Kafka share
+        group's dead letter (property SHARE_PARTITION) goes back to the end of its partition
+        instead: share consumers read only the topics they subscribe to."""
         found = [m for m in self.dlq_messages(group, 10_000)
                  if msg_id in (m.msg_id, m.offset_msg_id, m.properties.get("ORIGIN_MESSAGE_ID"))]
         if not found:
@@ -381,7 +383,10 @@ class Admin:
         m = found[0]
         props = dict(m.properties)
         props.pop("DELAY", None)
-        retry = "%RETRY%" + group
+        retry, queue_id = "%RETRY%" + group, 0
+        if "SHARE_PARTITION" in props and props.get("RETRY_TOPIC"):
+            # a Kafka share group's dead letter: back to the end of the partition it came from
+            retry, queue_id = props["RETRY_TOPIC"], int(props.pop("SHARE_PARTITION"))
 
         async def run() -> None:
             route = await self.runtime.update_route(retry)
@@ -392,7 +397,7 @@ class Admin:
 
             await self._ok(addr, RC.SEND_MESSAGE, {
                 "producerGroup": "rockafka_admin", "topic": retry, "defaultTopic": "TBW102", "defaultTopicQueueNums": 1,
-                "queueId": 0, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": m.flag,
+                "queueId": queue_id, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": m.flag,
                 "properties": properties_to_string(props), "reconsumeTimes": 0, "unitMode": False}, m.body)
         self._call(run())
         return m

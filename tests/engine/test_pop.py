@@ -216,3 +216,69 @@ def test_bad_handles_and_invisible_times_are_refused(make_store):
     assert svc.ack(G, T, "1 2 3 0 0 broker-a 0 5 7") is AckStatus.NO_SUCH_CHECKPOINT
     with pytest.raises(PopError):
         svc.pop(G, T, None, 1, 0)
+
+
+# -- Kafka share groups on POP: records stay at their offsets, deliveries are counted ------------
+
+def _kafka_batch(store, n, topic=T):
+    from engine import record_batch as rb
+
+    records = [rb.Record(i, 0, f"k{i}".encode(), f"r{i}".encode(), []) for i in range(n)]
+    assert store.put_record_batch(topic, 0, rb.build_batch(records, base_timestamp=1_700_000_000_000)).ok
+
+
+def test_pop_of_part_of_a_kafka_batch_keeps_the_rest(make_store):
+    store = _store(make_store, queues=1)
+    _kafka_batch(store, 6)
+    svc = _svc(store)
+    now = int(time.time() * 1000)
+    first = svc.pop(G, T, 0, 2, 30_000, now_ms=now)
+    rest = svc.pop(G, T, 0, 32, 30_000, now_ms=now + 1)
+    assert [m.message.queue_offset for m in first.messages] == [0, 1]
+    assert [m.message.queue_offset for m in rest.messages] == [2, 3, 4, 5]
+
+
+def test_share_partition_accept_release_reject_renew_and_expiry(make_store):
+    store = _store(make_store, queues=1)
+    _kafka_batch(store, 5)
+    svc = _svc(store)
+    now = int(time.time() * 1000)
+    got = svc.share_acquire(G, T, 0, "m1", 10, 10_000, delivery_limit=3, init_mode=0, now_ms=now)
+    assert got == [(o, 1) for o in range(5)]
+    assert svc.share_acquire(G, T, 0, "m2", 10, 10_000, delivery_limit=3, init_mode=0, now_ms=now) == []
+    # another member cannot acknowledge m1's records: nothing is applied
+    assert svc.share_acknowledge(G, T, 0, "m2", [(0, 1)], now_ms=now + 1) is not None
+    assert svc.share_acknowledge(G, T, 0, "m1", [(0, 1), (1, 2), (2, 3), (3, 4)], now_ms=now + 1) is None
+    dlq = "%DLQ%" + G
+    assert store.get_max_offset_in_queue(dlq, 0) == 1  # the rejected record
+    # released: available again at its offset, one delivery more; m2 may take it
+    assert svc.share_acquire(G, T, 0, "m2", 10, 10_000, delivery_limit=3, init_mode=0, now_ms=now + 2) == [(1, 2)]
+    # offset 3 renewed at now+1: still locked when offset 4's lock (from now) expires
+    assert svc.revive_due(now + 10_000) == 1
+    assert svc.share_acknowledge(G, T, 0, "m1", [(3, 1)], now_ms=now + 10_000) is None
+    assert svc.share_acquire(G, T, 0, "m2", 10, 10_000, delivery_limit=3, init_mode=0, now_ms=now + 10_001) == [(4, 2)]
+    assert svc.share_state(G, T, 0)["locked"] == [1, 4]
+
+
+def test_share_delivery_limit_dead_letters_and_state_survives_a_restart(make_store, tmp_path):
+    root = tmp_path / "share-restart"
+    store = _store(make_store, root=root, queues=1)
+    _kafka_batch(store, 3)
+    svc = _svc(store)
+    now = int(time.time() * 1000)
+    assert len(svc.share_acquire(G, T, 0, "m1", 10, 1_000, delivery_limit=2, init_mode=0, now_ms=now)) == 3
+    assert svc.share_acknowledge(G, T, 0, "m1", [(0, 1), (1, 2)], now_ms=now + 1) is None
+    store.shutdown()  # offset 1 released once, offset 2 locked: only the log says so
+
+    store2 = make_store(root=root)
+    svc2 = _svc(store2)
+    assert svc2.share_state(G, T, 0) == {"next_offset": 3, "start_offset": 1, "locked": [2], "available": [1]}
+    assert svc2.revive_due(now + 1_000) == 1  # offset 2's lock expires: its second delivery is next
+    again = svc2.share_acquire(G, T, 0, "m1", 10, 1_000, delivery_limit=2, init_mode=0, now_ms=now + 1_001)
+    assert again == [(1, 2), (2, 2)]
+    # second delivery released / expired = the limit: both go to the DLQ, nothing is left
+    assert svc2.share_acknowledge(G, T, 0, "m1", [(1, 2)], now_ms=now + 1_002) is None
+    assert svc2.revive_due(now + 2_001) == 1
+    assert store2.get_max_offset_in_queue("%DLQ%" + G, 0) == 2
+    assert svc2.share_acquire(G, T, 0, "m1", 10, 1_000, delivery_limit=2, init_mode=0, now_ms=now + 2_002) == []
+    assert svc2.share_state(G, T, 0) == {"next_offset": 3, "start_offset": 3, "locked": [], "available": []}
