@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -56,7 +57,10 @@ def kafka_cases(systems: dict[str, str], reps: int, n1k: int, n100: int, profile
     burst of load from elsewhere on the machine falls on both."""
     out = {name: {c: [] for c in CASES[:3]} for name in systems}
     backlog = {}
-    for name, bs in systems.items():
+    for name, bs in systems.items():  # warm-up: first connections, first segment files mapped
+        warm = f"qb-warm-{uuid.uuid4().hex[:6]}"
+        kafka_wl.create_topic(bs, warm, 1)
+        kafka_wl.produce(bs, warm, n1k // 4, 1024)
         backlog[name] = f"qb-backlog-{uuid.uuid4().hex[:6]}"
         kafka_wl.create_topic(bs, backlog[name], 1)
         kafka_wl.produce(bs, backlog[name], n1k, 1024)
@@ -97,6 +101,21 @@ def _print_profile(rec, title: str) -> None:
         print(render_profile(f"Rockafka during {title}", rec.finish(), n=20), flush=True)
 
 
+def export_source(ref: str, dest: Path) -> Path:
+    """The tree of ``ref`` (git archive) plus the generated files a checkout does not hold."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    for generated in ("gateway_grpc/proto", "rockafka/console/static/htmx.min.js"):
+        src, dst = ROOT / generated, dest / generated
+        if src.is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True)
+        elif src.is_file() and not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    return dest
+
+
 def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
@@ -111,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE)
     ap.add_argument("--save-baseline", action="store_true", help="write this run's medians as the baseline")
     ap.add_argument("--profile", choices=("", "produce", "fetch"), default="")
+    ap.add_argument("--before", default="", metavar="GIT_REF",
+                    help="also run a node of this commit (e.g. main) side by side: before/after in one run")
     ap.add_argument("--json", type=Path, default=None, help="also write the medians here")
     args = ap.parse_args(argv)
     peers = set() if args.peers == "none" else set(filter(None, args.peers.split(",")))
@@ -125,10 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     tmp_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="quick-", dir=tmp_root))
     results: dict[str, dict[str, list[float]]] = {}
-    node = kafka = rocketmq = None
+    node = before = kafka = rocketmq = None
     try:
         node = RunningNode(work / "rockafka" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
         node.start()
+        if args.before:
+            before = RunningNode(work / "before" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
+            before.command_prefix = ["env", f"PYTHONPATH={export_source(args.before, work / 'before-src')}"]
+            before.start()
         if "kafka" in peers:
             from kafka_peer import KafkaPeer
 
@@ -146,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                 if rocketmq is None:
                     log(f"Apache RocketMQ did not start: {reason}")
         kafka_systems = {"rockafka": node.kafka_bootstrap}
+        if before is not None:
+            kafka_systems["before"] = before.kafka_bootstrap
         if kafka is not None:
             kafka_systems["kafka"] = kafka.bootstrap
         log("kafka-protocol cases on " + ", ".join(kafka_systems))
@@ -153,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                                    node.proc.pid if args.profile else None, args.profile))
         if not args.no_native:
             native = {"rockafka": node.namesrv_addr}
+            if before is not None:
+                native["before"] = before.namesrv_addr
             if rocketmq is not None:
                 native["rocketmq"] = rocketmq.namesrv_addr
             log("native case on " + ", ".join(native))
@@ -162,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                     r = native_wl.run("send-sync", ns, topic=topics[name], seconds=args.native_seconds, threads=1)
                     results.setdefault(name, {}).setdefault("native sync send", []).append(r["msgs_per_s"])
     finally:
-        stop_systems((("rocketmq", rocketmq), ("kafka", kafka), ("rockafka", node)))
+        stop_systems((("rocketmq", rocketmq), ("kafka", kafka), ("rockafka-before", before), ("rockafka", node)))
         shutil.rmtree(work, ignore_errors=True)
 
     medians = {name: {c: statistics.median(v) for c, v in cases.items() if v} for name, cases in results.items()}
@@ -172,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nbench-quick, {time.monotonic() - started:.0f} s, median of {args.reps} (records/s); load average "
           f"{load_at_start:.1f} on {os.cpu_count()} cores at start: on a shared machine trust the peer ratios "
           "(same run) more than the baseline")
+    if args.before:
+        baseline = medians.get("before", {})
+        print(f"'baseline' = a node of {args.before} in this run")
     print(f"{'case':<18} {'rockafka':>10} {'baseline':>10} {'vs base':>8} {'peer':>10} {'vs peer':>8}")
     ours = medians.get("rockafka", {})
     for case in CASES:
