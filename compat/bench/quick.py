@@ -51,11 +51,32 @@ def log(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (all its threads), from /proc."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def kafka_cases(systems: dict[str, str], reps: int, n1k: int, n100: int, profile_pid: int | None,
-                profile: str) -> dict[str, dict[str, list[float]]]:
+                profile: str, pids: dict[str, int], cpu: dict) -> dict[str, dict[str, list[float]]]:
     """rec/s lists per system and Kafka-protocol case; the systems take turns case by case so a
-    burst of load from elsewhere on the machine falls on both."""
+    burst of load from elsewhere on the machine falls on both. ``cpu[name][case]`` collects the
+    broker process's CPU microseconds per record (for the systems in ``pids``): unlike rec/s it
+    hardly depends on what else the machine runs."""
     out = {name: {c: [] for c in CASES[:3]} for name in systems}
+
+    def timed(name: str, case: str, records: int, fn):
+        before = cpu_seconds(pids.get(name))
+        r = fn()
+        if name in pids:
+            cpu.setdefault(name, {}).setdefault(case, []).append((cpu_seconds(pids[name]) - before) * 1e6 / records)
+        return r
+
     backlog = {}
     for name, bs in systems.items():  # warm-up: first connections, first segment files mapped
         warm = f"qb-warm-{uuid.uuid4().hex[:6]}"
@@ -71,12 +92,12 @@ def kafka_cases(systems: dict[str, str], reps: int, n1k: int, n100: int, profile
                 kafka_wl.create_topic(bs, topic, 1)
                 sample = name == "rockafka" and profile == "produce" and size == 1024 and rep == 0
                 rec = _recorder(profile_pid) if sample else None
-                r = kafka_wl.produce(bs, topic, n, size, acks="1", compression="none")
+                r = timed(name, case, n, lambda: kafka_wl.produce(bs, topic, n, size, acks="1", compression="none"))
                 _print_profile(rec, f"produce {n:,} x 1 KiB, {r['records_per_s']:,.0f} rec/s while sampled")
                 out[name][case].append(r["records_per_s"])
         for name, bs in systems.items():
             rec = _recorder(profile_pid) if name == "rockafka" and profile == "fetch" and rep == 0 else None
-            r = kafka_wl.consume(bs, backlog[name], n1k)
+            r = timed(name, "consume 1 KiB", n1k, lambda: kafka_wl.consume(bs, backlog[name], n1k))
             _print_profile(rec, f"fetch {n1k:,} x 1 KiB, {r['records_per_s']:,.0f} rec/s while sampled")
             out[name]["consume 1 KiB"].append(r["records_per_s"])
     return out
@@ -124,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="quick regression benchmark of Rockafka's hot paths")
     ap.add_argument("--peers", default="kafka,rocketmq", help="comma list of kafka,rocketmq, or none")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--records", type=int, default=100_000, help="1 KiB records per produce/consume run")
+    ap.add_argument("--records", type=int, default=300_000, help="1 KiB records per produce/consume run")
     ap.add_argument("--native-seconds", type=int, default=2)
     ap.add_argument("--no-native", action="store_true", help="skip the RocketMQ Java client case")
     ap.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE)
@@ -146,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="quick-", dir=tmp_root))
     results: dict[str, dict[str, list[float]]] = {}
+    cpu: dict[str, dict[str, list[float]]] = {}
     node = before = kafka = rocketmq = None
     try:
         node = RunningNode(work / "rockafka" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
@@ -176,8 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         if kafka is not None:
             kafka_systems["kafka"] = kafka.bootstrap
         log("kafka-protocol cases on " + ", ".join(kafka_systems))
+        pids = {"rockafka": node.proc.pid}
+        if before is not None:
+            pids["before"] = before.proc.pid
         results.update(kafka_cases(kafka_systems, args.reps, args.records, args.records * 3,
-                                   node.proc.pid if args.profile else None, args.profile))
+                                   node.proc.pid if args.profile else None, args.profile, pids, cpu))
         if not args.no_native:
             native = {"rockafka": node.namesrv_addr}
             if before is not None:
@@ -215,8 +240,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{(f'{ours[case] / base:.2f}x' if base else '-'):>8} {fmt(peer):>10} "
               f"{(f'{ours[case] / peer:.2f}x' if peer else '-'):>8}"
               + (f"  ({PEER_OF[case]})" if peer else ""))
+    cpu_medians = {name: {c: statistics.median(v) for c, v in cases.items()} for name, cases in cpu.items()}
+    if cpu_medians:
+        print("\nbroker CPU per record (user + system, all threads; lower is better), microseconds")
+        names = list(cpu_medians)
+        print(f"{'case':<18} " + " ".join(f"{n:>10}" for n in names))
+        for case in CASES[:3]:
+            print(f"{case:<18} " + " ".join(f"{cpu_medians[n].get(case, 0):>10.2f}" for n in names))
     doc = {"written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cores": os.cpu_count(),
            "load_average_at_start": round(load_at_start, 2), "medians_records_per_s": medians,
+           "broker_cpu_us_per_record": cpu_medians,
            "rockafka": ours}
     if args.save_baseline:
         args.baseline.write_text(json.dumps(doc, indent=1) + "\n")
