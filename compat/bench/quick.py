@@ -192,21 +192,16 @@ def main(argv: list[str] | None = None) -> int:
                     work / f"rocketmq{i}", overrides=ROCKETMQ_OVERRIDES, heap="1g"))
                 if rocketmq is None:
                     log(f"Apache RocketMQ did not start: {reason}")
-        kafka_systems = {"rockafka": node.kafka_bootstrap}
-        if before is not None:
-            kafka_systems["before"] = before.kafka_bootstrap
+        nodes = {"rockafka": node, **({"before": before} if before is not None else {})}
+        kafka_systems = {name: n.kafka_bootstrap for name, n in nodes.items()}
         if kafka is not None:
             kafka_systems["kafka"] = kafka.bootstrap
         log("kafka-protocol cases on " + ", ".join(kafka_systems))
-        pids = {"rockafka": node.proc.pid}
-        if before is not None:
-            pids["before"] = before.proc.pid
+        pids = {name: n.proc.pid for name, n in nodes.items()}
         results.update(kafka_cases(kafka_systems, args.reps, args.records, args.records * 3,
                                    node.proc.pid if args.profile else None, args.profile, pids, cpu))
         if not args.no_native:
-            native = {"rockafka": node.namesrv_addr}
-            if before is not None:
-                native["before"] = before.namesrv_addr
+            native = {name: n.namesrv_addr for name, n in nodes.items()}
             if rocketmq is not None:
                 native["rocketmq"] = rocketmq.namesrv_addr
             log("native case on " + ", ".join(native))
