@@ -9,7 +9,7 @@ HTMX   := rockafka/console/static/htmx.min.js
 
 GRPC   := gateway_grpc/proto/.generated
 
-.PHONY: serve test test-deps bench bench-cluster bench-tls chaos clean grpc compat-peer
+.PHONY: serve test test-deps bench bench-cluster bench-quick bench-tls chaos clean grpc compat-peer
 
 $(BIN)/rockafka: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,12 @@ bench: test-deps
 # compat/bench/results/<date>-cluster.md
 bench-cluster: test-deps
 	$(BIN)/python compat/bench/cluster_bench.py
+
+# regression benchmark for a hot-path change (< 3 min): Rockafka, Apache Kafka and Apache RocketMQ
+# side by side, compared with compat/bench/results/quick-baseline.json; QUICK_ARGS=--peers none, --profile fetch
+bench-quick: test-deps
+	$(BIN)/pip install --quiet py-spy
+	$(BIN)/python compat/bench/quick.py $(QUICK_ARGS)
 
 # Kafka protocol over TLS next to plaintext, Rockafka and Apache Kafka side by side
 bench-tls: test-deps

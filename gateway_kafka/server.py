@@ -44,6 +44,7 @@ from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_re
 from gateway_kafka.cluster import BrokerNode, LocalReplication
 from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
+from gateway_kafka.wire_out import plain_fd, write_chunks
 from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
 log = structlog.get_logger("rockafka.kafka")
@@ -460,6 +461,7 @@ class KafkaGateway:
         budget = self.guard.budget
         extra = conn.extra
         clock = asyncio.get_running_loop().time
+        out_fd = plain_fd(writer)  # -1 for TLS: responses then always go through the transport
         while not self._stopping:
             budget.release(extra.pop(_HELD, 0))  # the previous request is answered
             watch.last_read, watch.receiving_since = clock(), 0.0
@@ -533,7 +535,7 @@ class KafkaGateway:
                     body["throttle_time_ms"] = ms
                     chunks = encode_response_chunks(header.api_key, header.api_version, header.correlation_id, body)
                 extra[_THROTTLE] = max(extra.get(_THROTTLE, 0), ms)
-            writer.writelines(chunks)
+            write_chunks(writer, chunks, out_fd)
             if conn.extra.get("close_after_response"):
                 await writer.drain()
                 return

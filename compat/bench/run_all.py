@@ -2,7 +2,7 @@
 machine, same clients; results in compat/bench/results/<date>.md.
 
 What runs (sizes per ``--size``; the results file records the ones used):
-- Kafka protocol, confluent-kafka against Rockafka and Apache Kafka 4.1 (KRaft, one node):
+- Kafka protocol, confluent-kafka against Rockafka and Apache Kafka 4.4 (KRaft, one node):
   produce throughput for 1 KiB and 100 B records x acks=1/all x none/lz4; consume throughput
   from a backlog; end-to-end latency p50/p99/p99.9 at a fixed rate; a Spark batch read of a
   topic (rows/s); produce throughput on topics of 8 .. 10,000 partitions; recovery time after

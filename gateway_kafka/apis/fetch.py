@@ -98,7 +98,8 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     hi = max(hi, res.max_offset) if res.max_offset is not None else hi
     resp = _empty(partition, E.NONE, hi, lso if lso < hi else hi, lo)
     if parts:
-        resp["records"] = parts[0] if len(parts) == 1 else b"".join(parts)
+        # several batches stay separate buffers: the response writer sends them without joining
+        resp["records"] = parts[0] if len(parts) == 1 else parts
         if isolation == 1 and txn.has_aborted(topic, index):
             resp["aborted_transactions"] = [{"producer_id": pid, "first_offset": first}
                                             for pid, first in txn.aborted_between(topic, index, fetch_offset, last_offset)]
@@ -185,8 +186,8 @@ def _count_out(responses: list[dict]) -> None:
         nbytes = records = 0
         for p in t["partitions"]:
             data = p["records"]
-            if data:
-                nbytes += len(data)
-                records += sum(record_count(b) for b in iter_batches(data))
+            for part in (data if isinstance(data, list) else (data,) if data else ()):
+                nbytes += len(part)
+                records += sum(record_count(b) for b in iter_batches(part))
         if nbytes:
             metrics.topic_out("kafka", t["topic"], nbytes, records)

@@ -209,3 +209,34 @@ def test_thousands_of_partitions_within_a_tight_descriptor_limit(tmp_path):
             consumer.close()
         assert seen == {p: f"v{p}".encode() for p in range(partitions)}
         assert "Too many open files" not in node.log_tail(10**6)
+
+
+def test_multi_megabyte_fetches_arrive_whole_through_a_small_receive_buffer(node):
+    """Fetch responses of many batches and megabytes, read by a client whose socket buffer is
+    tiny: the broker's socket takes each response in pieces (writev, then the transport), and
+    every record must still arrive once, in order, byte for byte."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = unique("bigfetch")
+    create_topic(node.kafka_bootstrap, topic)
+    n = 8_000  # about 8 MiB: more than a loopback socket's largest send buffer (4 MiB)
+    values = [(f"{i:06d}-" + "x" * (1000 + i % 97)).encode() for i in range(n)]
+    p = Producer({"bootstrap.servers": node.kafka_bootstrap, "linger.ms": 20, "batch.size": 64 * 1024})
+    for v in values:
+        p.produce(topic, v, partition=0)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": node.kafka_bootstrap, "group.id": unique("g"), "enable.auto.commit": False,
+                  "socket.receive.buffer.bytes": 4096, "fetch.max.bytes": 16 * 1024 * 1024,
+                  "max.partition.fetch.bytes": 16 * 1024 * 1024, "receive.message.max.bytes": 32 * 1024 * 1024})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < n and time.monotonic() < deadline:
+            for m in c.consume(500, 1.0):
+                assert m.error() is None, m.error()
+                got.append(m.value())
+    finally:
+        c.close()
+    assert len(got) == n
+    assert got == values

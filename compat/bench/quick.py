@@ -1,0 +1,258 @@
+"""`make bench-quick`: a regression benchmark to run before and after a hot-path change (< 3 min).
+
+One Rockafka node (ASYNC_FLUSH, as in `make bench`), and by default its peers side by side in the
+same run (Apache Kafka for the Kafka-protocol rows, Apache RocketMQ for the native row), so the
+ratios are fair on a shared machine. The cases:
+
+- Kafka protocol, confluent-kafka: produce 1 KiB and 100 B records (acks=1, no compression,
+  1 partition) and consume a 1 KiB backlog from offset 0;
+- native protocol, the stock RocketMQ Java client: sync send of 1 KiB, 1 thread, 8 queues.
+
+Each case runs ``--reps`` times (median printed) in records/s. The run is compared with
+``--baseline`` (default compat/bench/results/quick-baseline.json, rec/s per case from an earlier
+run; ``--save-baseline`` writes it) and with the peers when they ran. ``--peers none`` skips the
+peers (about a minute); ``--profile produce|fetch`` samples Rockafka with py-spy during that case
+and prints the top functions.
+
+Nothing here asserts anything; it only measures (tests never run it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH / "peers"))
+
+from compat.bench.run_all import (KAFKA_OVERRIDES, ROCKAFKA_SETTINGS, ROCKETMQ_OVERRIDES,  # noqa: E402
+                                  start_peer, stop_systems)
+from compat.bench.workloads import kafka_wl, native_wl  # noqa: E402
+from compat.bench.workloads.stats import render_profile  # noqa: E402
+
+DEFAULT_BASELINE = BENCH / "results" / "quick-baseline.json"
+CASES = ("produce 1 KiB", "produce 100 B", "consume 1 KiB", "native sync send")
+PEER_OF = {"produce 1 KiB": "kafka", "produce 100 B": "kafka", "consume 1 KiB": "kafka",
+           "native sync send": "rocketmq"}
+
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (all its threads), from /proc."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def kafka_cases(systems: dict[str, str], reps: int, n1k: int, n100: int, profile_pid: int | None,
+                profile: str, pids: dict[str, int], cpu: dict) -> dict[str, dict[str, list[float]]]:
+    """rec/s lists per system and Kafka-protocol case; the systems take turns case by case so a
+    burst of load from elsewhere on the machine falls on both. ``cpu[name][case]`` collects the
+    broker process's CPU microseconds per record (for the systems in ``pids``): unlike rec/s it
+    hardly depends on what else the machine runs."""
+    out = {name: {c: [] for c in CASES[:3]} for name in systems}
+
+    def timed(name: str, case: str, records: int, fn):
+        before = cpu_seconds(pids.get(name))
+        r = fn()
+        if name in pids:
+            cpu.setdefault(name, {}).setdefault(case, []).append((cpu_seconds(pids[name]) - before) * 1e6 / records)
+        return r
+
+    backlog = {}
+    for name, bs in systems.items():  # warm-up: first connections, first segment files mapped
+        warm = f"qb-warm-{uuid.uuid4().hex[:6]}"
+        kafka_wl.create_topic(bs, warm, 1)
+        kafka_wl.produce(bs, warm, n1k // 4, 1024)
+        backlog[name] = f"qb-backlog-{uuid.uuid4().hex[:6]}"
+        kafka_wl.create_topic(bs, backlog[name], 1)
+        kafka_wl.produce(bs, backlog[name], n1k, 1024)
+    for rep in range(reps):
+        for case, size, n in (("produce 1 KiB", 1024, n1k), ("produce 100 B", 100, n100)):
+            for name, bs in systems.items():
+                topic = f"qb-{size}-{rep}-{uuid.uuid4().hex[:6]}"
+                kafka_wl.create_topic(bs, topic, 1)
+                sample = name == "rockafka" and profile == "produce" and size == 1024 and rep == 0
+                rec = _recorder(profile_pid) if sample else None
+                r = timed(name, case, n, lambda: kafka_wl.produce(bs, topic, n, size, acks="1", compression="none"))
+                _print_profile(rec, f"produce {n:,} x 1 KiB, {r['records_per_s']:,.0f} rec/s while sampled")
+                out[name][case].append(r["records_per_s"])
+        for name, bs in systems.items():
+            rec = _recorder(profile_pid) if name == "rockafka" and profile == "fetch" and rep == 0 else None
+            r = timed(name, "consume 1 KiB", n1k, lambda: kafka_wl.consume(bs, backlog[name], n1k))
+            _print_profile(rec, f"fetch {n1k:,} x 1 KiB, {r['records_per_s']:,.0f} rec/s while sampled")
+            out[name]["consume 1 KiB"].append(r["records_per_s"])
+    return out
+
+
+def native_topic(ns: str) -> str:
+    topic = f"qb_{uuid.uuid4().hex[:6]}"
+    native_wl.run("create-topic", ns, topic=topic, queues=8)
+    return topic
+
+
+def _recorder(pid: int | None):
+    if pid is None:
+        return None
+    from compat.bench.workloads.profile import Recorder
+
+    return Recorder(pid, 120)
+
+
+def _print_profile(rec, title: str) -> None:
+    if rec is not None:
+        print(render_profile(f"Rockafka during {title}", rec.finish(), n=20), flush=True)
+
+
+def export_source(ref: str, dest: Path) -> Path:
+    """The tree of ``ref`` (git archive) plus the generated files a checkout does not hold."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    for generated in ("gateway_grpc/proto", "rockafka/console/static/htmx.min.js"):
+        src, dst = ROOT / generated, dest / generated
+        if src.is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True)
+        elif src.is_file() and not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    return dest
+
+
+def fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="quick regression benchmark of Rockafka's hot paths")
+    ap.add_argument("--peers", default="kafka,rocketmq", help="comma list of kafka,rocketmq, or none")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--records", type=int, default=300_000, help="1 KiB records per produce/consume run")
+    ap.add_argument("--native-seconds", type=int, default=2)
+    ap.add_argument("--no-native", action="store_true", help="skip the RocketMQ Java client case")
+    ap.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE)
+    ap.add_argument("--save-baseline", action="store_true", help="write this run's medians as the baseline")
+    ap.add_argument("--profile", choices=("", "produce", "fetch"), default="")
+    ap.add_argument("--before", default="", metavar="GIT_REF",
+                    help="also run a node of this commit (e.g. main) side by side: before/after in one run")
+    ap.add_argument("--json", type=Path, default=None, help="also write the medians here")
+    args = ap.parse_args(argv)
+    peers = set() if args.peers == "none" else set(filter(None, args.peers.split(",")))
+    if args.no_native:
+        peers.discard("rocketmq")
+
+    from tests.support.node import RunningNode
+
+    started = time.monotonic()
+    load_at_start = os.getloadavg()[0]
+    tmp_root = BENCH / "results" / "tmp"
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="quick-", dir=tmp_root))
+    results: dict[str, dict[str, list[float]]] = {}
+    cpu: dict[str, dict[str, list[float]]] = {}
+    node = before = kafka = rocketmq = None
+    try:
+        node = RunningNode(work / "rockafka" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
+        node.start()
+        if args.before:
+            before = RunningNode(work / "before" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
+            before.command_prefix = ["env", f"PYTHONPATH={export_source(args.before, work / 'before-src')}"]
+            before.start()
+        if "kafka" in peers:
+            from kafka_peer import KafkaPeer
+
+            kafka, reason = start_peer("kafka", lambda i: KafkaPeer(work / f"kafka{i}", overrides=KAFKA_OVERRIDES,
+                                                                    heap="1g"))
+            if kafka is None:
+                log(f"Apache Kafka did not start: {reason}")
+        if not args.no_native:
+            native_wl.build()
+            if "rocketmq" in peers:
+                from rocketmq_peer import RocketMQPeer
+
+                rocketmq, reason = start_peer("rocketmq", lambda i: RocketMQPeer(
+                    work / f"rocketmq{i}", overrides=ROCKETMQ_OVERRIDES, heap="1g"))
+                if rocketmq is None:
+                    log(f"Apache RocketMQ did not start: {reason}")
+        nodes = {"rockafka": node, **({"before": before} if before is not None else {})}
+        kafka_systems = {name: n.kafka_bootstrap for name, n in nodes.items()}
+        if kafka is not None:
+            kafka_systems["kafka"] = kafka.bootstrap
+        log("kafka-protocol cases on " + ", ".join(kafka_systems))
+        pids = {name: n.proc.pid for name, n in nodes.items()}
+        results.update(kafka_cases(kafka_systems, args.reps, args.records, args.records * 3,
+                                   node.proc.pid if args.profile else None, args.profile, pids, cpu))
+        if not args.no_native:
+            native = {name: n.namesrv_addr for name, n in nodes.items()}
+            if rocketmq is not None:
+                native["rocketmq"] = rocketmq.namesrv_addr
+            log("native case on " + ", ".join(native))
+            topics = {name: native_topic(ns) for name, ns in native.items()}
+            for _rep in range(args.reps):
+                for name, ns in native.items():
+                    r = native_wl.run("send-sync", ns, topic=topics[name], seconds=args.native_seconds, threads=1)
+                    results.setdefault(name, {}).setdefault("native sync send", []).append(r["msgs_per_s"])
+    finally:
+        stop_systems((("rocketmq", rocketmq), ("kafka", kafka), ("rockafka-before", before), ("rockafka", node)))
+        shutil.rmtree(work, ignore_errors=True)
+
+    medians = {name: {c: statistics.median(v) for c, v in cases.items() if v} for name, cases in results.items()}
+    baseline = {}
+    if args.baseline.exists():
+        baseline = json.loads(args.baseline.read_text()).get("rockafka", {})
+    print(f"\nbench-quick, {time.monotonic() - started:.0f} s, median of {args.reps} (records/s); load average "
+          f"{load_at_start:.1f} on {os.cpu_count()} cores at start: on a shared machine trust the peer ratios "
+          "(same run) more than the baseline")
+    if args.before:
+        baseline = medians.get("before", {})
+        print(f"'baseline' = a node of {args.before} in this run")
+    print(f"{'case':<18} {'rockafka':>10} {'baseline':>10} {'vs base':>8} {'peer':>10} {'vs peer':>8}")
+    ours = medians.get("rockafka", {})
+    for case in CASES:
+        if case not in ours:
+            continue
+        base = baseline.get(case)
+        peer = medians.get(PEER_OF[case], {}).get(case)
+        print(f"{case:<18} {fmt(ours[case]):>10} {fmt(base):>10} "
+              f"{(f'{ours[case] / base:.2f}x' if base else '-'):>8} {fmt(peer):>10} "
+              f"{(f'{ours[case] / peer:.2f}x' if peer else '-'):>8}"
+              + (f"  ({PEER_OF[case]})" if peer else ""))
+    cpu_medians = {name: {c: statistics.median(v) for c, v in cases.items()} for name, cases in cpu.items()}
+    if cpu_medians:
+        print("\nbroker CPU per record (user + system, all threads; lower is better), microseconds")
+        names = list(cpu_medians)
+        print(f"{'case':<18} " + " ".join(f"{n:>10}" for n in names))
+        for case in CASES[:3]:
+            print(f"{case:<18} " + " ".join(f"{cpu_medians[n].get(case, 0):>10.2f}" for n in names))
+    doc = {"written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cores": os.cpu_count(),
+           "load_average_at_start": round(load_at_start, 2), "medians_records_per_s": medians,
+           "broker_cpu_us_per_record": cpu_medians,
+           "rockafka": ours}
+    if args.save_baseline:
+        args.baseline.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"baseline written to {args.baseline}")
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
