@@ -122,6 +122,9 @@ class TransactionCoordinator:
         self.store = gateway.store
         cfg = gateway.config
         self.log = StateLog(self.store, TRANSACTION_STATE, cfg.extra_int("transaction_state_log_num_partitions", 50))
+        # producers whose AddPartitionsToTxn was refused for spanning broker groups, so their
+        # transaction holds nothing: the abort the client then sends is answered NONE (bounded)
+        self._refused_adds: dict[tuple[str, int, int], None] = {}
         self.checkpoint_path = self.store.config_dir / CHECKPOINT_FILE
         self.checkpoint_interval_s = max(cfg.store.state_checkpoint_interval, 100) / 1000
         self.txns: dict[str, TxnMetadata] = {}
@@ -493,6 +496,11 @@ class TransactionCoordinator:
                 return E.COORDINATOR_NOT_AVAILABLE
             return E.NONE if res.ok else E.REQUEST_TIMED_OUT
 
+    def note_refused_add(self, tid: str, producer_id: int, epoch: int) -> None:
+        self._refused_adds[(tid, producer_id, epoch)] = None
+        while len(self._refused_adds) > 10_000:
+            del self._refused_adds[next(iter(self._refused_adds))]
+
     async def end_txn(self, tid: str, producer_id: int, epoch: int, committed: bool) -> int:
         if self.not_serving():
             return self.not_serving()
@@ -508,9 +516,10 @@ class TransactionCoordinator:
                 # a retried EndTxn after it completed is answered as it was
                 if (m.state == COMPLETE_COMMIT and committed) or (m.state == COMPLETE_ABORT and not committed):
                     return E.NONE
-                if m.state == EMPTY and not committed:
+                if m.state == EMPTY and not committed and self._refused_adds.pop((tid, producer_id, epoch), 0) is None:
                     # nothing was added (its AddPartitionsToTxn was refused): aborting nothing
-                    # is done, and the producer goes on with its next transaction
+                    # is done, and the producer goes on with its next transaction; any other
+                    # EndTxn on an empty transaction is INVALID_TXN_STATE, as Kafka answers
                     return E.NONE
                 return E.INVALID_TXN_STATE
             # not stored yet (store full or stopping): retriable, the client sends EndTxn again

@@ -36,6 +36,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 # until its transaction timeout
                 bad[(name, p)] = E.POLICY_VIOLATION if why == E.NOT_LEADER_OR_FOLLOWER else why
     if any(code == E.POLICY_VIOLATION for code in bad.values()):
+        gw.txn.note_refused_add(body.get("v3_and_below_transactional_id", ""), body.get("v3_and_below_producer_id", -1),
+                                body.get("v3_and_below_producer_epoch", -1))
         gw.log.warning("transaction_spans_broker_groups", transactional_id=body.get("v3_and_below_transactional_id"),
                        partitions=sorted(f"{t}-{p}" for (t, p), c in bad.items() if c == E.POLICY_VIOLATION),
                        reason="a transaction's partitions must be led by the broker group coordinating it")
