@@ -56,6 +56,14 @@ OFFSET_VALUE_VERSION = 3
 # value opaque): the Kafka gateway's consumer/share group state and group configs. Kafka's own
 # key versions stay below (its KIP-848 records, which Rockafka does not write, are 3-16).
 GROUP_RECORD_MIN_KIND = 1000
+# Group names beginning with a NUL are reserved for operator tables kept as group records (the
+# Kafka gateway's dynamic broker configs and client quotas): no client group may use one, and
+# deleting such a "group" never tombstones a group record.
+RESERVED_GROUP_PREFIX = "\x00"
+
+
+def is_reserved_group(group: str) -> bool:
+    return group.startswith(RESERVED_GROUP_PREFIX)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _VALUE_V3_HEAD = struct.Struct(">hqi")    # version, offset, leader epoch
@@ -452,7 +460,7 @@ class ConsumerOffsetManager:
         records: list[tuple[bytes, bytes | None]] = [(offset_key(*k), None) for k in keys]
         if group is not None and group in self._group_meta:
             records.append((group_key(group), None))
-        if group is not None:
+        if group is not None and not is_reserved_group(group):
             records.extend((group_key(group, kind), None) for kind, table in sorted(self._group_records.items())
                            if group in table)
         if self.log is None or not records:
@@ -469,8 +477,9 @@ class ConsumerOffsetManager:
                         self._dirty.get(p, set()).discard((g, t, q))
                     if group is not None:
                         self._group_meta.pop(group, None)
-                        for table in self._group_records.values():
-                            table.pop(group, None)
+                        if not is_reserved_group(group):
+                            for table in self._group_records.values():
+                                table.pop(group, None)
                         self.group_records_version += 1
                     self._changed = True
         return res

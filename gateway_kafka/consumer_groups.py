@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable
 
 import structlog
 
+from engine.consumer_offset import is_reserved_group
 from gateway_kafka import assignors
 from gateway_kafka import error_codes as E
 from gateway_kafka.protocol import records
@@ -528,6 +529,8 @@ class ModernGroupCoordinator:
     def _validate_consumer_request(self, req: dict, api_version: int) -> None:
         if not req.get("group_id"):
             raise GroupError(E.INVALID_REQUEST, "GroupId can't be empty.")
+        if is_reserved_group(req["group_id"]):
+            raise GroupError(E.INVALID_GROUP_ID, "GroupIds beginning with a NUL character are reserved.")
         if api_version >= 1 and not req.get("member_id"):
             raise GroupError(E.INVALID_REQUEST, "MemberId can't be empty.")
         epoch = req.get("member_epoch", 0)
@@ -1069,6 +1072,8 @@ class ModernGroupCoordinator:
                 raise GroupError(E.COORDINATOR_NOT_AVAILABLE, "the coordinator is shutting down")
             if not group_id:
                 raise GroupError(E.INVALID_REQUEST, "GroupId can't be empty.")
+            if is_reserved_group(group_id):
+                raise GroupError(E.INVALID_GROUP_ID, "GroupIds beginning with a NUL character are reserved.")
             if not member_id:
                 raise GroupError(E.INVALID_REQUEST, "MemberId can't be empty.")
             if epoch == 0 and req.get("subscribed_topic_names") is None:

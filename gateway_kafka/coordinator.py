@@ -49,6 +49,8 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import structlog
 
+from engine.consumer_offset import is_reserved_group
+
 from gateway_kafka import error_codes as E
 from gateway_kafka.protocol import records
 
@@ -249,7 +251,7 @@ class GroupCoordinator:
                          require_known_member_id: bool) -> dict:
         if self._closed:
             return self._join_error(E.COORDINATOR_NOT_AVAILABLE, member_id)
-        if not group_id:
+        if not group_id or is_reserved_group(group_id):
             return self._join_error(E.INVALID_GROUP_ID, member_id)
         if not (self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms):
             return self._join_error(E.INVALID_SESSION_TIMEOUT, member_id)
@@ -643,7 +645,7 @@ class GroupCoordinator:
         """Whether (member, generation) may commit offsets for ``group_id`` now."""
         if self._closed:
             return E.COORDINATOR_NOT_AVAILABLE
-        if not group_id:
+        if not group_id or is_reserved_group(group_id):
             return E.INVALID_GROUP_ID
         group = self.groups.get(group_id)
         if group is None or group.state in (EMPTY, DEAD):
@@ -672,7 +674,7 @@ class GroupCoordinator:
         producer whose consumer lost its partitions cannot commit offsets for them."""
         if self._closed:
             return E.COORDINATOR_NOT_AVAILABLE
-        if not group_id:
+        if not group_id or is_reserved_group(group_id):
             return E.INVALID_GROUP_ID
         group = self.groups.get(group_id)
         if group is None or group.state == DEAD:

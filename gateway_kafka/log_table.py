@@ -8,8 +8,9 @@ removed), so it goes through the one ordered writer of that partition, is durabl
 ``flushDiskType`` promises before the change is answered, is replicated byte for byte, and comes
 back from the checkpoint + replay at start (``docs/design/coordinator-state.md``).
 
-Record key: the group-record key with group = ``"\\x00" + name`` (a NUL first, so no Kafka group
-id a client uses lands on it and DeleteGroups never tombstones it). Record value: UTF-8 JSON
+Record key: the group-record key with group = ``"\\x00" + name`` (a NUL first: the engine's
+reserved group prefix, ``engine.consumer_offset.is_reserved_group``; the Kafka gateway refuses such
+group ids with INVALID_GROUP_ID, and deleting such a group never tombstones a group record). Record value: UTF-8 JSON
 ``{"v": 1, "doc": {...}}``.
 
 Invariants: ``get``/``items`` never block and see only what is in the log (the table is the
@@ -26,9 +27,11 @@ from typing import Any, Callable
 
 import structlog
 
+from engine.consumer_offset import RESERVED_GROUP_PREFIX
+
 log = structlog.get_logger("rockafka.kafka.log_table")
 
-PREFIX = "\x00"
+PREFIX = RESERVED_GROUP_PREFIX
 FORMAT_VERSION = 1
 
 

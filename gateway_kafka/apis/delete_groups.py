@@ -8,6 +8,7 @@ tombstones.
 
 from __future__ import annotations
 
+from engine.consumer_offset import is_reserved_group
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
@@ -21,6 +22,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     known = offsets.groups()
     results = []
     for gid in body.get("groups_names") or ():
+        if is_reserved_group(gid):   # names of operator tables, never a client's group
+            results.append({"group_id": gid, "error_code": E.INVALID_GROUP_ID})
+            continue
         if gw.modern_groups.owns(gid):
             code = await _delete_modern(gw, gid)
             results.append({"group_id": gid, "error_code": code})

@@ -150,6 +150,22 @@ def test_group_records_of_other_owners_survive_crash_and_checkpoint(make_store, 
             again.shutdown()
 
 
+def test_deleting_a_reserved_group_name_keeps_the_operator_records(make_store, tmp_path):
+    """Names beginning with a NUL hold operator tables (dynamic broker configs, quotas): the
+    offsets of a group of that name can go, its operator records never do."""
+    store = make_store()
+    offs = store.consumer_offsets
+    assert offs.store_group_record("\x00", 32100, b"cluster-default").ok
+    offs.commit_durable("\x00", {("T", 0): OffsetEntry(7)})
+    assert offs.delete_group("\x00").ok
+    again = reopen(crash_image(store, tmp_path))
+    try:
+        assert again.consumer_offsets.group_records(32100) == {"\x00": b"cluster-default"}
+        assert again.consumer_offsets.offsets_of("\x00") == {}
+    finally:
+        again.shutdown()
+
+
 def test_checkpoint_then_replay_and_retention_keeps_what_the_replay_needs(make_store, tmp_path):
     store = make_store(state_checkpoint_interval=3_600_000, file_reserved_time=0)
     offs = store.consumer_offsets
