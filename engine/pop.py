@@ -615,7 +615,6 @@ class PopService:
         props = dict(ext.properties)
         tags = props.pop(PROPERTY_TAGS, None)
         keys = props.pop(PROPERTY_KEYS, None)
-        props.setdefault(PROPERTY_RETRY_TOPIC, origin_topic)
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ext.msg_id)
         for p in ("DELAY", "REAL_TOPIC", "REAL_QID", PROPERTY_POP_CK):
             props.pop(p, None)
@@ -637,7 +636,11 @@ class PopService:
         msg = self._copy(ext, topic, origin_topic, ext.reconsume_times + 1)
         if share_queue is not None:  # resent to its partition, not to a retry topic (rockafka admin dlq resend)
             msg.properties[PROPERTY_SHARE_PARTITION] = str(share_queue)
-        msg.properties[PROPERTY_DLQ_ORIGIN_TOPIC] = msg.properties[PROPERTY_RETRY_TOPIC]
+        # as RocketMQ's send-back to the DLQ: RETRY_TOPIC is kept when the message has one, else it
+        # is the topic the message was read from (the POP retry topic ``%RETRY%<group>_<topic>``
+        # after a revive); DLQ_ORIGIN_TOPIC always names the topic it was sent to
+        msg.properties.setdefault(PROPERTY_RETRY_TOPIC, ext.topic or origin_topic)
+        msg.properties[PROPERTY_DLQ_ORIGIN_TOPIC] = origin_topic
         msg.properties[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = msg.properties[PROPERTY_ORIGIN_MESSAGE_ID]
         self._put(msg, "dlq")
         log.info("message_to_dlq", group=group, topic=origin_topic, msg_id=msg.properties[PROPERTY_ORIGIN_MESSAGE_ID],

@@ -213,6 +213,8 @@ def _controller_addrs(args: argparse.Namespace) -> list[str]:
 
 
 def _dispatch(admin: Any, args: argparse.Namespace) -> int:
+    from gateway_native.client.message import dlq_origin_topic
+
     cmd, action, js = args.admin_command, getattr(args, "action", None), args.json
     if cmd == "controller":
         addrs = _controller_addrs(args)
@@ -289,14 +291,14 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
     elif cmd == "dlq":
         if action == "list":
             msgs = admin.dlq_messages(args.group, args.max)
-            rows = [{**_message_row(m), "originTopic": m.properties.get("RETRY_TOPIC"),
+            rows = [{**_message_row(m), "originTopic": dlq_origin_topic(m.properties, args.group),
                      "originMsgId": m.properties.get("ORIGIN_MESSAGE_ID")} for m in msgs]
             emit(rows, js, ["originMsgId", "originTopic", "reconsumeTimes", "storeTimestamp", "body"])
         elif action == "resend":
             m = admin.resend_dlq_message(args.group, args.msg_id)
-            to = m.properties.get("RETRY_TOPIC") if "SHARE_PARTITION" in m.properties else "%RETRY%" + args.group
-            emit({"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": to,
-                    "originTopic": m.properties.get("RETRY_TOPIC")}, js)
+            origin = dlq_origin_topic(m.properties, args.group)
+            to = origin if "SHARE_PARTITION" in m.properties else "%RETRY%" + args.group
+            emit({"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": to, "originTopic": origin}, js)
     elif cmd == "acl":
         if action == "set-user":
             admin.update_acl_config(args.user, args.user_secret, topic_perms=args.topic_perms,

@@ -252,12 +252,13 @@ class AdminHttp:
 
     async def resend_dead_letter(self, group: str, msg_id: str) -> dict[str, Any]:
         from gateway_native.client import Admin
+        from gateway_native.client.message import dlq_origin_topic
 
         def resend() -> dict[str, Any]:
             with Admin(self._namesrv(), timeout_ms=10_000, **self._client_options()) as admin:
                 m = admin.resend_dlq_message(group, msg_id)
             return {"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": "%RETRY%" + group,
-                    "originTopic": m.properties.get("RETRY_TOPIC")}
+                    "originTopic": dlq_origin_topic(m.properties, group)}
 
         result = await self.call(resend)
         log.info("dlq_resent", group=group, msg_id=msg_id, origin_topic=result["originTopic"])

@@ -17,7 +17,7 @@ from typing import Any
 from ..remoting.route import decode_route_json
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import MessageDecodeError, MessageExt, decode_offset_msg_id, decode_units
-from .message import MessageQueue, MQBrokerError, MQClientError
+from .message import MessageQueue, MQBrokerError, MQClientError, dlq_origin_topic
 from .runtime import ClientRuntime
 
 
@@ -384,9 +384,12 @@ class Admin:
         props = dict(m.properties)
         props.pop("DELAY", None)
         retry, queue_id = "%RETRY%" + group, 0
-        if "SHARE_PARTITION" in props and props.get("RETRY_TOPIC"):
+        origin = dlq_origin_topic(props, group)
+        if origin:   # the consumer restores this name from RETRY_TOPIC
+            props["RETRY_TOPIC"] = origin
+        if "SHARE_PARTITION" in props and origin:
             # a Kafka share group's dead letter: back to the end of the partition it came from
-            retry, queue_id = props["RETRY_TOPIC"], int(props.pop("SHARE_PARTITION"))
+            retry, queue_id = origin, int(props.pop("SHARE_PARTITION"))
 
         async def run() -> None:
             route = await self.runtime.update_route(retry)

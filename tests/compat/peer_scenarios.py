@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenarios", default=",".join(grpc_java.SCENARIOS))
     ap.add_argument("--no-python", action="store_true", help="skip the official Python client's scenarios")
+    ap.add_argument("--python-k", default="", help="only the Python client's tests matching this pytest -k expression")
     args = ap.parse_args(argv)
     scenarios = [s for s in args.scenarios.split(",") if s]
     # outside the namespace: everything that needs Maven
@@ -72,17 +73,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rocketmq-client {remoting.info.get('client_version')} (remoting):", flush=True)
             failed += report(remoting, REMOTING_SCENARIOS, {"push-pop": 6})
         if not args.no_python:
-            failed += python_client(peer)
+            failed += python_client(peer, args.python_k)
     print(f"{failed} scenario(s) failed against Apache RocketMQ 5.5" if failed else
           "every scenario passed against Apache RocketMQ 5.5")
     return 1 if failed else 0
 
 
-def python_client(peer: RocketMQPeer) -> int:
+def python_client(peer: RocketMQPeer, only: str = "") -> int:
     """tests/gateway_grpc/test_python_client.py against the peer's proxy; one line per test."""
     env = dict(os.environ, ROCKAFKA_PEER_GRPC=peer.grpc_endpoint, ROCKAFKA_PEER_NAMESRV=peer.namesrv_addr)
     proc = subprocess.run([sys.executable, "-m", "pytest", "tests/gateway_grpc/test_python_client.py", "-rA", "-q",
-                           "-p", "no:cacheprovider", "-k", "not cross_protocols"],
+                           "-p", "no:cacheprovider", "-k", f"not cross_protocols{f' and ({only})' if only else ''}"],
                           cwd=java_runner.ROOT, env=env, capture_output=True, text=True, timeout=900)
     import rocketmq  # the official client's version, for the report
     print(f"rocketmq-python-client {getattr(rocketmq, '__version__', '?')} (gRPC, plaintext):", flush=True)
