@@ -50,3 +50,18 @@ async def topic_for_send(broker: Any, topic: str, default_topic: str | None, def
     await broker.run_blocking(tcm.create_or_update, tc)
     broker.topics_changed()
     return tc
+
+
+# the store's put statuses as RocketMQ's send answers (code, remark)
+PUT_STATUS = {
+    "PUT_OK": (R.SUCCESS, None),
+    "FLUSH_DISK_TIMEOUT": (R.FLUSH_DISK_TIMEOUT, "flush disk timed out"),
+    "FLUSH_SLAVE_TIMEOUT": (R.FLUSH_SLAVE_TIMEOUT, "flush to the slave timed out"),
+    "SLAVE_NOT_AVAILABLE": (R.SLAVE_NOT_AVAILABLE, "no slave available"),
+    "SERVICE_NOT_AVAILABLE": (R.SERVICE_NOT_AVAILABLE, "service not available now; the store may be shutting down or out of disk"),
+    "CREATE_MAPPED_FILE_FAILED": (R.SYSTEM_ERROR, "create mapped file failed, server is busy or broken"),
+    "MESSAGE_ILLEGAL": (R.MESSAGE_ILLEGAL, "the message is illegal; body or properties too long"),
+    "PROPERTIES_SIZE_EXCEEDED": (R.MESSAGE_ILLEGAL, "the message properties are too long"),
+    "OS_PAGE_CACHE_BUSY": (R.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    "UNKNOWN_ERROR": (R.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}

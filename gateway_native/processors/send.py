@@ -34,25 +34,11 @@ from ..remoting.message_codec import (
 )
 from ..transport import Connection
 from . import BROKER_PROCESSORS
-from .common import topic_for_send
+from .common import PUT_STATUS as _STATUS, topic_for_send
 
 V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
             "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
             "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
-
-_STATUS = {
-    "PUT_OK": (R.SUCCESS, None),
-    "FLUSH_DISK_TIMEOUT": (R.FLUSH_DISK_TIMEOUT, "flush disk timed out"),
-    "FLUSH_SLAVE_TIMEOUT": (R.FLUSH_SLAVE_TIMEOUT, "flush to the slave timed out"),
-    "SLAVE_NOT_AVAILABLE": (R.SLAVE_NOT_AVAILABLE, "no slave available"),
-    "SERVICE_NOT_AVAILABLE": (R.SERVICE_NOT_AVAILABLE, "service not available now; the store may be shutting down or out of disk"),
-    "CREATE_MAPPED_FILE_FAILED": (R.SYSTEM_ERROR, "create mapped file failed, server is busy or broken"),
-    "MESSAGE_ILLEGAL": (R.MESSAGE_ILLEGAL, "the message is illegal; body or properties too long"),
-    "PROPERTIES_SIZE_EXCEEDED": (R.MESSAGE_ILLEGAL, "the message properties are too long"),
-    "OS_PAGE_CACHE_BUSY": (R.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
-    "UNKNOWN_ERROR": (R.SYSTEM_ERROR, "UNKNOWN_ERROR"),
-}
-
 
 def normalize_header(cmd: RemotingCommand) -> None:
     if cmd.code == RC.SEND_MESSAGE_V2 or (cmd.code == RC.SEND_BATCH_MESSAGE and "b" in cmd.ext_fields):

@@ -31,7 +31,7 @@ from ..remoting.codes import PERM_READ, PERM_WRITE, RequestCode as RC, ResponseC
 from ..remoting.command import RemotingCommand
 from ..transport import Connection
 from . import BROKER_PROCESSORS
-from .send import _STATUS
+from .common import PUT_STATUS as _STATUS
 
 log = structlog.get_logger("rockafka.native.send_back")
 
