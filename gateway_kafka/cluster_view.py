@@ -273,8 +273,11 @@ class ClusterView(LocalCluster):
         (by broker name) when it holds coordinator state of that partition or nobody does; else
         the first group (by name) that holds some — state never moves away from its log, also
         when groups come and go."""
-        live = sorted({self.broker_name} | {name for name, g in self.others.items()
-                                            if g.master is not None and name not in self.gone})
+        # this node's group counts when it has a master (a slave whose master is down answers as
+        # every other node does, which no longer counts that group)
+        mine = {self.broker_name} if self.master_node() is not None or not self._reported else set()
+        live = sorted(mine | {name for name, g in self.others.items()
+                              if g.master is not None and name not in self.gone}) or [self.broker_name]
         rule = live[partition % len(live)]
         holders = [self.broker_name] if partition in self.local_coordinator_partitions(topic) else []
         holders += [name for name, g in self.others.items() if partition in (g.coordinator_partitions or {}).get(topic, ())]

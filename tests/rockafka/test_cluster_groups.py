@@ -406,5 +406,14 @@ def test_two_masters_down_producers_write_to_the_third_consumers_read_the_slaves
         assert bodies == sorted([v for vs in sent.values() for v in vs] + [b"k-4-new"] +
                                 [f"n-before-{i}".encode() for i in range(6)] +
                                 [f"n-after-{i}".encode() for i in range(9)])
+
+        # broker-a's master returns: it leads its partitions again and takes writes there
+        cluster.masters["broker-a"].start()
+        wait_until(lambda: leaders(cluster.bootstrap("broker-c"), topic) == {**stand_ins, 0: 0, 1: 0}, 60,
+                   what="broker-a's master leading its partitions again")
+        assert kafka_produce(cluster.bootstrap("broker-c"), topic, {0: [b"k-0-back"]}) == {}
+        on_0 = sorted(v for p, v in got if p == 0)  # what partition 0 held, read from the slave
+        back = kafka_read(cluster.bootstrap("broker-c"), topic, [0], len(on_0) + 1)
+        assert sorted(v for _, v in back) == sorted(on_0 + [b"k-0-back"])
     finally:
         producer.shutdown()
