@@ -251,6 +251,11 @@ class MessageStore:
         # the master flavour this store takes when it leads (a controller may make a slave master)
         self.master_role = config.broker_role if config.broker_role != "SLAVE" else "ASYNC_MASTER"
         self.ha = HAService(self)  # replication: master service or slave client, by broker_role
+        # a topic change wakes the HA writers, which send the topics document at once: without it
+        # the document waited for the next write or haSyncMetadataInterval (1 s), and a slave
+        # elected master within that second (ElectLeaders right after CreateTopics) never had the
+        # topic — lost on every member once they copied the new master's table
+        self.topic_config.change_listeners.append(self.ha.notify_append)
         if broker_config is None:  # an embedded store (tests, tools): its HA listener takes any free port
             self.ha.listen_port = 0
 

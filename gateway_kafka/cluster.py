@@ -58,6 +58,13 @@ class GroupView:
     def master(self) -> GroupMember | None:
         return next((m for m in self.members if m.broker_id == 0), None)
 
+    @property
+    def read_leader(self) -> GroupMember | None:
+        """Who Kafka clients are sent to for this group's partitions: the master; while the group
+        has no master (down, before a failover), its live slave with the lowest broker id, which
+        serves reads from its replica and refuses writes (cluster.md, "Groups down")."""
+        return self.master or (self.members[0] if self.members else None)
+
 
 @dataclass
 class LocalReplication:
@@ -84,6 +91,7 @@ class LocalCluster:
         self.local = local or LocalReplication()
         self.group = GroupView(broker_name, (GroupMember(broker_id, self.self_node),))
         self._seen: dict[int, BrokerNode] = {}  # node id -> node, every member ever reported
+        self._reported = False  # the NameServer has listed this group (a slave knows its master is down)
 
     # -- updates from the node -------------------------------------------------------------------
     def update(self, groups: dict[str, GroupView]) -> None:
@@ -99,6 +107,7 @@ class LocalCluster:
                                view.coordinator_partitions, view.read_only_topics)
         for m in self.group.members:
             self._seen[m.node.node_id] = m.node
+        self._reported = True
 
     # -- roles ---------------------------------------------------------------------------------
     @property
@@ -135,8 +144,22 @@ class LocalCluster:
                 out.setdefault(node.node_id, node)
         return sorted(out.values(), key=lambda n: n.node_id)
 
+    def read_leader_node(self) -> BrokerNode | None:
+        """The master; while the group has none (as the NameServer lists it), its live slave with
+        the lowest broker id — the same choice on every node (``GroupView.read_leader``)."""
+        master = self.master_node()
+        if master is not None or not self._reported:
+            return master
+        m = self.group.read_leader
+        return m.node if m is not None else None
+
+    def leads_reads(self) -> bool:
+        """This node is the Kafka leader of its group's partitions (the master, or the slave
+        standing in while the group has no master): it answers ListOffsets / OffsetForLeaderEpoch."""
+        return self.read_leader_node() == self.self_node
+
     def leader(self, topic: str, partition: int) -> BrokerNode | None:
-        return self.master_node()
+        return self.read_leader_node()
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """Kafka's leader epoch: the group's master epoch under a failover controller (it grows
@@ -181,7 +204,8 @@ class LocalCluster:
     def isr(self, topic: str, partition: int) -> list[int]:
         master = self.master_node()
         if master is None:
-            return []
+            stand_in = self.read_leader_node()
+            return [stand_in.node_id] if stand_in is not None else []
         slave_ids = self.local.in_sync_broker_ids() if self.is_master else list(self.group.in_sync_broker_ids)
         out = [master.node_id]
         for bid in slave_ids:
@@ -228,8 +252,11 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
         partitions: dict[str, tuple[int, ...]] = {}
         coordinating: dict[str, frozenset[int]] = {}
         epoch = 0
+        slave_epoch = 0
         for bid, addr in sorted((bd.get("brokerAddrs") or {}).items(), key=lambda kv: int(kv[0]), reverse=True):
             ex = extras.get(addr) or {}
+            if int(bid) != 0:  # a slave's copy of the master epoch: the group's epoch while it has no master
+                slave_epoch = max(slave_epoch, int(ex.get("masterEpoch") or 0))
             if "kafkaPartitions" in ex:  # the master's when it is registered (it comes last), else a slave's copy
                 partitions = {str(t): tuple(int(i) for i in ids) for t, ids in ex["kafkaPartitions"].items()}
             host, port, node_id = ex.get("kafkaHost"), ex.get("kafkaPort"), ex.get("kafkaNodeId")
@@ -242,6 +269,8 @@ def group_views_from_cluster_info(info: dict[str, Any]) -> dict[str, GroupView]:
                 coordinating = {str(t): frozenset(int(i) for i in ids)
                                 for t, ids in (ex.get("coordinatorPartitions") or {}).items()}
                 epoch = int(ex.get("masterEpoch") or 0)
+        if not any(m.broker_id == 0 for m in members):
+            epoch = slave_epoch
         out[name] = GroupView(name, tuple(sorted(members, key=lambda m: m.broker_id)), in_sync, epoch, partitions,
                               coordinating, frozenset(str(t) for t in read_only.get(name) or ()))
     return out

@@ -18,7 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import structlog
@@ -120,6 +120,12 @@ class ClusterView(LocalCluster):
             name for name in self.gone if name not in others}
         for name in self.gone:
             others[name] = self.others[name]
+        for name, g in list(others.items()):
+            old = self.others.get(name)
+            if g.master is None and old is not None and old.coordinator_partitions and not g.coordinator_partitions:
+                # its master is down: the coordinator state it held stays its own (those groups
+                # answer COORDINATOR_NOT_AVAILABLE until it returns), never restarts elsewhere
+                others[name] = replace(g, coordinator_partitions=old.coordinator_partitions)
         for (name, topic), ids in list(self._pending.items()):
             g = others.get(name)
             registered = (g.partitions or {}).get(topic) if g is not None else None
@@ -227,9 +233,16 @@ class ClusterView(LocalCluster):
         g = self._group(topic, partition)
         if g is True or (g is None and topic not in self.topic_names()):
             return super().leader(topic, partition)
-        if not g or g.master is None or g.broker_name in self.gone:
+        if not g or g.broker_name in self.gone:
             return None
-        return g.master.node
+        m = g.read_leader  # the master; a slave standing in while the group has none
+        return m.node if m is not None else None
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        g = self._group(topic, partition)
+        if g is True or not g:
+            return super().leader_epoch(topic, partition)
+        return g.master_epoch if self.local.leader_epochs else 0
 
     def replicas(self, topic: str, partition: int) -> list[int]:
         g = self._group(topic, partition)
@@ -241,8 +254,10 @@ class ClusterView(LocalCluster):
         g = self._group(topic, partition)
         if g is True or not g:
             return super().isr(topic, partition)
-        if g.master is None or g.broker_name in self.gone:
+        if g.broker_name in self.gone:
             return []
+        if g.master is None:
+            return [g.read_leader.node.node_id] if g.read_leader is not None else []
         by_id = {m.broker_id: m.node.node_id for m in g.members}
         return [g.master.node.node_id] + [by_id[b] for b in g.in_sync_broker_ids if b in by_id and b != 0]
 
@@ -258,8 +273,11 @@ class ClusterView(LocalCluster):
         (by broker name) when it holds coordinator state of that partition or nobody does; else
         the first group (by name) that holds some — state never moves away from its log, also
         when groups come and go."""
-        live = sorted({self.broker_name} | {name for name, g in self.others.items()
-                                            if g.master is not None and name not in self.gone})
+        # this node's group counts when it has a master (a slave whose master is down answers as
+        # every other node does, which no longer counts that group)
+        mine = {self.broker_name} if self.master_node() is not None or not self._reported else set()
+        live = sorted(mine | {name for name, g in self.others.items()
+                              if g.master is not None and name not in self.gone}) or [self.broker_name]
         rule = live[partition % len(live)]
         holders = [self.broker_name] if partition in self.local_coordinator_partitions(topic) else []
         holders += [name for name, g in self.others.items() if partition in (g.coordinator_partitions or {}).get(topic, ())]

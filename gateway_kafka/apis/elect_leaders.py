@@ -55,7 +55,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 out.append({"partition_id": p, "error_code": E.INVALID_REQUEST,
                             "error_message": f"election type {kind} is not 0 (preferred) or 1 (unclean)"})
                 continue
-            leader = cluster.leader(name, p)
+            leader = cluster.master_node()  # not a slave standing in for a master that is down
             replicas = cluster.replicas(name, p)
             if gw.elect_master is None or (kind == PREFERRED and leader is not None and replicas
                                            and replicas[0] == leader.node_id) or (kind == UNCLEAN and leader is not None):

@@ -27,6 +27,9 @@ batch built on read (``batch_of_unit``). Offsets inside a stored batch return th
   ``brokerRack`` is that rack (``ClusterView.preferred_read_replica``), when there is one and
   the master itself is elsewhere; the client then fetches from the slave. A slave serves what
   it has replicated; asked past its end (its master is ahead) it answers no records, no error.
+- A group whose master is down: Metadata names its lowest live slave leader, which serves its
+  partitions here from its replica (high watermark = its log end, LSO from its own producer
+  state) until the master returns (docs/design/cluster.md, "Groups down").
 """
 
 from __future__ import annotations

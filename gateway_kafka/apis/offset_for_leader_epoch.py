@@ -11,7 +11,9 @@ epoch file (``MessageStore.epoch_end_offset``): the newest epoch not newer than 
 one and the partition offset where it ended — so a consumer that read past what a failover
 truncated learns where its epoch really ended (KIP-101, KIP-320). ``current_leader_epoch``
 older than the master's is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; a slave answers
-NOT_LEADER_OR_FOLLOWER (clients ask the leader). Unknown partitions UNKNOWN_TOPIC_OR_PARTITION.
+NOT_LEADER_OR_FOLLOWER (clients ask the leader), except the slave that Metadata names leader while
+its group has no master (docs/design/cluster.md, "Groups down"): it answers from its replica's
+epoch file. Unknown partitions UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def _answer(gw, name: str, index: int, queue: int, p: dict) -> dict:
     if not gw.store.broker_config.enable_controller_mode:
         return {"error_code": E.NONE, "partition": index, "leader_epoch": 0,
                 "end_offset": gw.store.get_max_offset_in_queue(name, queue)}
-    if not cluster.is_master:
+    if not cluster.leads_reads():  # a slave standing in for a master that is down answers from its copy
         return {"error_code": E.NOT_LEADER_OR_FOLLOWER, "partition": index, "leader_epoch": -1, "end_offset": -1}
     found, end = gw.store.epoch_end_offset(name, queue, epoch)
     return {"error_code": E.NONE, "partition": index, "leader_epoch": found, "end_offset": end}

@@ -166,8 +166,10 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
     if not ha.is_master or not ha.lease_valid():
         # before any sequence check (Kafka's order): a retry must find the new leader, not an
         # OUT_OF_ORDER_SEQUENCE_NUMBER from a replica that refused the batch before it
+        stand_in = not ha.is_master and gw.cluster is not None and gw.cluster.leads_reads()
         return _result(index, E.NOT_LEADER_OR_FOLLOWER,
                        message="not the master of this partition's broker group" + (
+                           " (its master is down: this replica serves reads only)" if stand_in else
                            "" if not ha.is_master else " (its lease expired: cut off from the failover controller)"))
     replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()) or bool(ha.sync_state_set))
     if replicate and 1 + ha.in_sync_count() < min_isr:

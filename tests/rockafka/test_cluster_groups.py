@@ -10,7 +10,9 @@ independent NameServers, every node a real ``rockafka serve``, every client a re
 - ``retryAnotherBrokerWhenNotStoreOK``: a group whose SYNC_MASTER lost its slave answers
   SLAVE_NOT_AVAILABLE, the producer sends again to another group.
 - The seed's "two masters down" (seeds 004): both killed with SIGKILL, producers keep writing to
-  the third group only, consumers read the dead groups' records from their slaves.
+  the third group only, consumers read the dead groups' records from their slaves: native ones
+  through the routes, Kafka consumer groups (confluent-kafka and Java kafka-clients) because
+  Metadata names each dead group's slave the leader of its partitions.
 
 One module-scoped cluster; the destructive test runs last.
 """
@@ -176,6 +178,18 @@ def raw_produce(bootstrap: str, topic: str, partition: int) -> tuple[int, str | 
             {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})
     p = out["responses"][0]["partition_responses"][0]
     return p["error_code"], p.get("error_message")
+
+
+def live_coordinated_group(cluster: Cluster) -> str:
+    """A fresh consumer group id whose coordinator is a live group (a group id hashing to a
+    ``__consumer_offsets`` partition whose state lives on a dead group answers
+    COORDINATOR_NOT_AVAILABLE until that group returns, as in Kafka)."""
+    with RawKafka(cluster.bootstrap("broker-c")) as raw:
+        for _ in range(50):
+            group = unique("survivors")
+            if raw.request(10, 3, {"key": group, "key_type": 0})["error_code"] == ErrorCode.NONE:
+                return group
+    raise AssertionError("no consumer group id coordinated by a live group")
 
 
 def native_producer(cluster: Cluster, **kw) -> NativeProducer:
@@ -348,11 +362,43 @@ def test_two_masters_down_producers_write_to_the_third_consumers_read_the_slaves
         after = send_native(producer, topic, "n-after", 9)
         assert [r.status for r in after] == [SendStatus.SEND_OK] * 9
         assert {r.message_queue.broker_name for r in after} == {"broker-c"}
-        # Kafka: the dead groups' partitions lose their leader; writes there fail, broker-c's succeed
-        wait_until(lambda: leaders(cluster.bootstrap("broker-c"), topic) == {**want, 0: -1, 1: -1, 2: -1, 3: -1}, 60,
-                   what="broker-a's and broker-b's partitions leaderless")
+        # Kafka: each dead group's slave stands in as its partitions' leader (reads only); every
+        # node, the slaves included, names it
+        stand_ins = {**want, 0: 1, 1: 1, 2: 101, 3: 101}
+        for node in (cluster.masters["broker-c"], cluster.slaves["broker-a"], cluster.slaves["broker-c"]):
+            wait_until(lambda: leaders(node.kafka_bootstrap, topic) == stand_ins, 60,
+                       what=f"{node.data_dir.name} names the dead groups' slaves leaders")
+        # writes to a dead group fail (retried as NOT_LEADER_OR_FOLLOWER), broker-c's succeed
+        assert raw_produce(cluster.slaves["broker-a"].kafka_bootstrap, topic, 0)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
         failed = kafka_produce(cluster.bootstrap("broker-c"), topic, {0: [b"lost"], 4: [b"k-4-new"]}, timeout_ms=3000)
         assert set(failed) == {0}, failed
+        every = sorted([v for vs in sent.values() for v in vs] + [b"k-4-new"] +
+                       [f"n-before-{i}".encode() for i in range(6)] + [f"n-after-{i}".encode() for i in range(9)])
+
+        # Kafka consumer groups (coordinated by the live group) read every record, the dead
+        # groups' from their slaves: confluent-kafka and Java kafka-clients side by side
+        java_group, c_group = live_coordinated_group(cluster), live_coordinated_group(cluster)
+        java = subprocess.Popen(
+            ["java", "-Xmx256m", "-cp", str(KAFKA_TOOLS / "lib" / "*"), "org.apache.kafka.tools.consumer.ConsoleConsumer",
+             "--bootstrap-server", cluster.bootstrap("broker-c"), "--topic", topic, "--group", java_group,
+             "--from-beginning", "--max-messages", str(len(every)), "--timeout-ms", "60000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        consumer = Consumer({"bootstrap.servers": cluster.slaves["broker-a"].kafka_bootstrap, "group.id": c_group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        got: list[tuple[int, bytes]] = []
+        try:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + 60
+            while len(got) < len(every) and time.monotonic() < deadline:
+                m = consumer.poll(0.5)
+                if m is not None and not m.error():
+                    got.append((m.partition(), m.value()))
+        finally:
+            consumer.close()
+            out, err = java.communicate(timeout=90)
+        assert sorted(v for _, v in got) == every
+        assert {p for p, _ in got} == set(range(6))
+        assert sorted(ln.encode() for ln in out.splitlines() if ln) == every, err[-3000:]
 
         # consumers read the dead groups' records from their slaves
         native = native_read(cluster.namesrv_addr, topic, 24 + 1 + 6 + 9)
@@ -360,5 +406,14 @@ def test_two_masters_down_producers_write_to_the_third_consumers_read_the_slaves
         assert bodies == sorted([v for vs in sent.values() for v in vs] + [b"k-4-new"] +
                                 [f"n-before-{i}".encode() for i in range(6)] +
                                 [f"n-after-{i}".encode() for i in range(9)])
+
+        # broker-a's master returns: it leads its partitions again and takes writes there
+        cluster.masters["broker-a"].start()
+        wait_until(lambda: leaders(cluster.bootstrap("broker-c"), topic) == {**stand_ins, 0: 0, 1: 0}, 60,
+                   what="broker-a's master leading its partitions again")
+        assert kafka_produce(cluster.bootstrap("broker-c"), topic, {0: [b"k-0-back"]}) == {}
+        on_0 = sorted(v for p, v in got if p == 0)  # what partition 0 held, read from the slave
+        back = kafka_read(cluster.bootstrap("broker-c"), topic, [0], len(on_0) + 1)
+        assert sorted(v for _, v in back) == sorted(on_0 + [b"k-0-back"])
     finally:
         producer.shutdown()

@@ -139,6 +139,11 @@ def test_elect_leaders_moves_the_group_to_its_preferred_replica(group):
     kadmin.create_topics([NewTopic(topic, 2, 3)], request_timeout=15)[topic].result(30)
     replicas = wait_until(lambda: _metadata(master, topic).get("replica_nodes"), 30, what="the topic on the master")
     assert replicas[0] == 1
+    # the preferred replica must hold the topic before it leads: a slave copies the topic table
+    # (haSyncMetadataInterval; at once on a change), so one elected the instant after CreateTopics
+    # would lead without it and every member would then copy its table (replication.md)
+    for node in group.brokers:
+        wait_until(lambda: _metadata(node, topic).get("replica_nodes"), 30, what="the topic on every member")
     parts = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     result = kadmin.elect_leaders(ElectionType.PREFERRED, parts).result(60)
     assert all(err is None for err in result.values()), result
