@@ -5,6 +5,9 @@ compacted topics it creates itself; after it stops, enough other writes roll the
 retention pass deletes every segment those records were first written to. The compacted topics
 still hold every key's latest value, and the restarted worker finds its connector and resumes
 its task from the stored offset: each line of the source file lands in the topic exactly once.
+The worker runs with exactly.once.source.support=enabled (transactional config and offset writes,
+read_committed reads): a compacted partition whose last offset is a transaction marker must stay
+readable to its end after the marker's segment goes, or the worker never finishes reading it.
 
 Clients: connect-runtime 4.4.0 running compat/kafka-tools/src's LineFileSourceConnector (the
 contract of connect-file's FileStreamSourceConnector, not published for 4.4), confluent-kafka."""
@@ -175,6 +178,10 @@ def test_connect_worker_finds_connector_and_offsets_after_retention(tmp_path):
             "offset.flush.interval.ms=500",
             "scheduled.rebalance.max.delay.ms=1000",
             f"plugin.path={tmp_path / 'plugins'}",
+            # KIP-618: the leader writes the config topic in transactions, each task's records and
+            # offsets go in one transaction, the worker reads its topics read_committed (a
+            # superset of what the default at-least-once worker asks of the broker)
+            "exactly.once.source.support=enabled",
         ]) + "\n")
         (tmp_path / "plugins").mkdir()
         admin = AdminClient({"bootstrap.servers": bs})
@@ -209,8 +216,13 @@ def test_connect_worker_finds_connector_and_offsets_after_retention(tmp_path):
             wait_for(lambda: stored_position() == size, 30, interval=0.5, what="the source offset committed")
         finally:
             worker.stop()
-        copied_end = len(first)  # the topic was empty: the lines took offsets 0..49
         assert copied_lines(bs, data_t) == first  # the stop copied nothing more
+        c = Consumer({"bootstrap.servers": bs, "group.id": unique("connect-w")})
+        try:  # the lines took offsets 0..49, their commit marker the next one
+            copied_end = c.get_watermark_offsets(TopicPartition(data_t, 0), timeout=10)[1]
+        finally:
+            c.close()
+        assert copied_end >= len(first)
 
         before = {t: latest_per_key(read_topic(bs, t)) for t in (cfg_t, off_t, st_t)}
         assert any(k[1] and k[1].startswith(b"connector-lines") for k in before[cfg_t]), before[cfg_t].keys()
