@@ -138,7 +138,8 @@ class Compactor:
             header, r = rec
             ts = header.max_timestamp if header.timestamp_type else header.base_timestamp + r.timestamp_delta
             if r.value is None and ts + delete_retention < now:
-                self.dropped_tombstones += 1
+                if offset != end - 1:  # the last offset's record is kept below, whatever it is
+                    self.dropped_tombstones += 1
                 continue
             if retention >= 0 and ts + retention < now:
                 continue  # compact,delete: older than the topic's retention
