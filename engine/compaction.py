@@ -107,6 +107,7 @@ class Compactor:
             if "delete" in policy else -1
         latest: dict[bytes, tuple[int, int, int, Any]] = {}  # key -> (offset, phy, tags, record info or None)
         index, end = cq.min_offset, cq.max_offset
+        tail = None  # (phy, size, tags) of the queue's last unit
         decoded_phy, decoded = -1, {}
         while index < end:
             units = cq.read_units(index, 1024)
@@ -117,6 +118,8 @@ class Compactor:
                 offset = index + i
                 if size <= 0 or phy < cl.min_offset:
                     continue
+                if offset == end - 1:
+                    tail = (phy, size, tcode)
                 if phy != decoded_phy:
                     decoded_phy, decoded = phy, _records_of(cl.read(phy, size))
                 rec = decoded.get(offset)
@@ -135,16 +138,29 @@ class Compactor:
             header, r = rec
             ts = header.max_timestamp if header.timestamp_type else header.base_timestamp + r.timestamp_delta
             if r.value is None and ts + delete_retention < now:
-                self.dropped_tombstones += 1
+                if offset != end - 1:  # the last offset's record is kept below, whatever it is
+                    self.dropped_tombstones += 1
                 continue
             if retention >= 0 and ts + retention < now:
                 continue  # compact,delete: older than the topic's retention
             copies.append((offset, phy, tcode, header, r, ts))
         copies.sort()
+        batches = []
         for offset, phy, tcode, header, r, ts in copies:
-            batch = record_batch.build_batch([record_batch.Record(0, 0, r.key, r.value, r.headers)],
-                                             base_offset=offset, timestamp_type=header.timestamp_type,
-                                             base_timestamp=ts, max_timestamp=ts)
+            batches.append((offset, phy, tcode, record_batch.build_batch(
+                [record_batch.Record(0, 0, r.key, r.value, r.headers)], base_offset=offset,
+                timestamp_type=header.timestamp_type, base_timestamp=ts, max_timestamp=ts)))
+        if tail is not None and tail[0] < cut and not (copies and copies[-1][0] == end - 1):
+            # The partition's last offset stays readable, whatever its record (a transaction
+            # marker, an old tombstone): a consumer reads up to the log end only through it —
+            # Kafka's cleaner never touches the active segment for the same reason.
+            if not may_copy:
+                floor = tail[0] if floor is None else min(floor, tail[0])
+            else:
+                batch = _tail_batch(cl.read(tail[0], tail[1]), end - 1)
+                if batch is not None:
+                    batches.append((end - 1, tail[0], tail[2], batch))
+        for offset, phy, tcode, batch in batches:
             if not self._append_copy(topic, qid, offset, batch, tcode):
                 if floor is None or phy < floor:  # not copied: retention must keep it
                     floor = phy
@@ -152,8 +168,8 @@ class Compactor:
             self.floors.pop((topic, qid), None)
         else:
             self.floors[(topic, qid)] = floor
-        self.copied += len(copies)
-        return len(copies)
+        self.copied += len(batches)
+        return len(batches)
 
     def _append_copy(self, topic: str, qid: int, offset: int, batch: bytes, tcode: int) -> bool:
         """Append one copy unit at the log's head and repoint queue unit ``offset`` at it."""
@@ -208,3 +224,25 @@ def _records_of(data: bytes | None) -> dict[int, tuple[Any, Any]]:
     if header.is_control:
         return {}
     return {header.base_offset + r.offset_delta: (header, r) for r in records if r.key is not None}
+
+
+def _tail_batch(data: bytes | None, offset: int) -> bytes | None:
+    """A one-record batch holding the record at ``offset`` of a Kafka batch unit: a control batch
+    (a transaction marker, always one record) as it is, a data record rebuilt like a copy."""
+    if data is None or not _I32.unpack_from(data, 36)[0] & INNER_BATCH_FLAG:
+        return None
+    h = UnitHeader(data, 0)
+    body = bytes(memoryview(data)[h.body_pos:h.body_pos + h.body_len])
+    try:
+        header, records = record_batch.decode_batch(body)
+    except ValueError:
+        return None
+    if header.is_control:
+        return body if header.base_offset == offset and header.last_offset_delta == 0 else None
+    for r in records:
+        if header.base_offset + r.offset_delta == offset:
+            ts = header.max_timestamp if header.timestamp_type else header.base_timestamp + r.timestamp_delta
+            return record_batch.build_batch([record_batch.Record(0, 0, r.key, r.value, r.headers)],
+                                            base_offset=offset, timestamp_type=header.timestamp_type,
+                                            base_timestamp=ts, max_timestamp=ts)
+    return None

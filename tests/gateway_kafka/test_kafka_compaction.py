@@ -97,3 +97,52 @@ def test_compacted_topic_keeps_every_keys_latest_value_past_retention(tmp_path):
         # new writes after the restart still get the next offsets
         after = produce(bs, compacted, [(b"k1", b"k1-after")])
         assert after[0][0] == written[-1][0] + 1  # the refused keyless record took no offset
+
+
+def test_compacted_topic_written_in_transactions_reads_to_its_end_past_retention(tmp_path):
+    """The partition's last offset is a commit marker; when its segment goes, the marker is
+    copied forward like a live record: read_committed and read_uncommitted consumers reach the
+    end of the partition (EOF at the high watermark) instead of stopping short of it."""
+    with RunningNode(tmp_path / "data", settings=SETTINGS) as node:
+        bs = node.kafka_bootstrap
+        compacted, plain = unique("cmptx"), unique("plain")
+        admin = AdminClient({"bootstrap.servers": bs})
+        for f in admin.create_topics([NewTopic(compacted, 1, 1, config={"cleanup.policy": "compact"}),
+                                      NewTopic(plain, 1, 1)]).values():
+            f.result(30)
+        p = Producer({"bootstrap.servers": bs, "transactional.id": unique("tx")})
+        p.init_transactions(30)
+        for r in range(3):
+            p.begin_transaction()
+            for k in range(3):
+                p.produce(compacted, b"v%d" % r, key=b"k%d" % k, partition=0)
+            p.commit_transaction(30)
+        pad = b"." * 2000
+        produce(bs, plain, [(None, b"p%d" % i + pad) for i in range(120)])
+
+        def plain_start() -> int:
+            c = Consumer({"bootstrap.servers": bs, "group.id": unique("cmp-w")})
+            try:
+                return c.get_watermark_offsets(TopicPartition(plain, 0), timeout=10)[0]
+            finally:
+                c.close()
+        wait_for(lambda: plain_start() > 60, 60, what="retention deleting old segments")
+        # offsets 0-2, 4-6, 8-10 data; 3, 7, 11 commit markers
+        expected = [(8 + k, b"k%d" % k, b"v2") for k in range(3)]
+        for isolation in ("read_committed", "read_uncommitted"):
+            c = Consumer({"bootstrap.servers": bs, "group.id": unique("cmp-r"), "enable.auto.commit": False,
+                          "enable.partition.eof": True, "isolation.level": isolation})
+            got = []
+            try:
+                c.assign([TopicPartition(compacted, 0, 0)])
+                while True:
+                    m = c.poll(10)
+                    assert m is not None, f"{isolation}: stopped short of the end after {got}"
+                    if m.error() is not None:
+                        assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                        assert m.offset() == 12
+                        break
+                    got.append((m.offset(), m.key(), m.value()))
+            finally:
+                c.close()
+            assert got == expected, isolation

@@ -1,5 +1,5 @@
 """Fetch sessions (KIP-227) and topic ids in Fetch, with the Java consumer (Apache Kafka's
-console consumer, kafka-clients 4.3), which opens a session and fetches incrementally by topic
+console consumer, kafka-clients 4.4), which opens a session and fetches incrementally by topic
 id, and confluent-kafka (librdkafka: full fetches by name).
 
 The node's cache holds one session and may evict it at once: two Java consumers evict each

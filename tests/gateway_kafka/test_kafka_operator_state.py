@@ -36,7 +36,7 @@ def node(tmp_path_factory):
 
 
 def kafka_configs(bs: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["java", "-cp", str(KAFKA_TOOLS / "lib" / "*"), "kafka.admin.ConfigCommand",
+    return subprocess.run(["java", "-cp", str(KAFKA_TOOLS / "lib" / "*"), "org.apache.kafka.tools.ConfigCommand",
                            "--bootstrap-server", bs, *args], capture_output=True, text=True, timeout=120)
 
 

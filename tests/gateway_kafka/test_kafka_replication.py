@@ -211,7 +211,7 @@ def test_dynamic_broker_configs_reach_the_slave_with_the_log(group):
         written by replication only) saying to write to the master: run again until the
         master took it, as an operator would."""
         def attempt() -> bool:
-            out = subprocess.run(["java", "-cp", str(KAFKA_TOOLS / "lib" / "*"), "kafka.admin.ConfigCommand",
+            out = subprocess.run(["java", "-cp", str(KAFKA_TOOLS / "lib" / "*"), "org.apache.kafka.tools.ConfigCommand",
                                   "--bootstrap-server", group.master.kafka_bootstrap, "--entity-type", "brokers",
                                   "--entity-default", "--alter", *args], capture_output=True, text=True, timeout=120)
             assert out.returncode == 0 or "write to the master" in out.stderr, out.stderr[-3000:]
