@@ -230,6 +230,8 @@ class KafkaGateway:
         from gateway_kafka.fetch_sessions import FetchSessions
         self.fetch_sessions = FetchSessions(self)
         self.modern_groups = ModernGroupCoordinator(self, self.coordinator, self.group_configs)
+        from gateway_kafka.streams_groups import StreamsGroupCoordinator
+        self.streams_groups = StreamsGroupCoordinator(self, self.group_configs)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -279,6 +281,7 @@ class KafkaGateway:
         self.dynamic_configs.restore()
         self.quotas.restore()
         self.modern_groups.restore()
+        self.streams_groups.restore()
         await self._start_listeners()
         primary = self.settings.listeners[0]
         host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
@@ -373,6 +376,7 @@ class KafkaGateway:
             srv.close()
         self.coordinator.close()
         self.modern_groups.close()
+        self.streams_groups.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
