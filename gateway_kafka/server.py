@@ -104,6 +104,10 @@ def _modern_group_settings(s: Any, config: Any) -> None:
     (``group.consumer.*`` / ``group.share.*``, here with underscores); the group configs
     (``group_configs.py``) override them per group within the min/max bounds."""
     s.consumer_session_timeout_ms = config.extra_int("group_consumer_session_timeout_ms", 45_000)
+    # Kafka's group.coordinator.rebalance.protocols: without "streams" the broker neither
+    # advertises nor answers StreamsGroupHeartbeat / StreamsGroupDescribe (KIP-1071)
+    s.rebalance_protocols = {p.strip().lower() for p in (config.extra_str(
+        "group_coordinator_rebalance_protocols", "classic,consumer,streams") or "").split(",") if p.strip()}
     s.consumer_min_session_timeout_ms = config.extra_int("group_consumer_min_session_timeout_ms", 45_000)
     s.consumer_max_session_timeout_ms = config.extra_int("group_consumer_max_session_timeout_ms", 60_000)
     s.consumer_heartbeat_interval_ms = config.extra_int("group_consumer_heartbeat_interval_ms", 5_000)

@@ -20,6 +20,12 @@ from gateway_kafka.apis import RequestContext, api
 @api(key=88, min=0, max=0)
 async def handle(ctx: RequestContext, body: dict) -> dict:
     gid = body.get("group_id") or ""
+    if "streams" not in getattr(ctx.gateway.settings, "rebalance_protocols", {"streams"}):
+        return {"throttle_time_ms": 0, "error_code": E.UNSUPPORTED_VERSION,
+                "error_message": "The streams rebalance protocol is not enabled "
+                                 "(group.coordinator.rebalance.protocols)", "member_id": body.get("member_id") or "",
+                "member_epoch": 0, "heartbeat_interval_ms": 0, "acceptable_recovery_lag": 0,
+                "task_offset_interval_ms": 0}
     if not authz.group(ctx, authz.Op.READ, gid):
         return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED,
                 "error_message": f"{ctx.conn.principal} may not READ group {gid}",

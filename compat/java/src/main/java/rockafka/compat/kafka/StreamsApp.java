@@ -47,7 +47,8 @@ import org.apache.kafka.streams.kstream.Produced;
  *
  * <p>Usage: {@code java -cp kafka-runner.jar rockafka.compat.kafka.StreamsApp --bootstrap HOST:PORT
  * [--records N] [--timeout-s S] [--keep-running-s S]}: with --keep-running-s the surviving instance
- * stays up that long after the checks (for a describe by the group tools), then closes.
+ * stays up after the checks (for a describe by the group tools) until a line or end of input on
+ * stdin, at most that long, then closes.
  */
 public final class StreamsApp {
     private static final int PARTITIONS = 4;
@@ -221,7 +222,18 @@ public final class StreamsApp {
             report.equal("total_counted", (long) records, total);
             if (keepS > 0) {
                 report.info("ready_for_describe", "true");
-                Thread.sleep(keepS * 1000L);
+                java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+                Thread stdin = new Thread(() -> {
+                    try {
+                        System.in.read();  // a line or end of input: the caller is done
+                    } catch (java.io.IOException ignored) {
+                        // treated as done
+                    }
+                    done.countDown();
+                });
+                stdin.setDaemon(true);
+                stdin.start();
+                done.await(keepS, java.util.concurrent.TimeUnit.SECONDS);
             }
         } finally {
             if (!bClosed) {
