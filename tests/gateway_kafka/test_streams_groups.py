@@ -86,6 +86,11 @@ def test_streams_heartbeat_errors_topics_and_handover(node):
         assert missing["error_code"] == E.GROUP_ID_NOT_FOUND
         listed = raw.request(16, 5, {"states_filter": [], "types_filter": ["streams"]})
         assert [x["group_id"] for x in listed["groups"]] == [group]
+        cg = raw.request(68, 1, {"group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0,
+                                 "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+                                 "subscribed_topic_names": [src], "subscribed_topic_regex": None,
+                                 "server_assignor": None, "topic_partitions": []})
+        assert cg["error_code"] == E.GROUP_ID_NOT_FOUND, cg
         dg = raw.request(15, 5, {"groups": [group], "include_authorized_operations": False})
         assert dg["groups"][0]["error_code"] == E.GROUP_ID_NOT_FOUND
         commit = raw.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": 1, "member_id": b,
