@@ -205,6 +205,7 @@ class StreamsGroupCoordinator:
         self._records: dict[str, bytes | None] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._session_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._revoke_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
 
@@ -272,20 +273,37 @@ class StreamsGroupCoordinator:
         self._session_timers[key] = asyncio.get_running_loop().call_later(
             self.session_timeout_ms(g) / 1000.0, self._spawn_expire, g.group_id, m.member_id)
 
-    def _spawn_expire(self, group_id: str, member_id: str) -> None:
+    def _schedule_revocation(self, g: StreamsGroup, m: StreamsMember) -> None:
+        """A member told to give tasks up must do so within its rebalance timeout, else it is
+        fenced (removed) and its tasks go to the others (Kafka's rebalance timeout)."""
+        key = (g.group_id, m.member_id)
+        old = self._revoke_timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        if self._closed or m.state != UNREVOKED_TASKS:
+            return
+        self._revoke_timers[key] = asyncio.get_running_loop().call_later(
+            m.rebalance_timeout_ms / 1000.0, self._spawn_expire, g.group_id, m.member_id, m.member_epoch)
+
+    def _spawn_expire(self, group_id: str, member_id: str, revoking_epoch: int | None = None) -> None:
         if self._closed:
             return
-        task = asyncio.get_running_loop().create_task(self._expire(group_id, member_id))
+        task = asyncio.get_running_loop().create_task(self._expire(group_id, member_id, revoking_epoch))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _expire(self, group_id: str, member_id: str) -> None:
+    async def _expire(self, group_id: str, member_id: str, revoking_epoch: int | None = None) -> None:
         async with self.lock(group_id):
             g = self.groups.get(group_id)
             if g is None or member_id not in g.members:
                 return
-            log.info("streams_member_expired", group=group_id, member=member_id)
+            m = g.members[member_id]
+            if revoking_epoch is not None and (m.state != UNREVOKED_TASKS or m.member_epoch != revoking_epoch):
+                return  # it revoked in time
+            log.info("streams_member_expired", group=group_id, member=member_id,
+                     reason="session_timeout" if revoking_epoch is None else "rebalance_timeout")
             self._remove(g, member_id)
+            self._update_target(g)
             try:
                 await self._store(g)
             except StreamsGroupError:
@@ -294,16 +312,18 @@ class StreamsGroupCoordinator:
     def _remove(self, g: StreamsGroup, member_id: str) -> None:
         g.members.pop(member_id, None)
         g.target.pop(member_id, None)
-        h = self._session_timers.pop((g.group_id, member_id), None)
-        if h is not None:
-            h.cancel()
+        for timers in (self._session_timers, self._revoke_timers):
+            h = timers.pop((g.group_id, member_id), None)
+            if h is not None:
+                h.cancel()
         g.group_epoch += 1
 
     def close(self) -> None:
         self._closed = True
-        for h in self._session_timers.values():
-            h.cancel()
-        self._session_timers.clear()
+        for timers in (self._session_timers, self._revoke_timers):
+            for h in timers.values():
+                h.cancel()
+            timers.clear()
         for t in self._tasks:
             t.cancel()
 
@@ -517,9 +537,12 @@ class StreamsGroupCoordinator:
             g.group_epoch += 1
         if g.assignment_epoch < g.group_epoch:
             self._update_target(g)
+        was_revoking = m.state == UNREVOKED_TASKS
         self._reconcile(g, m)
         await self._store(g)
         self._schedule_session(g, m)
+        if m.state == UNREVOKED_TASKS and not was_revoking or was_revoking and m.state != UNREVOKED_TASKS:
+            self._schedule_revocation(g, m)
         status = list(g.status)
         if g.shutdown_requested:
             status.append({"status_code": SHUTDOWN_APPLICATION,

@@ -5,6 +5,7 @@ first stopped reporting it. ListGroups / DescribeGroups / OffsetCommit treat the
 does. (A real Kafka Streams application: tests/compat/test_java_kafka_streams_groups.py.)"""
 from __future__ import annotations
 
+import time
 import uuid
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -115,5 +116,37 @@ def test_streams_protocol_off_is_not_advertised(make_node):
         keys = {k["api_key"] for k in raw.request(18, 3, {"client_software_name": "t",
                                                           "client_software_version": "1"})["api_keys"]}
         assert 68 in keys and 88 not in keys and 89 not in keys
+    finally:
+        raw.sock.close()
+
+
+def test_member_that_does_not_revoke_in_its_rebalance_timeout_is_fenced(node):
+    bs = node.kafka_bootstrap
+    src, group = unique("sg-rt"), unique("sg-rt-app")
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(src, 2, 1)])[src].result(30)
+    raw = RawKafka(bs)
+    try:
+        a, b = str(uuid.uuid4()), str(uuid.uuid4())
+        topo = _topology(src, f"{group}-store-changelog")
+        body = {"group_id": group, "member_id": a, "member_epoch": 0, "endpoint_information_epoch": 0,
+                "rebalance_timeout_ms": 1000, "topology": topo, "active_tasks": [], "standby_tasks": [],
+                "warmup_tasks": [], "process_id": "pa"}
+        ra = raw.request(88, 0, body)
+        assert _tasks(ra) == {0, 1}, ra
+        rb = _hb(raw, group, b, 0, topo)
+        ra = _hb(raw, group, a, ra["member_epoch"], active=[{"subtopology_id": "0", "partitions": [0, 1]}])
+        assert len(_tasks(ra) or ()) == 1, ra  # told to give one task up; it never confirms
+        deadline = time.monotonic() + 30
+        got: set[int] | None = set()
+        while time.monotonic() < deadline:
+            owned = [{"subtopology_id": "0", "partitions": sorted(got)}] if got else []
+            rb = _hb(raw, group, b, rb["member_epoch"], active=owned)
+            got = _tasks(rb) if _tasks(rb) is not None else got
+            if got == {0, 1}:
+                break
+            time.sleep(0.2)
+        assert got == {0, 1}, rb
+        assert _hb(raw, group, a, ra["member_epoch"])["error_code"] == E.UNKNOWN_MEMBER_ID
     finally:
         raw.sock.close()
