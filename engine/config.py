@@ -262,6 +262,8 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "group_max_size": ("1000", "members per Kafka group"),
     "offset_metadata_max_bytes": ("4096", "metadata size of a committed offset"),
     # KIP-848 consumer groups and KIP-932 share groups (docs/design/consumer-groups.md, share-groups.md)
+    "group_coordinator_rebalance_protocols": ("classic,consumer,streams",
+                                              "group protocols on offer; without streams no KIP-1071 APIs"),
     "group_consumer_session_timeout_ms": ("45000", "consumer group session timeout (group config overrides)"),
     "group_consumer_min_session_timeout_ms": ("45000", "smallest consumer.session.timeout.ms of a group"),
     "group_consumer_max_session_timeout_ms": ("60000", "largest consumer.session.timeout.ms of a group"),

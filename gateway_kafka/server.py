@@ -104,6 +104,10 @@ def _modern_group_settings(s: Any, config: Any) -> None:
     (``group.consumer.*`` / ``group.share.*``, here with underscores); the group configs
     (``group_configs.py``) override them per group within the min/max bounds."""
     s.consumer_session_timeout_ms = config.extra_int("group_consumer_session_timeout_ms", 45_000)
+    # Kafka's group.coordinator.rebalance.protocols: without "streams" the broker neither
+    # advertises nor answers StreamsGroupHeartbeat / StreamsGroupDescribe (KIP-1071)
+    s.rebalance_protocols = {p.strip().lower() for p in (config.extra_str(
+        "group_coordinator_rebalance_protocols", "classic,consumer,streams") or "").split(",") if p.strip()}
     s.consumer_min_session_timeout_ms = config.extra_int("group_consumer_min_session_timeout_ms", 45_000)
     s.consumer_max_session_timeout_ms = config.extra_int("group_consumer_max_session_timeout_ms", 60_000)
     s.consumer_heartbeat_interval_ms = config.extra_int("group_consumer_heartbeat_interval_ms", 5_000)
@@ -230,6 +234,8 @@ class KafkaGateway:
         from gateway_kafka.fetch_sessions import FetchSessions
         self.fetch_sessions = FetchSessions(self)
         self.modern_groups = ModernGroupCoordinator(self, self.coordinator, self.group_configs)
+        from gateway_kafka.streams_groups import StreamsGroupCoordinator
+        self.streams_groups = StreamsGroupCoordinator(self, self.group_configs)
         from gateway_kafka.txn_coordinator import TransactionCoordinator
         self.txn = TransactionCoordinator(self)
         self.partition_locks: dict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -279,6 +285,7 @@ class KafkaGateway:
         self.dynamic_configs.restore()
         self.quotas.restore()
         self.modern_groups.restore()
+        self.streams_groups.restore()
         await self._start_listeners()
         primary = self.settings.listeners[0]
         host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
@@ -373,6 +380,7 @@ class KafkaGateway:
             srv.close()
         self.coordinator.close()
         self.modern_groups.close()
+        self.streams_groups.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:

@@ -170,6 +170,7 @@ def broker_configs(gw: Any) -> dict[str, tuple[str | None, bool, int]]:
         "group.min.session.timeout.ms": (str(s.group_min_session_timeout_ms), True, TYPE_INT),
         "group.max.session.timeout.ms": (str(s.group_max_session_timeout_ms), True, TYPE_INT),
         "group.initial.rebalance.delay.ms": (str(s.group_initial_rebalance_delay_ms), True, TYPE_INT),
+        "group.coordinator.rebalance.protocols": (",".join(sorted(s.rebalance_protocols)), True, TYPE_LIST),
         "group.consumer.session.timeout.ms": (str(s.consumer_session_timeout_ms), True, TYPE_INT),
         "group.consumer.heartbeat.interval.ms": (str(s.consumer_heartbeat_interval_ms), True, TYPE_INT),
         "group.share.session.timeout.ms": (str(s.share_session_timeout_ms), True, TYPE_INT),

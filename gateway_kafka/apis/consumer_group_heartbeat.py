@@ -16,10 +16,16 @@ COORDINATOR_NOT_AVAILABLE (the group's state could not be stored).
 
 from __future__ import annotations
 
+from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
 
 @api(key=68, min=0, max=1)
 async def handle(ctx: RequestContext, body: dict) -> dict:
+    gid = body.get("group_id") or ""
+    if ctx.gateway.streams_groups.owns(gid):  # a streams group's id (KIP-1071): not a consumer group
+        return {"throttle_time_ms": 0, "error_code": E.GROUP_ID_NOT_FOUND,
+                "error_message": f"Group {gid} is not a consumer group.", "member_id": body.get("member_id"),
+                "member_epoch": body.get("member_epoch", 0), "heartbeat_interval_ms": 0, "assignment": None}
     return await ctx.gateway.modern_groups.consumer_heartbeat(body, ctx.client_id or "", "/" + ctx.conn.peer_host,
                                                               ctx.api_version)

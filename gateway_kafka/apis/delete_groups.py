@@ -25,8 +25,14 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         if is_reserved_group(gid):   # names of operator tables, never a client's group
             results.append({"group_id": gid, "error_code": E.INVALID_GROUP_ID})
             continue
+        if gw.streams_groups.owns(gid):
+            code = await _delete_streams(gw, gid) if authz.group(ctx, authz.Op.DELETE, gid) \
+                else E.GROUP_AUTHORIZATION_FAILED
+            results.append({"group_id": gid, "error_code": code})
+            continue
         if gw.modern_groups.owns(gid):
-            code = await _delete_modern(gw, gid)
+            code = await _delete_modern(gw, gid) if authz.group(ctx, authz.Op.DELETE, gid) \
+                else E.GROUP_AUTHORIZATION_FAILED
             results.append({"group_id": gid, "error_code": code})
             continue
         state = gw.coordinator.state_of(gid)
@@ -64,3 +70,19 @@ async def _delete_modern(gw, gid: str) -> int:
         gw.group_configs.forget(gid)
         gw.log.info("group_deleted", group=gid)
         return E.NONE
+
+
+async def _delete_streams(gw, gid: str) -> int:
+    """A streams group: only when it has no members; its state record and offsets get tombstones."""
+    g = gw.streams_groups.groups.get(gid)
+    if g is None:
+        return E.GROUP_ID_NOT_FOUND
+    if g.members:
+        return E.NON_EMPTY_GROUP
+    res = await gw.put(gw.store.consumer_offsets.delete_group, gid)
+    if res is not None and not res.stored:
+        return E.COORDINATOR_NOT_AVAILABLE
+    code = await gw.streams_groups.delete_group(gid)
+    gw.group_configs.forget(gid)
+    gw.log.info("group_deleted", group=gid, type="streams")
+    return code

@@ -23,6 +23,11 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     known = None
     out = []
     for gid in body.get("groups") or ():
+        if gw.streams_groups.owns(gid):  # Kafka: DescribeGroups describes classic groups only
+            out.append({"error_code": E.GROUP_ID_NOT_FOUND, "error_message": f"Group {gid} is not a classic group.",
+                        "group_id": gid, "group_state": "Dead", "protocol_type": "", "protocol_data": "",
+                        "members": [], "authorized_operations": NOT_ASKED})
+            continue
         desc = gw.modern_groups.classic_view(gid) or gw.coordinator.describe(gid)
         if desc is None:
             if known is None:

@@ -19,6 +19,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     rows = {gid: (ptype, state, "classic") for gid, ptype, state in gw.coordinator.listing()}
     for gid, ptype, state, gtype in gw.modern_groups.listing():
         rows[gid] = (ptype, state, gtype)
+    for gid, ptype, state, gtype in gw.streams_groups.listing():
+        rows[gid] = (ptype, state, gtype)
     for gid in gw.store.consumer_offsets.groups():
         rows.setdefault(gid, ("", "Empty", "classic"))
     states = {s.lower() for s in body.get("states_filter") or ()}
@@ -32,7 +34,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             continue
         if types and gtype not in types:
             continue
-        if ctx.api_version < 5 and gtype == "share":
+        if ctx.api_version < 5 and gtype in ("share", "streams"):
             continue  # clients that cannot tell group types apart do not see share groups (as Kafka)
         groups.append({"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype})
     return {"throttle_time_ms": 0, "error_code": E.NONE, "groups": groups}

@@ -45,7 +45,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     group_id = body.get("group_id", "")
     args = (group_id, body.get("member_id", ""), body.get("generation_id_or_member_epoch", -1),
             body.get("group_instance_id"))
-    top = gw.modern_groups.validate_offset_commit(*args, ctx.api_version)
+    top = gw.streams_groups.validate_offset_commit(*args[:3])
+    if top is None:
+        top = gw.modern_groups.validate_offset_commit(*args, ctx.api_version)
     if top is None:
         top = gw.coordinator.validate_offset_commit(*args)
     if top:

@@ -68,7 +68,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             if not authz.group(ctx, authz.Op.DESCRIBE, gid):
                 groups.append({"group_id": gid, "topics": [], "error_code": E.GROUP_AUTHORIZATION_FAILED})
                 continue
-            code = gw.modern_groups.validate_offset_fetch(gid, g.get("member_id"), g.get("member_epoch", -1))
+            code = gw.streams_groups.validate_offset_fetch(gid, g.get("member_id"), g.get("member_epoch", -1))
+            if code is None:
+                code = gw.modern_groups.validate_offset_fetch(gid, g.get("member_id"), g.get("member_epoch", -1))
             if code:
                 gw.log.info("offset_fetch_refused", group=gid, member=g.get("member_id"), epoch=g.get("member_epoch"),
                             error=E.NAMES.get(code, code))

@@ -55,7 +55,11 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     if staged:
         member, generation, instance = body.get("member_id") or "", body.get("generation_id", -1), \
             body.get("group_instance_id")
-        if gw.modern_groups.owns(group):  # KIP-848: the member's epoch (KIP-447 checks carry over)
+        if gw.streams_groups.owns(group):
+            code = gw.streams_groups.validate_offset_commit(group, member, generation)
+            if code == E.STALE_MEMBER_EPOCH:
+                code = E.ILLEGAL_GENERATION
+        elif gw.modern_groups.owns(group):  # KIP-848: the member's epoch (KIP-447 checks carry over)
             code = gw.modern_groups.validate_offset_commit(group, member, generation, instance, ctx.api_version,
                                                            transactional=True)
             if code == E.STALE_MEMBER_EPOCH:

@@ -128,6 +128,7 @@ WRITE_VERSION = {"GroupMetadataValue": 3, "TransactionLogKey": 0, "TransactionLo
                  "ConsumerProtocolAssignment": 3}
 MODERN_GROUP_KIND = 32000   # group-record key versions (engine.consumer_offset.store_group_record)
 GROUP_CONFIG_KIND = 32001
+STREAMS_GROUP_KIND = 32002  # a streams group (gateway_kafka.streams_groups), JSON value
 PRODUCER_ID_BLOCK_KEY_VERSION = 32767
 PRODUCER_ID_BLOCK_KEY = _VERSION.pack(PRODUCER_ID_BLOCK_KEY_VERSION)
 

@@ -48,6 +48,15 @@ final class Report {
         return check(name, ok, "expected=" + expected + " actual=" + actual);
     }
 
+    /** An {@code info} line: a key and value the caller may read (not a check). */
+    void info(String key, String value) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("type", "info");
+        line.put("key", key);
+        line.put("value", value);
+        emit(line);
+    }
+
     void error(Throwable t) {
         StringWriter sw = new StringWriter();
         t.printStackTrace(new PrintWriter(sw));
