@@ -106,6 +106,29 @@ class CommitLog:
             return None
         return data if len(data) == size else None
 
+    def file_run(self, offset: int, size: int, refs: dict) -> tuple["SegmentRef", int] | None:
+        """Where ``size`` written bytes at log ``offset`` lie in their segment file: (a reference
+        holding an open descriptor of that file, position in it), for ``os.sendfile``; None when
+        they are not all written, the segment is gone, or it has no descriptor (in-memory
+        store). ``refs`` caches one reference per segment for one response. Units never span
+        segments. Nothing past the write position is handed out (see ``read``)."""
+        if offset + size > self.mfq.max_offset:
+            return None
+        f = self.mfq.find(offset)
+        if f is None:
+            return None
+        pos = offset - f.file_from_offset
+        if pos + size > f.wrote_position:
+            return None
+        ref = refs.get(f.file_from_offset)
+        if ref is None:
+            dup = getattr(f.segment, "dup_fd", None)
+            fd = dup() if dup is not None else -1
+            if fd < 0:
+                return None
+            ref = refs[f.file_from_offset] = SegmentRef(fd)
+        return ref, pos
+
     def unit_size_at(self, offset: int) -> int | None:
         if offset < 0 or offset + 8 > self.mfq.max_offset:
             return None
@@ -278,3 +301,22 @@ class GroupCommitService(threading.Thread):
 
 def commitlog_dir(root: str) -> str:
     return os.path.join(root, "commitlog")
+
+
+class SegmentRef:
+    """An open descriptor of one segment file, closed when the last holder lets go of it (the
+    runs of a Fetch response hold it until the response is sent or dropped). While open, the
+    file's bytes stay readable even if retention deleted the segment meanwhile."""
+
+    __slots__ = ("fd", "__weakref__")
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __del__(self):
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass

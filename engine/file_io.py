@@ -126,7 +126,7 @@ class MmapSegment:
     has costs one system call and no space, so nothing needs to be remembered across restarts.
     """
 
-    __slots__ = ("path", "size", "buf", "_open", "_wfd", "_reserved", "_shift", "_chunk", "pwrite_min")
+    __slots__ = ("path", "size", "buf", "_open", "_wfd", "_reserved", "_shift", "_chunk", "pwrite_min", "_ino")
 
     def __init__(self, path: str, size: int, preallocate: bool = False, random_access: bool = False,
                  log_writes: bool = False):
@@ -167,6 +167,7 @@ class MmapSegment:
             raise
         chunks = (size + chunk - 1) // chunk
         self._reserved = bytearray(b"\x01" * chunks) if whole else bytearray(chunks)
+        self._ino = os.fstat(fd).st_ino
         if log_writes:
             self._wfd = fd
         else:
@@ -297,6 +298,28 @@ class MmapSegment:
             os.fdatasync(fd)
         finally:
             os.close(fd)
+
+    def dup_fd(self) -> int:
+        """A new descriptor of this file (the caller closes it), or -1 when there is none.
+
+        It keeps the file's data readable after retention unlinks and closes the segment: the
+        kernel frees an unlinked file's blocks only when its last descriptor closes. Checked
+        against the file's inode, so a descriptor number reused after a concurrent close is
+        never taken for this file."""
+        wfd = self._wfd
+        if wfd < 0 or not self._open:
+            return -1
+        try:
+            fd = os.dup(wfd)
+        except OSError:
+            return -1
+        try:
+            if os.fstat(fd).st_ino == self._ino:
+                return fd
+        except OSError:
+            pass
+        os.close(fd)
+        return -1
 
     def close(self) -> None:
         if self._open:

@@ -695,12 +695,16 @@ def record_keys(batch) -> list[bytes]:
         raise CorruptRecordError(
             f"record batch length field says {header.size} bytes, buffer holds {len(batch)}"
         )
-    data = decompress(header.compression, memoryview(batch)[HEADER_SIZE:header.size])
-    if not isinstance(data, (bytes, bytearray)):
-        data = bytes(data)
+    if header.compression == COMPRESSION_NONE:
+        # read the records in place: no copy of the batch (the dispatcher indexes every batch)
+        data = batch if isinstance(batch, (bytes, bytearray)) else memoryview(batch).cast("B")
+        pos, end = HEADER_SIZE, header.size
+    else:
+        data = decompress(header.compression, memoryview(batch)[HEADER_SIZE:header.size])
+        if not isinstance(data, (bytes, bytearray)):
+            data = bytes(data)
+        pos, end = 0, len(data)
     read = _read_varint
-    end = len(data)
-    pos = 0
     keys: list[bytes] = []
     for _ in range(header.records_count):
         b = data[pos] if pos < end else 0x80

@@ -1065,7 +1065,10 @@ class MessageStore:
         return min(cq.min_offset, cq.max_offset)
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
-                    message_filter=None, max_bytes: int | None = None) -> GetMessageResult:
+                    message_filter=None, max_bytes: int | None = None, head: int = 0) -> GetMessageResult:
+        """Units from ``offset`` on. ``head`` > 0 (without a filter): each message is only the
+        first ``head`` bytes of its unit (header and batch header, enough to serve it from the
+        file with ``CommitLog.file_run``); the refs carry where the whole unit is."""
         cq = self._cqs.get((topic, queue_id))
         if cq is None:  # as RocketMQ, whose findConsumeQueue creates the (empty) queue
             return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, next_begin_offset=0)
@@ -1114,7 +1117,7 @@ class MessageStore:
                 if max_bytes is not None and messages and total_bytes + size > max_bytes:
                     stop = True
                     break
-                data = cl.read(phy, size)
+                data = cl.read(phy, size if not head or message_filter is not None or size <= head else head)
                 if data is None:
                     index = cur + 1
                     continue

@@ -44,7 +44,7 @@ from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_re
 from gateway_kafka.cluster import BrokerNode, LocalReplication
 from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
-from gateway_kafka.wire_out import plain_fd, write_chunks
+from gateway_kafka.wire_out import has_runs, plain_fd, send_with_runs, write_chunks
 from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
 log = structlog.get_logger("rockafka.kafka")
@@ -72,6 +72,9 @@ class KafkaSettings:
         self.auto_create_topics_enable: bool = config.extra_bool(
             "auto_create_topics_enable", config.broker.auto_create_topic_enable)
         self.socket_request_max_bytes: int = config.limits.socket_request_max_bytes
+        # Fetch on plain TCP sends stored batches from the segment files with sendfile (no copy
+        # through the interpreter); false keeps the copy path everywhere
+        self.fetch_sendfile: bool = config.extra_bool("kafka_fetch_sendfile", True)
         # Kafka's connections.max.idle.ms: a connection with no request for this long is closed
         # (clients reconnect on demand); 0 keeps connections forever.
         self.connections_max_idle_ms: int = config.limits.connections_max_idle_ms
@@ -470,6 +473,8 @@ class KafkaGateway:
         extra = conn.extra
         clock = asyncio.get_running_loop().time
         out_fd = plain_fd(writer)  # -1 for TLS: responses then always go through the transport
+        if out_fd >= 0 and self.settings.fetch_sendfile:
+            extra["sendfile"] = True  # Fetch may answer with file runs (gateway_kafka.wire_out.FileRun)
         while not self._stopping:
             budget.release(extra.pop(_HELD, 0))  # the previous request is answered
             watch.last_read, watch.receiving_since = clock(), 0.0
@@ -543,7 +548,10 @@ class KafkaGateway:
                     body["throttle_time_ms"] = ms
                     chunks = encode_response_chunks(header.api_key, header.api_version, header.correlation_id, body)
                 extra[_THROTTLE] = max(extra.get(_THROTTLE, 0), ms)
-            write_chunks(writer, chunks, out_fd)
+            if header.api_key == 1 and out_fd >= 0 and has_runs(chunks):
+                await send_with_runs(writer, chunks, out_fd)  # stored batches straight from the files
+            else:
+                write_chunks(writer, chunks, out_fd, header.api_key == 1)
             if conn.extra.get("close_after_response"):
                 await writer.drain()
                 return

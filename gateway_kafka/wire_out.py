@@ -9,6 +9,15 @@ queued in the transport, which is the usual case; what the socket does not take 
 through the transport as before, after everything already written, so the byte order on the
 wire never changes.
 
+Fetch on plain TCP goes further: the stored batches are not read at all. The handler returns
+``FileRun`` s (segment file, position, length; the run holds the file open, so retention may
+delete the segment meanwhile) and ``write_chunks`` sends them with ``os.sendfile`` between the
+``writev`` s of the frame's own bytes -- the kernel copies from the page cache to the socket.
+Kafka answers in request order: a run goes out directly only when the transport has nothing
+queued; otherwise, and when the socket does not take a run at once, ``loop.sendfile`` finishes
+it after the transport has sent what is queued (reading from the client waits meanwhile). Runs
+are read into memory only where no plain socket takes them (TLS, encoders that copy).
+
 Falls back to ``writelines`` unchanged for TLS (the bytes must be encrypted by the transport),
 when the transport already holds unsent bytes (they must go first), or when the transport does
 not expose a plain socket descriptor.
@@ -37,13 +46,45 @@ def plain_fd(writer: asyncio.StreamWriter) -> int:
         return -1
 
 
-def write_chunks(writer: asyncio.StreamWriter, chunks: list, fd: int) -> None:
+class FileRun:
+    """Bytes of a segment file served by ``os.sendfile``: ``length`` bytes at ``pos`` of the
+    file ``ref`` holds open (engine.commitlog.SegmentRef; holding it keeps the bytes readable
+    even if retention deletes the segment before the response is sent). ``records``: how many
+    records they hold, for the metrics. ``materialize`` reads them into memory for every path
+    that cannot send from the file (TLS, a busy transport, an encoder that copies)."""
+
+    __slots__ = ("ref", "pos", "length", "records")
+
+    def __init__(self, ref, pos: int, length: int, records: int):
+        self.ref, self.pos, self.length, self.records = ref, pos, length, records
+
+    def __len__(self) -> int:
+        return self.length
+
+    def materialize(self, skip: int = 0) -> bytes:
+        want = self.length - skip
+        data = os.pread(self.ref.fd, want, self.pos + skip)
+        while len(data) < want:  # a regular file reads short only at its end: not for written bytes
+            more = os.pread(self.ref.fd, want - len(data), self.pos + skip + len(data))
+            if not more:
+                raise OSError(f"segment file shorter than a stored batch ({len(data)} of {want} bytes)")
+            data += more
+        return data
+
+
+def _materialized(chunks) -> list:
+    return [c.materialize() if type(c) is FileRun else c for c in chunks]
+
+
+def write_chunks(writer: asyncio.StreamWriter, chunks: list, fd: int, runs: bool = False) -> None:
     """Write ``chunks`` in order; ``fd`` from ``plain_fd`` (-1: always through the transport).
 
     What the socket does not take at once is queued in the transport buffer by buffer (one copy
     of the unsent tail, instead of a join of the whole response and then a copy of it); the
-    caller drains as before."""
+    caller drains as before. ``runs``: the chunks may hold ``FileRun`` s (Fetch)."""
     transport = writer.transport
+    if runs and has_runs(chunks):  # no plain socket to send the files to: read them
+        chunks = _materialized(chunks)
     if fd < 0 or len(chunks) < 2 or transport.is_closing() or transport.get_write_buffer_size():
         writer.writelines(chunks)
         return
@@ -75,3 +116,88 @@ def write_chunks(writer: asyncio.StreamWriter, chunks: list, fd: int) -> None:
             for rest in chunks[start:]:
                 writer.write(rest)
             return
+
+
+class _RunFile:
+    """What ``loop.sendfile`` wants of a file: its descriptor (positions are given per call)."""
+
+    __slots__ = ("fd",)
+    mode = "rb"
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def seek(self, *_args) -> int:
+        return 0
+
+
+def has_runs(chunks: list) -> bool:
+    return any(type(c) is FileRun for c in chunks)
+
+
+async def send_with_runs(writer: asyncio.StreamWriter, chunks: list, fd: int) -> None:
+    """Write a response holding ``FileRun`` s on a plain TCP connection (``fd`` from ``plain_fd``):
+    memory buffers with ``writev``, runs with ``sendfile`` (the kernel copies from the page
+    cache to the socket; the bytes never enter the interpreter), in order. A run the socket
+    does not take at once is finished with ``loop.sendfile``, which first waits until the
+    transport has sent everything queued before it, and reads nothing meanwhile; memory buffers
+    the socket does not take go into the transport, so the byte order never changes."""
+    transport = writer.transport
+    loop = asyncio.get_running_loop()
+    i, n = 0, len(chunks)
+    while i < n:
+        if transport.is_closing():
+            return  # the connection is going: nothing more will be read from it either
+        c = chunks[i]
+        if type(c) is FileRun:
+            done = 0
+            if not transport.get_write_buffer_size():
+                try:
+                    while done < c.length:
+                        sent = os.sendfile(fd, c.ref.fd, c.pos + done, c.length - done)
+                        if sent == 0:
+                            break
+                        done += sent
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError:  # reset or closed: the next read of the connection sees it
+                    transport.abort()
+                    return
+            if done < c.length:
+                try:
+                    await loop.sendfile(transport, _RunFile(c.ref.fd), c.pos + done, c.length - done, fallback=False)
+                except (ConnectionError, OSError):
+                    transport.abort()
+                    return
+            i += 1
+            continue
+        j = i
+        while j < n and type(chunks[j]) is not FileRun:
+            j += 1
+        group = chunks[i:j]
+        i = j
+        if transport.get_write_buffer_size():
+            writer.writelines(group)
+            continue
+        while group:
+            part = group[:_IOV_MAX]
+            try:
+                sent = os.writev(fd, part)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                transport.abort()
+                return
+            k = 0
+            while k < len(part) and sent >= len(part[k]):
+                sent -= len(part[k])
+                k += 1
+            if k < len(part):  # the socket is full: the rest of this group goes through the transport
+                if sent:
+                    group[k] = memoryview(group[k]).cast("B")[sent:]
+                writer.writelines(group[k:])
+                break
+            group = group[k:]

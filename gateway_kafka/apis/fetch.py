@@ -35,18 +35,27 @@ batch built on read (``batch_of_unit``). Offsets inside a stored batch return th
 from __future__ import annotations
 
 import asyncio
+import struct
 
 from engine import metrics
+from engine.message import BORNHOST_V6_FLAG, INNER_BATCH_FLAG, STOREHOST_V6_FLAG
 from engine.record_batch import iter_batches, record_count
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import batch_of_unit, local_queue
+from gateway_kafka.protocol.primitives import ZERO_COPY_THRESHOLD
+from gateway_kafka.wire_out import FileRun
 
 # Records per store read. The store counts logical offsets but returns whole batch units, so
 # this only bounds natively produced (one record per unit) reads; bytes bound the rest.
 MAX_RECORDS_PER_READ = 100_000
 UNIT_OVERHEAD_ALLOWANCE = 4096
+# bytes of a unit read when its batch may be sent from the file: the fixed header (IPv6 hosts
+# included) and the batch header after it
+_HEAD = 256
+_SYSFLAG_POS = 36
+_I32 = struct.Struct(">i")
 
 
 def _empty(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = -1) -> dict:
@@ -56,8 +65,10 @@ def _empty(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = 
 
 
 def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, min_one: bool,
-                   isolation: int = 0, rack: str | None = None) -> tuple[dict, int]:
-    """(partition response, record bytes in it)."""
+                   isolation: int = 0, rack: str | None = None, files: dict | None = None) -> tuple[dict, int]:
+    """(partition response, record bytes in it). ``files`` (a dict, one per response): serve
+    stored Kafka batches of ``ZERO_COPY_THRESHOLD`` bytes or more as ``FileRun`` s, sent from
+    the segment files by the connection (plain TCP only); None: as bytes read from the store."""
     queue, code = local_queue(gw, topic, index)
     if queue is None:
         return _empty(index, code), 0
@@ -84,14 +95,21 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     # The store counts whole units (batch + ~100 bytes of unit header, topic, properties); ask
     # for a little more and trim by batch bytes below, so the limit is about what is sent.
     res = store.get_message("", topic, index, fetch_offset, MAX_RECORDS_PER_READ,
-                            max_bytes=max(limit, 1) + limit // 4 + UNIT_OVERHEAD_ALLOWANCE)
+                            max_bytes=max(limit, 1) + limit // 4 + UNIT_OVERHEAD_ALLOWANCE,
+                            head=_HEAD if files is not None else 0)
     parts = []
     size = 0
     last_offset = fetch_offset
+    cl = store.commitlog
     for unit, ref in zip(res.messages, res.units):
         if ref.queue_offset >= end:
             break  # read_committed: nothing at or past the last stable offset
-        batch = batch_of_unit(unit)
+        if len(unit) < ref.size:  # only the head was read: serve the batch from the file
+            batch = _file_batch(cl, unit, ref, files)
+            if batch is None:
+                break  # gone meanwhile (retention): the client asks again from here
+        else:
+            batch = batch_of_unit(unit)
         n = len(batch)
         if size + n > limit and not (min_one and not parts):
             break
@@ -102,16 +120,32 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     resp = _empty(partition, E.NONE, hi, lso if lso < hi else hi, lo)
     if parts:
         # several batches stay separate buffers: the response writer sends them without joining
-        resp["records"] = parts[0] if len(parts) == 1 else parts
+        resp["records"] = parts[0] if len(parts) == 1 and type(parts[0]) is not FileRun else parts
         if isolation == 1 and txn.has_aborted(topic, index):
             resp["aborted_transactions"] = [{"producer_id": pid, "first_offset": first}
                                             for pid, first in txn.aborted_between(topic, index, fetch_offset, last_offset)]
     return resp, size
 
 
+def _file_batch(cl, head, ref, files: dict):
+    """The batch of a unit of which only ``head`` was read: a ``FileRun`` when it is a stored
+    Kafka batch large enough, else its bytes (read now); None when the unit is gone."""
+    sys_flag = _I32.unpack_from(head, _SYSFLAG_POS)[0]
+    if sys_flag & INNER_BATCH_FLAG:
+        body_pos = 72 + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + (20 if sys_flag & STOREHOST_V6_FLAG else 8)
+        body_len = _I32.unpack_from(head, body_pos - 4)[0]
+        if body_len >= ZERO_COPY_THRESHOLD:
+            run = cl.file_run(ref.commitlog_offset + body_pos, body_len, files)
+            if run is not None:
+                return FileRun(run[0], run[1], body_len, ref.record_count)
+    unit = cl.read(ref.commitlog_offset, ref.size)
+    return None if unit is None else batch_of_unit(unit)
+
+
 def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0,
-             rack: str | None = None) -> tuple[list[dict], int, bool]:
+             rack: str | None = None, sendfile: bool = False) -> tuple[list[dict], int, bool]:
     responses = []
+    files = {} if sendfile else None
     total = 0
     errored = False
     for t in topics:
@@ -121,7 +155,7 @@ def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0,
             budget = max_bytes - total
             limit = min(p.get("partition_max_bytes", 0), budget)
             resp, n = read_partition(gw, name, p.get("partition", -1), p.get("fetch_offset", 0), limit,
-                                     min_one=total == 0, isolation=isolation, rack=rack)
+                                     min_one=total == 0, isolation=isolation, rack=rack, files=files)
             if resp["error_code"] != E.NONE or resp["preferred_read_replica"] >= 0:
                 errored = True  # answer at once: the client has somewhere else to go
             total += n
@@ -155,8 +189,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             for q in [local_queue(gw, t.get("topic"), p.get("partition", -1))[0]] if q is not None]
     isolation = body.get("isolation_level", 0)
     rack = body.get("rack_id") or None
+    sendfile = ctx.conn.extra.get("sendfile", False)
     if max_wait_ms == 0 or not keys:
-        responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack)
+        responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack, sendfile)
     else:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000.0
@@ -166,14 +201,14 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         try:
             while True:
                 woken.clear()
-                responses, total, errored = read_all(gw, topics, max_bytes, isolation, rack)
+                responses, total, errored = read_all(gw, topics, max_bytes, isolation, rack, sendfile)
                 remaining = deadline - loop.time()
                 if total >= min_bytes or errored or remaining <= 0:
                     break
                 try:
                     await asyncio.wait_for(woken.wait(), remaining)
                 except (asyncio.TimeoutError, TimeoutError):
-                    responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack)
+                    responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack, sendfile)
                     break
         finally:
             gw.arrivals.unregister(keys, woken)
@@ -191,6 +226,9 @@ def _count_out(responses: list[dict]) -> None:
             data = p["records"]
             for part in (data if isinstance(data, list) else (data,) if data else ()):
                 nbytes += len(part)
-                records += sum(record_count(b) for b in iter_batches(part))
+                if type(part) is FileRun:
+                    records += part.records
+                else:
+                    records += sum(record_count(b) for b in iter_batches(part))
         if nbytes:
             metrics.topic_out("kafka", t["topic"], nbytes, records)

@@ -54,7 +54,10 @@ class Writer:
                 self.buf = bytearray()
             self.parts.append(data)
         else:
-            self.buf += data
+            try:
+                self.buf += data
+            except TypeError:  # bytes still in a file (gateway_kafka.wire_out.FileRun): read them
+                self.buf += data.materialize()
 
     def size(self) -> int:
         return sum(len(p) for p in self.parts) + len(self.buf)
