@@ -106,6 +106,9 @@ class Compactor:
         retention = _int(attrs.get("retention.ms"), store.config.file_reserved_time * 3_600_000) \
             if "delete" in policy else -1
         latest: dict[bytes, tuple[int, int, int, Any]] = {}  # key -> (offset, phy, tags, record info or None)
+        txns = store.producer_state
+        stable = txns.last_stable_offset(topic, qid, 1 << 62)
+        undecided_floor = None  # lowest commitlog offset of a transactional record not yet decided
         index, end = cq.min_offset, cq.max_offset
         tail = None  # (phy, size, tags) of the queue's last unit
         decoded_phy, decoded = -1, {}
@@ -126,9 +129,19 @@ class Compactor:
                 if rec is None:
                     continue
                 header, r = rec
+                if header.is_transactional:
+                    # an aborted record never was the key's value: the committed one before it
+                    # stays the latest; an undecided one neither supersedes nor goes (its segment
+                    # is kept until the marker decides it). A committed one is copied as a plain
+                    # record: its marker is not copied.
+                    if txns.is_aborted(topic, qid, header.producer_id, offset):
+                        continue
+                    if offset >= stable and txns.is_open(topic, qid, header.producer_id):
+                        undecided_floor = phy if undecided_floor is None else min(undecided_floor, phy)
+                        continue
                 latest[r.key] = (offset, phy, tcode, (header, r) if phy < cut else None)
             index += len(units)
-        floor = None
+        floor = undecided_floor
         copies = []
         for key, (offset, phy, tcode, rec) in latest.items():
             if rec is None or not may_copy:

@@ -282,6 +282,8 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "group_share_record_lock_duration_ms": ("30000", "acquisition lock of share group records (POP invisible time)"),
     "group_share_delivery_count_limit": ("5", "deliveries of a share group record before its dead-letter topic"),
     "group_share_partition_max_record_locks": ("2000", "records of a partition acquired at a time by a share group"),
+    "group_share_record_redelivery_delay_level": ("0", "delay level before a share group record is redelivered "
+                                                  "(0: at once)"),
     "group_share_assignment_interval_ms": ("1000", "recorded only: targets are computed at once"),
     "max_incremental_fetch_session_cache_slots": ("1000", "Kafka fetch sessions (KIP-227) the node keeps"),
     "min_incremental_fetch_session_eviction_ms": ("120000", "idle time before a fetch session may be evicted"),

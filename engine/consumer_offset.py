@@ -180,7 +180,7 @@ class ConsumerOffsetManager:
     def start(self, store: Any) -> None:
         """Attach to the started store: create ``__consumer_offsets`` if needed, load the
         checkpoint, replay every partition from it, and guard what a replay needs."""
-        self.log = StateLog(store, CONSUMER_OFFSETS, self.partitions)
+        self.log = StateLog(store, CONSUMER_OFFSETS, self.partitions, compacted=True)
         n = self.log.ensure_topic()
         if n != self.partitions:
             self.partitions = n

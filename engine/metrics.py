@@ -48,6 +48,9 @@ REQUESTS = Counter("rockafka_requests", "Requests handled, by listener and API (
 REQUEST_ERRORS = Counter("rockafka_request_errors", "Error answers, by listener, API and error (a Kafka error "
                          "code counts once per partition or resource that carries it; a remoting response code "
                          "once per request).", ["listener", "api", "error"], registry=REGISTRY)
+REQUEST_VERSIONS = Counter("rockafka_kafka_request_versions", "Kafka requests handled, by API and the version the "
+                           "client sent (Kafka's RequestsPerSec{request,version}).", ["api", "version"],
+                           registry=REGISTRY)
 REQUEST_SECONDS = Histogram("rockafka_request_duration_seconds", "Time from a decoded request to its answer "
                             "(long-polling fetches and pulls include the time they were held).",
                             ["listener", "api"], buckets=LATENCY_BUCKETS, registry=REGISTRY)

@@ -143,6 +143,7 @@ class Checkpoint:
     share: bool = False  # a Kafka share group's acquisition (records stay at their offsets)
     member: str = ""  # share: the member that holds the acquisition lock
     dlq_topic: str = ""  # share: where rejected / exhausted records go ("" = %DLQ%<group>)
+    redelivery_level: int = 0  # share: delay level of the first redelivery (0: at once)
 
     @property
     def key(self) -> CkKey:
@@ -158,13 +159,16 @@ class Checkpoint:
                "ma": self.max_attempts}
         if self.share:
             doc.update(s=1, m=self.member, dq=self.dlq_topic)
+            if self.redelivery_level:
+                doc["rd"] = self.redelivery_level
         return doc
 
     @classmethod
     def from_json(cls, d: dict[str, Any], log_offset: int) -> "Checkpoint":
         ck = cls(str(d["g"]), str(d["t"]), int(d["q"]), int(d["so"]), int(d["pt"]), int(d["it"]),
                  [int(o) for o in d["os"]], int(d.get("no", -1)), bool(d.get("o")), int(d.get("ma", 17)), log_offset,
-                 share=bool(d.get("s")), member=str(d.get("m", "")), dlq_topic=str(d.get("dq", "")))
+                 share=bool(d.get("s")), member=str(d.get("m", "")), dlq_topic=str(d.get("dq", "")),
+                 redelivery_level=int(d.get("rd", 0)))
         ck.remaining = set(ck.offsets)
         return ck
 
@@ -227,6 +231,10 @@ class PopService:
         # next delivery; per (group, topic, queue, offset) the live CK that holds its lock
         self._share_avail: dict[tuple[str, str, int], set[int]] = {}
         self._share_owner: dict[tuple[str, str, int], dict[int, CkKey]] = {}  # (group, topic, queue) -> offset -> CK
+        # share groups with a redelivery delay: (group, topic, queue, offset) -> the time (ms) an
+        # available offset may be acquired again
+        self._share_not_before: dict[tuple[str, str, int, int], int] = {}
+        self._delay_levels: list[int] | None = None
         self._listeners: list[Callable[[str, str], None]] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -735,12 +743,15 @@ class PopService:
 
     def share_acquire(self, group: str, topic: str, queue_id: int, member: str, max_records: int, lock_ms: int, *,
                       delivery_limit: int, init_mode: int = INIT_MODE_MAX, dlq_topic: str = "",
-                      max_locks: int = 2000, committed: bool = True,
+                      max_locks: int = 2000, committed: bool = True, redelivery_level: int = 0,
                       now_ms: int | None = None) -> list[tuple[int, int]]:
         """Acquire up to ``max_records`` records of the share-partition for ``member``: first the
-        released / expired ones (lowest offset first), then new ones from the group's offset
-        (``committed``: read_committed, else read_uncommitted). Returns (offset, delivery count)
-        sorted by offset."""
+        released / expired ones (lowest offset first) whose redelivery delay has passed, then new
+        ones from the group's offset (``committed``: read_committed, else read_uncommitted).
+        ``redelivery_level`` > 0: a record these acquisitions hold that is released or expires
+        waits the engine's delay level ``redelivery_level + deliveries - 1`` (capped at the last
+        level) before it can be acquired again, as RocketMQ's retries climb the levels. Returns
+        (offset, delivery count) sorted by offset."""
         if not 0 < lock_ms <= _MAX_INVISIBLE_MS:
             raise PopError("ILLEGAL_INVISIBLE_TIME", f"lock duration {lock_ms} ms is outside 1..{_MAX_INVISIBLE_MS}")
         key = (group, topic, queue_id)
@@ -751,13 +762,19 @@ class PopService:
                 return []
             taken: list[int] = []
             avail = self._share_avail.get(key)
+            now = int(time.time() * 1000) if now_ms is None else now_ms
             if avail:
                 low = self.store.get_min_offset_in_queue(topic, queue_id)
+                not_before = self._share_not_before
                 for o in sorted(avail):
                     if len(taken) >= room:
                         break
+                    if not_before and not_before.get((group, topic, queue_id, o), 0) > now:
+                        continue  # its redelivery delay has not passed
+                    not_before.pop((group, topic, queue_id, o), None)
                     avail.discard(o)
                     if o < low:  # gone from the log (retention, DeleteRecords): nothing to deliver
+                        not_before.pop((group, topic, queue_id, o), None)
                         self._attempts.pop((group, topic, queue_id, o), None)
                         self._attempt_pins.pop((group, topic, queue_id, o), None)
                         continue
@@ -774,9 +791,10 @@ class PopService:
                 if next_offset >= 0:  # filtered out (aborted, markers): consumed, as with a pull
                     self.store.consumer_offsets.commit(group, topic, queue_id, next_offset)
                 return []
-            pop_time = int(time.time() * 1000) if now_ms is None else now_ms
+            pop_time = now
             ck = Checkpoint(group, topic, queue_id, offsets[0], pop_time, lock_ms, offsets, next_offset, False,
-                            delivery_limit, share=True, member=member, dlq_topic=dlq_topic)
+                            delivery_limit, share=True, member=member, dlq_topic=dlq_topic,
+                            redelivery_level=max(0, int(redelivery_level)))
             while ck.key in self._pending:
                 ck.pop_time += 1
             ck.remaining = set(offsets)
@@ -915,22 +933,39 @@ class PopService:
             self._share_unlock(ck, o)
             self._attempts.pop((ck.group, ck.topic, ck.queue_id, o), None)
             self._attempt_pins.pop((ck.group, ck.topic, ck.queue_id, o), None)
+            self._share_not_before.pop((ck.group, ck.topic, ck.queue_id, o), None)
         if not ck.remaining:
             self._finish(ck)
 
     def _share_release(self, ck: Checkpoint, offsets: list[int]) -> None:
+        """Released or expired (also when replayed: a replayed delay counts from the replay, so
+        it is never shorter than asked)."""
         self._count_attempts(ck, offsets)
         avail = self._share_avail.setdefault((ck.group, ck.topic, ck.queue_id), set())
+        now = int(time.time() * 1000)
         for o in offsets:
             self._share_unlock(ck, o)
             k = (ck.group, ck.topic, ck.queue_id, o)
             if self._attempts.get(k, 0) >= ck.max_attempts:  # dead-lettered: the record is done
                 self._attempts.pop(k, None)
                 self._attempt_pins.pop(k, None)
+                self._share_not_before.pop(k, None)
             else:
                 avail.add(o)
+                if ck.redelivery_level > 0:
+                    self._share_not_before[k] = now + self._redelivery_delay_ms(
+                        ck.redelivery_level + max(1, self._attempts.get(k, 1)) - 1)
         if not ck.remaining:
             self._finish(ck)
+
+    def _redelivery_delay_ms(self, level: int) -> int:
+        """The engine's delay level ``level`` (``messageDelayLevel``; capped at the last one)."""
+        if self._delay_levels is None:
+            from .schedule_message import parse_delay_levels
+
+            self._delay_levels = parse_delay_levels(self.store.config.message_delay_level)
+        levels = self._delay_levels
+        return levels[min(max(level, 1), len(levels)) - 1]
 
     def _share_renew(self, ck: Checkpoint, offsets: list[int], now: int) -> None:
         new = Checkpoint(ck.group, ck.topic, ck.queue_id, min(offsets), now, ck.invisible_ms, sorted(offsets), -1,
@@ -988,6 +1023,8 @@ class PopService:
         caller checks that the group has no members)."""
         with self._lock:
             self._share_avail.pop((group, topic, queue_id), None)
+            for k in [k for k in self._share_not_before if k[:3] == (group, topic, queue_id)]:
+                del self._share_not_before[k]
             for k in [k for k in self._attempts if k[:3] == (group, topic, queue_id)]:
                 self._attempts.pop(k, None)
                 self._attempt_pins.pop(k, None)

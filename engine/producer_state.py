@@ -320,6 +320,9 @@ class ProducerStateTable:
             with self._lock:
                 self.queues, self._doc = {}, {}
             start = commitlog.min_offset
+        # a snapshot taken before retention deleted the segments after it: what they held is gone,
+        # the scan starts at the log's first byte
+        start = max(start, commitlog.min_offset)
         begin = time.monotonic()
         units = 0
         for offset, h, f in commitlog.scan(start, False):

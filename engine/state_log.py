@@ -6,7 +6,11 @@ See ``docs/design/coordinator-state.md``.
 
 - **The topic.** ``ensure_topic`` creates it once with its partition count (kept for good: the
   count places every key), attribute ``internal=true`` and perm READ only, so native clients
-  cannot send to it (the store's own put path does not check perms).
+  cannot send to it (the store's own put path does not check perms). ``compacted=True`` (the
+  coordinators' topics, whose keys each name one piece of state) also sets
+  ``cleanup.policy=compact``, on an existing topic too: retention then copies each key's latest
+  record forward instead of deleting it (``engine/compaction.py``), so the log alone always holds
+  the whole state and its size is bounded by the number of keys.
 - **Placement.** ``partition_for(key)`` = Kafka's ``Utils.abs(key.hashCode()) % partitions``.
 - **Appends.** One Kafka RecordBatch v2 per call (uncompressed, CreateTime), stored with
   ``put_record_batch`` as one unit, so when the call returns the records are in the log (and on
@@ -29,6 +33,7 @@ Thread-safe. Reads and appends go through the store facade only.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import threading
@@ -77,10 +82,11 @@ class StateRecord:
 
 
 class StateLog:
-    def __init__(self, store: Any, topic: str, partitions: int):
+    def __init__(self, store: Any, topic: str, partitions: int, compacted: bool = False):
         self.store = store
         self.topic = topic
         self.partitions = max(1, int(partitions))
+        self.compacted = compacted
         self._inflight_lock = threading.Lock()
         self._inflight: dict[int, dict[int, int]] = {}
         self._tickets = itertools.count()
@@ -89,17 +95,27 @@ class StateLog:
     def ensure_topic(self) -> int:
         """Create the topic if missing; returns its partition count (an existing topic keeps
         its own: changing it would move every key to another partition)."""
+        from .compaction import CLEANUP_POLICY
+
         tcm = self.store.topic_config
         tc = tcm.get(self.topic)
+        attributes = {INTERNAL_ATTRIBUTE: "true"}
+        if self.compacted:
+            attributes[CLEANUP_POLICY] = "compact"
         if tc is None:
             tcm.create_or_update(TopicConfig(self.topic, read_queue_nums=self.partitions,
                                              write_queue_nums=self.partitions, perm=PERM_READ,
-                                             attributes={INTERNAL_ATTRIBUTE: "true"}))
+                                             attributes=attributes))
             log.info("internal_topic_created", topic=self.topic, partitions=self.partitions)
-        elif tc.read_queue_nums != self.partitions:
+            return self.partitions
+        if tc.read_queue_nums != self.partitions:
             log.warning("internal_topic_partitions_kept", topic=self.topic, partitions=tc.read_queue_nums,
                         configured=self.partitions)
             self.partitions = tc.read_queue_nums
+        if self.compacted and (tc.attributes or {}).get(CLEANUP_POLICY) != "compact":
+            # a topic of an older data directory: compacted from now on
+            tcm.create_or_update(dataclasses.replace(tc, attributes={**(tc.attributes or {}), **attributes}))
+            log.info("internal_topic_compacted", topic=self.topic)
         return self.partitions
 
     def partition_for(self, key: str) -> int:

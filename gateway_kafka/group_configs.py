@@ -56,6 +56,11 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
     "share.delivery.count.limit": GroupConfigDef(T_INT, "share_delivery_count_limit",
                                                  "Deliveries of a record before it goes to the group's dead-letter "
                                                  "topic."),
+    "share.record.redelivery.delay.level": GroupConfigDef(
+        T_INT, "share_record_redelivery_delay_level",
+        "Rockafka: the engine's delay level (messageDelayLevel, 1 = its first delay) a released or "
+        "lock-expired record waits before it is delivered again; each later redelivery waits one level "
+        "more, up to the last, as RocketMQ retries do. 0 (the default): at once, as Kafka."),
     "share.partition.max.record.locks": GroupConfigDef(T_INT, "share_partition_max_record_locks",
                                                        "Most records of one partition acquired at a time."),
     "share.auto.offset.reset": GroupConfigDef(T_STRING, "share_auto_offset_reset",
@@ -150,6 +155,7 @@ class GroupConfigs:
                 "share.record.lock.duration.ms": (1000, 3_600_000),
                 "share.delivery.count.limit": (2, 10),
                 "share.partition.max.record.locks": (100, 10_000),
+                "share.record.redelivery.delay.level": (0, s.delay_level_count),
             }.get(name, (0, 2**63 - 1))
             if not bounds[0] <= n <= bounds[1]:
                 return f"invalid value {n} for {name!r}: must be between {bounds[0]} and {bounds[1]}"

@@ -16,8 +16,8 @@ default user+client, default user+default client, default user, client, default 
 Keys: ``producer_byte_rate`` (bytes/s of Produce requests), ``consumer_byte_rate`` (bytes/s of
 Fetch responses), ``request_percentage`` (time spent answering requests, in percent of one
 request thread per quota window; requests that park waiting for data or a rebalance count
-nothing: Fetch, JoinGroup, SyncGroup), ``controller_mutation_rate`` (recorded only: topic and
-partition creation is not rate-limited).
+nothing: Fetch, JoinGroup, SyncGroup), ``controller_mutation_rate`` (partitions created or
+deleted per second by CreateTopics, CreatePartitions and DeleteTopics, KIP-599).
 
 Throttling (Kafka's, KIP-219): rates are measured over ``WINDOW_SAMPLES`` samples of
 ``SAMPLE_MS`` (Kafka's quota.window.num=11, quota.window.size.seconds=1), per the applying
@@ -25,6 +25,17 @@ entity (a default quota applies to every user / client id on its own). Over the 
 request is still answered, with ``throttle_time_ms`` = (rate - quota) / quota * window, and the
 connection then reads nothing for that long (the client also waits before its next request to
 that broker).
+
+Controller mutations (KIP-599, Kafka's ControllerMutationQuotaManager): a token bucket per
+applying entity holding at most quota * ``WINDOW_SAMPLES`` * ``SAMPLE_MS`` / 1000 partitions (the
+burst), refilled at the quota per second, starting full. Each topic of a CreateTopics /
+CreatePartitions / DeleteTopics request takes the partitions it creates or deletes, in request
+order. A strict request (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) refuses a topic
+with THROTTLING_QUOTA_EXCEEDED while the bucket is in debt (below zero): the topic that takes the
+bucket below zero is still done, the ones after it are not. Older versions are lenient: every
+topic is done and only throttled. Either way the answer's ``throttle_time_ms`` is the time the
+debt needs to be paid back (-tokens / quota), and the connection reads nothing for that long.
+``validate_only`` requests take nothing.
 
 Invariants: no quota set -> ``active`` is False and requests pay nothing; all methods run on the
 event loop.
@@ -95,6 +106,51 @@ class Rate:
 
     def per_second(self, now_ms: float) -> float:
         return sum(v for _s, v in self.samples) * 1000.0 / self.window_ms(now_ms)
+
+
+class TokenBucket:
+    """Kafka's token bucket of controller mutations: ``tokens`` may go below zero (debt)."""
+
+    __slots__ = ("tokens", "last_ms")
+
+    def __init__(self) -> None:
+        self.tokens: float | None = None   # full on first use
+        self.last_ms = 0.0
+
+    def refill(self, quota: float, now_ms: float) -> float:
+        burst = quota * WINDOW_SAMPLES * SAMPLE_MS / 1000.0
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + quota * max(0.0, now_ms - self.last_ms) / 1000.0)
+        self.last_ms = now_ms
+        return self.tokens
+
+
+class MutationQuota:
+    """One request's view of its entity's controller-mutation bucket (see the module docstring)."""
+
+    __slots__ = ("bucket", "quota", "strict", "_clock")
+
+    def __init__(self, bucket: TokenBucket, quota: float, strict: bool, clock: Callable[[], float]):
+        self.bucket, self.quota, self.strict, self._clock = bucket, quota, strict, clock
+
+    def take(self, partitions: int) -> bool:
+        """Record ``partitions`` mutated; False (nothing recorded) when a strict request must
+        refuse the topic with THROTTLING_QUOTA_EXCEEDED."""
+        tokens = self.bucket.refill(self.quota, self._clock() * 1000.0)
+        if self.strict and tokens < 0:
+            return False
+        self.bucket.tokens = tokens - max(0, partitions)
+        return True
+
+    def throttle_ms(self) -> int:
+        """The time the bucket's debt needs to be paid back (0 when it has none)."""
+        tokens = self.bucket.refill(self.quota, self._clock() * 1000.0)
+        return int(math.ceil(-tokens / self.quota * 1000.0)) if tokens < 0 else 0
+
+
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."
 
 
 class ClientQuotas:
@@ -168,10 +224,30 @@ class ClientQuotas:
                 worst = max(worst, min((rate - bound) / bound * window, WINDOW_SAMPLES * SAMPLE_MS))
         return int(worst)
 
+    def mutation_quota(self, principal: str, client_id: str | None, strict: bool) -> MutationQuota | None:
+        """The controller-mutation quota of a CreateTopics / CreatePartitions / DeleteTopics
+        request (None when no entity sets ``controller_mutation_rate`` for it)."""
+        if not self.active:
+            return None
+        user = principal.split(":", 1)[1] if ":" in principal else principal
+        found = self.quota(user, client_id or "", CONTROLLER_MUTATION_RATE)
+        if found is None:
+            return None
+        bound, tags = found
+        bucket = self._sensors.get((CONTROLLER_MUTATION_RATE, tags))
+        if bucket is None:
+            if len(self._sensors) >= MAX_SENSORS:
+                self._expire_sensors(self._clock() * 1000.0)
+            bucket = self._sensors[(CONTROLLER_MUTATION_RATE, tags)] = TokenBucket()
+        return MutationQuota(bucket, bound, strict, self._clock)
+
     def _expire_sensors(self, now_ms: float) -> None:
-        """Forget sensors with nothing in their window (a default quota makes one per client id)."""
+        """Forget sensors with nothing in their window (a default quota makes one per client id);
+        a token bucket out of debt once it has had a window's time to fill up again."""
         horizon = now_ms - WINDOW_SAMPLES * SAMPLE_MS
-        for k in [k for k, r in self._sensors.items() if not r.samples or r.samples[-1][0] < horizon]:
+        for k in [k for k, r in self._sensors.items()
+                  if (r.last_ms < horizon and (r.tokens or 0.0) >= 0.0 if isinstance(r, TokenBucket)
+                      else not r.samples or r.samples[-1][0] < horizon)]:
             del self._sensors[k]
 
     # -- DescribeClientQuotas / AlterClientQuotas ----------------------------------------------

@@ -129,6 +129,8 @@ def _modern_group_settings(s: Any, config: Any) -> None:
     s.share_record_lock_duration_ms = config.extra_int("group_share_record_lock_duration_ms", 30_000)
     s.share_delivery_count_limit = config.extra_int("group_share_delivery_count_limit", 5)
     s.share_partition_max_record_locks = config.extra_int("group_share_partition_max_record_locks", 2_000)
+    s.share_record_redelivery_delay_level = config.extra_int("group_share_record_redelivery_delay_level", 0)
+    s.delay_level_count = len(config.store.message_delay_level.split())
     s.share_assignment_interval_ms = config.extra_int("group_share_assignment_interval_ms", 1_000)
     s.share_auto_offset_reset = "latest"
     s.share_isolation_level = "read_uncommitted"

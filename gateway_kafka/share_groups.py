@@ -74,6 +74,7 @@ class ShareGroups:
                 "init_mode": pop.INIT_MODE_MIN if reset == "earliest" else pop.INIT_MODE_MAX,
                 "dlq_topic": cfg.get(group, "errors.deadletterqueue.topic.name") or "",
                 "max_locks": cfg.get_int(group, "share.partition.max.record.locks"),
+                "redelivery_level": cfg.get_int(group, "share.record.redelivery.delay.level"),
                 "committed": cfg.get(group, "share.isolation.level") == "read_committed"}
 
     # -- sessions ----------------------------------------------------------------------------

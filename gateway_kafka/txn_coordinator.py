@@ -121,7 +121,8 @@ class TransactionCoordinator:
         self.gw = gateway
         self.store = gateway.store
         cfg = gateway.config
-        self.log = StateLog(self.store, TRANSACTION_STATE, cfg.extra_int("transaction_state_log_num_partitions", 50))
+        self.log = StateLog(self.store, TRANSACTION_STATE, cfg.extra_int("transaction_state_log_num_partitions", 50),
+                            compacted=True)
         # producers whose AddPartitionsToTxn was refused for spanning broker groups, so their
         # transaction holds nothing: the abort the client then sends is answered NONE (bounded)
         self._refused_adds: dict[tuple[str, int, int], None] = {}

@@ -98,9 +98,14 @@ def _measured(key: int, handler: Handler) -> Handler:
     from gateway_kafka.protocol import api_name
 
     stats = metrics.RequestStats("kafka", api_name(key))
+    by_version: dict[int, Any] = {}  # the version counter's children, bound on first use
 
     async def measured(ctx: "RequestContext", body: dict) -> dict | None:
         start = metrics.now()
+        counter = by_version.get(ctx.api_version)
+        if counter is None:
+            counter = by_version[ctx.api_version] = metrics.REQUEST_VERSIONS.labels(api_name(key), str(ctx.api_version))
+        counter.inc()
         try:
             response = await handler(ctx, body)
         except BaseException:

@@ -248,3 +248,20 @@ def batch_of_unit(unit: Any) -> Any:
     from engine import batch_convert
 
     return batch_convert.unit_to_batch(unit)
+
+
+def mutation_quota(ctx: Any, strict_since: int):
+    """The controller-mutation quota (KIP-599) of this CreateTopics / CreatePartitions /
+    DeleteTopics request, strict from version ``strict_since`` (None when none applies)."""
+    return ctx.gateway.quotas.mutation_quota(ctx.conn.principal, ctx.client_id, ctx.api_version >= strict_since)
+
+
+def mutation_throttle(ctx: Any, quota: Any) -> int:
+    """The request's ``throttle_time_ms`` under its controller-mutation quota; the connection
+    then reads nothing for that long (KIP-219)."""
+    if quota is None:
+        return 0
+    ms = quota.throttle_ms()
+    if ms:
+        ctx.conn.extra["throttle_time_ms"] = max(ms, ctx.conn.extra.get("throttle_time_ms", 0))
+    return ms

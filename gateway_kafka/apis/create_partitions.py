@@ -16,7 +16,8 @@ from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka import topic_placement
-from gateway_kafka.apis._common import find_topic, is_internal
+from gateway_kafka.apis._common import find_topic, is_internal, mutation_quota, mutation_throttle
+from gateway_kafka.quotas import THROTTLED_MESSAGE
 
 
 
@@ -25,6 +26,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     gw = ctx.gateway
     node_ids = {n.node_id for n in gw.cluster.nodes()}
     results = []
+    quota = None if body.get("validate_only", False) else mutation_quota(ctx, strict_since=3)
     for t in body.get("topics") or ():
         name = t.get("name")
         count = t.get("count", 0)
@@ -48,6 +50,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         elif assignments is not None and (len(assignments) != count - current or any(
                 not a.get("broker_ids") or not set(a["broker_ids"]) <= node_ids for a in assignments)):
             code, msg = E.INVALID_REPLICA_ASSIGNMENT, "assignments must name live brokers of the group, one list per new partition"
+        elif quota is not None and not quota.take(count - current):
+            code, msg = E.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE
         else:
             code, msg = E.NONE, None
             if not body.get("validate_only", False):
@@ -58,4 +62,4 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 else:
                     gw.log.info("partitions_created", topic=name, partitions=count)
         results.append({"name": name, "error_code": code, "error_message": msg})
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": mutation_throttle(ctx, quota), "results": results}

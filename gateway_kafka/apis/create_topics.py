@@ -19,7 +19,9 @@ from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka import topic_placement
-from gateway_kafka.apis._common import find_topic, new_topic_config, topic_id, topic_name_error
+from gateway_kafka.apis._common import (find_topic, mutation_quota, mutation_throttle, new_topic_config, topic_id,
+                                        topic_name_error)
+from gateway_kafka.quotas import THROTTLED_MESSAGE
 from gateway_kafka.apis._configs import SOURCE_DEFAULT, SOURCE_TOPIC, topic_defaults, validate_topic_config
 
 
@@ -84,6 +86,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     validate_only = body.get("validate_only", False)
     requested = body.get("topics") or []
     seen = Counter(t.get("name") for t in requested)
+    quota = None if validate_only else mutation_quota(ctx, strict_since=6)
     out = []
     for t in requested:
         name = t.get("name") or ""
@@ -96,6 +99,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         err, partitions, configs = check_topic(ctx, t)
         if err is not None:
             out.append(err)
+            continue
+        if quota is not None and not quota.take(partitions):
+            out.append(_fail(name, E.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE))
             continue
         if not validate_only:
             refused = await topic_placement.create_topic(gw, new_topic_config(name, partitions, configs))
@@ -110,4 +116,4 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         out.append({"name": name, "topic_id": topic_id(name), "error_code": E.NONE, "error_message": None,
                     "num_partitions": partitions, "replication_factor": len(gw.cluster.replicas(name, 0)),
                     "configs": shown})
-    return {"throttle_time_ms": 0, "topics": out}
+    return {"throttle_time_ms": mutation_throttle(ctx, quota), "topics": out}

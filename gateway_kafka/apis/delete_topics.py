@@ -15,7 +15,9 @@ from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka import topic_placement
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import blocking, find_topic, is_hidden, is_internal, topic_id, visible_topics
+from gateway_kafka.apis._common import (blocking, find_topic, is_hidden, is_internal, mutation_quota, mutation_throttle,
+                                        topic_id, visible_topics)
+from gateway_kafka.quotas import THROTTLED_MESSAGE
 
 
 @api(key=20, min=0, max=6)
@@ -26,6 +28,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     else:
         wanted = [(n, None) for n in body.get("topic_names") or ()]
     by_id = None
+    quota = mutation_quota(ctx, strict_since=5)
     out = []
     for name, tid in wanted:
         if name is None:
@@ -47,6 +50,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             code, msg = E.INVALID_TOPIC_EXCEPTION, f"{name!r} is a system topic"
         elif is_internal(name):
             code, msg = E.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name}"
+        elif quota is not None and not quota.take(len(gw.cluster.partition_ids(name))):
+            code, msg = E.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE
         else:
             refused = await topic_placement.delete_topic(gw, name)
             if find_topic(gw, name) is not None:
@@ -54,4 +59,4 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             gw.log.info("topic_deleted", topic=name)
             code, msg = refused or (E.NONE, None)
         out.append({"name": name, "topic_id": tid, "error_code": code, "error_message": msg})
-    return {"throttle_time_ms": 0, "responses": out}
+    return {"throttle_time_ms": mutation_throttle(ctx, quota), "responses": out}

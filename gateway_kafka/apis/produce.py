@@ -1,4 +1,12 @@
-"""Produce (key 0), versions 3-11 (v3 is the first with RecordBatch v2, the only format stored).
+"""Produce (key 0), versions 3-13 (v3 is the first with RecordBatch v2, the only format stored).
+
+Version 13 (KIP-516) names each topic by its id instead of its name, in the request and the
+answer; an id no topic has is answered UNKNOWN_TOPIC_ID for each of its partitions (with acks 0:
+the connection is closed, so the producer refreshes its metadata). Version 12 is version 11 on
+the wire; Kafka reads it as "the producer speaks transaction protocol v2" (KIP-890 part 2). The
+node does not finalize ``transaction.version`` 2, so clients keep sending AddPartitionsToTxn and
+cap their transactional produce requests at version 11, and a transactional batch of a partition
+the transaction did not add is refused INVALID_TXN_STATE whatever the version.
 
 Per partition: split the records field into batches, validate each batch's header and CRC-32C
 (never touching the records: no per-record Python), check idempotence (producer id, epoch,
@@ -63,7 +71,7 @@ from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import (blocking, find_topic, is_internal, local_queue, message_limit,
-                                        topic_name_error)
+                                        topic_by_id, topic_id, topic_name_error)
 from gateway_kafka.producer_state import check_sequence
 from engine import metrics, trace
 from engine.compaction import is_compacted
@@ -267,19 +275,32 @@ def _throttle(ctx: RequestContext, ms: int) -> None:
     ctx.conn.extra[THROTTLE] = max(int(ms), ctx.conn.extra.get(THROTTLE, 0))
 
 
-@api(key=0, min=3, max=11)
+def _name_of(gw, tid) -> str | None:
+    """The topic whose id is ``tid``: one of this node's, or one only other broker groups hold."""
+    name = topic_by_id(gw, tid)
+    if name is None and tid is not None and gw.cluster is not None:
+        name = next((n for n in gw.cluster.topic_names() if topic_id(n) == tid), None)
+    return name
+
+
+@api(key=0, min=3, max=13)
 async def handle(ctx: RequestContext, body: dict) -> dict | None:
     gw = ctx.gateway
     acks = body.get("acks", 1)
     responses = []
     txn = body.get("transactional_id")
     txn_denied = txn is not None and not authz.txn_id(ctx, authz.Op.WRITE, txn)
+    by_id = ctx.api_version >= 13
     for t in body.get("topic_data") or ():
-        name = t.get("name")
+        tid = t.get("topic_id") if by_id else None
+        name = _name_of(gw, tid) if by_id else t.get("name")
         parts = t.get("partition_data") or ()
-        tc = find_topic(gw, name)
+        tc = find_topic(gw, name) if name is not None else None
         out = []
-        if acks not in (0, 1, -1):
+        if by_id and name is None:
+            out = [_result(p.get("index", -1), E.UNKNOWN_TOPIC_ID, message=f"no topic has the id {tid}")
+                   for p in parts]
+        elif acks not in (0, 1, -1):
             out = [_result(p.get("index", -1), E.INVALID_REQUIRED_ACKS) for p in parts]
         elif txn_denied:
             out = [_result(p.get("index", -1), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -312,7 +333,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict | None:
                     out.append(await produce_partition(ctx, name, index, p.get("records"), limit, acks, timeout_ms,
                                                        min_isr, compacted=is_compacted(tc.attributes),
                                                        attributes=tc.attributes, queue=queue))
-        responses.append({"name": name, "partition_responses": out})
+        responses.append({"name": name or "", "topic_id": tid, "partition_responses": out})
     # acks=all: every partition appended first, then all replication waits at once
     waits = [_await_replication(gw, t["name"], p) for t in responses for p in t["partition_responses"] if _WAIT in p]
     if waits:

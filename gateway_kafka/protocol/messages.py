@@ -70,20 +70,22 @@ api(3, "Metadata", "0-12", flexible="9+",
     cluster_authorized_operations: int32 8-10 =-2147483648
 """)
 
-api(0, "Produce", "0-11", flexible="9+",
+api(0, "Produce", "0-13", flexible="9+",
     request="""
     transactional_id: string 3+ null:3+ =null
     acks: int16
     timeout_ms: int32
     topic_data: []
-      name: string
+      name: string 0-12
+      topic_id: uuid 13+
       partition_data: []
         index: int32
         records: records null:0+
 """,
     response="""
     responses: []
-      name: string
+      name: string 0-12
+      topic_id: uuid 13+
       partition_responses: []
         index: int32
         error_code: int16

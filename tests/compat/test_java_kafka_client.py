@@ -37,3 +37,16 @@ def test_java_kafka_client(kafka_run, scenario):
 def test_runner_reports_summary(kafka_run):
     assert kafka_run.summary is not None, kafka_run.stderr[-3000:]
     assert kafka_run.summary["scenarios"] == SCENARIOS
+
+
+def test_java_producer_sends_produce_v13_by_topic_id(node, kafka_run):
+    """kafka-clients 4.4 negotiates Produce v13 (topics named by id, KIP-516) from the node's
+    ApiVersions and the producer scenario read back what it sent that way: the node counts the
+    versions its clients sent (rockafka_kafka_request_versions_total)."""
+    import urllib.request
+
+    kafka_run.assert_passed("producer", MIN_CHECKS["producer"])
+    text = urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=10).read().decode()
+    v13 = [ln for ln in text.splitlines()
+           if ln.startswith('rockafka_kafka_request_versions_total{api="Produce",version="13"}')]
+    assert v13 and float(v13[0].rsplit(" ", 1)[1]) > 0, [ln for ln in text.splitlines() if "Produce" in ln]

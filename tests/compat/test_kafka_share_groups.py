@@ -208,6 +208,51 @@ def test_confluent_kafka_share_consumer_accept_release_reject(node):
     assert any("reject-a" in ln for ln in dlq_values(node, group))
 
 
+def test_released_record_waits_the_groups_redelivery_delay_level(node):
+    """``share.record.redelivery.delay.level`` (set like any group config, kafka-configs
+    --entity-type groups): a record released by confluent-kafka's ShareConsumer comes back with
+    delivery count 2 no earlier than the engine's delay level 2 (5 s of the default
+    messageDelayLevel), while the records behind it are delivered meanwhile."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    bs = node.kafka_bootstrap
+    topic, group = share_topic(bs, "shd", 1)
+    admin = AdminClient({"bootstrap.servers": bs})
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.record.redelivery.delay.level", "2", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(30)
+    described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
+    assert next(iter(described.values())).result(30)["share.record.redelivery.delay.level"].value == "2"
+    produce(bs, topic, ["later-0"])
+    consumer = ShareConsumer({"bootstrap.servers": bs, "group.id": group, "share.acknowledgement.mode": "explicit"})
+    released_at = redelivered_at = None
+    accepted: list[str] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and redelivered_at is None:
+            for m in consumer.poll(0.5):
+                if m.error():
+                    continue
+                v, count = m.value().decode(), m.delivery_count()
+                if v == "later-0" and count == 1:
+                    consumer.acknowledge(m, AcknowledgeType.RELEASE)
+                    released_at = time.monotonic()   # before the release is sent with the commit
+                    produce(bs, topic, ["next-0", "next-1"])
+                    continue
+                if v == "later-0":
+                    redelivered_at = time.monotonic()
+                    assert count == 2
+                consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                accepted.append(v)
+            consumer.commit_sync()
+    finally:
+        consumer.close()
+    assert released_at is not None and redelivered_at is not None, accepted
+    assert redelivered_at - released_at >= 4.95, redelivered_at - released_at
+    assert accepted.index("next-0") < accepted.index("later-0"), accepted
+
+
 def test_share_requests_that_cannot_apply_get_kafka_errors(node):
     """Bad share requests answer the protocol's error codes; the session and records stay usable."""
     import uuid

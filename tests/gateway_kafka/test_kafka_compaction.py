@@ -146,3 +146,99 @@ def test_compacted_topic_written_in_transactions_reads_to_its_end_past_retention
             finally:
                 c.close()
             assert got == expected, isolation
+
+
+def test_internal_topics_keep_every_keys_latest_state_past_retention(tmp_path):
+    """``__consumer_offsets`` and ``__transaction_state`` are compacted topics: once every segment
+    that held a committed offset, a dynamic broker config and a transactional id's state has
+    expired, the log alone still holds them (the checkpoint files are removed before the restart,
+    as a slave that joins late has none), and so does the security log (a SCRAM user, in its
+    snapshot). An aborted transactional offset commit never becomes its key's value."""
+    import shutil
+
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType,
+                                       ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+
+    from tests.gateway_kafka.kafka_helpers import RawKafka
+
+    settings = dict(SETTINGS, stateCheckpointInterval=300)
+    with RunningNode(tmp_path / "data", settings=settings) as node:
+        bs = node.kafka_bootstrap
+        data, plain, group, txn_id = unique("data"), unique("plain"), unique("g"), unique("tx")
+        admin = AdminClient({"bootstrap.servers": bs})
+        for f in admin.create_topics([NewTopic(data, 1, 1), NewTopic(plain, 1, 1)]).values():
+            f.result(30)
+        produce(bs, data, [(b"k", b"v%d" % i) for i in range(10)])
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+        try:
+            for n in (3, 5, 7):   # the last commit of the key is what must stay
+                c.commit(offsets=[TopicPartition(data, 0, n)], asynchronous=False)
+        finally:
+            c.close()
+        # transactional offset commits: a committed one (4), then an aborted one (9) of the same key
+        txn_group = unique("tg")
+        tp = Producer({"bootstrap.servers": bs, "transactional.id": unique("tp")})
+        tp.init_transactions(30)
+        meta = Consumer({"bootstrap.servers": bs, "group.id": txn_group}).consumer_group_metadata()
+        for offset, commit in ((4, True), (9, False)):
+            tp.begin_transaction()
+            tp.produce(data, b"t%d" % offset, key=b"t")
+            tp.send_offsets_to_transaction([TopicPartition(data, 0, offset)], meta, 30)
+            tp.commit_transaction(30) if commit else tp.abort_transaction(30)
+        broker = str(next(iter(admin.list_topics(timeout=10).brokers)))
+        res = ConfigResource(ResourceType.BROKER, broker, incremental_configs=[
+            ConfigEntry("log.cleaner.threads", "3", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(30)
+        upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                              b"alice-secret")
+        admin.alter_user_scram_credentials([upsert])["alice"].result(30)
+        with RawKafka(bs) as raw:
+            first = raw.request(22, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60_000,
+                                        "producer_id": -1, "producer_epoch": -1})
+        assert first["error_code"] == 0
+
+        # roll the log far past all of that: the segments that held it expire and go
+        produce(bs, plain, [(None, b"p%d" % i + b"." * 2000) for i in range(120)])
+        # the security log keeps its last snapshot and what follows it; a start writes a new
+        # snapshot (at the log's head) once the oldest record is due (half of fileReservedTime),
+        # so the SCRAM record no longer pins the first segment
+        node.restart()
+
+        def plain_start() -> int:
+            w = Consumer({"bootstrap.servers": bs, "group.id": unique("cmp-w")})
+            try:
+                return w.get_watermark_offsets(TopicPartition(plain, 0), timeout=10)[0]
+            finally:
+                w.close()
+        wait_for(lambda: plain_start() > 60, 60, what="retention deleting old segments")
+        node.stop()
+        gone = [p for p in (node.data_dir / "config").iterdir()
+                if p.name.startswith(("consumerOffset.json", "transactionState.json"))]
+        assert gone, sorted(p.name for p in (node.data_dir / "config").iterdir())
+        for p in gone:
+            p.unlink()
+        first_segment = node.data_dir / "commitlog" / "00000000000000000000"
+        assert not first_segment.exists(), "the first commitlog segment was not deleted"
+        node.start()
+
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+        try:
+            assert c.committed([TopicPartition(data, 0)], timeout=30)[0].offset == 7
+        finally:
+            c.close()
+        c = Consumer({"bootstrap.servers": bs, "group.id": txn_group, "enable.auto.commit": False})
+        try:   # the aborted commit was not made the key's value by compaction
+            assert c.committed([TopicPartition(data, 0)], timeout=30)[0].offset == 4
+        finally:
+            c.close()
+        described = admin.describe_configs([ConfigResource(ResourceType.BROKER, broker)])
+        assert next(iter(described.values())).result(30)["log.cleaner.threads"].value == "3"
+        users = admin.describe_user_scram_credentials(["alice"])
+        assert users["alice"].result(30).scram_credential_infos[0].mechanism == ScramMechanism.SCRAM_SHA_256
+        with RawKafka(bs) as raw:
+            again = raw.request(22, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60_000,
+                                        "producer_id": -1, "producer_epoch": -1})
+        # the same producer id, fenced by a new epoch: the transactional id's state came back
+        assert (again["error_code"], again["producer_id"], again["producer_epoch"]) == \
+            (0, first["producer_id"], first["producer_epoch"] + 1)

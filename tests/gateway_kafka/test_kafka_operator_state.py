@@ -203,3 +203,70 @@ def test_client_quotas_set_with_kafka_configs_throttle_producers_and_consumers(n
         wait_for(all_read, timeout=60, interval=0, what=f"all {total} records and a throttle")
     finally:
         c.close()
+
+
+def test_controller_mutation_rate_refuses_then_throttles_topic_changes(node, caplog):
+    """``controller_mutation_rate`` (KIP-599) set with kafka-configs: kafka-python's admin
+    (CreateTopics v7, DeleteTopics v6, CreatePartitions v3: strict) may take the bucket (rate x
+    11 s of partitions) into debt with one topic; the topics after it are refused with
+    THROTTLING_QUOTA_EXCEEDED and not created, and while the debt lasts deletes and partition
+    additions are refused too. The same client on CreateTopics v5 (lenient, as a Kafka 2.6 client
+    sends) gets its topic created anyway. A client id without the quota is never refused."""
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic as KpNewTopic
+
+    bs = node.kafka_bootstrap
+    client = unique("mutator")
+    # 0.1 partitions/s: a bucket of 1.1; the 40 partitions below are ~390 s of debt
+    out = kafka_configs(bs, "--entity-type", "clients", "--entity-name", client, "--alter",
+                        "--add-config", "controller_mutation_rate=0.1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    first, second, third = unique("mut-a"), unique("mut-b"), unique("mut-c")
+
+    def admin(**kw):
+        return KafkaAdminClient(bootstrap_servers=bs, client_id=client, request_timeout_ms=30_000, **kw)
+
+    a = admin()
+    try:
+        res = a.create_topics([KpNewTopic(first, 40, 1), KpNewTopic(second, 1, 1), KpNewTopic(third, 1, 1)],
+                              raise_errors=False)
+    finally:
+        a.close()
+    codes = {t["name"]: (t["error_code"], t["error_message"]) for t in res["topics"]}
+    assert codes[first][0] == 0, codes
+    assert codes[second] == (89, "The throttling quota has been exceeded.") and codes[third][0] == 89, codes
+
+    def once(call):
+        """One admin call on a connection of its own (a throttled one stays muted for ~390 s)."""
+        c = admin()
+        try:
+            return call(c)
+        finally:
+            c.close()
+
+    assert once(lambda c: c.delete_topics([first], raise_errors=False))["topics"][0]["error_code"] == 89
+    refused = once(lambda c: c.create_partitions({first: NewPartitions(41)}, raise_errors=False))
+    assert refused.results[0].error_code == 89
+    names = set(once(lambda c: c.list_topics()))
+    assert first in names and second not in names and third not in names
+
+    lenient = admin(api_version=(2, 6))   # CreateTopics v5: created, only throttled
+    caplog.clear()
+    try:
+        res = lenient.create_topics([KpNewTopic(second, 1, 1)], raise_errors=False)
+        assert res["topics"][0]["error_code"] == 0, res
+    finally:
+        lenient.close()
+    assert any("CreateTopicsResponse throttled by broker" in r.getMessage() for r in caplog.records), caplog.text
+
+    other = KafkaAdminClient(bootstrap_servers=bs, client_id=unique("free"), request_timeout_ms=30_000)
+    try:
+        assert other.create_topics([KpNewTopic(third, 40, 1)], raise_errors=False)["topics"][0]["error_code"] == 0
+        assert other.delete_topics([first], raise_errors=False)["topics"][0]["error_code"] == 0
+    finally:
+        other.close()
+    other = KafkaAdminClient(bootstrap_servers=bs, client_id=unique("free"), request_timeout_ms=30_000)
+    try:
+        names = set(other.list_topics())
+        assert {second, third} <= names and first not in names
+    finally:
+        other.close()

@@ -424,3 +424,43 @@ def test_idle_connections_are_closed(make_node):
     with RawKafka(n.kafka_bootstrap) as busy:  # a connection that keeps talking stays open
         for _ in range(5):
             assert busy.request(API_VERSIONS, 0, {})["error_code"] == 0
+
+
+def test_produce_v13_names_topics_by_id(node):
+    """Produce v13 (KIP-516): the topic is named by its id (as Metadata v10+ reports it); the
+    answer carries the id; an id no topic has is UNKNOWN_TOPIC_ID, and with acks=0 the
+    connection is closed so the producer refreshes its metadata."""
+    import uuid
+
+    bs = node.kafka_bootstrap
+    topic = unique("tid")
+    create_topic(bs, topic)
+    with RawKafka(bs) as raw:
+        meta = raw.request(METADATA, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": topic}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False})
+        tid = meta["topics"][0]["topic_id"]
+        assert tid != uuid.UUID(int=0)
+
+        def by_id(topic_id, records, acks=1):
+            return {"transactional_id": None, "acks": acks, "timeout_ms": 5000,
+                    "topic_data": [{"topic_id": topic_id, "partition_data": [{"index": 0, "records": records}]}]}
+
+        first = raw.request(PRODUCE, 13, by_id(tid, batch([b"a", b"b"])))["responses"][0]
+        assert first["topic_id"] == tid
+        assert first["partition_responses"][0]["error_code"] == E.NONE
+        assert first["partition_responses"][0]["base_offset"] == 0
+        second = produce_result(raw.request(PRODUCE, 13, by_id(tid, batch([b"c"]))))
+        assert (second["error_code"], second["base_offset"]) == (E.NONE, 2)
+        stranger = uuid.uuid4()
+        unknown = raw.request(PRODUCE, 13, by_id(stranger, batch([b"x"])))["responses"][0]
+        assert unknown["topic_id"] == stranger
+        assert unknown["partition_responses"][0]["error_code"] == E.UNKNOWN_TOPIC_ID
+        assert str(stranger) in unknown["partition_responses"][0]["error_message"]
+        fetched = raw.request(FETCH, 12, fetch_req(topic, 0))
+        records = fetched["responses"][0]["partitions"][0]["records"]
+        assert b"a" in bytes(records) and b"c" in bytes(records) and b"x" not in bytes(records)
+    with RawKafka(bs) as raw:
+        raw.request(PRODUCE, 13, by_id(uuid.uuid4(), batch([b"y"]), acks=0), expect_response=False)
+        assert raw.closed_by_server()
+    still_served(bs)
