@@ -24,8 +24,11 @@ How a transaction maps onto the engine (the same queues RocketMQ clients read):
   group's partition, which AddOffsetsToTxn added to the transaction, as in Kafka);
 - EndTxn: PrepareCommit/PrepareAbort is recorded, one COMMIT or ABORT marker (a control batch)
   goes to every partition of the transaction — data queues and ``__consumer_offsets`` partitions,
-  where the marker applies or drops the staged offsets — then CompleteCommit/CompleteAbort is
-  recorded and the client answered. A marker the store refuses leaves the state Prepare*:
+  where the marker applies or drops the staged offsets; partitions another broker group holds
+  get theirs by WriteTxnMarkers to that group's master (docs/design/cluster.md) — then
+  CompleteCommit/CompleteAbort is recorded and the client answered (already once Prepare* is
+  stored when only other groups' markers are missing: they are retried with a backoff until the
+  group takes them). A marker the store refuses leaves the state Prepare*:
   EndTxn answers CONCURRENT_TRANSACTIONS (retriable) and the client's retry or the timeout loop
   finishes it; a crash in between is finished at the next start (``recover``). Writing a marker
   twice is harmless. A partition whose topic was deleted meanwhile gets no marker;
