@@ -291,7 +291,10 @@ class TransactionCoordinator:
                     m = self.txns[tid]
                     if m.state in PREPARING:
                         ok &= await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="recovered")
-        owned = {(t, p, m.producer_id) for m in self.txns.values() if m.state == ONGOING for t, p in m.partitions}
+        # a Prepare* transaction not finished yet (its markers wait for the cluster view or for
+        # another group) owns its queues as an Ongoing one: its marker ends them, not an abort
+        owned = {(t, p, m.producer_id) for m in self.txns.values() if m.state in (ONGOING, *PREPARING)
+                 for t, p in m.partitions}
         for topic, queue_id, pid, _first in self.store.producer_state.open_transactions():
             # another space's producer: its coordinator (another group) ends it with its markers
             if (topic, queue_id, pid) not in owned and not is_internal(topic) and not self.foreign(pid):
@@ -564,7 +567,7 @@ class TransactionCoordinator:
         cluster = self.gw.cluster
         if m.partitions and self.needs_view and (cluster is None or not getattr(cluster, "synced", True)):
             return ""
-        failed = 0
+        failed = pending = 0
         marked = self._marked.setdefault(tid, set())
         remote: dict[str, list[tuple[str, int]]] = {}
         for topic, partition in sorted(m.partitions):
@@ -574,12 +577,16 @@ class TransactionCoordinator:
             if owner is not None:
                 remote.setdefault(owner, []).append((topic, partition))
                 continue
+            if self._unplaced(topic, partition):
+                pending += 1  # its group is not in the view now (down long enough to expire)
+                continue
             code = await self.write_local_marker(topic, partition, m.producer_id, m.epoch, committed)
-            if code not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+            if code in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+                marked.add((topic, partition))  # not again while other groups' markers are retried
+            else:
                 failed += 1
         if failed:
             return ""
-        pending = 0
         for owner, parts in sorted(remote.items()):
             done = await self._send_markers(owner, m, committed, parts)
             marked.update(done)
@@ -609,6 +616,13 @@ class TransactionCoordinator:
         else:
             owner = cluster.owner(topic, partition)
         return owner if owner is not None and owner != cluster.broker_name else None
+
+    def _unplaced(self, topic: str, partition: int) -> bool:
+        """A partition of a topic the cluster still has that no group of the view holds now."""
+        cluster = self.gw.cluster
+        if cluster is None or not hasattr(cluster, "others") or topic == CONSUMER_OFFSETS:
+            return False
+        return cluster.owner(topic, partition) is None and bool(cluster.partition_ids(topic))
 
     async def write_local_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
                                  committed: bool) -> int:
