@@ -565,8 +565,9 @@ class TransactionCoordinator:
             if not await self._write(tid, m):
                 return ""
         cluster = self.gw.cluster
-        if m.partitions and self.needs_view and (cluster is None or not getattr(cluster, "synced", True)):
-            return ""
+        if self.needs_view and (cluster is None or not getattr(cluster, "synced", True)) \
+                and not self._all_local(m):
+            return ""  # wait for the view: which group holds each partition
         failed = pending = 0
         marked = self._marked.setdefault(tid, set())
         remote: dict[str, list[tuple[str, int]]] = {}
@@ -617,6 +618,23 @@ class TransactionCoordinator:
             owner = cluster.owner(topic, partition)
         return owner if owner is not None and owner != cluster.broker_name else None
 
+    def _all_local(self, m: TxnMetadata) -> bool:
+        """Every partition of ``m`` is this group's by its own tables (no view needed): a data
+        partition among its topic's local ids, an offsets partition holding the producer's
+        staged offsets."""
+        from gateway_kafka.cluster_view import local_partition_ids
+
+        staged = set(self.store.consumer_offsets.pending_producers())
+        for topic, partition in m.partitions:
+            if topic == CONSUMER_OFFSETS:
+                if (partition, m.producer_id) not in staged:
+                    return False
+                continue
+            tc = self.store.topic_config.get(topic)
+            if tc is None or partition not in local_partition_ids(tc):
+                return False
+        return True
+
     def _unplaced(self, topic: str, partition: int) -> bool:
         """A partition of a topic the cluster still has that no group of the view holds now."""
         cluster = self.gw.cluster
@@ -637,7 +655,13 @@ class TransactionCoordinator:
             return E.UNKNOWN_TOPIC_OR_PARTITION
         else:
             cluster = self.gw.cluster
-            queue = cluster.local_queue(topic, partition) if cluster is not None else partition
+            if cluster is not None:
+                queue = cluster.local_queue(topic, partition)
+            else:  # at start, before the view: the topic's own partition ids
+                from gateway_kafka.cluster_view import local_partition_ids
+
+                ids = local_partition_ids(self.store.topic_config.get(topic))
+                queue = ids.index(partition) if partition in ids else None
             if queue is None:
                 return E.NOT_LEADER_OR_FOLLOWER
             marker = rb.build_control_batch(rb.CONTROL_TYPE_COMMIT if committed else rb.CONTROL_TYPE_ABORT,

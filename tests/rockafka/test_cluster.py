@@ -494,3 +494,34 @@ def test_a_leader_group_killed_before_its_markers_gets_them_when_it_returns(clus
     p.produce(topic, b"after", partition=victim_part)
     p.commit_transaction(60)
     assert read_committed(cluster.bootstrap(victim), topic, [victim_part], 5)[-1] == b"after"
+
+
+def test_a_coordinator_restarted_while_a_marker_waits_resumes_it_from_its_log(cluster):
+    """The commit is logged, one leader group is down; the coordinator's master is SIGKILLed and
+    restarted (its memory of acknowledged markers gone): from its log it sends the missing
+    marker once the group is back, and aborts nothing of the committed transaction meanwhile."""
+    topic, tid = unique("txn-coord"), unique("tid-coord")
+    create_topic(cluster.bootstrap("broker-a"), topic, 3)
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    names = {node_id: name for name, node_id in GROUPS.items()}
+    coordinator = names[coordinator_of(cluster.bootstrap("broker-a"), tid, 1)]
+    victim = next(n for n in ("broker-c", "broker-b", "broker-a") if n != coordinator)
+    alive = next(n for n in GROUPS if n not in (coordinator, victim))
+    p = Producer({"bootstrap.servers": cluster.bootstrap(alive), "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    want = sorted(f"coord-{part}-{i}".encode() for part in range(3) for i in range(3))
+    for v in want:
+        p.produce(topic, v, partition=int(v.split(b"-")[1]))
+    assert p.flush(30) == 0
+    cluster.nodes[victim].kill()
+    p.commit_transaction(60)
+    cluster.nodes[coordinator].kill()
+    cluster.nodes[coordinator].start()
+    cluster.nodes[victim].start()
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    assert sorted(read_committed(cluster.bootstrap(alive), topic, [0, 1, 2], 9)) == want
+    p.begin_transaction()  # the transaction completed: the producer goes on
+    p.produce(topic, b"next", partition=GROUPS[victim] // 100)
+    p.commit_transaction(60)
+    p.flush(10)
