@@ -428,8 +428,9 @@ def test_consume_transform_produce_commits_offsets_on_another_groups_coordinator
         create_topic(cluster.bootstrap("broker-a"), t, 3)
         wait_leaders(cluster, t, {0: 0, 1: 100, 2: 200})
     tid = unique("ctp-tid")
+    txn_coordinator = coordinator_of(cluster.bootstrap("broker-a"), tid, 1)
     group = next(g for g in (unique("ctp-group") for _ in range(50))
-                 if coordinator_of(cluster.bootstrap("broker-a"), g, 0) != coordinator_of(cluster.bootstrap("broker-a"), tid, 1))
+                 if coordinator_of(cluster.bootstrap("broker-a"), g, 0) != txn_coordinator)
     inputs = produce(cluster.bootstrap("broker-a"), src, 3, 10)
     c = Consumer({"bootstrap.servers": cluster.bootstrap("broker-b"), "group.id": group, "enable.auto.commit": False,
                   "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
