@@ -415,9 +415,13 @@ def test_java_kafka_clients_transactions_over_two_groups(cluster):
     aborted transaction over a 2-partition topic, which the cluster places on two groups)."""
     from tests.compat import java_runner
 
+    before = set(AdminClient({"bootstrap.servers": cluster.bootstrap("broker-a")}).list_topics(timeout=10).topics)
     java_runner.build(java_runner.KAFKA_DIR)
     run = java_runner.run(java_runner.kafka_command(cluster.bootstrap("broker-a"), ["transactions"]), timeout=180)
     run.assert_passed("transactions", 7)
+    made = [t for t in AdminClient({"bootstrap.servers": cluster.bootstrap("broker-a")}).list_topics(timeout=10).topics
+            if t.startswith("java-txn-") and t not in before]
+    assert len(made) == 1 and len(set(leaders(cluster.bootstrap("broker-a"), made[0]).values())) == 2, made
 
 
 def test_consume_transform_produce_commits_offsets_on_another_groups_coordinator_exactly_once(cluster):
