@@ -96,6 +96,7 @@ class ClusterView(LocalCluster):
         self.others: dict[str, GroupView] = {}  # other groups, by broker name
         self.gone: set[str] = set()  # groups of ``others`` the NameServer no longer lists
         self._generation = 0  # bumped by every update: cached placements are of one generation
+        self.synced = False  # True once the NameServer's view arrived (other groups are known)
         self._cache: dict[str, tuple[Any, dict[int, Placement]]] = {}
         self._conflicts: set[tuple[str, int]] = set()
         # ids this node just wrote to another group, until that group's registration shows them
@@ -111,6 +112,7 @@ class ClusterView(LocalCluster):
     def update(self, groups: dict[str, GroupView]) -> None:
         before = self.group.partitions
         super().update(groups)
+        self.synced = True
         if self.group.partitions != before:  # this group's registered ids (a slave's fallback)
             self._generation += 1
         others = {name: g for name, g in groups.items() if name != self.broker_name}

@@ -399,6 +399,28 @@ class KafkaGateway:
             self.send_queue.shutdown()
         log.info("kafka_gateway_stopped", port=self.port)
 
+    async def authenticate_inner(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Log in as the node on another node's primary Kafka listener (the same listeners on
+        every node of the cluster): SASL PLAIN with ``innerClientAuthenticationCredentials``,
+        whose principal is a super user (cluster action). Nothing on a PLAINTEXT listener.
+        PermissionError when the login is refused or the listener needs TLS."""
+        from gateway_kafka.protocol.codec import decode_response, encode_request
+
+        spec = self.settings.listeners[0]
+        if not spec.sasl and not spec.tls:
+            return
+        inner = self.security.inner
+        if spec.tls or inner is None or "PLAIN" not in self.settings.sasl_mechanisms:
+            raise PermissionError(f"node-to-node Kafka requests need a SASL_PLAINTEXT listener with PLAIN and "
+                                  f"innerClientAuthenticationCredentials (listener {spec.name}: {spec.protocol})")
+        for key, version, body in ((17, 1, {"mechanism": "PLAIN"}),
+                                   (36, 1, {"auth_bytes": b"\0" + inner[0].encode() + b"\0" + inner[1].encode()})):
+            writer.write(encode_request(key, version, 0, body, "rockafka-node"))
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            _corr, resp = decode_response(key, version, await reader.readexactly(size))
+            if resp.get("error_code"):
+                raise PermissionError(f"node login refused: {resp.get('error_message') or resp['error_code']}")
+
     async def put(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """A store write: on the loop when it only copies into the mapped commitlog
         (``direct_put``), else through the executor (it may wait on disk)."""

@@ -24,8 +24,11 @@ How a transaction maps onto the engine (the same queues RocketMQ clients read):
   group's partition, which AddOffsetsToTxn added to the transaction, as in Kafka);
 - EndTxn: PrepareCommit/PrepareAbort is recorded, one COMMIT or ABORT marker (a control batch)
   goes to every partition of the transaction — data queues and ``__consumer_offsets`` partitions,
-  where the marker applies or drops the staged offsets — then CompleteCommit/CompleteAbort is
-  recorded and the client answered. A marker the store refuses leaves the state Prepare*:
+  where the marker applies or drops the staged offsets; partitions another broker group holds
+  get theirs by WriteTxnMarkers to that group's master (docs/design/cluster.md) — then
+  CompleteCommit/CompleteAbort is recorded and the client answered (already once Prepare* is
+  stored when only other groups' markers are missing: they are retried with a backoff until the
+  group takes them). A marker the store refuses leaves the state Prepare*:
   EndTxn answers CONCURRENT_TRANSACTIONS (retriable) and the client's retry or the timeout loop
   finishes it; a crash in between is finished at the next start (``recover``). Writing a marker
   twice is harmless. A partition whose topic was deleted meanwhile gets no marker;
@@ -59,6 +62,7 @@ log = structlog.get_logger("rockafka.kafka.txn")
 
 CHECKPOINT_FILE = "transactionState.json"
 RELAY_CLIENT_ID = "rockafka-producer-id-relay"  # a slave asking its master (never relayed again)
+MARKER_CLIENT_ID = "rockafka-txn-markers"  # a coordinator writing markers on another broker group
 CHECKPOINT_VERSION = 1
 ID_BLOCK = 1000
 PRODUCER_ID_SPACE_BITS = 40  # ids of broker group space k: k << 40 .. (k + 1) << 40 - 1
@@ -123,9 +127,13 @@ class TransactionCoordinator:
         cfg = gateway.config
         self.log = StateLog(self.store, TRANSACTION_STATE, cfg.extra_int("transaction_state_log_num_partitions", 50),
                             compacted=True)
-        # producers whose AddPartitionsToTxn was refused for spanning broker groups, so their
-        # transaction holds nothing: the abort the client then sends is answered NONE (bounded)
-        self._refused_adds: dict[tuple[str, int, int], None] = {}
+        # markers of Prepare* transactions other broker groups acknowledged (memory only: a
+        # restart sends them again, a marker written twice is harmless), and when to retry the rest
+        self._marked: dict[str, set[tuple[str, int]]] = {}
+        self._retry: dict[str, tuple[float, float]] = {}  # tid -> (next attempt, backoff s)
+        # a node of a cluster (NameServer) completes no transaction before its view names the
+        # groups holding the partitions (at a start the view is empty: every partition looks local)
+        self.needs_view = False
         self.checkpoint_path = self.store.config_dir / CHECKPOINT_FILE
         self.checkpoint_interval_s = max(cfg.store.state_checkpoint_interval, 100) / 1000
         self.txns: dict[str, TxnMetadata] = {}
@@ -284,9 +292,13 @@ class TransactionCoordinator:
                     m = self.txns[tid]
                     if m.state in PREPARING:
                         ok &= await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="recovered")
-        owned = {(t, p, m.producer_id) for m in self.txns.values() if m.state == ONGOING for t, p in m.partitions}
+        # a Prepare* transaction not finished yet (its markers wait for the cluster view or for
+        # another group) owns its queues as an Ongoing one: its marker ends them, not an abort
+        owned = {(t, p, m.producer_id) for m in self.txns.values() if m.state in (ONGOING, *PREPARING)
+                 for t, p in m.partitions}
         for topic, queue_id, pid, _first in self.store.producer_state.open_transactions():
-            if (topic, queue_id, pid) not in owned and not is_internal(topic):
+            # another space's producer: its coordinator (another group) ends it with its markers
+            if (topic, queue_id, pid) not in owned and not is_internal(topic) and not self.foreign(pid):
                 entry = self.store.producer_state.entry(topic, queue_id, pid)
                 res = await self._put(self.store.put_record_batch, topic, queue_id, rb.build_control_batch(
                     rb.CONTROL_TYPE_ABORT, producer_id=pid, producer_epoch=entry.epoch if entry else 0,
@@ -295,7 +307,7 @@ class TransactionCoordinator:
                             stored=res.stored)
                 ok &= res.stored
         for partition, pid in self.store.consumer_offsets.pending_producers():
-            if (CONSUMER_OFFSETS, partition, pid) not in owned:
+            if (CONSUMER_OFFSETS, partition, pid) not in owned and not self.foreign(pid):
                 res = await self._put(self.store.consumer_offsets.complete_transaction, partition, pid, 0, False)
                 log.warning("txn_orphan_offsets_dropped", partition=partition, producer_id=pid)
                 ok &= bool(getattr(res, "stored", True))
@@ -353,6 +365,10 @@ class TransactionCoordinator:
             return self._id_base + pid
 
     # -- validation ------------------------------------------------------------------------------
+    def foreign(self, producer_id: int) -> bool:
+        """A producer id of another broker group's space (its coordinator owns its transactions)."""
+        return producer_id >= 0 and producer_id >> PRODUCER_ID_SPACE_BITS != self._id_base >> PRODUCER_ID_SPACE_BITS
+
     def _check(self, tid: str, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
         m = self.txns.get(tid)
         if m is None or m.producer_id != producer_id:
@@ -368,6 +384,10 @@ class TransactionCoordinator:
     def check_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
         """Verdict for a transactional batch: the producer's current epoch, partition in its open
         transaction."""
+        if self.foreign(producer_id):
+            # coordinated by another broker group, which checked AddPartitionsToTxn (Kafka's
+            # leaders before KIP-890 verify nothing either); its markers end the transaction here
+            return E.NONE
         tid = self._by_pid.get(producer_id)
         m = self.txns.get(tid) if tid is not None else None
         if m is None or m.producer_id != producer_id:
@@ -484,6 +504,15 @@ class TransactionCoordinator:
         """TxnOffsetCommit: the offsets become transactional records of the group's partition."""
         if self.not_serving():
             return self.not_serving()
+        if self.foreign(producer_id):
+            # the group's coordinator is here, the transaction's on another broker group (which
+            # added the group's partition in AddOffsetsToTxn): staged, its marker decides
+            if self.store.is_slave:
+                return E.NOT_COORDINATOR
+            res = await self._put(self.store.consumer_offsets.stage_transactional, group, producer_id, epoch, offsets)
+            if not res.stored:
+                return E.COORDINATOR_NOT_AVAILABLE
+            return E.NONE if res.ok else E.REQUEST_TIMED_OUT
         async with self.lock(tid):
             code, m = self._check(tid, producer_id, epoch)
             if code != E.NONE:
@@ -497,11 +526,6 @@ class TransactionCoordinator:
                 return E.COORDINATOR_NOT_AVAILABLE
             return E.NONE if res.ok else E.REQUEST_TIMED_OUT
 
-    def note_refused_add(self, tid: str, producer_id: int, epoch: int) -> None:
-        self._refused_adds[(tid, producer_id, epoch)] = None
-        while len(self._refused_adds) > 10_000:
-            del self._refused_adds[next(iter(self._refused_adds))]
-
     async def end_txn(self, tid: str, producer_id: int, epoch: int, committed: bool) -> int:
         if self.not_serving():
             return self.not_serving()
@@ -509,7 +533,8 @@ class TransactionCoordinator:
             code, m = self._check(tid, producer_id, epoch)
             if code == E.CONCURRENT_TRANSACTIONS and m is not None and m.state == (PREPARE_COMMIT if committed else PREPARE_ABORT):
                 # an earlier completion could not write every marker: the client's retry finishes it
-                return E.NONE if await self._complete(tid, m, committed) else E.CONCURRENT_TRANSACTIONS
+                status = await self._complete_status(tid, m, committed)
+                return E.NONE if status in ("done", "remote_pending") else E.CONCURRENT_TRANSACTIONS
             if code != E.NONE:
                 return code
             assert m is not None
@@ -517,57 +542,181 @@ class TransactionCoordinator:
                 # a retried EndTxn after it completed is answered as it was
                 if (m.state == COMPLETE_COMMIT and committed) or (m.state == COMPLETE_ABORT and not committed):
                     return E.NONE
-                if m.state == EMPTY and not committed and self._refused_adds.pop((tid, producer_id, epoch), 0) is None:
-                    # nothing was added (its AddPartitionsToTxn was refused): aborting nothing
-                    # is done, and the producer goes on with its next transaction; any other
-                    # EndTxn on an empty transaction is INVALID_TXN_STATE, as Kafka answers
-                    return E.NONE
-                return E.INVALID_TXN_STATE
-            # not stored yet (store full or stopping): retriable, the client sends EndTxn again
-            return E.NONE if await self._complete(tid, m, committed) else E.CONCURRENT_TRANSACTIONS
+                return E.INVALID_TXN_STATE  # an empty (or unknown) transaction, as Kafka answers
+            # committed (or aborted) once Prepare* is stored: markers other groups have not taken
+            # yet are retried from the timeout loop. Not stored (store full or stopping), or a
+            # local marker refused: retriable, the client sends EndTxn again
+            status = await self._complete_status(tid, m, committed)
+            return E.NONE if status in ("done", "remote_pending") else E.CONCURRENT_TRANSACTIONS
 
     # -- internals -------------------------------------------------------------------------------
     async def _complete(self, tid: str, m: TxnMetadata, committed: bool, reason: str = "end_txn",
                         bump_epoch: bool = False) -> bool:
-        """Record Prepare*, write every marker, record Complete*; False (state left Prepare*,
-        retried later) when a record or marker could not be stored."""
+        return await self._complete_status(tid, m, committed, reason, bump_epoch) == "done"
+
+    async def _complete_status(self, tid: str, m: TxnMetadata, committed: bool, reason: str = "end_txn",
+                               bump_epoch: bool = False) -> str:
+        """Record Prepare*, write every marker (this group's through the store, other groups' by
+        WriteTxnMarkers to their master), record Complete*: "done". Otherwise the state stays
+        Prepare* and is retried later: "remote_pending" when only other groups' markers are
+        missing, "" when a record or a local marker could not be stored."""
         prepare_state = PREPARE_COMMIT if committed else PREPARE_ABORT
         if m.state != prepare_state:
             m = dataclasses.replace(m, state=prepare_state, updated_ms=_now())
             if not await self._write(tid, m):
-                return False
-        failed = 0
+                return ""
+        cluster = self.gw.cluster
+        if self.needs_view and (cluster is None or not getattr(cluster, "synced", True)) \
+                and not self._all_local(m):
+            return ""  # wait for the view: which group holds each partition
+        failed = pending = 0
+        marked = self._marked.setdefault(tid, set())
+        remote: dict[str, list[tuple[str, int]]] = {}
         for topic, partition in sorted(m.partitions):
-            if topic == CONSUMER_OFFSETS:
-                res = await self._put(self.store.consumer_offsets.complete_transaction, partition, m.producer_id,
-                                      m.epoch, committed)
-            elif self.store.topic_config.get(topic) is None:
-                continue  # deleted meanwhile: nothing to mark (the engine forgot its transactions)
+            if (topic, partition) in marked:
+                continue
+            owner = self._remote_owner(topic, partition)
+            if owner is not None:
+                remote.setdefault(owner, []).append((topic, partition))
+                continue
+            if self._unplaced(topic, partition):
+                pending += 1  # its group is not in the view now (down long enough to expire)
+                continue
+            code = await self.write_local_marker(topic, partition, m.producer_id, m.epoch, committed)
+            if code in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+                marked.add((topic, partition))  # not again while other groups' markers are retried
             else:
-                # the partition's local queue (cluster.md); a partition of another group gets no
-                # marker here: transactions spanning broker groups are not supported
-                cluster = self.gw.cluster
-                queue = cluster.local_queue(topic, partition) if cluster is not None else partition
-                if queue is None:
-                    log.error("txn_marker_remote_partition", transactional_id=tid, topic=topic, partition=partition)
-                    continue
-                marker = rb.build_control_batch(rb.CONTROL_TYPE_COMMIT if committed else rb.CONTROL_TYPE_ABORT,
-                                                producer_id=m.producer_id, producer_epoch=m.epoch, timestamp=_now())
-                async with self.gw.partition_locks[(topic, partition)]:
-                    res = await self._put(self.store.put_record_batch, topic, queue, marker, delay_headers=False)
-            if not res.stored:
-                log.error("txn_marker_failed", transactional_id=tid, topic=topic, partition=partition,
-                          status=res.status.name, error=res.error)
                 failed += 1
         if failed:
-            return False
-        done = dataclasses.replace(m, state=COMPLETE_COMMIT if committed else COMPLETE_ABORT, updated_ms=_now(),
-                                   partitions=frozenset(), epoch=m.epoch + 1 if bump_epoch else m.epoch)
-        if not await self._write(tid, done):
-            return False
-        log.info("txn_completed", transactional_id=tid, producer_id=m.producer_id, epoch=done.epoch,
-                 committed=committed, partitions=len(m.partitions), reason=reason)
+            return ""
+        for owner, parts in sorted(remote.items()):
+            done = await self._send_markers(owner, m, committed, parts)
+            marked.update(done)
+            pending += len(parts) - len(done)
+        if pending:
+            log.info("txn_markers_pending", transactional_id=tid, producer_id=m.producer_id, committed=committed,
+                     partitions=pending, groups=sorted(remote))
+            return "remote_pending"
+        done_m = dataclasses.replace(m, state=COMPLETE_COMMIT if committed else COMPLETE_ABORT, updated_ms=_now(),
+                                     partitions=frozenset(), epoch=m.epoch + 1 if bump_epoch else m.epoch)
+        if not await self._write(tid, done_m):
+            return ""
+        self._marked.pop(tid, None)
+        self._retry.pop(tid, None)
+        log.info("txn_completed", transactional_id=tid, producer_id=m.producer_id, epoch=done_m.epoch,
+                 committed=committed, partitions=len(m.partitions), remote_groups=sorted(remote), reason=reason)
+        return "done"
+
+    def _remote_owner(self, topic: str, partition: int) -> str | None:
+        """The other broker group holding ``partition`` (its ``__consumer_offsets`` partition: the
+        group coordinating it), None when it is this node's group or nobody's."""
+        cluster = self.gw.cluster
+        if cluster is None or not getattr(cluster, "others", None):
+            return None
+        if topic == CONSUMER_OFFSETS:
+            owner = cluster.coordinator_owner(CONSUMER_OFFSETS, partition)
+        else:
+            owner = cluster.owner(topic, partition)
+        return owner if owner is not None and owner != cluster.broker_name else None
+
+    def _all_local(self, m: TxnMetadata) -> bool:
+        """Every partition of ``m`` is this group's by its own tables (no view needed): a data
+        partition among its topic's local ids, an offsets partition holding the producer's
+        staged offsets."""
+        from gateway_kafka.cluster_view import local_partition_ids
+
+        staged = set(self.store.consumer_offsets.pending_producers())
+        for topic, partition in m.partitions:
+            if topic == CONSUMER_OFFSETS:
+                if (partition, m.producer_id) not in staged:
+                    return False
+                continue
+            tc = self.store.topic_config.get(topic)
+            if tc is None or partition not in local_partition_ids(tc):
+                return False
         return True
+
+    def _unplaced(self, topic: str, partition: int) -> bool:
+        """A partition of a topic the cluster still has that no group of the view holds now."""
+        cluster = self.gw.cluster
+        if cluster is None or not hasattr(cluster, "others") or topic == CONSUMER_OFFSETS:
+            return False
+        return cluster.owner(topic, partition) is None and bool(cluster.partition_ids(topic))
+
+    async def write_local_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
+                                 committed: bool) -> int:
+        """The COMMIT/ABORT marker of one partition this node's group holds (the local path of
+        EndTxn and the WriteTxnMarkers handler): NONE once stored; UNKNOWN_TOPIC_OR_PARTITION for
+        a deleted topic (the engine forgot its transactions), NOT_LEADER_OR_FOLLOWER for a
+        partition of another group, KAFKA_STORAGE_ERROR when the store refused it."""
+        if topic == CONSUMER_OFFSETS:
+            res = await self._put(self.store.consumer_offsets.complete_transaction, partition, producer_id, epoch,
+                                  committed)
+        elif self.store.topic_config.get(topic) is None:
+            return E.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            cluster = self.gw.cluster
+            if cluster is not None:
+                queue = cluster.local_queue(topic, partition)
+            else:  # at start, before the view: the topic's own partition ids
+                from gateway_kafka.cluster_view import local_partition_ids
+
+                ids = local_partition_ids(self.store.topic_config.get(topic))
+                queue = ids.index(partition) if partition in ids else None
+            if queue is None:
+                return E.NOT_LEADER_OR_FOLLOWER
+            marker = rb.build_control_batch(rb.CONTROL_TYPE_COMMIT if committed else rb.CONTROL_TYPE_ABORT,
+                                            producer_id=producer_id, producer_epoch=epoch, timestamp=_now())
+            async with self.gw.partition_locks[(topic, partition)]:
+                res = await self._put(self.store.put_record_batch, topic, queue, marker, delay_headers=False)
+        if not getattr(res, "stored", True):
+            log.error("txn_marker_failed", topic=topic, partition=partition, producer_id=producer_id,
+                      status=res.status.name, error=res.error)
+            return E.KAFKA_STORAGE_ERROR
+        return E.NONE
+
+    async def _send_markers(self, owner: str, m: TxnMetadata, committed: bool,
+                            parts: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """WriteTxnMarkers (key 27, v1) to the master of broker group ``owner`` (the one the view
+        names now, so a failover's new master gets them): the partitions it acknowledged (a
+        deleted partition counts as done). Nothing when the group has no master or does not answer."""
+        from gateway_kafka.protocol.codec import decode_response, encode_request
+
+        g = self.gw.cluster.others.get(owner)
+        node = g.master.node if g is not None and g.master is not None else None
+        if node is None:
+            return set()
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in parts:
+            by_topic.setdefault(topic, []).append(partition)
+        body = {"markers": [{"producer_id": m.producer_id, "producer_epoch": m.epoch, "transaction_result": committed,
+                             "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                             "coordinator_epoch": 0}]}
+        writer = None
+        done: set[tuple[str, int]] = set()
+        try:
+            async with asyncio.timeout(5):
+                reader, writer = await asyncio.open_connection(node.host, node.port)
+                await self.gw.authenticate_inner(reader, writer)
+                writer.write(encode_request(27, 1, 1, body, MARKER_CLIENT_ID))
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                _corr, resp = decode_response(27, 1, await reader.readexactly(size))
+            codes = {}
+            for marker in resp.get("markers") or ():
+                for t in marker.get("topics") or ():
+                    for p in t.get("partitions") or ():
+                        codes[(t["name"], p["partition_index"])] = p["error_code"]
+                        if p["error_code"] in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+                            done.add((t["name"], p["partition_index"]))
+            if len(done) < len(parts):
+                log.info("txn_markers_refused", group=owner, producer_id=m.producer_id,
+                         errors={f"{t}-{p}": E.NAMES.get(c, c) for (t, p), c in codes.items() if (t, p) not in done})
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, PermissionError) as exc:
+            log.info("txn_markers_not_sent", group=owner, master=f"{node.host}:{node.port}", error=str(exc))
+        finally:
+            if writer is not None:
+                writer.close()
+        return done
 
     async def _timeout_loop(self) -> None:
         interval = max(self.abort_check_ms, 50) / 1000
@@ -584,10 +733,17 @@ class TransactionCoordinator:
             for tid, m in list(self.txns.items()):
                 try:
                     if m.state in PREPARING:  # a completion that could not finish
+                        at, backoff = self._retry.get(tid, (0.0, 0.0))
+                        if time.monotonic() < at:
+                            continue
                         async with self.lock(tid):
                             m = self.txns[tid]
-                            if m.state in PREPARING:
-                                await self._complete(tid, m, m.state == PREPARE_COMMIT, reason="retried")
+                            if m.state in PREPARING and not await self._complete(tid, m, m.state == PREPARE_COMMIT,
+                                                                                 reason="retried"):
+                                # another group down: 100 ms .. 5 s between attempts (as Kafka's
+                                # marker channel), until its master or a new one takes them
+                                backoff = min(max(backoff * 2, 0.1), 5.0)
+                                self._retry[tid] = (time.monotonic() + backoff, backoff)
                     elif m.state == ONGOING and now - m.started_ms > m.timeout_ms:
                         async with self.lock(tid):
                             m = self.txns[tid]

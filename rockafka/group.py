@@ -75,6 +75,7 @@ class GroupViewRefresher:
         self.broker = broker
         self.kafka = kafka
         self.interval = max(interval_ms, 100) / 1000
+        kafka.txn.needs_view = True  # markers wait for the view: which group holds a partition
         self._task: asyncio.Task[None] | None = None
         self.on_refresh: list = []  # called after each refresh (cluster_ops)
 

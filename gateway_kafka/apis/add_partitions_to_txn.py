@@ -1,10 +1,11 @@
 """AddPartitionsToTxn (key 24), versions 0-3 (one transaction per request, as producers send it).
 
-Adds partitions to the producer's open transaction (opening it when none is). Per partition:
-UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition, POLICY_VIOLATION for a partition
-another broker group leads (transactions stay within the group coordinating them,
-docs/design/cluster.md; non-retriable, so the client's transaction becomes abortable at once)
-(the others then answer OPERATION_NOT_ATTEMPTED, as Kafka does); otherwise the transaction's verdict for all of them:
+Adds partitions to the producer's open transaction (opening it when none is). A partition may be
+led by any broker group of the cluster: the coordinator records it, and at EndTxn writes its
+marker through the store (this group) or by WriteTxnMarkers to the group leading it
+(docs/design/cluster.md, "Transactions spanning groups"). Per partition:
+UNKNOWN_TOPIC_OR_PARTITION for a topic or partition no group has (the others then answer
+OPERATION_NOT_ATTEMPTED, as Kafka does); otherwise the transaction's verdict for all of them:
 INVALID_PRODUCER_ID_MAPPING (unknown transactional id or producer id), PRODUCER_FENCED (an
 older epoch), CONCURRENT_TRANSACTIONS (a completion in progress). v4+ (broker-to-broker
 batching, KIP-890 verification) is not offered.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import local_queue
+from gateway_kafka.apis._common import partition_exists
 
 
 @api(key=24, min=0, max=3)
@@ -27,20 +28,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     for t in topics:
         name = t.get("name")
         for p in t.get("partitions") or ():
-            queue, why = local_queue(gw, name, p)
-            if queue is not None:  # transactions stay within this group (docs/design/cluster.md)
+            if partition_exists(gw, name, p):  # led by this group or another one
                 wanted.append((name, p))
             else:
-                # another group leads it: refused for good (the client's transaction becomes
-                # abortable at once), not the retriable "unknown partition" it would retry
-                # until its transaction timeout
-                bad[(name, p)] = E.POLICY_VIOLATION if why == E.NOT_LEADER_OR_FOLLOWER else why
-    if any(code == E.POLICY_VIOLATION for code in bad.values()):
-        gw.txn.note_refused_add(body.get("v3_and_below_transactional_id", ""), body.get("v3_and_below_producer_id", -1),
-                                body.get("v3_and_below_producer_epoch", -1))
-        gw.log.warning("transaction_spans_broker_groups", transactional_id=body.get("v3_and_below_transactional_id"),
-                       partitions=sorted(f"{t}-{p}" for (t, p), c in bad.items() if c == E.POLICY_VIOLATION),
-                       reason="a transaction's partitions must be led by the broker group coordinating it")
+                bad[(name, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
     tid = body.get("v3_and_below_transactional_id", "")
     if not authz.txn_id(ctx, authz.Op.WRITE, tid):
         code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

@@ -776,6 +776,28 @@ api(26, "EndTxn", "0-5", flexible="3+",
     producer_epoch: int16 5+ =-1
 """)
 
+api(27, "WriteTxnMarkers", "1-2", flexible="1+",
+    request="""
+    markers: []
+      producer_id: int64
+      producer_epoch: int16
+      transaction_result: bool
+      topics: []
+        name: string
+        partition_indexes: [int32]
+      coordinator_epoch: int32
+      transaction_version: int8 2+ =0
+""",
+    response="""
+    markers: []
+      producer_id: int64
+      topics: []
+        name: string
+        partitions: []
+          partition_index: int32
+          error_code: int16
+""")
+
 api(28, "TxnOffsetCommit", "0-4", flexible="3+",
     request="""
     transactional_id: string

@@ -295,6 +295,22 @@ def test_anonymous_delete_records_is_refused(secure):
     assert lo == 0
 
 
+def test_anonymous_write_txn_markers_is_refused(secure):
+    """WriteTxnMarkers (broker to broker) needs CLUSTER_ACTION: an anonymous caller writes no
+    marker (it would end another producer's transaction and move the high watermark)."""
+    from tests.gateway_kafka.kafka_helpers import RawKafka
+
+    topic = unique("anon-markers")
+    create_topic(secure, topic)
+    before = _watermarks(secure, topic)
+    with RawKafka(secure.kafka_bootstrap) as raw:
+        resp = raw.request(27, 1, {"markers": [{"producer_id": 7, "producer_epoch": 0, "transaction_result": True,
+                                                "topics": [{"name": topic, "partition_indexes": [0]}],
+                                                "coordinator_epoch": 0}]})
+    assert resp["markers"][0]["topics"][0]["partitions"][0]["error_code"] == 31  # CLUSTER_AUTHORIZATION_FAILED
+    assert _watermarks(secure, topic) == before
+
+
 def _watermarks(node, topic):
     from confluent_kafka import Consumer, TopicPartition
 

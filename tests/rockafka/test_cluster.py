@@ -355,42 +355,198 @@ def test_once_create_topics_answers_every_node_lists_every_partition(cluster):
                                                           for p in range(6)}, name
 
 
-def test_a_transaction_spanning_groups_is_refused_at_once_and_one_within_its_group_commits(cluster):
-    topic, tid = unique("txn"), unique("tid")
-    create_topic(cluster.bootstrap("broker-a"), topic, 3)  # one partition on each group
-    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
-    own = {0: 0, 100: 1, 200: 2}[coordinator_of(cluster.bootstrap("broker-a"), tid, 1)]
-    p = Producer({"bootstrap.servers": cluster.bootstrap("broker-a"), "transactional.id": tid})
-    p.init_transactions(30)
-    p.begin_transaction()
-    failed: list = []
-    for part in range(3):
-        p.produce(topic, f"spanning-{part}".encode(), partition=part,
-                  on_delivery=lambda err, msg: err and failed.append(err))
-    p.flush(30)
-    with pytest.raises(KafkaException) as refused:
-        p.commit_transaction(30)
-    err = refused.value.args[0]
-    assert err.txn_requires_abort() and "POLICY_VIOLATION" in str(err), err  # abortable, says why
-    p.abort_transaction(30)
-    p.begin_transaction()
-    p.produce(topic, b"within", partition=own)  # the coordinating group's own partition
-    p.commit_transaction(30)
-    c = Consumer({"bootstrap.servers": cluster.bootstrap("broker-b"), "group.id": unique("rc"),
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in range(3)])
+def read_committed(bootstrap: str, topic: str, partitions: list[int], want: int, settle: float = 1.0) -> list[bytes]:
+    """What a read_committed consumer reads of ``partitions`` from the beginning: until ``want``
+    values came (bounded), then ``settle`` seconds more (nothing else may follow)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("rc"), "isolation.level": "read_committed",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in partitions])
     got: list[bytes] = []
-    deadline = time.monotonic() + 30
     try:
-        while not got and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while len(got) < want and time.monotonic() < deadline:
             m = c.poll(0.5)
             if m is not None and not m.error():
                 got.append(m.value())
-        end = time.monotonic() + 2  # nothing of the refused transaction follows it
+        end = time.monotonic() + settle
         while time.monotonic() < end:
             m = c.poll(0.2)
             if m is not None and not m.error():
                 got.append(m.value())
     finally:
         c.close()
-    assert got == [b"within"]
+    return got
+
+
+def stable_offset(bootstrap: str, topic: str, partition: int) -> int:
+    """ListOffsets(latest, read_committed) of one partition: its last stable offset."""
+    with RawKafka(bootstrap) as raw:
+        got = raw.request(2, 5, {"replica_id": -1, "isolation_level": 1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                            "timestamp": -1}]}]})
+    part = got["topics"][0]["partitions"][0]
+    return part["offset"] if part["error_code"] == ErrorCode.NONE else -1
+
+
+def test_a_transaction_spanning_three_groups_commits_everywhere_and_an_aborted_one_stays_invisible(cluster):
+    topic, tid = unique("txn"), unique("tid")
+    create_topic(cluster.bootstrap("broker-a"), topic, 3)  # one partition on each group
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    p = Producer({"bootstrap.servers": cluster.bootstrap("broker-a"), "transactional.id": tid})
+    p.init_transactions(30)
+    for outcome in ("commit-1", "abort", "commit-2"):
+        p.begin_transaction()
+        for part in range(3):
+            for i in range(3):
+                p.produce(topic, f"{outcome}-{part}-{i}".encode(), partition=part)
+        p.flush(30)
+        if outcome == "abort":
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    want = sorted(f"{o}-{part}-{i}".encode() for o in ("commit-1", "commit-2") for part in range(3) for i in range(3))
+    for name in ("broker-b", "broker-c"):
+        got = read_committed(cluster.bootstrap(name), topic, [0, 1, 2], len(want))
+        assert sorted(got) == want, name  # every group's commit, none of the aborted records
+
+
+def test_java_kafka_clients_transactions_over_two_groups(cluster):
+    """The stock Java client's transaction scenario (compat/java KafkaRunner: a committed and an
+    aborted transaction over a 2-partition topic, which the cluster places on two groups)."""
+    from tests.compat import java_runner
+
+    before = set(AdminClient({"bootstrap.servers": cluster.bootstrap("broker-a")}).list_topics(timeout=10).topics)
+    java_runner.build(java_runner.KAFKA_DIR)
+    run = java_runner.run(java_runner.kafka_command(cluster.bootstrap("broker-a"), ["transactions"]), timeout=180)
+    run.assert_passed("transactions", 7)
+    made = [t for t in AdminClient({"bootstrap.servers": cluster.bootstrap("broker-a")}).list_topics(timeout=10).topics
+            if t.startswith("java-txn-") and t not in before]
+    assert len(made) == 1 and len(set(leaders(cluster.bootstrap("broker-a"), made[0]).values())) == 2, made
+
+
+def test_consume_transform_produce_commits_offsets_on_another_groups_coordinator_exactly_once(cluster):
+    """The consumer group's coordinator is not the transaction's: its offsets commit with the
+    transaction (the marker reaches the group coordinator's broker group by WriteTxnMarkers)."""
+    src, dst = unique("ctp-in"), unique("ctp-out")
+    for t in (src, dst):
+        create_topic(cluster.bootstrap("broker-a"), t, 3)
+        wait_leaders(cluster, t, {0: 0, 1: 100, 2: 200})
+    tid = unique("ctp-tid")
+    txn_coordinator = coordinator_of(cluster.bootstrap("broker-a"), tid, 1)
+    group = next(g for g in (unique("ctp-group") for _ in range(50))
+                 if coordinator_of(cluster.bootstrap("broker-a"), g, 0) != txn_coordinator)
+    inputs = produce(cluster.bootstrap("broker-a"), src, 3, 10)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap("broker-b"), "group.id": group, "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    p = Producer({"bootstrap.servers": cluster.bootstrap("broker-c"), "transactional.id": tid})
+    p.init_transactions(30)
+    c.subscribe([src])
+    seen = 0
+    aborted_once = False
+    deadline = time.monotonic() + 90
+    try:
+        while seen < 30 and time.monotonic() < deadline:
+            msgs = [m for m in c.consume(10, 1.0) if not m.error()]
+            if not msgs:
+                continue
+            p.begin_transaction()
+            for m in msgs:
+                p.produce(dst, b"out-" + m.value(), partition=m.partition())
+            p.send_offsets_to_transaction([tp for tp in c.position(c.assignment()) if tp.offset >= 0],
+                                          c.consumer_group_metadata(), 30)
+            if not aborted_once:  # the first batch once aborted: neither output nor offsets count
+                aborted_once = True
+                p.abort_transaction(30)
+                for tp in c.committed(c.assignment(), 30):  # back to what is committed
+                    c.seek(TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+                continue
+            p.commit_transaction(30)
+            seen += len(msgs)
+    finally:
+        c.close()
+    assert seen == 30
+    want = sorted(b"out-" + v for vs in inputs.values() for v in vs)
+    assert sorted(read_committed(cluster.bootstrap("broker-a"), dst, [0, 1, 2], 30)) == want  # exactly once
+    probe = Consumer({"bootstrap.servers": cluster.bootstrap("broker-a"), "group.id": group})
+    try:
+        committed = probe.committed([TopicPartition(src, part) for part in range(3)], 30)
+    finally:
+        probe.close()
+    assert {tp.partition: tp.offset for tp in committed} == {part: len(inputs[part]) for part in range(3)}
+
+
+def settled_coordinator(cluster: Cluster, tid: str) -> str:
+    """The group every node names as the coordinator of ``tid`` (a node just restarted names
+    itself until its view of the other groups arrives)."""
+    names = {node_id: name for name, node_id in GROUPS.items()}
+    cluster.wait_view()
+
+    def agreed() -> str | None:
+        try:
+            ids = {coordinator_of(cluster.bootstrap(n), tid, 1) for n in cluster.nodes}
+        except AssertionError:  # COORDINATOR_NOT_AVAILABLE meanwhile
+            return None
+        return names[ids.pop()] if len(ids) == 1 else None
+
+    return wait_until(agreed, 30, interval=0.2, what=f"every node names one coordinator of {tid}")
+
+
+def test_a_leader_group_killed_before_its_markers_gets_them_when_it_returns(cluster):
+    """EndTxn is answered once the commit is logged; a leader group whose master is down (SIGKILL)
+    gets its marker when it is back: its records of the committed transaction become visible (none
+    lost), and until then read_committed readers were held at the last stable offset."""
+    topic, tid = unique("txn-kill"), unique("tid-kill")
+    create_topic(cluster.bootstrap("broker-a"), topic, 3)  # partition k on group k
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    coordinator = settled_coordinator(cluster, tid)
+    victim = next(n for n in ("broker-b", "broker-c", "broker-a") if n != coordinator)
+    victim_part = GROUPS[victim] // 100
+    alive = next(n for n in GROUPS if n not in (coordinator, victim))
+    p = Producer({"bootstrap.servers": cluster.bootstrap(coordinator), "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    want = sorted(f"kill-{part}-{i}".encode() for part in range(3) for i in range(4))
+    for v in want:
+        p.produce(topic, v, partition=int(v.split(b"-")[1]))
+    assert p.flush(30) == 0  # every record acknowledged by its leader group
+    assert stable_offset(cluster.bootstrap(victim), topic, victim_part) == 0  # open: readers held at 0
+    cluster.nodes[victim].kill()
+    p.commit_transaction(60)  # answered: the commit is logged, the victim's marker waits
+    others = [part for part in range(3) if part != victim_part]
+    assert sorted(read_committed(cluster.bootstrap(alive), topic, others, 8, settle=0.2)) == \
+        [v for v in want if int(v.split(b"-")[1]) != victim_part]
+    cluster.nodes[victim].start()
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    wait_until(lambda: stable_offset(cluster.bootstrap(victim), topic, victim_part) >= 4, 60,
+               what="the returning group's last stable offset passes the committed records")
+    assert sorted(read_committed(cluster.bootstrap(alive), topic, [0, 1, 2], 12)) == want
+    p.begin_transaction()  # and the producer goes on
+    p.produce(topic, b"after", partition=victim_part)
+    p.commit_transaction(60)
+    assert read_committed(cluster.bootstrap(victim), topic, [victim_part], 5)[-1] == b"after"
+
+
+def test_a_coordinator_restarted_while_a_marker_waits_resumes_it_from_its_log(cluster):
+    """The commit is logged, one leader group is down; the coordinator's master is SIGKILLed and
+    restarted (its memory of acknowledged markers gone): from its log it sends the missing
+    marker once the group is back, and aborts nothing of the committed transaction meanwhile."""
+    topic, tid = unique("txn-coord"), unique("tid-coord")
+    create_topic(cluster.bootstrap("broker-a"), topic, 3)
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    coordinator = settled_coordinator(cluster, tid)
+    victim = next(n for n in ("broker-c", "broker-b", "broker-a") if n != coordinator)
+    alive = next(n for n in GROUPS if n not in (coordinator, victim))
+    p = Producer({"bootstrap.servers": cluster.bootstrap(alive), "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    want = sorted(f"coord-{part}-{i}".encode() for part in range(3) for i in range(3))
+    for v in want:
+        p.produce(topic, v, partition=int(v.split(b"-")[1]))
+    assert p.flush(30) == 0
+    cluster.nodes[victim].kill()
+    p.commit_transaction(60)
+    cluster.nodes[coordinator].kill()
+    cluster.nodes[coordinator].start()
+    cluster.nodes[victim].start()
+    wait_leaders(cluster, topic, {0: 0, 1: 100, 2: 200})
+    assert sorted(read_committed(cluster.bootstrap(alive), topic, [0, 1, 2], 9)) == want
