@@ -643,7 +643,7 @@ class PopService:
         msg.properties.setdefault(PROPERTY_RETRY_TOPIC, ext.topic)
         if share_queue is not None:  # resent to its partition, not to a retry topic (rockafka admin dlq resend)
             msg.properties[PROPERTY_SHARE_PARTITION] = str(share_queue)
-        msg.properties[PROPERTY_DLQ_ORIGIN_TOPIC] = msg.properties[PROPERTY_RETRY_TOPIC]
+        msg.properties[PROPERTY_DLQ_ORIGIN_TOPIC] = origin_topic  # the topic itself, not its POP retry topic
         msg.properties[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = msg.properties[PROPERTY_ORIGIN_MESSAGE_ID]
         self._put(msg, "dlq")
         log.info("message_to_dlq", group=group, topic=origin_topic, msg_id=msg.properties[PROPERTY_ORIGIN_MESSAGE_ID],

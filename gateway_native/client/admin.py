@@ -408,9 +408,17 @@ class Admin:
 
         async def run() -> None:
             route = await self.runtime.update_route(retry)
-            if route is None:
+            datas = [bd for bd in (route or {}).get("brokerDatas", []) if "0" in bd["brokerAddrs"]]
+            if not datas:
+                # a POP retry topic the broker has not registered yet (Apache RocketMQ's broker
+                # creates it locally and registers it with its next heartbeat): the broker that
+                # wrote the dead letter holds it
+                dlq_route = await self.runtime.update_route("%DLQ%" + group) or {}
+                datas = [bd for bd in dlq_route.get("brokerDatas", [])
+                         if "0" in bd["brokerAddrs"] and bd.get("brokerName") == m.broker_name]
+            if not datas:
                 raise MQClientError(f"No route info of the retry topic {retry}")
-            addr = next(bd["brokerAddrs"]["0"] for bd in route["brokerDatas"] if "0" in bd["brokerAddrs"])
+            addr = datas[0]["brokerAddrs"]["0"]
             from ..remoting.message_codec import properties_to_string
 
             await self._ok(addr, RC.SEND_MESSAGE, {
