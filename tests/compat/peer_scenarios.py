@@ -67,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
             result = grpc_java.run(peer.grpc_endpoint, run_id, scenarios, True, work / "grpc")
             print(f"rocketmq-client-java {result.info.get('client_version')} over TLS:", flush=True)
             failed += report(result, scenarios, grpc_java.MIN_CHECKS)
+            if "simple-dlq" in scenarios:
+                problems = grpc_java.dead_letter_problems(peer.namesrv_addr, run_id)
+                failed += bool(problems)
+                print(f"  {'FAIL' if problems else 'PASS'} simple-dlq's dead letter in %DLQ%<group>"
+                      f"{': ' + '; '.join(problems) if problems else ''}", flush=True)
             remoting = java_runner.run(java_runner.rocketmq_command("5.x", peer.namesrv_addr, "JSON",
                                                                     REMOTING_SCENARIOS, work / "remoting"), 300)
             print(f"rocketmq-client {remoting.info.get('client_version')} (remoting):", flush=True)
