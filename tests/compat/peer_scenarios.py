@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rocketmq-client-java {result.info.get('client_version')} over TLS:", flush=True)
             failed += report(result, scenarios, grpc_java.MIN_CHECKS)
             if "simple-dlq" in scenarios:
-                problems = grpc_java.dead_letter_problems(peer.namesrv_addr, run_id)
+                problems = grpc_java.dead_letter_problems(peer.namesrv_addr, run_id, exactly_once=False)
                 failed += bool(problems)
                 print(f"  {'FAIL' if problems else 'PASS'} simple-dlq's dead letter in %DLQ%<group>"
                       f"{': ' + '; '.join(problems) if problems else ''}", flush=True)

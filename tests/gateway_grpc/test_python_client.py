@@ -278,10 +278,11 @@ def test_dead_letter_after_max_attempts(config, producer, grpc_node):
                 assert c.receive(32, 1) == []
                 return a.dlq_messages(group)
             dead = wait_until(dead_lettered, timeout=30, what="the message in the DLQ")
-        assert [d.body for d in dead] == [b"poison"]
+        # Apache RocketMQ's proxy may move it twice (at-least-once); Rockafka moves it once
+        assert {(d.body, d.msg_id) for d in dead} == {(b"poison", first_id)}
+        assert len(dead) == 1 or os.environ.get("ROCKAFKA_PEER_GRPC")
         # the topic it was stored in when dead-lettered: the group's POP retry topic
         assert dead[0].properties.get("RETRY_TOPIC") == f"%RETRY%{group}_{topic}"
-        assert dead[0].msg_id == first_id  # the message id the consumer saw
         # sent back (`rockafka admin dlq resend`): into the group's POP retry topic, where the
         # consumer receives it again under its topic, as a first delivery
         with admin(grpc_node) as a:
