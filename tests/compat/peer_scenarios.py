@@ -53,10 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     # renewals), and invisible times from 1 s (Apache's default minimum is 10 s)
     # (Apache's renewal pass runs every renewSchedulePeriodMillis, 5 s by default: longer than
     # that 4 s invisible time)
+    # The broker asks a producer to check a transaction only through a channel the proxy has
+    # registered by its producer heartbeat (every transactionHeartbeatPeriodSecond, 20 s by
+    # default), and gives a half message up after transactionCheckMax (15) failed checks: with a
+    # 1 s check the heartbeat could come too late ("Check transaction failed, channel is null").
     proxy = {"defaultInvisibleTimeMills": 4000, "renewAheadTimeMillis": 3000, "renewSchedulePeriodMillis": 1000,
-             "minInvisibleTimeMillsForRecv": 1000}
+             "minInvisibleTimeMillsForRecv": 1000, "transactionHeartbeatPeriodSecond": 1}
     with RocketMQPeer(work / "peer", proxy=True, proxy_overrides=proxy,
-                      overrides={"transactionTimeOut": 1000, "transactionCheckInterval": 1000,
+                      overrides={"transactionTimeOut": 1000, "transactionCheckInterval": 1000, "transactionCheckMax": 60,
                                  "recallMessageEnable": "true"}) as peer:
         print(f"Apache RocketMQ 5.5: namesrv {peer.namesrv_addr}, gRPC proxy {peer.grpc_endpoint}", flush=True)
         (work / "home").mkdir()
