@@ -93,8 +93,8 @@ def python_client(peer: RocketMQPeer) -> int:
     proc = subprocess.run([sys.executable, "-m", "pytest", "tests/gateway_grpc/test_python_client.py", "-rA", "-q",
                            "-p", "no:cacheprovider", "-k", "not cross_protocols"],
                           cwd=java_runner.ROOT, env=env, capture_output=True, text=True, timeout=900)
-    import rocketmq  # the official client's version, for the report
-    print(f"rocketmq-python-client {getattr(rocketmq, '__version__', '?')} (gRPC, plaintext):", flush=True)
+    from importlib.metadata import version  # the official client's version, for the report
+    print(f"rocketmq-python-client {version('rocketmq-python-client')} (gRPC, plaintext):", flush=True)
     failed = 0
     for line in proc.stdout.splitlines():
         m = re.match(r"^(PASSED|FAILED|ERROR) tests/gateway_grpc/test_python_client\.py::(\S+)(.*)$", line)
