@@ -619,7 +619,7 @@ class PopService:
                 return r
         return None
 
-    def _copy(self, ext: MessageExt, topic: str, origin_topic: str, reconsume: int) -> Message:
+    def _copy(self, ext: MessageExt, topic: str, reconsume: int) -> Message:
         props = dict(ext.properties)
         tags = props.pop(PROPERTY_TAGS, None)
         keys = props.pop(PROPERTY_KEYS, None)
@@ -633,7 +633,9 @@ class PopService:
     def _to_retry(self, group: str, origin_topic: str, ext: MessageExt) -> None:
         topic = pop_retry_topic(group, origin_topic)
         self._ensure_topic(topic)
-        msg = self._copy(ext, topic, origin_topic, ext.reconsume_times + 1)
+        # as RocketMQ's PopReviveService.reviveRetry: the copy carries no RETRY_TOPIC (the POP
+        # retry topic itself names the group and the original topic)
+        msg = self._copy(ext, topic, ext.reconsume_times + 1)
         msg.properties.setdefault(PROPERTY_FIRST_POP_TIME, str(int(time.time() * 1000)))
         self._put(msg, "retry")
 
@@ -641,14 +643,15 @@ class PopService:
                 share_queue: int | None = None) -> None:
         topic = topic or DLQ_PREFIX + group
         self._ensure_topic(topic)
-        msg = self._copy(ext, topic, origin_topic, ext.reconsume_times + 1)
+        msg = self._copy(ext, topic, ext.reconsume_times + 1)
+        # as RocketMQ's consumerSendMsgBack (where the proxy's and the POP client's dead letters
+        # go): RETRY_TOPIC, unless already set, is the topic the message was stored in — the
+        # POP retry topic %RETRY%<group>_<topic> after a retry, the topic itself on a first
+        # delivery (and for FIFO and share groups, which are not re-put)
+        msg.properties.setdefault(PROPERTY_RETRY_TOPIC, ext.topic)
         if share_queue is not None:  # resent to its partition, not to a retry topic (rockafka admin dlq resend)
             msg.properties[PROPERTY_SHARE_PARTITION] = str(share_queue)
-        # as RocketMQ's send-back to the DLQ: RETRY_TOPIC is kept when the message has one, else it
-        # is the topic the message was read from (the POP retry topic ``%RETRY%<group>_<topic>``
-        # after a revive); DLQ_ORIGIN_TOPIC always names the topic it was sent to
-        msg.properties.setdefault(PROPERTY_RETRY_TOPIC, ext.topic or origin_topic)
-        msg.properties[PROPERTY_DLQ_ORIGIN_TOPIC] = origin_topic
+        msg.properties[PROPERTY_DLQ_ORIGIN_TOPIC] = origin_topic  # the topic itself, not its POP retry topic
         msg.properties[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = msg.properties[PROPERTY_ORIGIN_MESSAGE_ID]
         self._put(msg, "dlq")
         log.info("message_to_dlq", group=group, topic=origin_topic, msg_id=msg.properties[PROPERTY_ORIGIN_MESSAGE_ID],

@@ -291,13 +291,16 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
     elif cmd == "dlq":
         if action == "list":
             msgs = admin.dlq_messages(args.group, args.max)
-            rows = [{**_message_row(m), "originTopic": dlq_origin_topic(m.properties, args.group),
+            from gateway_native.client.admin import dead_letter_origin
+
+            rows = [{**_message_row(m), "originTopic": dead_letter_origin(args.group, m.properties)[0],
                      "originMsgId": m.properties.get("ORIGIN_MESSAGE_ID")} for m in msgs]
             emit(rows, js, ["originMsgId", "originTopic", "reconsumeTimes", "storeTimestamp", "body"])
         elif action == "resend":
+            from gateway_native.client.admin import dead_letter_origin
+
             m = admin.resend_dlq_message(args.group, args.msg_id)
-            origin = dlq_origin_topic(m.properties, args.group)
-            to = origin if "SHARE_PARTITION" in m.properties else "%RETRY%" + args.group
+            origin, to, _ = dead_letter_origin(args.group, m.properties)
             emit({"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": to, "originTopic": origin}, js)
     elif cmd == "acl":
         if action == "set-user":

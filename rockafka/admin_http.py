@@ -252,13 +252,13 @@ class AdminHttp:
 
     async def resend_dead_letter(self, group: str, msg_id: str) -> dict[str, Any]:
         from gateway_native.client import Admin
-        from gateway_native.client.message import dlq_origin_topic
+        from gateway_native.client.admin import dead_letter_origin
 
         def resend() -> dict[str, Any]:
             with Admin(self._namesrv(), timeout_ms=10_000, **self._client_options()) as admin:
                 m = admin.resend_dlq_message(group, msg_id)
-            return {"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": "%RETRY%" + group,
-                    "originTopic": dlq_origin_topic(m.properties, group)}
+            origin, to, _ = dead_letter_origin(group, m.properties)
+            return {"resent": m.properties.get("ORIGIN_MESSAGE_ID") or m.msg_id, "to": to, "originTopic": origin}
 
         result = await self.call(resend)
         log.info("dlq_resent", group=group, msg_id=msg_id, origin_topic=result["originTopic"])

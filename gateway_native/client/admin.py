@@ -21,6 +21,28 @@ from .message import MessageQueue, MQBrokerError, MQClientError, dlq_origin_topi
 from .runtime import ClientRuntime
 
 
+def dead_letter_origin(group: str, properties: dict[str, str]) -> tuple[str | None, str, int]:
+    """Where a dead letter of ``group`` came from and where a resend puts it: ``(original topic,
+    resend topic, queue id)``, read from its RETRY_TOPIC, which holds the topic the message was
+    stored in when it was dead-lettered (RocketMQ's consumerSendMsgBack):
+
+    - a POP consumer's letter after a retry names the group's POP retry topic
+      ``%RETRY%<group>_<topic>`` (``+`` in RocketMQ's retry topic V2): back into that topic,
+      which the group's POP consumers read, under ``<topic>``;
+    - a Kafka share group's letter (property SHARE_PARTITION) names its topic: back to the end
+      of the partition it came from (share consumers read only the topics they subscribe to);
+    - any other names the original topic: back to ``%RETRY%<group>``, which the group's push
+      and pull consumers read."""
+    retry = properties.get("RETRY_TOPIC")
+    if retry and "SHARE_PARTITION" in properties:
+        return retry, retry, int(properties["SHARE_PARTITION"])
+    for sep in ("_", "+"):
+        prefix = f"%RETRY%{group}{sep}"
+        if retry and retry.startswith(prefix) and len(retry) > len(prefix):
+            return retry[len(prefix):], retry, 0
+    return retry, "%RETRY%" + group, 0
+
+
 @dataclass
 class QueueProgress:
     queue: MessageQueue
@@ -372,10 +394,8 @@ class Admin:
         return self._call(run())
 
     def resend_dlq_message(self, group: str, msg_id: str) -> MessageExt:
-        """Send a dead letter back to ``%RETRY%<group>`` (reconsume count reset to 0), so that
-        group — and only it — consumes it again, under its original topic name. A Kafka share
-        group's dead letter (property SHARE_PARTITION) goes back to the end of its partition
-        instead: share consumers read only the topics they subscribe to."""
+        """Send a dead letter back where ``dead_letter_origin`` says (reconsume count reset to
+        0), so that group — and only it — consumes it again, under its original topic name."""
         found = [m for m in self.dlq_messages(group, 10_000)
                  if msg_id in (m.msg_id, m.offset_msg_id, m.properties.get("ORIGIN_MESSAGE_ID"))]
         if not found:
@@ -383,19 +403,22 @@ class Admin:
         m = found[0]
         props = dict(m.properties)
         props.pop("DELAY", None)
-        retry, queue_id = "%RETRY%" + group, 0
-        origin = dlq_origin_topic(props, group)
-        if origin:   # the consumer restores this name from RETRY_TOPIC
-            props["RETRY_TOPIC"] = origin
-        if "SHARE_PARTITION" in props and origin:
-            # a Kafka share group's dead letter: back to the end of the partition it came from
-            retry, queue_id = origin, int(props.pop("SHARE_PARTITION"))
+        _, retry, queue_id = dead_letter_origin(group, props)
+        props.pop("SHARE_PARTITION", None)
 
         async def run() -> None:
             route = await self.runtime.update_route(retry)
-            if route is None:
+            datas = [bd for bd in (route or {}).get("brokerDatas", []) if "0" in bd["brokerAddrs"]]
+            if not datas:
+                # a POP retry topic the broker has not registered yet (Apache RocketMQ's broker
+                # creates it locally and registers it with its next heartbeat): the broker that
+                # wrote the dead letter holds it
+                dlq_route = await self.runtime.update_route("%DLQ%" + group) or {}
+                datas = [bd for bd in dlq_route.get("brokerDatas", [])
+                         if "0" in bd["brokerAddrs"] and bd.get("brokerName") == m.broker_name]
+            if not datas:
                 raise MQClientError(f"No route info of the retry topic {retry}")
-            addr = next(bd["brokerAddrs"]["0"] for bd in route["brokerDatas"] if "0" in bd["brokerAddrs"])
+            addr = datas[0]["brokerAddrs"]["0"]
             from ..remoting.message_codec import properties_to_string
 
             await self._ok(addr, RC.SEND_MESSAGE, {

@@ -51,6 +51,27 @@ def prepare(mqadmin: MQAdmin, run_id: str, cluster: str = "DefaultCluster", only
     assert not failed, f"mqadmin set-up failed: {failed}"
 
 
+def dead_letter_problems(namesrv_addr: str, run_id: str, exactly_once: bool = True) -> list[str]:
+    """What is wrong with the ``simple-dlq`` scenario's dead letter, read from the broker with
+    the remoting admin client (the runner only sees the message stop coming): one in
+    ``%DLQ%G-dlq-<run id>`` (``exactly_once=False``: copies of that one allowed, Apache
+    RocketMQ's proxy may move it twice), its tag kept, and ``RETRY_TOPIC`` naming where it was
+    stored when it died, the group's POP retry topic (as Apache RocketMQ 5.5 writes it)."""
+    from gateway_native.client import Admin
+
+    group, topic = f"G-dlq-{run_id}", f"grpc-dlq-{run_id}"
+    with Admin(namesrv_addr) as admin:
+        dead = admin.dlq_messages(group)
+    if not dead or (exactly_once and len(dead) != 1) or len({d.msg_id for d in dead}) != 1:
+        return [f"{len(dead)} dead letters in %DLQ%{group} ({sorted({d.msg_id for d in dead})}), expected 1"]
+    d, problems = dead[0], []
+    if d.tags != "TagX":
+        problems.append(f"tag {d.tags!r}, expected 'TagX'")
+    if d.properties.get("RETRY_TOPIC") != f"%RETRY%{group}_{topic}":
+        problems.append(f"RETRY_TOPIC {d.properties.get('RETRY_TOPIC')!r}, expected %RETRY%{group}_{topic}")
+    return problems
+
+
 def build() -> None:
     java_runner.build(DIR)
 

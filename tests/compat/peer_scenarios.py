@@ -54,10 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     # renewals), and invisible times from 1 s (Apache's default minimum is 10 s)
     # (Apache's renewal pass runs every renewSchedulePeriodMillis, 5 s by default: longer than
     # that 4 s invisible time)
+    # The broker asks a producer to check a transaction only through a channel the proxy has
+    # registered by its producer heartbeat (every transactionHeartbeatPeriodSecond, 20 s by
+    # default), and gives a half message up after transactionCheckMax (15) failed checks: with a
+    # 1 s check the heartbeat could come too late ("Check transaction failed, channel is null").
     proxy = {"defaultInvisibleTimeMills": 4000, "renewAheadTimeMillis": 3000, "renewSchedulePeriodMillis": 1000,
-             "minInvisibleTimeMillsForRecv": 1000}
+             "minInvisibleTimeMillsForRecv": 1000, "transactionHeartbeatPeriodSecond": 1}
     with RocketMQPeer(work / "peer", proxy=True, proxy_overrides=proxy,
-                      overrides={"transactionTimeOut": 1000, "transactionCheckInterval": 1000,
+                      overrides={"transactionTimeOut": 1000, "transactionCheckInterval": 1000, "transactionCheckMax": 60,
                                  "recallMessageEnable": "true"}) as peer:
         print(f"Apache RocketMQ 5.5: namesrv {peer.namesrv_addr}, gRPC proxy {peer.grpc_endpoint}", flush=True)
         (work / "home").mkdir()
@@ -68,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
             result = grpc_java.run(peer.grpc_endpoint, run_id, scenarios, True, work / "grpc")
             print(f"rocketmq-client-java {result.info.get('client_version')} over TLS:", flush=True)
             failed += report(result, scenarios, grpc_java.MIN_CHECKS)
+            if "simple-dlq" in scenarios:
+                problems = grpc_java.dead_letter_problems(peer.namesrv_addr, run_id, exactly_once=False)
+                failed += bool(problems)
+                print(f"  {'FAIL' if problems else 'PASS'} simple-dlq's dead letter in %DLQ%<group>"
+                      f"{': ' + '; '.join(problems) if problems else ''}", flush=True)
             remoting = java_runner.run(java_runner.rocketmq_command("5.x", peer.namesrv_addr, "JSON",
                                                                     REMOTING_SCENARIOS, work / "remoting"), 300)
             print(f"rocketmq-client {remoting.info.get('client_version')} (remoting):", flush=True)
@@ -85,8 +94,8 @@ def python_client(peer: RocketMQPeer, only: str = "") -> int:
     proc = subprocess.run([sys.executable, "-m", "pytest", "tests/gateway_grpc/test_python_client.py", "-rA", "-q",
                            "-p", "no:cacheprovider", "-k", f"not cross_protocols{f' and ({only})' if only else ''}"],
                           cwd=java_runner.ROOT, env=env, capture_output=True, text=True, timeout=900)
-    import rocketmq  # the official client's version, for the report
-    print(f"rocketmq-python-client {getattr(rocketmq, '__version__', '?')} (gRPC, plaintext):", flush=True)
+    from importlib.metadata import version  # the official client's version, for the report
+    print(f"rocketmq-python-client {version('rocketmq-python-client')} (gRPC, plaintext):", flush=True)
     failed = 0
     for line in proc.stdout.splitlines():
         m = re.match(r"^(PASSED|FAILED|ERROR) tests/gateway_grpc/test_python_client\.py::(\S+)(.*)$", line)

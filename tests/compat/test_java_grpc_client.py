@@ -36,12 +36,22 @@ def tls_run(node, tmp_path_factory):
     mqadmin = MQAdmin.built(node.namesrv_addr, tmp_path_factory.mktemp("mqadmin-home"))
     run_id = grpc_java.new_run_id()
     grpc_java.prepare(mqadmin, run_id)
-    return grpc_java.run_side_by_side(node.grpc_endpoint, run_id, True, tmp_path_factory.mktemp("grpc-java"))
+    result = grpc_java.run_side_by_side(node.grpc_endpoint, run_id, True, tmp_path_factory.mktemp("grpc-java"))
+    result.run_id = run_id
+    return result
 
 
 @pytest.mark.parametrize("scenario", grpc_java.SCENARIOS)
 def test_java_grpc_client_over_tls(tls_run, scenario):
     tls_run.assert_passed(scenario, grpc_java.MIN_CHECKS[scenario])
+
+
+def test_java_grpc_dead_letter_is_in_the_groups_dlq(tls_run, node):
+    """simple-dlq's message, gone from the consumer after its last attempt, is in %DLQ%<group>
+    with its tag and RETRY_TOPIC = the group's POP retry topic (as Apache RocketMQ 5.5 writes it;
+    ``make compat-peer`` checks it there)."""
+    tls_run.assert_passed("simple-dlq", grpc_java.MIN_CHECKS["simple-dlq"])
+    assert grpc_java.dead_letter_problems(node.namesrv_addr, tls_run.run_id) == []
 
 
 def test_java_grpc_client_plaintext_on_the_same_port(node, tmp_path):

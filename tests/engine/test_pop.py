@@ -106,6 +106,8 @@ def test_dead_letter_after_max_attempts(make_store):
     from engine.message import decode_message
     d = decode_message(bytes(dlq.messages[0]))
     assert d.body == b"m0" and d.properties["DLQ_ORIGIN_TOPIC"] == T and d.reconsume_times == 3
+    # where it was stored when dead-lettered, as Apache RocketMQ writes it: the POP retry topic
+    assert d.properties["RETRY_TOPIC"] == f"%RETRY%{G}_{T}"
 
 
 def test_change_invisible_time_extends_and_renews_the_handle(make_store):
