@@ -213,8 +213,6 @@ def _controller_addrs(args: argparse.Namespace) -> list[str]:
 
 
 def _dispatch(admin: Any, args: argparse.Namespace) -> int:
-    from gateway_native.client.message import dlq_origin_topic
-
     cmd, action, js = args.admin_command, getattr(args, "action", None), args.json
     if cmd == "controller":
         addrs = _controller_addrs(args)

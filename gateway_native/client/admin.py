@@ -17,7 +17,7 @@ from typing import Any
 from ..remoting.route import decode_route_json
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import MessageDecodeError, MessageExt, decode_offset_msg_id, decode_units
-from .message import MessageQueue, MQBrokerError, MQClientError, dlq_origin_topic
+from .message import MessageQueue, MQBrokerError, MQClientError
 from .runtime import ClientRuntime
 
 

@@ -110,14 +110,3 @@ class MessageSelector:
     @classmethod
     def by_sql(cls, expression: str) -> "MessageSelector":
         return cls("SQL92", expression)
-
-
-def dlq_origin_topic(props: dict[str, str], group: str) -> str | None:
-    """The topic a dead letter of ``group`` was first sent to: DLQ_ORIGIN_TOPIC when the message
-    has it, else RETRY_TOPIC, read through the POP retry topic name ``%RETRY%<group>_<topic>``
-    that RocketMQ leaves there for a message that died after a revive."""
-    origin = props.get("DLQ_ORIGIN_TOPIC") or props.get("RETRY_TOPIC")
-    pop_retry = f"%RETRY%{group}_"
-    if origin and origin.startswith(pop_retry):
-        origin = origin[len(pop_retry):]
-    return origin or None
