@@ -399,27 +399,34 @@ class KafkaGateway:
             self.send_queue.shutdown()
         log.info("kafka_gateway_stopped", port=self.port)
 
-    async def authenticate_inner(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Log in as the node on another node's primary Kafka listener (the same listeners on
-        every node of the cluster): SASL PLAIN with ``innerClientAuthenticationCredentials``,
-        whose principal is a super user (cluster action). Nothing on a PLAINTEXT listener.
-        PermissionError when the login is refused or the listener needs TLS."""
+    async def connect_node(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to another node's primary Kafka listener (the same listeners on every
+        node of the cluster), logged in as this node: TLS when the listener is SSL / SASL_SSL
+        (the node's client context: its certificate is presented when asked for), then SASL PLAIN
+        with ``innerClientAuthenticationCredentials`` (a super user: cluster action) when the
+        listener is SASL_*. PermissionError when the login is refused or cannot be made."""
+        from engine.security.tls import client_context
         from gateway_kafka.protocol.codec import decode_response, encode_request
 
         spec = self.settings.listeners[0]
-        if not spec.sasl and not spec.tls:
-            return
+        ssl_ctx = client_context(self.config) if spec.tls else None
+        reader, writer = await asyncio.open_connection(host, port, ssl=ssl_ctx)
+        if not spec.sasl:
+            return reader, writer
         inner = self.security.inner
-        if spec.tls or inner is None or "PLAIN" not in self.settings.sasl_mechanisms:
-            raise PermissionError(f"node-to-node Kafka requests need a SASL_PLAINTEXT listener with PLAIN and "
-                                  f"innerClientAuthenticationCredentials (listener {spec.name}: {spec.protocol})")
+        if inner is None or "PLAIN" not in self.settings.sasl_mechanisms:
+            writer.close()
+            raise PermissionError(f"node-to-node Kafka requests on listener {spec.name} ({spec.protocol}) need PLAIN "
+                                  f"among the SASL mechanisms and innerClientAuthenticationCredentials")
         for key, version, body in ((17, 1, {"mechanism": "PLAIN"}),
                                    (36, 1, {"auth_bytes": b"\0" + inner[0].encode() + b"\0" + inner[1].encode()})):
             writer.write(encode_request(key, version, 0, body, "rockafka-node"))
             size = int.from_bytes(await reader.readexactly(4), "big")
             _corr, resp = decode_response(key, version, await reader.readexactly(size))
             if resp.get("error_code"):
+                writer.close()
                 raise PermissionError(f"node login refused: {resp.get('error_message') or resp['error_code']}")
+        return reader, writer
 
     async def put(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """A store write: on the loop when it only copies into the mapped commitlog

@@ -458,13 +458,13 @@ class TransactionCoordinator:
         writer = None
         try:
             async with asyncio.timeout(5):
-                reader, writer = await asyncio.open_connection(node.host, node.port)
+                reader, writer = await self.gw.connect_node(node.host, node.port)
                 writer.write(encode_request(22, 1, 1, {"transactional_id": None, "transaction_timeout_ms": timeout_ms},
                                             RELAY_CLIENT_ID))
                 size = int.from_bytes(await reader.readexactly(4), "big")
                 _corr, resp = decode_response(22, 1, await reader.readexactly(size))
             return resp["error_code"], resp["producer_id"], resp["producer_epoch"]
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, PermissionError) as exc:
             log.info("producer_id_from_master_failed", master=f"{node.host}:{node.port}", error=str(exc))
             return E.COORDINATOR_NOT_AVAILABLE, -1, -1
         finally:
@@ -696,8 +696,7 @@ class TransactionCoordinator:
         done: set[tuple[str, int]] = set()
         try:
             async with asyncio.timeout(5):
-                reader, writer = await asyncio.open_connection(node.host, node.port)
-                await self.gw.authenticate_inner(reader, writer)
+                reader, writer = await self.gw.connect_node(node.host, node.port)
                 writer.write(encode_request(27, 1, 1, body, MARKER_CLIENT_ID))
                 size = int.from_bytes(await reader.readexactly(4), "big")
                 _corr, resp = decode_response(27, 1, await reader.readexactly(size))

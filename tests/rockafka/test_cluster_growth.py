@@ -11,15 +11,15 @@ Kafka's TopicCommand, Apache RocketMQ's mqadmin, the project's RocketMQ admin.
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway_native.client.admin import Admin
 from tests.compat.mqadmin import MQAdmin
+from tests.rockafka.test_cluster import consume_all, leaders
 from tests.support.group import TEST_SETTINGS, wait_until
 from tests.support.node import ROOT, RunningNode, StandaloneNamesrv
 
@@ -42,11 +42,6 @@ def brokers(bootstrap: str) -> set[int]:
     return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers)
 
 
-def leaders(bootstrap: str, topic: str) -> dict[int, int]:
-    t = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=15).topics[topic]
-    return {} if t.error is not None else {p: pm.leader for p, pm in t.partitions.items()}
-
-
 def wait_leaders(nodes: dict[str, RunningNode], topic: str, want: dict[int, int]) -> None:
     for name, n in nodes.items():
         wait_until(lambda: leaders(n.kafka_bootstrap, topic) == want, 30,
@@ -62,21 +57,6 @@ def produce(bootstrap: str, topic: str, partitions: list[int], tag: str, n: int 
             prod.produce(topic, v, partition=p, on_delivery=lambda err, msg: err and errors.append((msg.partition(), err)))
     assert prod.flush(30) == 0 and not errors, errors[:3]
     return sent
-
-
-def read_all(bootstrap: str, topic: str, partitions: list[int], total: int) -> dict[int, list[bytes]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    got: dict[int, list[bytes]] = {}
-    deadline = time.monotonic() + 60
-    try:
-        while sum(map(len, got.values())) < total and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is not None and not m.error():
-                got.setdefault(m.partition(), []).append(m.value())
-    finally:
-        c.close()
-    return got
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -133,11 +113,11 @@ def test_a_group_added_to_a_live_cluster_takes_new_topics_and_grown_partitions(t
         # records written before the growth are where they were, new ones land on every partition
         after = produce(nodes["broker-b"].kafka_bootstrap, old, [0, 1, 2, 3, 4], "after")
         want = {p: before.get(p, []) + after[p] for p in range(5)}
-        assert read_all(nodes["broker-c"].kafka_bootstrap, old, list(range(5)), 36) == want
+        assert consume_all(nodes["broker-c"].kafka_bootstrap, old, list(range(5)), 36) == want
         sent = produce(bs, native_topic, [0, 1, 2], "n")
-        assert read_all(nodes["broker-b"].kafka_bootstrap, native_topic, [0, 1, 2], 12) == sent
+        assert consume_all(nodes["broker-b"].kafka_bootstrap, native_topic, [0, 1, 2], 12) == sent
         sent = produce(bs, new, [0, 1, 2], "u")
-        assert read_all(nodes["broker-c"].kafka_bootstrap, new, [0, 1, 2], 12) == sent
+        assert consume_all(nodes["broker-c"].kafka_bootstrap, new, [0, 1, 2], 12) == sent
     finally:
         for n in nodes.values():
             try:
