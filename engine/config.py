@@ -297,6 +297,7 @@ EXTRA_KEYS: dict[str, tuple[str, str]] = {
     "advertised_listeners": ("listeners", "Kafka addresses clients are told, per listener name"),
     "listener_security_protocol_map": ("standard names", "Kafka listener NAME:PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL"),
     "kafka_direct_put": ("true under ASYNC_FLUSH", "store produced batches on the event loop"),
+    "kafka_fetch_sendfile": ("true", "Fetch on a plain TCP listener sends stored batches from the segment files (sendfile)"),
     "transaction_state_log_num_partitions": ("50", "__transaction_state partitions, fixed once created"),
     "transactional_id_expiration_ms": ("604800000", "forget a transactional id idle this long"),
     "producer_id_space": ("kafka_node_id // 100", "this broker group's share of Kafka producer ids (space << 40)"),

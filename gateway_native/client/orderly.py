@@ -29,7 +29,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import structlog
 
@@ -39,8 +39,6 @@ from ..transport import ConnectionClosedError, RemotingTimeoutError
 from .consumer_base import CLUSTERING, RETRY_PREFIX, ProcessQueue
 from .message import MessageQueue, MQClientError
 
-if TYPE_CHECKING:
-    from .push_consumer import PushConsumer
 
 log = structlog.get_logger("rockafka.client.orderly")
 
@@ -60,6 +58,23 @@ class ConsumeOrderlyContext:
 OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
 
 
+class OrderlyConsumer(Protocol):
+    """What the service uses of its ``PushConsumer``."""
+
+    runtime: Any
+    group: str
+    message_model: str
+    offset_store: Any
+    assigned: dict[MessageQueue, ProcessQueue]
+    executor: Any
+    running: bool
+    batch_max: int
+    max_reconsume_times: int
+    reconsume_delay: float
+
+    def _send_back(self, msg: MessageExt, ctx: Any) -> bool: ...
+
+
 class QueueState:
     def __init__(self) -> None:
         self.consume_lock = threading.Lock()   # one consume task per queue
@@ -71,7 +86,7 @@ class QueueState:
 
 
 class OrderlyService:
-    def __init__(self, consumer: "PushConsumer", listener: OrderlyListener, *, lock_renew_interval_ms: int = 20_000,
+    def __init__(self, consumer: OrderlyConsumer, listener: OrderlyListener, *, lock_renew_interval_ms: int = 20_000,
                  lock_local_expiry_ms: int = 30_000):
         self.consumer = consumer
         self.listener = listener
