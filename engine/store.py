@@ -233,6 +233,10 @@ class MessageStore:
         self._group_commit: GroupCommitService | None = None
         self._background: threading.Thread | None = None
         self._stop_event = threading.Event()
+        # retention passes hold this; stop_retention() ends them before the owners of retention
+        # guards (state logs replayed at start) stop and take their guards away
+        self._clean_lock = threading.Lock()
+        self._retention_stopped = False
         self._lock_fd: int | None = None
         self.running = False
         self._was_started = False
@@ -301,6 +305,7 @@ class MessageStore:
         self.dispatcher.start()
         self._stop_event.clear()
         self._wake_background.clear()
+        self._retention_stopped = False
         self.disk.refresh(self.confirmed_offset)
         self._background = threading.Thread(target=self._background_loop, name="store-background", daemon=True)
         self._background.start()
@@ -1403,7 +1408,20 @@ class MessageStore:
     def disk_used_ratio(self) -> float:
         return self.disk.ratio if self.disk.total else self.disk.refresh(self.confirmed_offset)
 
+    def stop_retention(self) -> None:
+        """No retention pass runs from now until the next start (one under way finishes first).
+        A shutdown calls it before the owners of retention guards stop: with their guards gone a
+        pass could delete segments their replay at the next start still reads."""
+        with self._clean_lock:
+            self._retention_stopped = True
+
     def clean_expired_files(self, force: bool = False, now_ms: float | None = None) -> int:
+        with self._clean_lock:
+            if self._retention_stopped:
+                return 0
+            return self._clean_expired_files(force, now_ms)
+
+    def _clean_expired_files(self, force: bool = False, now_ms: float | None = None) -> int:
         """Retention pass (RocketMQ's CleanCommitLogService + CleanConsumeQueueService).
 
         Expired commitlog segments (older than fileReservedTime) go when the hour is in

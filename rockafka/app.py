@@ -266,6 +266,8 @@ class Node:
 
     async def stop(self) -> None:
         loop = asyncio.get_running_loop()
+        # first: no retention pass once the components below take their retention guards away
+        await loop.run_in_executor(None, self.store.stop_retention)
         for comp in reversed(self.components):
             try:
                 await comp.stop()
