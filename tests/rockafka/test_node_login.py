@@ -26,9 +26,9 @@ def login(raw: RawKafka, user: str, password: str) -> None:
 
 def test_a_slave_relays_init_producer_id_to_its_master_logged_in_as_the_node(tmp_path):
     group = BrokerGroup(tmp_path, role="ASYNC_MASTER", settings=SASL,
-                        namesrv_settings={"innerClientAuthenticationCredentials": SASL["innerClientAuthenticationCredentials"]}
-                        ).start()
+                        namesrv_settings={"innerClientAuthenticationCredentials": SASL["innerClientAuthenticationCredentials"]})
     try:
+        group.start()
         slave = group.slaves[0]
 
         def ask_slave() -> dict:
