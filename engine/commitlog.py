@@ -21,7 +21,7 @@ import os
 import struct
 import threading
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import structlog
 
@@ -91,15 +91,23 @@ class CommitLog:
         return f.file_from_offset + pos
 
     # -- reading -----------------------------------------------------------------------------
-    def read(self, offset: int, size: int) -> bytes | None:
-        """``size`` bytes at ``offset``, or None when not all of them were written (or deleted).
-        Nothing past the write position is read: those pages may be holes (see file_io)."""
+    def _locate(self, offset: int, size: int) -> tuple[Any, int] | None:
+        """The segment holding log ``offset`` and the position in it; None when the ``size``
+        bytes from there are not all written yet or the segment is gone."""
         if offset + size > self.mfq.max_offset:
             return None
         f = self.mfq.find(offset)
         if f is None:
             return None
-        pos = offset - f.file_from_offset
+        return f, offset - f.file_from_offset
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """``size`` bytes at ``offset``, or None when not all of them were written (or deleted).
+        Nothing past the write position is read: those pages may be holes (see file_io)."""
+        found = self._locate(offset, size)
+        if found is None:
+            return None
+        f, pos = found
         try:
             data = f.read(pos, size)
         except ValueError:  # unmapped by retention meanwhile
@@ -112,12 +120,10 @@ class CommitLog:
         they are not all written, the segment is gone, or it has no descriptor (in-memory
         store). ``refs`` caches one reference per segment for one response. Units never span
         segments. Nothing past the write position is handed out (see ``read``)."""
-        if offset + size > self.mfq.max_offset:
+        found = self._locate(offset, size)
+        if found is None:
             return None
-        f = self.mfq.find(offset)
-        if f is None:
-            return None
-        pos = offset - f.file_from_offset
+        f, pos = found
         if pos + size > f.wrote_position:
             return None
         ref = refs.get(f.file_from_offset)

@@ -40,6 +40,7 @@ import structlog
 
 from engine.consumer_offset import is_reserved_group
 from gateway_kafka import error_codes as E
+from gateway_kafka.consumer_groups import GroupError
 from gateway_kafka.protocol import records
 
 log = structlog.get_logger("rockafka.kafka.streams_groups")
@@ -53,11 +54,7 @@ STALE_TOPOLOGY, MISSING_SOURCE_TOPICS, INCORRECTLY_PARTITIONED_TOPICS, MISSING_I
 Tasks = dict[str, set[int]]  # subtopology id -> partitions
 
 
-class StreamsGroupError(Exception):
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
+StreamsGroupError = GroupError  # a refused request: a Kafka error code and a message
 
 
 @dataclass

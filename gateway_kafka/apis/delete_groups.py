@@ -55,26 +55,21 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
 
 
 async def _delete_modern(gw, gid: str) -> int:
-    """A KIP-848 consumer group or a share group: only when it has no members; its records
-    (group state, configs, offsets) get tombstones, a share group's delivery state goes too."""
+    """A KIP-848 consumer group or a share group (under its lock): a share group's delivery
+    state goes too."""
     async with gw.modern_groups.lock(gid):
-        g = gw.modern_groups.groups.get(gid)
-        if g is None:
-            return E.GROUP_ID_NOT_FOUND
-        if g.members:
-            return E.NON_EMPTY_GROUP
-        res = await gw.put(gw.store.consumer_offsets.delete_group, gid)
-        if res is not None and not res.stored:
-            return E.COORDINATOR_NOT_AVAILABLE
-        await gw.modern_groups.delete_group(gid)
-        gw.group_configs.forget(gid)
-        gw.log.info("group_deleted", group=gid)
-        return E.NONE
+        return await _delete_empty(gw, gw.modern_groups, gid)
 
 
 async def _delete_streams(gw, gid: str) -> int:
-    """A streams group: only when it has no members; its state record and offsets get tombstones."""
-    g = gw.streams_groups.groups.get(gid)
+    """A streams group (its coordinator takes the group's lock when it drops it)."""
+    return await _delete_empty(gw, gw.streams_groups, gid, type="streams")
+
+
+async def _delete_empty(gw, registry, gid: str, **log_fields) -> int:
+    """A group of ``registry`` only when it has no members: its records (group state, configs,
+    offsets) get tombstones, then the registry forgets it."""
+    g = registry.groups.get(gid)
     if g is None:
         return E.GROUP_ID_NOT_FOUND
     if g.members:
@@ -82,7 +77,7 @@ async def _delete_streams(gw, gid: str) -> int:
     res = await gw.put(gw.store.consumer_offsets.delete_group, gid)
     if res is not None and not res.stored:
         return E.COORDINATOR_NOT_AVAILABLE
-    code = await gw.streams_groups.delete_group(gid)
+    code = await registry.delete_group(gid)
     gw.group_configs.forget(gid)
-    gw.log.info("group_deleted", group=gid, type="streams")
-    return code
+    gw.log.info("group_deleted", group=gid, **log_fields)
+    return code or E.NONE
