@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import struct
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any, Mapping
 
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType, SERVER_VERSION
@@ -40,6 +42,11 @@ _FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag = 13 b
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 _opaque_counter = itertools.count(1)
+
+
+# A \u escape of a UTF-16 surrogate (D800-DFFF). Java clients escape the property separators
+# (\u0001, \u0002) in every send header, so loads_json re-checks the parsed text only on this.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]").search
 
 
 class RemotingCommandError(ValueError):
@@ -58,7 +65,8 @@ def loads_json(data: bytes | bytearray | memoryview | str, what: str = "JSON") -
         raise RemotingCommandError(f"{what} is nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
         raise RemotingCommandError(f"{what} is not valid JSON: {str(exc)[:200]}") from None
-    if "\\u" in text:  # only an escape can produce a lone surrogate (UTF-8 cannot hold one)
+    # only a \uD800-\uDFFF escape can produce a lone surrogate (UTF-8 cannot hold one)
+    if "\\u" in text and _SURROGATE_ESCAPE(text):
         try:
             json.dumps(obj, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
@@ -215,11 +223,24 @@ def decode_header_rocketmq(data: bytes) -> RemotingCommand:
                            language=language & 0xFF, version=version, serialize_type=SerializeType.ROCKETMQ)
 
 
+_LANGUAGE_NAMES = {int(m): m.name for m in LanguageCode}
+_json_str = json.encoder.encode_basestring  # json.dumps(s, ensure_ascii=False) of one string
+
+
 def encode_header_json(cmd: RemotingCommand) -> bytes:
-    try:
-        lang = LanguageCode(cmd.language).name
-    except ValueError:
-        lang = "OTHER"
+    """The JSON header, byte for byte what ``json.dumps(..., separators=(",", ":"),
+    ensure_ascii=False)`` renders (kept as the fallback for values that are not strings), built
+    by formatting: it is on every request and response."""
+    lang = _LANGUAGE_NAMES.get(cmd.language, "OTHER")
+    ext = cmd.ext_fields
+    code, flag, opaque, version = cmd.code, cmd.flag, cmd.opaque, cmd.version
+    if (type(code) is int or isinstance(code, IntEnum)) and type(flag) is int and type(opaque) is int \
+            and type(version) is int and (cmd.remark is None or type(cmd.remark) is str) \
+            and all(type(k) is str and type(v) is str for k, v in ext.items()):
+        fields = ",".join([_json_str(k) + ":" + _json_str(v) for k, v in ext.items()])
+        remark = "" if cmd.remark is None else ',"remark":' + _json_str(cmd.remark)
+        return _utf8(f'{{"code":{int(code)},"extFields":{{{fields}}},"flag":{flag},"language":"{lang}",'
+                     f'"opaque":{opaque},"serializeTypeCurrentRPC":"JSON","version":{version}{remark}}}')
     obj: dict[str, Any] = {"code": cmd.code, "extFields": cmd.ext_fields, "flag": cmd.flag, "language": lang,
                            "opaque": cmd.opaque, "serializeTypeCurrentRPC": "JSON", "version": cmd.version}
     if cmd.remark is not None:
