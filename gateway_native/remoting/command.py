@@ -248,8 +248,14 @@ def encode_header_json(cmd: RemotingCommand) -> bytes:
     return _utf8(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
 
 
+_LANGUAGES = dict(LanguageCode.__members__)
+_STR_ONLY = {str}
+
+
 def _json_int(obj: Mapping[str, Any], key: str, default: int = 0) -> int:
     value = obj.get(key, default)
+    if type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF:
+        return value
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
@@ -265,7 +271,7 @@ def decode_header_json(data: bytes) -> RemotingCommand:
         raise RemotingCommandError("JSON header must be an object")
     lang = obj.get("language", "JAVA")
     if isinstance(lang, str):
-        language = LanguageCode.__members__.get(lang, LanguageCode.OTHER)
+        language = _LANGUAGES.get(lang, LanguageCode.OTHER)
     elif isinstance(lang, int) and not isinstance(lang, bool):
         language = lang
     else:
@@ -273,7 +279,7 @@ def decode_header_json(data: bytes) -> RemotingCommand:
     raw_ext = obj.get("extFields") or {}
     if not isinstance(raw_ext, dict):
         raise RemotingCommandError("JSON header field 'extFields' must be an object")
-    if all(type(v) is str for v in raw_ext.values()):
+    if not raw_ext or set(map(type, raw_ext.values())) == _STR_ONLY:
         ext = raw_ext  # the usual case: every value already a string
     else:
         ext = {}
