@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import json.scanner
 import re
 import struct
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ _opaque_counter = itertools.count(1)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]").search
 
 
+_scan_once = json.scanner.make_scanner(json.JSONDecoder())  # what json.loads runs (the C scanner)
+
+
 class RemotingCommandError(ValueError):
     """A frame that cannot be decoded; the message says which part is wrong."""
 
@@ -58,7 +62,12 @@ def loads_json(data: bytes | bytearray | memoryview | str, what: str = "JSON") -
     parser rejects or cannot hold, so callers catching ValueError answer instead of crashing."""
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
-        obj = json.loads(text)
+        try:  # json.loads without its two Python frames; anything but one bare value goes through it
+            obj, end = _scan_once(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):
+            obj = json.loads(text)
     except UnicodeDecodeError as exc:
         raise RemotingCommandError(f"{what} is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
     except RecursionError:
