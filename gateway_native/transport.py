@@ -27,6 +27,7 @@ import structlog
 
 from engine.listener_limits import BUSY, ListenerGuard
 
+from .remoting.codes import FLAG_RESPONSE
 from .remoting.command import (
     MAX_FRAME_SIZE, RemotingCommand, RemotingCommandError, check_frame_length, decode_frame, encode,
 )
@@ -140,6 +141,12 @@ class Connection:
             self.signer(cmd)
         # Frames queued in one loop iteration go out in one write: a syscall per frame cost more
         # than encoding it when requests or answers are pipelined. Nothing waits longer for it.
+        # An answer with nothing queued before it and no further request already received
+        # (the read loop would answer that in this same step) goes out at once: one loop
+        # iteration less per request for a client that waits for each answer.
+        if cmd.flag & FLAG_RESPONSE and not self._out and not self.reader._buffer and not self._closed.is_set():
+            self.writer.write(encode(cmd))
+            return
         self._out.append(encode(cmd))
         if not self._flush_scheduled:
             self._flush_scheduled = True

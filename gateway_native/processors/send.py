@@ -34,7 +34,7 @@ from ..remoting.message_codec import (
 )
 from ..transport import Connection
 from . import BROKER_PROCESSORS
-from .common import PUT_STATUS as _STATUS, topic_for_send
+from .common import PUT_STATUS as _STATUS, check_topic_name, topic_for_send
 
 V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
             "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
@@ -83,12 +83,17 @@ async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id
     return DeferredResponse(answer())
 
 
+_ANSWERED_WITH_IDS = frozenset({R.SUCCESS, R.FLUSH_DISK_TIMEOUT, R.FLUSH_SLAVE_TIMEOUT, R.SLAVE_NOT_AVAILABLE})
+
+
 def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn_id: str | None,
               status: str | None = None, error: str | None = None) -> RemotingCommand:
-    status = status or getattr(result.status, "name", str(result.status))
+    if not status:
+        st = result.status
+        status = st if type(st) is str else getattr(st, "name", None) or str(st)
     code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status))
-    if code in (R.SUCCESS, R.FLUSH_DISK_TIMEOUT, R.FLUSH_SLAVE_TIMEOUT, R.SLAVE_NOT_AVAILABLE):
-        fields = {"msgId": result.msg_id, "queueId": queue_id, "queueOffset": result.queue_offset,
+    if code in _ANSWERED_WITH_IDS:
+        fields = {"msgId": result.msg_id, "queueId": str(queue_id), "queueOffset": str(result.queue_offset),
                   "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
         if txn_id:
             fields["transactionId"] = txn_id
@@ -100,8 +105,11 @@ async def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, in
     normalize_header(cmd)
     topic = cmd.require_str("topic")
     sys_flag = cmd.get_int("sysFlag", 0) or 0
-    tc = await topic_for_send(broker, topic, cmd.get_str("defaultTopic"), cmd.get_int("defaultTopicQueueNums"),
-                        cmd.get_int("topicSysFlag", 0) or 0)
+    check_topic_name(topic)
+    tc = broker.store.topic_config.get(topic)  # the usual case, without a coroutine
+    if tc is None:
+        tc = await topic_for_send(broker, topic, cmd.get_str("defaultTopic"), cmd.get_int("defaultTopicQueueNums"),
+                                  cmd.get_int("topicSysFlag", 0) or 0)
     if not tc.perm & PERM_WRITE:
         raise ProcessorError(R.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
     queue_id = cmd.get_int("queueId", -1)

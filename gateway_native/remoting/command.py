@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import json.scanner
+import re
 import struct
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any, Mapping
 
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType, SERVER_VERSION
@@ -42,6 +45,14 @@ _U16 = struct.Struct(">H")
 _opaque_counter = itertools.count(1)
 
 
+# A \u escape of a UTF-16 surrogate (D800-DFFF). Java clients escape the property separators
+# (\u0001, \u0002) in every send header, so loads_json re-checks the parsed text only on this.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]").search
+
+
+_scan_once = json.scanner.make_scanner(json.JSONDecoder())  # what json.loads runs (the C scanner)
+
+
 class RemotingCommandError(ValueError):
     """A frame that cannot be decoded; the message says which part is wrong."""
 
@@ -51,14 +62,20 @@ def loads_json(data: bytes | bytearray | memoryview | str, what: str = "JSON") -
     parser rejects or cannot hold, so callers catching ValueError answer instead of crashing."""
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
-        obj = json.loads(text)
+        try:  # json.loads without its two Python frames; anything but one bare value goes through it
+            obj, end = _scan_once(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):
+            obj = json.loads(text)
     except UnicodeDecodeError as exc:
         raise RemotingCommandError(f"{what} is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
     except RecursionError:
         raise RemotingCommandError(f"{what} is nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
         raise RemotingCommandError(f"{what} is not valid JSON: {str(exc)[:200]}") from None
-    if "\\u" in text:  # only an escape can produce a lone surrogate (UTF-8 cannot hold one)
+    # only a \uD800-\uDFFF escape can produce a lone surrogate (UTF-8 cannot hold one)
+    if "\\u" in text and _SURROGATE_ESCAPE(text):
         try:
             json.dumps(obj, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
@@ -215,11 +232,24 @@ def decode_header_rocketmq(data: bytes) -> RemotingCommand:
                            language=language & 0xFF, version=version, serialize_type=SerializeType.ROCKETMQ)
 
 
+_LANGUAGE_NAMES = {int(m): m.name for m in LanguageCode}
+_json_str = json.encoder.encode_basestring  # json.dumps(s, ensure_ascii=False) of one string
+
+
 def encode_header_json(cmd: RemotingCommand) -> bytes:
-    try:
-        lang = LanguageCode(cmd.language).name
-    except ValueError:
-        lang = "OTHER"
+    """The JSON header, byte for byte what ``json.dumps(..., separators=(",", ":"),
+    ensure_ascii=False)`` renders (kept as the fallback for values that are not strings), built
+    by formatting: it is on every request and response."""
+    lang = _LANGUAGE_NAMES.get(cmd.language, "OTHER")
+    ext = cmd.ext_fields
+    code, flag, opaque, version = cmd.code, cmd.flag, cmd.opaque, cmd.version
+    if (type(code) is int or isinstance(code, IntEnum)) and type(flag) is int and type(opaque) is int \
+            and type(version) is int and (cmd.remark is None or type(cmd.remark) is str) \
+            and all(type(k) is str and type(v) is str for k, v in ext.items()):
+        fields = ",".join([_json_str(k) + ":" + _json_str(v) for k, v in ext.items()])
+        remark = "" if cmd.remark is None else ',"remark":' + _json_str(cmd.remark)
+        return _utf8(f'{{"code":{int(code)},"extFields":{{{fields}}},"flag":{flag},"language":"{lang}",'
+                     f'"opaque":{opaque},"serializeTypeCurrentRPC":"JSON","version":{version}{remark}}}')
     obj: dict[str, Any] = {"code": cmd.code, "extFields": cmd.ext_fields, "flag": cmd.flag, "language": lang,
                            "opaque": cmd.opaque, "serializeTypeCurrentRPC": "JSON", "version": cmd.version}
     if cmd.remark is not None:
@@ -227,8 +257,14 @@ def encode_header_json(cmd: RemotingCommand) -> bytes:
     return _utf8(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
 
 
+_LANGUAGES = dict(LanguageCode.__members__)
+_STR_ONLY = {str}
+
+
 def _json_int(obj: Mapping[str, Any], key: str, default: int = 0) -> int:
     value = obj.get(key, default)
+    if type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF:
+        return value
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
@@ -244,7 +280,7 @@ def decode_header_json(data: bytes) -> RemotingCommand:
         raise RemotingCommandError("JSON header must be an object")
     lang = obj.get("language", "JAVA")
     if isinstance(lang, str):
-        language = LanguageCode.__members__.get(lang, LanguageCode.OTHER)
+        language = _LANGUAGES.get(lang, LanguageCode.OTHER)
     elif isinstance(lang, int) and not isinstance(lang, bool):
         language = lang
     else:
@@ -252,7 +288,7 @@ def decode_header_json(data: bytes) -> RemotingCommand:
     raw_ext = obj.get("extFields") or {}
     if not isinstance(raw_ext, dict):
         raise RemotingCommandError("JSON header field 'extFields' must be an object")
-    if all(type(v) is str for v in raw_ext.values()):
+    if not raw_ext or set(map(type, raw_ext.values())) == _STR_ONLY:
         ext = raw_ext  # the usual case: every value already a string
     else:
         ext = {}

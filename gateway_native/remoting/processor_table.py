@@ -123,13 +123,11 @@ _background: set[asyncio.Task[None]] = set()
 
 
 async def _reply(conn: Any, cmd: RemotingCommand, resp: RemotingCommand | None) -> None:
-    from ..transport import ConnectionClosedError  # the connection's own error; transport imports this module's users
-
     if resp is None or cmd.is_oneway or conn.closed:
         return
     try:
         await conn.send_and_drain(resp)
-    except ConnectionClosedError:
+    except ConnectionError:  # the connection's ConnectionClosedError: the peer is gone
         pass
 
 

@@ -145,3 +145,34 @@ def test_tags_hash_is_javas_string_hashcode():
     assert tags_hash("hello") == 99162322
     assert tags_hash("a much longer tag that overflows") < 0 or tags_hash("a much longer tag that overflows") < 2 ** 31
     assert tags_hash("") == 0
+
+
+@given(code=st.integers(-32768, 32767), opaque=st.integers(-(2 ** 31), 2 ** 31 - 1),
+       language=st.integers(-1, 20), remark=st.one_of(st.none(), st.text(max_size=12)),
+       ext=st.dictionaries(st.text(max_size=8), st.text(max_size=12), max_size=5))
+def test_json_header_is_what_json_dumps_renders(code, opaque, language, remark, ext):
+    """The formatted JSON header is byte for byte the ``json.dumps`` rendering (control
+    characters, quotes, backslashes, non-ASCII and lone surrogates included), and parses back."""
+    cmd = rc.RemotingCommand(code=code, opaque=opaque, flag=1, remark=remark, ext_fields=ext, language=language)
+    try:
+        lang = LanguageCode(language).name
+    except ValueError:
+        lang = "OTHER"
+    obj = {"code": code, "extFields": ext, "flag": 1, "language": lang, "opaque": opaque,
+           "serializeTypeCurrentRPC": "JSON", "version": cmd.version}
+    if remark is not None:
+        obj["remark"] = remark
+    expected = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace")
+    assert rc.encode_header_json(cmd) == expected
+    if not any(0xD800 <= ord(c) <= 0xDFFF for c in "".join([*ext, *ext.values(), remark or ""])):
+        back = rc.decode_header_json(expected)
+        assert (back.ext_fields, back.remark, back.opaque) == (ext, remark, opaque)
+
+
+def test_json_escapes_are_accepted_and_lone_surrogates_refused():
+    # a Java client escapes the property separators in every send header
+    header = b'{"code":310,"extFields":{"i":"UNIQ_KEY\\u0001AB\\u0002TAGS\\u0001\\uD83D\\uDE00\\u0002"}}'
+    assert rc.decode_header_json(header).ext_fields["i"] == "UNIQ_KEY\x01AB\x02TAGS\x01\U0001F600\x02"
+    for lone in (b'{"code":1,"remark":"a\\uDBFFb"}', b'{"code":1,"extFields":{"k":"\\udc00"}}'):
+        with pytest.raises(rc.RemotingCommandError, match="surrogate"):
+            rc.decode_header_json(lone)
