@@ -259,7 +259,7 @@ class MessageStore:
         # the document waited for the next write or haSyncMetadataInterval (1 s), and a slave
         # elected master within that second (ElectLeaders right after CreateTopics) never had the
         # topic — lost on every member once they copied the new master's table
-        self.topic_config.change_listeners.append(self.ha.notify_append)
+        self.topic_config.change_listeners.append(self.ha.wake_writers)
         if broker_config is None:  # an embedded store (tests, tools): its HA listener takes any free port
             self.ha.listen_port = 0
 
@@ -879,10 +879,12 @@ class MessageStore:
             end = self.confirmed_offset
         finally:
             self._unlock_for_put()
-        if topic not in INTERNAL_TOPICS:  # state records: the dispatcher's next round (<= 1 s) will do
-            self.dispatcher.wake()
+        # the slaves first: a SYNC_MASTER send waits for them, not for the index (whose wake is
+        # then left to whoever completes the wait, see HAService.wake_dispatcher)
+        sent_to_slaves = self.ha.notify_append()
+        if topic not in INTERNAL_TOPICS and not (sent_to_slaves and self.config.broker_role == "SYNC_MASTER"):
+            self.dispatcher.wake()  # state records: the dispatcher's next round (<= 1 s) will do
         metrics.STORE_APPEND_SECONDS.observe(metrics.now() - started)
-        self.ha.notify_append()
         status = PutMessageStatus.PUT_OK
         error = None
         if self._sync and wait:
@@ -893,6 +895,7 @@ class MessageStore:
         if status is PutMessageStatus.PUT_OK and wait and (
                 sync_replicas or (sync_replicas is None and self.config.broker_role == "SYNC_MASTER")):
             name, error = self.ha.wait_replicated_blocking(end, 1, self.config.sync_flush_timeout / 1000.0)
+            self.ha.wake_dispatcher()
             status = PutMessageStatus[name]
         return PutMessageResult(status=status, msg_id=",".join(ids), queue_offset=first_qoff,
                                 commitlog_offset=first_phy, wrote_bytes=wrote, record_count=records,

@@ -264,6 +264,7 @@ _WAIT = "_replication_wait"
 
 async def _await_replication(gw, topic: str, result: dict) -> None:
     status, error = await asyncio.wrap_future(result.pop(_WAIT))
+    gw.store.ha.wake_dispatcher()
     if status != "PUT_OK":
         result["error_code"] = (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND if status == "SLAVE_NOT_AVAILABLE"
                                 else E.REQUEST_TIMED_OUT)
