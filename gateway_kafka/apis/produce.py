@@ -250,6 +250,8 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             end_offset = max(end_offset, res.end_offset)
             if traced is not None:
                 traced.append(res.commitlog_offset)
+    if end_offset >= 0 and gw.arrivals is not None:
+        gw.arrivals.appended(topic, queue)
     if traced:
         trace.writer_for(store).pub_stored(traced, ctx.client_id or "", born, int((time.monotonic() - started) * 1000))
     metrics.topic_in("kafka", topic, sum(len(v) for v, _h in batches), sum(h.last_offset_delta + 1 for _v, h in batches))
