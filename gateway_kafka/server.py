@@ -331,8 +331,11 @@ class KafkaGateway:
                                                             "none" if spec.sasl else None)
                 tls = ListenerTls(contexts[kind], "enforcing", on_failure=self._tls_failed)
             try:
+                # a 1 MiB read buffer, as the remoting listener: with 64 KiB a 1 MB produce paused
+                # and resumed the socket's reading eight times on its way in
                 server = await start_server(self.guard, "kafka", spec.host, spec.port,
-                                            stream_protocol_factory(functools.partial(self._on_connection, spec)),
+                                            stream_protocol_factory(functools.partial(self._on_connection, spec),
+                                                                    limit=1 << 20),
                                             tls=tls)
             except BaseException:
                 for srv in self._servers:
