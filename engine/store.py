@@ -1102,13 +1102,18 @@ class MessageStore:
         total_bytes = 0
         filtered = False
         messages, refs = res.messages, res.units
+        # Units to read ahead: few at first, since a Kafka batch's records share one unit and
+        # the walk then jumps past the rest (a 1,000-record batch would waste 511 of 512 units);
+        # more while units follow one another (one message per unit; a native pull asks 32).
+        ahead = 32
         while index < max_off and records < max_msgs:
             chunk_start = index
-            chunk = cq.read_units(index, min(max(max_msgs - records, 16), 512))
+            chunk = cq.read_units(index, min(max(max_msgs - records, 16), ahead))
             if not chunk:
                 break
             stop = False
             n_chunk = len(chunk)
+            ahead = min(512, ahead * 4)
             while True:
                 i = index - chunk_start  # jumps over the further records of a batch unit
                 if i >= n_chunk:
@@ -1136,6 +1141,8 @@ class MessageStore:
                 else:
                     base, n = cur, 1
                 index = max(cur + 1, base + n)
+                if index - chunk_start > n_chunk:
+                    ahead = 32  # jumped past the chunk: the next read starts small again
                 if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
                     filtered = True
                     continue
