@@ -7,7 +7,8 @@
  * the same message) for a malformed one. tests/engine/test_record_batch.py checks both walks
  * against each other on valid and on randomly damaged batches.
  *
- * walk_keys(buffer, pos, end, count) -> list[bytes]
+ * walk_keys(buffer, pos, end, count) -> list[bytes]; raises WalkError (a ValueError) for a malformed
+ * batch, and whatever the buffer raises when it cannot be read (a closed mmap: ValueError).
  *   buffer: the records (the batch itself, or its decompressed records block), any bytes-like
  *   pos:    where the first record starts;  end: where the last one must end
  *   count:  the batch header's recordsCount
@@ -18,6 +19,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+
+static PyObject *WalkError; /* a malformed batch, as opposed to a buffer that cannot be read */
 
 /* A zigzag varint at *pos, bounded by buflen. 0 ok, -1 truncated, -2 longer than 10 bytes.
  * A value wider than 64 bits (only a 10th byte above 1 makes one) saturates with its sign,
@@ -51,7 +54,7 @@ static int read_varint(const unsigned char *p, Py_ssize_t buflen, Py_ssize_t *po
 
 static PyObject *varint_error(int rc)
 {
-    PyErr_SetString(PyExc_ValueError, rc == -1 ? "record truncated inside a varint"
+    PyErr_SetString(WalkError, rc == -1 ? "record truncated inside a varint"
                                                : "varint longer than 10 bytes in record");
     return NULL;
 }
@@ -81,7 +84,7 @@ static PyObject *walk_keys(PyObject *self, PyObject *args)
             goto fail;
         }
         if (length < 0 || length > (int64_t)(end - pos)) {
-            PyErr_Format(PyExc_ValueError, "record length %lld runs past the batch end", (long long)length);
+            PyErr_Format(WalkError, "record length %lld runs past the batch end", (long long)length);
             goto fail;
         }
         Py_ssize_t rec_end = pos + (Py_ssize_t)length;
@@ -89,7 +92,7 @@ static PyObject *walk_keys(PyObject *self, PyObject *args)
         for (int field = 0; field < 2; field++) { /* timestamp delta, offset delta: skipped */
             for (;;) {
                 if (pos >= rec_end) {
-                    PyErr_SetString(PyExc_ValueError, "record truncated inside a varint");
+                    PyErr_SetString(WalkError, "record truncated inside a varint");
                     goto fail;
                 }
                 if (p[pos++] < 0x80)
@@ -105,7 +108,7 @@ static PyObject *walk_keys(PyObject *self, PyObject *args)
         }
         if (klen >= 0) {
             if (klen > (int64_t)(rec_end - pos)) {
-                PyErr_SetString(PyExc_ValueError, "record key runs past the record");
+                PyErr_SetString(WalkError, "record key runs past the record");
                 goto fail;
             }
             PyObject *key = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)klen);
@@ -116,13 +119,13 @@ static PyObject *walk_keys(PyObject *self, PyObject *args)
             if (err < 0)
                 goto fail;
         } else if (klen != -1) {
-            PyErr_Format(PyExc_ValueError, "record key length %lld is invalid", (long long)klen);
+            PyErr_Format(WalkError, "record key length %lld is invalid", (long long)klen);
             goto fail;
         }
         pos = rec_end;
     }
     if (pos != end) {
-        PyErr_Format(PyExc_ValueError, "%zd bytes left after the last of %lld records", end - pos, count);
+        PyErr_Format(WalkError, "%zd bytes left after the last of %lld records", end - pos, count);
         goto fail;
     }
     PyBuffer_Release(&view);
@@ -144,5 +147,13 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "engine._recordwalk",
 
 PyMODINIT_FUNC PyInit__recordwalk(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    WalkError = PyErr_NewException("engine._recordwalk.WalkError", PyExc_ValueError, NULL);
+    if (WalkError == NULL || PyModule_AddObjectRef(m, "WalkError", WalkError) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

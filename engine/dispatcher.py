@@ -53,14 +53,16 @@ def unit_keys(h: UnitHeader, buf, props: dict[str, str], index_record_keys: bool
     if uniq:
         keys.append(uniq)
     if index_record_keys and h.sys_flag & INNER_BATCH_FLAG:
-        keys.extend(record_keys(bytes(buf[h.body_pos:h.body_pos + h.body_len])))
+        keys.extend(record_keys(buf, h.body_pos, h.body_len))
     return keys
 
 
-def record_keys(batch: bytes) -> list[str]:
+def record_keys(buf, pos: int, length: int) -> list[str]:
+    """The UTF-8 record keys of the batch at ``buf[pos:pos + length]`` (read in place). A
+    ValueError of the buffer itself (unmapped by retention meanwhile) goes to the caller."""
     try:
-        raw_keys = record_batch.record_keys(batch)
-    except Exception as exc:  # a batch we cannot decode still stays readable; it is just not indexed
+        raw_keys = record_batch.record_keys_at(buf, pos, length)
+    except record_batch.CorruptRecordError as exc:  # still readable; just not indexed
         log.warning("batch_keys_not_indexed", error=str(exc))
         return []
     out = []

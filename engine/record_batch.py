@@ -710,7 +710,28 @@ def record_keys(batch, walk=None) -> list[bytes]:
         return walk(data, pos, end, header.records_count)
     try:
         return walk(data, pos, end, header.records_count)
-    except ValueError as exc:  # the compiled walk's refusals carry the Python walk's messages
+    except WalkError as exc:  # the compiled walk's refusals carry the Python walk's messages
+        raise CorruptRecordError(str(exc)) from None
+
+
+def record_keys_at(buf, pos: int, length: int) -> list[bytes]:
+    """``record_keys`` of the batch at ``buf[pos:pos + length]`` (a segment's mapping, say)
+    without copying it: the compiled walk reads an uncompressed batch where it lies, holding
+    the buffer only while it runs (with the interpreter held, so a retention pass cannot
+    unmap it meanwhile; a buffer already closed raises its own ValueError). A compressed
+    batch, or no compiled walk, is walked from a copy."""
+    if walk_keys_compiled is None or length < HEADER_SIZE:
+        return record_keys(bytes(buf[pos:pos + length]))
+    header = parse_header(buf, pos)
+    if header.compression != COMPRESSION_NONE:
+        return record_keys(bytes(buf[pos:pos + length]))
+    if header.is_control:
+        return []
+    if header.size > length:
+        raise CorruptRecordError(f"record batch length field says {header.size} bytes, buffer holds {length}")
+    try:
+        return walk_keys_compiled(buf, pos + HEADER_SIZE, pos + header.size, header.records_count)
+    except WalkError as exc:
         raise CorruptRecordError(str(exc)) from None
 
 
@@ -755,9 +776,13 @@ def walk_keys_python(data, pos: int, end: int, count: int) -> list[bytes]:
 
 
 try:  # built at install when a C compiler is there (setup.py: optional); else the Python walk
+    from ._recordwalk import WalkError
     from ._recordwalk import walk_keys as walk_keys_compiled
 except ImportError:
     walk_keys_compiled = None
+
+    class WalkError(ValueError):  # noqa: N818 -- the compiled module's name for it
+        pass
 
 
 def build_batch(records, *, base_offset: int = 0, compression: int = COMPRESSION_NONE,

@@ -1248,7 +1248,7 @@ class MessageStore:
             # the index matches hashes only: check the key itself (Java hashes collide easily)
             props = h.properties(data)
             if key not in (props.get("KEYS") or "").split(" ") and props.get("UNIQ_KEY") != key:
-                if not (h.sys_flag & INNER_BATCH_FLAG and key in record_keys(h.body(data))):
+                if not (h.sys_flag & INNER_BATCH_FLAG and key in record_keys(data, h.body_pos, h.body_len)):
                     continue
             res.messages.append(data)
         return res

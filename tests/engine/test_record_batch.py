@@ -370,6 +370,29 @@ def _outcome_raw(records: bytes, walk):
         return "CorruptRecordError: " + re.sub(r"-?\d+", "N", str(exc))
 
 
+@pytest.mark.parametrize("codec", CODECS)
+def test_record_keys_read_in_place_inside_a_mapping(codec, tmp_path):
+    """The dispatcher walks a batch where it lies in a segment's mapping: the same keys as from
+    a copy, the same refusal for a cut batch, and a mapping closed meanwhile (retention) is the
+    mapping's own ValueError, not a corrupt batch."""
+    import mmap
+
+    batch = rb.build_batch([rb.Record(i, 0, (b"k%d" % i) if i % 3 else None, b"v" * 50, []) for i in range(40)],
+                           compression=codec, base_timestamp=0)
+    path = tmp_path / "segment"
+    path.write_bytes(b"\x00" * 100 + batch + b"\xff" * 100)
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 0)
+    assert rb.record_keys_at(m, 100, len(batch)) == rb.record_keys(batch) == \
+        [b"k%d" % i for i in range(40) if i % 3]
+    with pytest.raises(rb.CorruptRecordError, match="length field says"):
+        rb.record_keys_at(m, 100, len(batch) - 1)
+    m.close()
+    with pytest.raises(ValueError) as err:
+        rb.record_keys_at(m, 100, len(batch))
+    assert not isinstance(err.value, rb.CorruptRecordError)
+
+
 def test_control_batches_have_no_record_keys():
     marker = rb.build_control_batch(rb.CONTROL_TYPE_COMMIT, producer_id=7, producer_epoch=0)
     assert rb.parse_header(marker).is_control
