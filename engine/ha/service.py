@@ -336,7 +336,8 @@ class HAService:
             bisect.insort(self._waiters, _Waiter(end_offset, self._seq, min_replicas,
                                                  time.monotonic() + timeout_s, fut))
             self._evaluate(time.monotonic())
-            self._tick.notify_all()
+            if timeout_s < TICK_S:  # ``ha-transfer`` times waits out; it wakes by itself every tick
+                self._tick.notify_all()
         return fut
 
     def wait_replicated_blocking(self, end_offset: int, min_replicas: int, timeout_s: float) -> tuple[str, str | None]:
