@@ -6,7 +6,7 @@ commitlog from the slave's offset, sends heartbeats when idle and changed metada
 every ``haSyncMetadataInterval``.
 
 The put path sends first (``push``): a thread that just stored units sends them itself when the
-connection is idle, with one non-blocking ``writev``, instead of waking the writer -- the wake-up
+connection is idle (everything sent is acknowledged), with one non-blocking ``writev``, instead of waking the writer -- the wake-up
 and the interpreter hand-off cost more than the send (a SYNC_MASTER send waits for that round
 trip). What the socket does not take at once stays as the connection's *tail*, which the writer
 sends before anything else. Frames are built and sent under the connection's send lock, so data
@@ -153,18 +153,22 @@ class SlaveConnection:
         return P.encode_data_header(start, entry.epoch, entry.start_offset, master_max, master_max, len(data)), data
 
     def push(self) -> bool:
-        """Called by a thread that just stored units: send them now if that needs no waiting and
-        they fit one frame. True when everything stored is sent; False when the writer has to
-        do it (busy, more than a frame behind, a tail or a topics document pending, TLS, or the
+        """Called by a thread that just stored units: send them now if the connection is idle
+        (the slave acknowledged everything sent), that needs no waiting and they fit one frame.
+        True when everything stored is sent; False when the writer has to do it (bytes in
+        flight, busy, more than a frame behind, a tail or a topics document pending, TLS, or the
         socket full)."""
         if self._push_fd < 0 or self.state != "TRANSFER" or not self._send_lock.acquire(blocking=False):
             return False
         try:
             fd = self._push_fd  # read under the lock: ``close`` clears it there before closing the socket
-            if fd < 0 or self._tail is not None or self.closed.is_set() \
+            if fd < 0 or self._tail is not None or self.closed.is_set() or self.ack_offset < self.next_offset \
                     or self.store.topic_config.data_version.counter != self._topics_version \
                     or self.store.confirmed_offset - self.next_offset > self.service.batch_size:
-                return False  # more than a frame: the writer streams it while this thread goes on
+                # Bytes still unacknowledged: the connection is busy, and the writer, woken
+                # now, sends what piled up meanwhile in one frame (a frame per put would cost
+                # the slave an append and an ACK each). More than a frame: the writer streams it.
+                return False
             try:
                 frame = self._next_frame()
             except Exception:  # retention, an unknown offset: the writer meets it and decides
