@@ -11,7 +11,7 @@ GRPC   := gateway_grpc/proto/.generated
 
 .PHONY: serve test test-deps bench bench-cluster bench-quick bench-tls chaos clean grpc compat-peer
 
-$(BIN)/rockafka: pyproject.toml
+$(BIN)/rockafka: pyproject.toml setup.py engine/_recordwalk.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e .

@@ -55,14 +55,16 @@ def unit_keys(h: UnitHeader, buf, props: dict[str, str], index_record_keys: bool
     if uniq:
         keys.append(uniq)
     if index_record_keys and h.sys_flag & INNER_BATCH_FLAG:
-        keys.extend(record_keys(bytes(buf[h.body_pos:h.body_pos + h.body_len])))
+        keys.extend(record_keys(buf, h.body_pos, h.body_len))
     return keys
 
 
-def record_keys(batch: bytes) -> list[str]:
+def record_keys(buf, pos: int, length: int) -> list[str]:
+    """The UTF-8 record keys of the batch at ``buf[pos:pos + length]`` (read in place). A
+    ValueError of the buffer itself (unmapped by retention meanwhile) goes to the caller."""
     try:
-        raw_keys = record_batch.record_keys(batch)
-    except Exception as exc:  # a batch we cannot decode still stays readable; it is just not indexed
+        raw_keys = record_batch.record_keys_at(buf, pos, length)
+    except record_batch.CorruptRecordError as exc:  # still readable; just not indexed
         log.warning("batch_keys_not_indexed", error=str(exc))
         return []
     out = []
@@ -80,22 +82,25 @@ class Dispatcher(threading.Thread):
         super().__init__(name="reput-dispatcher", daemon=True)
         self.store = store
         self.reput_offset = reput_offset
-        self.cond = threading.Condition()
+        # A binary signal: released by ``wake`` (at most once until the thread takes it), taken
+        # by the thread before each round. Lock.release is one C call on the put path, where
+        # Condition.notify was a dozen lines of Python per put.
+        self._signal = threading.Lock()
+        self._signal.acquire()
         self.listeners: list[ArrivalListener] = []
         self._stopping = False
-        self._pending = False
-        self._idle = False
         self.progress = threading.Condition()  # notified after every round
         self.round_lock = threading.Lock()  # held for a round; truncation takes it to move reput_offset back
 
     def wake(self) -> None:
-        # Cheap on the put path: take the condition's lock only when the thread sleeps. The
-        # thread sets _idle under the lock and re-checks _pending before waiting, so a wake
-        # that sees _idle False is picked up by that re-check.
-        self._pending = True
-        if self._idle:
-            with self.cond:
-                self.cond.notify()
+        # A wake while the thread runs a round leaves the signal released, so the thread goes
+        # round once more when it is done: nothing stored is left waiting for the 1 s timeout.
+        signal = self._signal
+        if signal.locked():
+            try:
+                signal.release()
+            except RuntimeError:  # another waker was first: a round is due anyway
+                pass
 
     def wait_dispatched(self, offset: int, timeout: float) -> bool:
         """Wait until everything below commitlog ``offset`` is indexed (bounded)."""
@@ -113,13 +118,9 @@ class Dispatcher(threading.Thread):
 
     def run(self) -> None:
         while True:
-            with self.cond:
-                self._idle = True
-                if not self._pending and not self._stopping:
-                    self.cond.wait(1.0)
-                self._idle = False
-                self._pending = False
-                stopping = self._stopping
+            if not self._stopping:
+                self._signal.acquire(timeout=1.0)
+            stopping = self._stopping
             try:
                 with self.round_lock:
                     self.do_reput()
@@ -133,9 +134,8 @@ class Dispatcher(threading.Thread):
             time.sleep(REPUT_INTERVAL_S)
 
     def stop(self) -> None:
-        with self.cond:
-            self._stopping = True
-            self.cond.notify()
+        self._stopping = True
+        self.wake()
         self.join(timeout=30)
 
     def rewind(self, offset: int) -> None:

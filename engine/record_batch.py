@@ -679,12 +679,13 @@ def decode_records(batch) -> list[Record]:
     return decode_batch(batch)[1]
 
 
-def record_keys(batch) -> list[bytes]:
+def record_keys(batch, walk=None) -> list[bytes]:
     """The non-null keys of a batch's records, in order, without building Records.
 
     For the dispatcher's key index: each record is read only up to its key (length,
     attributes, timestamp delta, offset delta, key) and then skipped by its length, so values
-    and headers cost nothing. Single-byte varints, the common case, are read inline.
+    and headers cost nothing. The walk is the compiled one (``engine/_recordwalk.c``) when the
+    install could build it, else ``walk_keys_python``; ``walk`` picks one (tests compare them).
     Control batches carry markers, not user keys: none. Raises CorruptRecordError as
     ``decode_records`` does.
     """
@@ -704,9 +705,42 @@ def record_keys(batch) -> list[bytes]:
         if not isinstance(data, (bytes, bytearray)):
             data = bytes(data)
         pos, end = 0, len(data)
+    walk = walk or walk_keys_compiled or walk_keys_python
+    if walk is walk_keys_python:
+        return walk(data, pos, end, header.records_count)
+    try:
+        return walk(data, pos, end, header.records_count)
+    except WalkError as exc:  # the compiled walk's refusals carry the Python walk's messages
+        raise CorruptRecordError(str(exc)) from None
+
+
+def record_keys_at(buf, pos: int, length: int) -> list[bytes]:
+    """``record_keys`` of the batch at ``buf[pos:pos + length]`` (a segment's mapping, say)
+    without copying it: the compiled walk reads an uncompressed batch where it lies, holding
+    the buffer only while it runs (with the interpreter held, so a retention pass cannot
+    unmap it meanwhile; a buffer already closed raises its own ValueError). A compressed
+    batch, or no compiled walk, is walked from a copy."""
+    if walk_keys_compiled is None or length < HEADER_SIZE:
+        return record_keys(bytes(buf[pos:pos + length]))
+    header = parse_header(buf, pos)
+    if header.compression != COMPRESSION_NONE:
+        return record_keys(bytes(buf[pos:pos + length]))
+    if header.is_control:
+        return []
+    if header.size > length:
+        raise CorruptRecordError(f"record batch length field says {header.size} bytes, buffer holds {length}")
+    try:
+        return walk_keys_compiled(buf, pos + HEADER_SIZE, pos + header.size, header.records_count)
+    except WalkError as exc:
+        raise CorruptRecordError(str(exc)) from None
+
+
+def walk_keys_python(data, pos: int, end: int, count: int) -> list[bytes]:
+    """The records' keys from ``pos`` to ``end`` of ``data`` (see ``record_keys``). Single-byte
+    varints, the common case, are read inline."""
     read = _read_varint
     keys: list[bytes] = []
-    for _ in range(header.records_count):
+    for _ in range(count):
         b = data[pos] if pos < end else 0x80
         if b < 0x80:
             length, pos = (b >> 1) ^ -(b & 1), pos + 1
@@ -737,8 +771,18 @@ def record_keys(batch) -> list[bytes]:
             raise CorruptRecordError(f"record key length {klen} is invalid")
         pos = rec_end
     if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes left after the last of {header.records_count} records")
+        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records")
     return keys
+
+
+try:  # built at install when a C compiler is there (setup.py: optional); else the Python walk
+    from ._recordwalk import WalkError
+    from ._recordwalk import walk_keys as walk_keys_compiled
+except ImportError:
+    walk_keys_compiled = None
+
+    class WalkError(ValueError):  # noqa: N818 -- the compiled module's name for it
+        pass
 
 
 def build_batch(records, *, base_offset: int = 0, compression: int = COMPRESSION_NONE,

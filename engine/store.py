@@ -259,7 +259,7 @@ class MessageStore:
         # the document waited for the next write or haSyncMetadataInterval (1 s), and a slave
         # elected master within that second (ElectLeaders right after CreateTopics) never had the
         # topic — lost on every member once they copied the new master's table
-        self.topic_config.change_listeners.append(self.ha.notify_append)
+        self.topic_config.change_listeners.append(self.ha.wake_writers)
         if broker_config is None:  # an embedded store (tests, tools): its HA listener takes any free port
             self.ha.listen_port = 0
 
@@ -879,10 +879,12 @@ class MessageStore:
             end = self.confirmed_offset
         finally:
             self._unlock_for_put()
-        if topic not in INTERNAL_TOPICS:  # state records: the dispatcher's next round (<= 1 s) will do
-            self.dispatcher.wake()
+        # the slaves first: a SYNC_MASTER send waits for them, not for the index (whose wake is
+        # then left to whoever completes the wait, see HAService.wake_dispatcher)
+        sent_to_slaves = self.ha.notify_append()
+        if topic not in INTERNAL_TOPICS and not (sent_to_slaves and self.config.broker_role == "SYNC_MASTER"):
+            self.dispatcher.wake()  # state records: the dispatcher's next round (<= 1 s) will do
         metrics.STORE_APPEND_SECONDS.observe(metrics.now() - started)
-        self.ha.notify_append()
         status = PutMessageStatus.PUT_OK
         error = None
         if self._sync and wait:
@@ -893,6 +895,7 @@ class MessageStore:
         if status is PutMessageStatus.PUT_OK and wait and (
                 sync_replicas or (sync_replicas is None and self.config.broker_role == "SYNC_MASTER")):
             name, error = self.ha.wait_replicated_blocking(end, 1, self.config.sync_flush_timeout / 1000.0)
+            self.ha.wake_dispatcher()
             status = PutMessageStatus[name]
         return PutMessageResult(status=status, msg_id=",".join(ids), queue_offset=first_qoff,
                                 commitlog_offset=first_phy, wrote_bytes=wrote, record_count=records,
@@ -1099,13 +1102,18 @@ class MessageStore:
         total_bytes = 0
         filtered = False
         messages, refs = res.messages, res.units
+        # Units to read ahead: few at first, since a Kafka batch's records share one unit and
+        # the walk then jumps past the rest (a 1,000-record batch would waste 511 of 512 units);
+        # more while units follow one another (one message per unit; a native pull asks 32).
+        ahead = 32
         while index < max_off and records < max_msgs:
             chunk_start = index
-            chunk = cq.read_units(index, min(max(max_msgs - records, 16), 512))
+            chunk = cq.read_units(index, min(max(max_msgs - records, 16), ahead))
             if not chunk:
                 break
             stop = False
             n_chunk = len(chunk)
+            ahead = min(512, ahead * 4)
             while True:
                 i = index - chunk_start  # jumps over the further records of a batch unit
                 if i >= n_chunk:
@@ -1133,6 +1141,8 @@ class MessageStore:
                 else:
                     base, n = cur, 1
                 index = max(cur + 1, base + n)
+                if index - chunk_start > n_chunk:
+                    ahead = 32  # jumped past the chunk: the next read starts small again
                 if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
                     filtered = True
                     continue
@@ -1238,7 +1248,7 @@ class MessageStore:
             # the index matches hashes only: check the key itself (Java hashes collide easily)
             props = h.properties(data)
             if key not in (props.get("KEYS") or "").split(" ") and props.get("UNIQ_KEY") != key:
-                if not (h.sys_flag & INNER_BATCH_FLAG and key in record_keys(h.body(data))):
+                if not (h.sys_flag & INNER_BATCH_FLAG and key in record_keys(data, h.body_pos, h.body_len)):
                     continue
             res.messages.append(data)
         return res

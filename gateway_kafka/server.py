@@ -177,6 +177,8 @@ class ArrivalHub:
 
     The store calls ``on_arrival`` from its dispatch thread; only when some fetch waits on that
     (topic, queue) is a wake-up scheduled onto the loop, so idle queues cost one dict lookup.
+    Kafka produces also call ``appended`` on the loop (what another protocol or a slave's
+    replication stores still arrives through the dispatcher).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
@@ -190,6 +192,12 @@ class ArrivalHub:
     def _wake(self, topic: str, queue_id: int) -> None:
         for ev in self.waiters.get((topic, queue_id), ()):
             ev.set()
+
+    def appended(self, topic: str, queue_id: int) -> None:
+        """On the loop, right after a produce stored records (readable once the put returns):
+        the waiting fetches run in the loop's next turn, without the dispatcher's thread hop."""
+        if self.waiters.get((topic, queue_id)):
+            self._wake(topic, queue_id)
 
     def register(self, keys: list[tuple[str, int]], ev: asyncio.Event) -> None:
         for k in keys:
@@ -323,8 +331,11 @@ class KafkaGateway:
                                                             "none" if spec.sasl else None)
                 tls = ListenerTls(contexts[kind], "enforcing", on_failure=self._tls_failed)
             try:
+                # a 1 MiB read buffer, as the remoting listener: with 64 KiB a 1 MB produce paused
+                # and resumed the socket's reading eight times on its way in
                 server = await start_server(self.guard, "kafka", spec.host, spec.port,
-                                            stream_protocol_factory(functools.partial(self._on_connection, spec)),
+                                            stream_protocol_factory(functools.partial(self._on_connection, spec),
+                                                                    limit=1 << 20),
                                             tls=tls)
             except BaseException:
                 for srv in self._servers:

@@ -9,6 +9,7 @@ flush, checkpoint and removal of ``abort`` happen after the last write.
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from typing import Any, Protocol
 
@@ -261,6 +262,12 @@ class Node:
             await loop.run_in_executor(None, self.store.shutdown)
             raise
         warn_if_open(self.config, self.components)
+        # Everything built so far (modules, tables, the components) lives as long as the node:
+        # moved out of the cyclic collector's reach, a full collection later only walks what
+        # was created since -- under 1 ms instead of 10-100 ms that held every request up
+        # (refcounting still frees these objects; only cycles among them would stay).
+        gc.collect()
+        gc.freeze()
         ports = {c.name: getattr(c, "port", None) for c in self.components}
         log.info("node_ready", data_dir=self.config.data_dir, host=self.config.host, **{f"{k}_port": v for k, v in ports.items()})
 

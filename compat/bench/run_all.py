@@ -259,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     machine = machine_details(work)
     started = dt.datetime.now(dt.timezone.utc)
+    physical = physical_references(work)
     node = kafka = rocketmq = None
     try:
         from tests.support.node import RunningNode
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop_systems((("rocketmq", rocketmq), ("kafka", kafka), ("rockafka", node)))
         shutil.rmtree(work, ignore_errors=True)
-    write_results(out, args.size, sz, started, budget, machine, tables, profiles, notes)
+    write_results(out, args.size, sz, started, budget, machine, tables, profiles, notes, physical)
     log("results_written", path=out, minutes=round(budget.spent() / 60, 1))
     return 0
 
@@ -760,7 +761,61 @@ def _kafka_version() -> str:
     return DEFAULT_KAFKA_VERSION
 
 
-def write_results(out, size_name, sz, started, budget, machine, tables, profiles, notes) -> None:
+def physical_references(work: Path, mib: int = 512) -> dict | str:
+    """What the machine does at all (compat/bench/physical.py), measured before any system runs."""
+    from compat.bench import physical
+
+    src = work / "physical-sendfile-source"
+    try:
+        src.write_bytes(os.urandom(64 << 20))
+        result = {"write_no_fsync": physical.write_bandwidth(work, mib, None),
+                  "write_fdatasync": physical.write_bandwidth(work, mib, 64),
+                  "loopback_send_recv": physical.loopback_bandwidth(mib * 2),
+                  "loopback_sendfile": physical.loopback_bandwidth(mib * 2, src)}
+        log("physical", **{k: round(v) for k, v in result.items()})
+        return result
+    except Exception as e:  # a reference that cannot be taken is reported, the run goes on
+        return f"{type(e).__name__}: {e}"
+    finally:
+        src.unlink(missing_ok=True)
+
+
+def render_physical(physical: dict | str, tables: list[Table]) -> list[str]:
+    """The references and the share of them each system's best case reaches (same run)."""
+    head = ["## Physical references", "",
+            "Measured by `compat/bench/physical.py` before any system started: 1 MiB sequential writes to the "
+            "data directory's disk into the page cache and with fdatasync every 64 MiB; one TCP connection "
+            "on 127.0.0.1 copying 1 MiB buffers (send/recv) and sending from a cached file (`sendfile`).", ""]
+    if isinstance(physical, str):
+        return head + [f"Not measured: {physical}", ""]
+    rows = ["| reference | MiB/s |", "|---|---|"]
+    rows += [f"| {label} | {physical[key]:,.0f} |" for key, label in (
+        ("write_no_fsync", "sequential write, page cache"), ("write_fdatasync", "sequential write, fdatasync every 64 MiB"),
+        ("loopback_send_recv", "loopback TCP, send/recv"), ("loopback_sendfile", "loopback TCP, sendfile"))]
+
+    def median(title_start: str, case: str, system: str) -> float | None:
+        for t in tables:
+            if t.title.startswith(title_start):
+                cell = t.cells.get((case, system))
+                summary = cell.summary() if cell else None
+                return summary.median if summary else None
+        return None
+
+    shares = ["", "| what reaches how much of it | Rockafka | Apache Kafka |", "|---|---|---|"]
+    for label, title, case, scale, ref in (
+            ("produce 1 KiB, acks=1, none (MiB/s) / page-cache write", "Kafka protocol: produce throughput in MiB/s",
+             "1024 B, acks=1, none", 1.0, "write_no_fsync"),
+            ("consume 1 KiB from a backlog (MiB/s) / loopback sendfile", "Kafka protocol: consume throughput",
+             "fresh consumer, from offset 0", 1024 / (1 << 20), "loopback_sendfile")):
+        cells = []
+        for system in ("rockafka", "kafka"):
+            m = median(title, case, system)
+            cells.append("—" if m is None else f"{m * scale:,.0f} MiB/s = {m * scale / physical[ref]:.0%}")
+        shares.append(f"| {label} | {cells[0]} | {cells[1]} |")
+    return head + rows + shares + [""]
+
+
+def write_results(out, size_name, sz, started, budget, machine, tables, profiles, notes, physical=None) -> None:
     ended = dt.datetime.now(dt.timezone.utc)
     parts = [f"# Rockafka side by side with Apache Kafka and Apache RocketMQ — {started:%Y-%m-%d}", "",
              f"Run `make bench` (compat/bench/run_all.py --size {size_name}), {started:%H:%M}–{ended:%H:%M} UTC, "
@@ -778,6 +833,8 @@ def write_results(out, size_name, sz, started, budget, machine, tables, profiles
              "## Results", ""]
     for t in tables:
         parts.append(t.render())
+    if physical is not None:
+        parts += render_physical(physical, tables)
     parts += ["## Profiles of Rockafka", "",
               "Sampled with py-spy on the `rockafka serve` process while confluent-kafka produced to it and "
               "then fetched the same records back (separate from the measured runs). Only the thread "

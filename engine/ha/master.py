@@ -3,7 +3,15 @@
 Threads: ``ha-accept`` accepts slaves on ``haListenPort``; per slave a reader (HELLO, PULL,
 ACK frames; it answers HELLO itself) and, once the slave sent PULL, a writer that streams the
 commitlog from the slave's offset, sends heartbeats when idle and changed metadata documents
-every ``haSyncMetadataInterval``. Only the writer writes to the socket after the handshake.
+every ``haSyncMetadataInterval``.
+
+The put path sends first (``push``): a thread that just stored units sends them itself when the
+connection is idle (everything sent is acknowledged), with one non-blocking ``writev``, instead of waking the writer -- the wake-up
+and the interpreter hand-off cost more than the send (a SYNC_MASTER send waits for that round
+trip). What the socket does not take at once stays as the connection's *tail*, which the writer
+sends before anything else. Frames are built and sent under the connection's send lock, so data
+frames leave in log order from either thread; a push never waits for the lock, and never runs
+while a changed topics document is still to go out (a topic's document precedes its data).
 
 Per connection the master tracks the slave's ack offset and when it last caught up (RocketMQ
 5's rule: the slave acked everything the master had when it last sent data, or nothing was left
@@ -17,7 +25,9 @@ closed; closing is idempotent and wakes everything waiting on it.
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
+import ssl
 import threading
 import time
 from typing import Any
@@ -59,7 +69,9 @@ class SlaveConnection:
         self.send_rate = ByteRate()
         self.wake = threading.Event()
         self.closed = threading.Event()
-        self._send_lock = threading.Lock()
+        self._send_lock = threading.RLock()  # frames go out whole and in order: writer, push, handshake
+        self._tail: memoryview | None = None  # the part of a pushed frame the socket did not take
+        self._push_fd = -1  # plain TCP in non-blocking mode once streaming; -1: the writer sends everything
         self._sent_docs: dict[str, bytes] = {}
         self._meta_rounds = 0
         self._topics_version = -1
@@ -77,13 +89,15 @@ class SlaveConnection:
         self.state = "CLOSED"
         self.wake.set()
         try:
-            self.sock.shutdown(socket.SHUT_RDWR)
+            self.sock.shutdown(socket.SHUT_RDWR)  # a writer blocked in a send returns now
         except OSError:
             pass
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        with self._send_lock:  # no push may use the descriptor number once it is closed (and reused)
+            self._push_fd = -1
+            try:
+                self.sock.close()
+            except OSError:
+                pass
         log.info("ha_slave_disconnected", slave=self.remote, broker_id=self.broker_id, reason=reason,
                  ack_offset=self.ack_offset)
         self.service.connection_closed(self)
@@ -111,9 +125,70 @@ class SlaveConnection:
     # -- io ----------------------------------------------------------------------------------
     def _send(self, *parts) -> None:
         with self._send_lock:
+            self._flush_tail()
             for part in parts:
                 self.sock.sendall(part)
         self.last_write = time.monotonic()
+
+    def _flush_tail(self) -> None:
+        """Under the send lock: finish the frame a push began."""
+        tail = self._tail
+        if tail is not None:
+            self._tail = None
+            self.sock.sendall(tail)
+
+    def _next_frame(self) -> tuple[bytes, bytes] | None:
+        """Under the send lock: header and bytes of the next data frame (None: nothing to send),
+        the connection's bookkeeping already moved past them (an ACK may come back before the
+        send returns)."""
+        chunk = self.service.read_chunk(self.next_offset)
+        if chunk is None:
+            return None
+        data, entry, master_max = chunk
+        start = self.next_offset
+        self.next_offset = start + len(data)
+        self.last_sent_max = master_max
+        self.last_sent_time = time.monotonic()
+        self.bytes_sent += len(data)
+        return P.encode_data_header(start, entry.epoch, entry.start_offset, master_max, master_max, len(data)), data
+
+    def push(self) -> bool:
+        """Called by a thread that just stored units: send them now if the connection is idle
+        (the slave acknowledged everything sent), that needs no waiting and they fit one frame.
+        True when everything stored is sent; False when the writer has to do it (bytes in
+        flight, busy, more than a frame behind, a tail or a topics document pending, TLS, or the
+        socket full)."""
+        if self._push_fd < 0 or self.state != "TRANSFER" or not self._send_lock.acquire(blocking=False):
+            return False
+        try:
+            fd = self._push_fd  # read under the lock: ``close`` clears it there before closing the socket
+            if fd < 0 or self._tail is not None or self.closed.is_set() or self.ack_offset < self.next_offset \
+                    or self.store.topic_config.data_version.counter != self._topics_version \
+                    or self.store.confirmed_offset - self.next_offset > self.service.batch_size:
+                # Bytes still unacknowledged: the connection is busy, and the writer, woken
+                # now, sends what piled up meanwhile in one frame (a frame per put would cost
+                # the slave an append and an ACK each). More than a frame: the writer streams it.
+                return False
+            try:
+                frame = self._next_frame()
+            except Exception:  # retention, an unknown offset: the writer meets it and decides
+                return False
+            if frame is None:
+                return True
+            header, data = frame
+            try:
+                sent = os.writev(fd, frame)
+            except BlockingIOError:
+                sent = 0
+            except OSError:  # the writer meets the error on the tail and closes the connection
+                sent = 0
+            if sent < len(header) + len(data):
+                self._tail = memoryview(header + bytes(data))[sent:]
+                return False
+            self.last_write = time.monotonic()
+            return self.next_offset >= self.store.confirmed_offset
+        finally:
+            self._send_lock.release()
 
     def _secure(self) -> bool:
         """TLS as the master's mode says: permissive wraps a connection whose first byte starts
@@ -232,6 +307,10 @@ class SlaveConnection:
             raise P.ProtocolError(f"PULL from {offset}, outside this master's log [{lo}, {hi}]")
         self.next_offset = offset
         self.ack_offset = offset
+        # pushes need a non-blocking plain socket (a timeout puts it in non-blocking mode)
+        timeout = self.sock.gettimeout()
+        if not isinstance(self.sock, ssl.SSLSocket) and timeout is not None and timeout > 0:
+            self._push_fd = self.sock.fileno()
         self.state = "TRANSFER"
         self._writer = threading.Thread(target=self._write_loop, name=f"ha-write-{self.remote}", daemon=True)
         self._writer.start()
@@ -259,23 +338,24 @@ class SlaveConnection:
             while not self.closed.is_set():
                 self.wake.clear()
                 now = time.monotonic()
-                topics_version = self.store.topic_config.data_version.counter
-                if now >= next_meta or topics_version != self._topics_version:
-                    # a new topic goes out before the data that follows its creation
-                    self._topics_version = topics_version
-                    self._send_metadata(force=now < next_meta)
-                    next_meta = now + svc.metadata_interval_s
-                chunk = svc.read_chunk(self.next_offset)
-                if chunk is not None:
-                    data, entry, master_max = chunk
-                    start = self.next_offset
-                    # in flight from here: an ACK may come back before sendall returns
-                    self.next_offset = start + len(data)
-                    self.last_sent_max = master_max
-                    self.last_sent_time = time.monotonic()
-                    self._send(P.encode_data_header(start, entry.epoch, entry.start_offset, master_max,
-                                                    master_max, len(data)), data)
-                    self.bytes_sent += len(data)
+                with self._send_lock:  # a push waits for none of this: it gives way while it runs
+                    topics_version = self.store.topic_config.data_version.counter
+                    if now >= next_meta or topics_version != self._topics_version:
+                        # a new topic goes out before the data that follows its creation
+                        self._send_metadata(force=now < next_meta)
+                        self._topics_version = topics_version
+                        next_meta = now + svc.metadata_interval_s
+                    self._flush_tail()
+                    frame = self._next_frame()
+                    if frame is not None:
+                        header, data = frame
+                        if len(data) < 65536:
+                            self.sock.sendall(header + bytes(data))
+                        else:
+                            self.sock.sendall(header)
+                            self.sock.sendall(data)
+                if frame is not None:
+                    self.last_write = time.monotonic()
                     continue
                 if self.ack_offset >= self.store.confirmed_offset:
                     caught = self.last_catchup == 0
@@ -285,8 +365,9 @@ class SlaveConnection:
                 idle = time.monotonic() - self.last_write
                 if idle >= heartbeat:
                     entry = svc.epochs.last() or EpochEntry(0, 0)
-                    self._send(P.encode_data_header(self.next_offset, entry.epoch, entry.start_offset,
-                                                    self.store.confirmed_offset, self.store.confirmed_offset, 0))
+                    with self._send_lock:  # after anything a push sent, at the offset it reached
+                        self._send(P.encode_data_header(self.next_offset, entry.epoch, entry.start_offset,
+                                                        self.store.confirmed_offset, self.store.confirmed_offset, 0))
                     idle = 0.0
                 self.wake.wait(max(0.001, min(heartbeat - idle, next_meta - time.monotonic())))
         except OSError as exc:

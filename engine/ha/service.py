@@ -14,7 +14,9 @@ What the rest of the node uses:
 - ``in_sync_slaves()``: views of the slaves in sync now; ``runtime_info()``: everything for
   operations (GET_BROKER_RUNTIME_INFO, /metrics, the admin API); ``state_version`` grows
   whenever the set of connected or in-sync slaves changes (the broker re-registers then).
-- ``notify_append()``: called by the put path; wakes the connections' writers.
+- ``notify_append()``: called by the put path; sends the new bytes to each idle connection at
+  once (``SlaveConnection.push``) and wakes the writers of the others. ``wake_writers()``: a
+  topic changed (the writers send the document before more data).
 
 Controller mode (``docs/design/failover.md``): ``sync_state_set`` holds the slave broker ids of
 the SyncStateSet the controller confirmed (None without a controller). Then a slave counts as in
@@ -216,7 +218,25 @@ class HAService:
         with self._lock:
             return list(self._conns)
 
-    def notify_append(self) -> None:
+    def notify_append(self) -> bool:
+        """True when there are slaves and every one of them has been sent everything stored."""
+        conns = self._conns
+        for c in conns:
+            if not c.push():
+                c.wake.set()
+                return False
+        return bool(conns)
+
+    def wake_dispatcher(self) -> None:
+        """A SYNC_MASTER put whose bytes went straight to the slaves leaves the dispatcher asleep
+        until the round trip is over: its index work would hold the interpreter while the ack
+        arrives. Whoever completes the wait wakes it (the waiting request, or ``acked`` when
+        no wait was completed, or the ``ha-transfer`` tick as a backstop)."""
+        dispatcher = getattr(self.store, "dispatcher", None)  # None while the store starts
+        if dispatcher is not None:
+            dispatcher.wake()
+
+    def wake_writers(self) -> None:
         for c in self._conns:
             c.wake.set()
 
@@ -302,7 +322,9 @@ class HAService:
     def acked(self, conn: Any) -> None:
         now = time.monotonic()
         with self._lock:
-            self._evaluate(now)
+            completed = self._evaluate(now)
+        if not completed:  # nobody waiting was answered by this ack: nobody else wakes the dispatcher
+            self.wake_dispatcher()
 
     def wait_replicated(self, end_offset: int, min_replicas: int, timeout_s: float) -> Future:
         fut: Future = Future()
@@ -314,7 +336,8 @@ class HAService:
             bisect.insort(self._waiters, _Waiter(end_offset, self._seq, min_replicas,
                                                  time.monotonic() + timeout_s, fut))
             self._evaluate(time.monotonic())
-            self._tick.notify_all()
+            if timeout_s < TICK_S:  # ``ha-transfer`` times waits out; it wakes by itself every tick
+                self._tick.notify_all()
         return fut
 
     def wait_replicated_blocking(self, end_offset: int, min_replicas: int, timeout_s: float) -> tuple[str, str | None]:
@@ -324,8 +347,9 @@ class HAService:
             log.warning("replication_wait_failed", status=status, offset=end_offset, error=error)
         return status, error
 
-    def _evaluate(self, now: float) -> None:
-        """Under the lock: note in-sync changes and complete the waits that can be completed."""
+    def _evaluate(self, now: float) -> int:
+        """Under the lock: note in-sync changes and complete the waits that can be completed
+        (how many were)."""
         sss = self.sync_state_set
         in_sync = [c for c in self._conns if self.is_in_sync(c, now)]
         ids = tuple(sorted(c.broker_id for c in in_sync))
@@ -334,7 +358,7 @@ class HAService:
             self._in_sync_ids = ids
             self.state_version += 1
         if not self._waiters:
-            return
+            return 0
         done: list[tuple[_Waiter, str, str | None]] = []
         keep: list[_Waiter] = []
         acked = min((c.ack_offset for c in in_sync), default=None)
@@ -362,6 +386,7 @@ class HAService:
         for w, status, error in done:
             if not w.future.done():
                 w.future.set_result((status, error))
+        return len(done)
 
     def _fail_all(self, status: str, error: str) -> None:
         with self._lock:
@@ -378,6 +403,9 @@ class HAService:
                 if self._waiters:
                     timeout = max(0.001, min(timeout, min(w.deadline for w in self._waiters) - time.monotonic()))
                 self._tick.wait(timeout)
+            dispatcher = getattr(self.store, "dispatcher", None)
+            if self.is_master and dispatcher is not None and dispatcher.reput_offset < self.store.confirmed_offset:
+                self.wake_dispatcher()  # a deferred wake whose waiter went away
 
     # -- slave ---------------------------------------------------------------------------------
     def update_master_address(self, address: str | None) -> None:

@@ -104,7 +104,10 @@ def partition_results(topics: Any, codes: dict[tuple[str, int], int]) -> list[di
         for p in t.get("partitions") or ()]} for t in topics or ()]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def topic_id(name: str) -> uuid.UUID:
+    """A topic's id, derived from its name (so every node of a cluster gives the same one);
+    remembered, since every Fetch, Produce v13 and Metadata answer names it (a SHA-1 each)."""
     return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
 
 

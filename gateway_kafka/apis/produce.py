@@ -250,6 +250,8 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             end_offset = max(end_offset, res.end_offset)
             if traced is not None:
                 traced.append(res.commitlog_offset)
+    if end_offset >= 0 and gw.arrivals is not None:
+        gw.arrivals.appended(topic, queue)
     if traced:
         trace.writer_for(store).pub_stored(traced, ctx.client_id or "", born, int((time.monotonic() - started) * 1000))
     metrics.topic_in("kafka", topic, sum(len(v) for v, _h in batches), sum(h.last_offset_delta + 1 for _v, h in batches))
@@ -264,6 +266,7 @@ _WAIT = "_replication_wait"
 
 async def _await_replication(gw, topic: str, result: dict) -> None:
     status, error = await asyncio.wrap_future(result.pop(_WAIT))
+    gw.store.ha.wake_dispatcher()
     if status != "PUT_OK":
         result["error_code"] = (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND if status == "SLAVE_NOT_AVAILABLE"
                                 else E.REQUEST_TIMED_OUT)

@@ -77,6 +77,7 @@ async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id
 
     async def answer() -> RemotingCommand:
         status, error = await asyncio.wrap_future(waiting)
+        store.ha.wake_dispatcher()
         if status != "PUT_OK":
             return _response(cmd, broker, result, queue_id, None, status=status, error=error)
         return _response(cmd, broker, result, queue_id, None)

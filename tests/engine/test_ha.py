@@ -122,6 +122,52 @@ def test_sync_master_answers_slave_not_available_without_a_slave_and_put_ok_with
         assert commitlog_bytes(s, r.commitlog_offset, r.end_offset) == commitlog_bytes(m, r.commitlog_offset, r.end_offset)
 
 
+def test_stored_bytes_reach_the_slave_whole_and_in_order_when_several_writers_fill_the_socket(pair):
+    """Each put sends its bytes to the slave itself when the connection is idle; a slave that
+    stops reading for a moment fills the socket, and what a put could not send is finished by
+    the writer. 18 MiB put against a slave held still, then SYNC_MASTER puts from four threads
+    at once: every put succeeds and the slave ends with the master's bytes at the same offsets,
+    on the same connection (a frame cut or sent out of order would make it reconnect and
+    truncate)."""
+    import os
+    import threading
+
+    import structlog
+
+    master, slave = pair
+    big = 32 << 20
+    m = master(role="SYNC_MASTER", mapped_file_size_commit_log=big)
+    s = slave(m, mapped_file_size_commit_log=big)
+    m.topic_config.create_or_update(TopicConfig("Big", read_queue_nums=4, write_queue_nums=4))
+    wait_until(lambda: m.ha.in_sync_count() == 1 and s.topic_config.get("Big") is not None, what="slave in sync")
+    body = os.urandom(256 << 10)
+    statuses: list = []
+
+    def put_many(t: int, n: int, sync: bool) -> None:
+        for i in range(n):
+            r = m.put_message(Message(topic="Big", body=body[: (64 << 10) * (1 + (i + t) % 4) - 1024], queue_id=t,
+                                      keys=[f"{t}-{i}"]), sync_replicas=sync)
+            statuses.append(r.status)
+
+    with structlog.testing.capture_logs() as logs:
+        with s._put_lock:  # the slave's HA thread stops at its next append: the socket fills up
+            put_many(0, 120, False)
+        wait_until(lambda: caught_up(m, s), 30, what="slave caught up")
+        threads = [threading.Thread(target=put_many, args=(t, 10, True)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        wait_until(lambda: caught_up(m, s), 30, what="slave caught up again")
+    assert len(statuses) == 160 and set(statuses) == {PutMessageStatus.PUT_OK}
+    assert commitlog_bytes(s, 0, m.confirmed_offset) == commitlog_bytes(m, 0, m.confirmed_offset)
+    events = [e["event"] for e in logs]
+    assert "ha_slave_disconnected" not in events and "ha_slave_truncated" not in events, events
+    assert s.ha.runtime_info()["truncatedBytes"] == 0
+    assert [s.get_max_offset_in_queue("Big", q) for q in range(4)] == \
+        [m.get_max_offset_in_queue("Big", q) for q in range(4)] == [130, 10, 10, 10]
+
+
 def test_replication_wait_times_out_and_min_replicas_is_enforced(pair):
     master, slave = pair
     m = master(role="ASYNC_MASTER")

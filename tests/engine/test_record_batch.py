@@ -5,6 +5,8 @@ Cross-checked against kafka-python's own batch builder and reader (real code on 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -302,27 +304,93 @@ def test_records_count_must_match_offset_range():
         rb.validate_batch(_reseal(buf))
 
 
+def test_the_compiled_key_walk_is_built():
+    # `pip install -e .` (make test-deps, make serve) compiles engine/_recordwalk.c when a C
+    # compiler is there, as on every machine this suite runs on; the dispatcher then walks
+    # Kafka records without per-record Python (the Python walk stays as the fallback)
+    assert rb.walk_keys_compiled is not None, "engine._recordwalk was not built: is a C compiler installed?"
+
+
+WALKS = [rb.walk_keys_python, rb.walk_keys_compiled]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=records_strategy, codec=st.sampled_from(CODECS))
 def test_record_keys_agrees_with_a_full_decode(raw, codec):
     records = [rb.Record(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(raw)]
     buf = rb.build_batch(records, compression=codec, base_timestamp=0)
-    assert rb.record_keys(buf) == [r.key for r in rb.decode_records(buf) if r.key is not None]
+    expected = [r.key for r in rb.decode_records(buf) if r.key is not None]
+    for walk in WALKS:
+        assert rb.record_keys(buf, walk=walk) == expected
+    assert rb.record_keys(memoryview(buf)) == expected
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _outcome(buf: bytes, walk):
+    """The keys, or the refusal's reason (numbers blanked: a length wider than 64 bits is
+    printed exactly by one walk and saturated by the other)."""
+    try:
+        return rb.record_keys(buf, walk=walk)
+    except rb.CorruptRecordError as exc:
+        return "CorruptRecordError: " + re.sub(r"-?\d+", "N", str(exc))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(codec=st.sampled_from(CODECS), data=st.data())
 def test_record_keys_of_mutated_batches_fail_only_with_corrupt_record_error(codec, data):
+    """Damaged batches: both walks give the same keys or the same refusal, never another error."""
     records = [rb.Record(i, i, b"k%d" % i, b"value-%d" % i * 20, [("h", b"v")]) for i in range(5)]
     buf = bytearray(rb.build_batch(records, compression=codec, base_timestamp=0))
     for _ in range(data.draw(st.integers(1, 4))):
         pos = data.draw(st.integers(rb.ATTRIBUTES_OFFSET, len(buf) - 1))
         buf[pos] = data.draw(st.integers(0, 255))
+    outcomes = [_outcome(bytes(buf), walk) for walk in WALKS]
+    assert outcomes[0] == outcomes[1]
+    assert isinstance(outcomes[0], str) or all(isinstance(k, bytes) for k in outcomes[0])
+
+
+@pytest.mark.parametrize("records", [
+    b"\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",   # a varint of 11 bytes
+    b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f",       # 10 bytes, wider than 64 bits
+    b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01",       # the largest 64-bit length
+    b"\x0c\x00\x00\x00\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x7f",  # key length wider than 64 bits
+    b"\x0c\x00\x00\x00\x03\x00\x00",                  # key length -2
+    b"\x0c\x00\x00\x00\x80",                            # truncated inside the key length
+    b"\x00",                                              # an empty record
+    b"\x04\x00\x00\x00\x01\x00",                        # one record, then bytes left over
+])
+def test_both_walks_refuse_hand_made_damage_alike(records):
+    outcomes = [_outcome_raw(records, walk) for walk in WALKS]
+    assert outcomes[0] == outcomes[1] and outcomes[0].startswith("CorruptRecordError"), outcomes
+
+
+def _outcome_raw(records: bytes, walk):
     try:
-        keys = rb.record_keys(bytes(buf))
-    except rb.CorruptRecordError:
-        return
-    assert all(isinstance(k, bytes) for k in keys)
+        return walk(records, 0, len(records), 1)
+    except (rb.CorruptRecordError, ValueError) as exc:  # the compiled walk raises ValueError
+        return "CorruptRecordError: " + re.sub(r"-?\d+", "N", str(exc))
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_record_keys_read_in_place_inside_a_mapping(codec, tmp_path):
+    """The dispatcher walks a batch where it lies in a segment's mapping: the same keys as from
+    a copy, the same refusal for a cut batch, and a mapping closed meanwhile (retention) is the
+    mapping's own ValueError, not a corrupt batch."""
+    import mmap
+
+    batch = rb.build_batch([rb.Record(i, 0, (b"k%d" % i) if i % 3 else None, b"v" * 50, []) for i in range(40)],
+                           compression=codec, base_timestamp=0)
+    path = tmp_path / "segment"
+    path.write_bytes(b"\x00" * 100 + batch + b"\xff" * 100)
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 0)
+    assert rb.record_keys_at(m, 100, len(batch)) == rb.record_keys(batch) == \
+        [b"k%d" % i for i in range(40) if i % 3]
+    with pytest.raises(rb.CorruptRecordError, match="length field says"):
+        rb.record_keys_at(m, 100, len(batch) - 1)
+    m.close()
+    with pytest.raises(ValueError) as err:
+        rb.record_keys_at(m, 100, len(batch))
+    assert not isinstance(err.value, rb.CorruptRecordError)
 
 
 def test_control_batches_have_no_record_keys():
