@@ -58,6 +58,9 @@ class Segment(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def dir_unsynced(self) -> bool: ...
+
 
 class FileIO(Protocol):
     def open_segment(self, path: str, size: int, random_access: bool = False,
@@ -126,7 +129,8 @@ class MmapSegment:
     has costs one system call and no space, so nothing needs to be remembered across restarts.
     """
 
-    __slots__ = ("path", "size", "buf", "_open", "_wfd", "_reserved", "_shift", "_chunk", "pwrite_min", "_ino")
+    __slots__ = ("path", "size", "buf", "_open", "_wfd", "_reserved", "_shift", "_chunk", "pwrite_min", "_ino",
+                 "_sync_dir")
 
     def __init__(self, path: str, size: int, preallocate: bool = False, random_access: bool = False,
                  log_writes: bool = False):
@@ -136,6 +140,7 @@ class MmapSegment:
         self._chunk = chunk
         self._shift = chunk.bit_length() - 1
         self.pwrite_min = PWRITE_MIN
+        self._sync_dir = ""  # the directory whose entry for this new file is not on disk yet
         existed = os.path.exists(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -288,6 +293,8 @@ class MmapSegment:
         # them in the page cache, per file, whichever descriptor asks), and unlike mmap.flush
         # (msync) it releases the GIL, so writers keep encoding while the group commit waits
         # for the disk.
+        if self._sync_dir:
+            self._fsync_dir()
         end = self.size if end is None else end
         if end <= start:
             return
@@ -298,6 +305,25 @@ class MmapSegment:
             os.fdatasync(fd)
         finally:
             os.close(fd)
+
+    @property
+    def dir_unsynced(self) -> bool:
+        """True while the directory entry of this newly created file is not on disk: the next
+        ``flush`` syncs it first (so a flush covers the file's name as well as its bytes)."""
+        return bool(self._sync_dir)
+
+    def _fsync_dir(self) -> None:
+        d = self._sync_dir
+        try:
+            dfd = os.open(d, os.O_RDONLY)
+        except FileNotFoundError:  # the directory is gone (topic deleted): nothing to keep
+            self._sync_dir = ""
+            return
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        self._sync_dir = ""
 
     def dup_fd(self) -> int:
         """A new descriptor of this file (the caller closes it), or -1 when there is none.
@@ -346,12 +372,14 @@ class MmapFileIO:
         seg = MmapSegment(path, size, self.preallocate, random_access, log_writes)
         if log_writes and self.pwrite_all:
             seg.pwrite_min = 0
-        if new:  # the directory entry must survive a power loss as well as the data
-            dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+        if new:
+            # The directory entry must survive a power loss as well as the data: the segment's
+            # first flush syncs the directory before the file's bytes. Not here: a new file is
+            # created on the put path (a consume queue's first message), under the put lock,
+            # and a directory fsync there (a journal commit, milliseconds) stalled every
+            # producer once per new queue; nothing counts a file's bytes durable before its
+            # flush anyway.
+            seg._sync_dir = os.path.dirname(path) or "."
         return seg
 
     def list_dir(self, path: str) -> list[str]:
@@ -442,6 +470,10 @@ class MemorySegment:
     def flush(self, start: int = 0, end: int | None = None) -> None:
         end = self.size if end is None else end
         self._file.durable[start:end] = self.buf[start:end]
+
+    @property
+    def dir_unsynced(self) -> bool:
+        return False  # directories here are always durable
 
     def close(self) -> None:
         pass

@@ -78,7 +78,7 @@ class MappedFile:
 
     def flush(self) -> int:
         wrote = self.wrote_position
-        if wrote > self.flushed_position:
+        if wrote > self.flushed_position or self.segment.dir_unsynced:
             self.segment.flush(self.flushed_position, wrote)
             self.flushed_position = wrote
         return wrote
@@ -205,7 +205,8 @@ class MappedFileQueue:
         files = self.files
         where = self.flushed_where
         for f in files:
-            if f.file_from_offset + f.file_size <= where and f.flushed_position >= f.wrote_position:
+            if (f.file_from_offset + f.file_size <= where and f.flushed_position >= f.wrote_position
+                    and not f.segment.dir_unsynced):
                 continue
             end = f.flush()
             where = max(where, f.file_from_offset + end)
