@@ -141,25 +141,50 @@ class MmapSegment:
         self._shift = chunk.bit_length() - 1
         self.pwrite_min = PWRITE_MIN
         self._sync_dir = ""  # the directory whose entry for this new file is not on disk yet
-        existed = os.path.exists(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # One open says whether the file is new (a queue's first file is created on the put path:
+        # every system call here is paid per new queue)
         try:
-            current = os.fstat(fd).st_size
-            whole = False
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            existed = False
+        except FileExistsError:
+            fd = os.open(path, os.O_RDWR)
+            existed = True
+        chunks = (size + chunk - 1) // chunk
+        reserved = None
+        try:
+            current = os.fstat(fd).st_size if existed else 0
             if not existed or current < size:
                 if preallocate:
                     try:
-                        whole = _fallocate(fd, 0, size)
+                        if _fallocate(fd, 0, size):
+                            reserved = bytearray(b"\x01" * chunks)
                     except OSError:
                         if not existed:
                             os.close(fd)
                             fd = -1
                             os.unlink(path)
                         raise
-                if not whole:
+                if reserved is None:
                     os.ftruncate(fd, size)
             elif current > size:
                 size = self.size = current
+                chunks = (size + chunk - 1) // chunk
+            if reserved is None:
+                reserved = bytearray(chunks)
+                if not existed and random_access and chunks:
+                    # a new queue or index file is written at once (its first unit, its header):
+                    # reserve the first chunk with this descriptor rather than reopening the file
+                    # for it on the first write
+                    try:
+                        if _fallocate(fd, 0, min(chunk, size)):
+                            reserved[0] = 1
+                        else:
+                            reserved[:] = b"\x01" * chunks  # the file system cannot reserve
+                    except OSError:
+                        os.close(fd)
+                        fd = -1
+                        os.unlink(path)
+                        raise
             self.buf = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             if random_access:
                 # No read-around on faults. The first fault of a fresh sparse file otherwise
@@ -170,12 +195,14 @@ class MmapSegment:
             if fd >= 0:
                 os.close(fd)
             raise
-        chunks = (size + chunk - 1) // chunk
-        self._reserved = bytearray(b"\x01" * chunks) if whole else bytearray(chunks)
-        self._ino = os.fstat(fd).st_ino
+        self._reserved = reserved
+        if not existed:
+            self._sync_dir = os.path.dirname(path) or "."
         if log_writes:
+            self._ino = os.fstat(fd).st_ino
             self._wfd = fd
         else:
+            self._ino = 0
             os.close(fd)
             self._wfd = -1
         self._open = True
@@ -368,18 +395,15 @@ class MmapFileIO:
 
     def open_segment(self, path: str, size: int, random_access: bool = False,
                      log_writes: bool = False) -> MmapSegment:
-        new = not os.path.exists(path)
+        # A new file's directory entry must survive a power loss as well as its data: the
+        # segment's first flush syncs the directory before the file's bytes (``dir_unsynced``).
+        # Not here: a new file is created on the put path (a consume queue's first message),
+        # under the put lock, and a directory fsync there (a journal commit, milliseconds)
+        # stalled every producer once per new queue; nothing counts a file's bytes durable
+        # before its flush anyway.
         seg = MmapSegment(path, size, self.preallocate, random_access, log_writes)
         if log_writes and self.pwrite_all:
             seg.pwrite_min = 0
-        if new:
-            # The directory entry must survive a power loss as well as the data: the segment's
-            # first flush syncs the directory before the file's bytes. Not here: a new file is
-            # created on the put path (a consume queue's first message), under the put lock,
-            # and a directory fsync there (a journal commit, milliseconds) stalled every
-            # producer once per new queue; nothing counts a file's bytes durable before its
-            # flush anyway.
-            seg._sync_dir = os.path.dirname(path) or "."
         return seg
 
     def list_dir(self, path: str) -> list[str]:
@@ -389,7 +413,13 @@ class MmapFileIO:
             return []
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.mkdir(path)  # the usual case, a queue's directory in its topic's: one system call
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+        except FileNotFoundError:
+            os.makedirs(path, exist_ok=True)
 
     def remove(self, path: str) -> None:
         try:

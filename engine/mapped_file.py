@@ -184,7 +184,8 @@ class MappedFileQueue:
     # -- writing ---------------------------------------------------------------------------
     def create(self, start_offset: int) -> MappedFile:
         with self.lock:
-            self.fio.makedirs(self.store_path)
+            if not self.files:  # the directory exists once a segment does
+                self.fio.makedirs(self.store_path)
             mf = MappedFile(self.fio, os.path.join(self.store_path, segment_name(start_offset)), start_offset,
                             self.file_size, self.random_access, self.log_writes)
             self.files = self.files + [mf]  # a new list: readers keep a consistent snapshot
