@@ -195,10 +195,13 @@ class MappedFileQueue:
     def last_for_write(self, start_offset: int = 0) -> MappedFile:
         """The last segment, or a new one after it when it is full (or there is none yet)."""
         last = self.last()
-        if last is None:
-            return self.create(start_offset - start_offset % self.file_size)
-        if last.is_full:
-            return self.create(last.file_from_offset + last.file_size)
+        if last is None or last.is_full:
+            with self.lock:  # again under the lock: another thread may have created it meanwhile
+                last = self.last()
+                if last is None:
+                    return self.create(start_offset - start_offset % self.file_size)
+                if last.is_full:
+                    return self.create(last.file_from_offset + last.file_size)
         return last
 
     def flush(self) -> int:
