@@ -15,13 +15,18 @@ Invariants:
 - ``max_offset`` (next logical offset) = end of the written unit space / 20.
 - ``min_offset`` is the first unit still readable: it moves forward when old segments are
   deleted (retention follows the commitlog) and with ``raise_min_offset`` (Kafka DeleteRecords).
-- Writes happen under the store's put lock, or during recovery before the store serves.
+- Writes happen under the store's put lock, or during recovery before the store serves. A new
+  queue's first (empty) file may be created by ``QueueFilePreparer``'s thread instead; files are
+  created under the queue's ``mfq.lock`` wherever that happens, so there is never a second one.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
+import time
+from typing import Callable
 
 import structlog
 
@@ -200,6 +205,15 @@ class ConsumeQueue:
         rel = pos - last.file_from_offset
         last.segment.reserve(rel, min(count * CQ_STORE_UNIT_SIZE, last.file_size - rel))
 
+    def prepare(self) -> bool:
+        """Create the queue's first file (units from offset 0) ahead of its first message, when it
+        has no file yet (``QueueFilePreparer``); False when it has one."""
+        with self.mfq.lock:
+            if self.mfq.files:
+                return False
+            self.mfq.create(0)
+            return True
+
     def _skip_to(self, expected: int) -> None:
         while self.mfq.max_offset < expected:
             f = self.mfq.last_for_write()
@@ -319,3 +333,81 @@ class ConsumeQueue:
                 f.destroy()
             self.mfq.files = []
             self.mfq._starts = []
+
+
+class QueueFilePreparer:
+    """Creates the first file of a topic's queues on a thread of its own once the topic receives
+    its first message, so producers spreading messages over thousands of new queues do not pay a
+    file creation per queue on the put path (RocketMQ builds its queues off the put path too, in
+    its reput thread). The queues are walked from the one before the queue that asked,
+    backwards: a round-robin producer walks forwards and meets the preparer halfway instead of
+    racing it queue by queue. A queue the put path reaches first is created there as before;
+    both create under the queue's lock and neither creates a second file.
+
+    ``prepare_one(topic, queue_id, trigger)`` creates one queue's file (False: stop this topic,
+    e.g. it was deleted); ``queue_count(topic)`` is how many queues the topic has. A topic gets
+    one pass per ``min_interval`` seconds at most (a failing disk is not retried per message).
+    """
+
+    def __init__(self, prepare_one: Callable[[str, int, object], bool], queue_count: Callable[[str], int],
+                 min_interval: float = 10.0):
+        self._prepare_one = prepare_one
+        self._queue_count = queue_count
+        self._min_interval = min_interval
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple[int, object]] = {}  # topic -> (queue id, queue) that asked
+        self._last_pass: dict[str, float] = {}
+        self._wake = threading.Event()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def request(self, topic: str, queue_id: int, cq: object) -> None:
+        """A queue of ``topic`` is about to get its first file on the put path: prepare the rest."""
+        if topic in self._pending or self._stopped:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if self._stopped or topic in self._pending or now - self._last_pass.get(topic, -1e9) < self._min_interval:
+                return
+            self._pending[topic] = (queue_id, cq)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="queue-file-preparer", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            while True:
+                with self._lock:
+                    if self._stopped:
+                        return
+                    if not self._pending:
+                        break
+                    topic, (queue_id, cq) = next(iter(self._pending.items()))
+                    self._last_pass[topic] = time.monotonic()
+                    if len(self._last_pass) > 10_000:  # forget passes long past
+                        cutoff = time.monotonic() - self._min_interval
+                        self._last_pass = {t: at for t, at in self._last_pass.items() if at >= cutoff}
+                try:
+                    self._pass(topic, queue_id, cq)
+                except Exception as exc:  # a full disk, a deleted directory: the put path reports those
+                    log.warning("queue_files_not_prepared", topic=topic, error=str(exc))
+                finally:
+                    with self._lock:
+                        self._pending.pop(topic, None)
+
+    def _pass(self, topic: str, queue_id: int, cq: object) -> None:
+        n = self._queue_count(topic)
+        for i in range(1, n):
+            if self._stopped or not self._prepare_one(topic, (queue_id - i) % n, cq):
+                return

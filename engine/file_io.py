@@ -58,6 +58,9 @@ class Segment(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def dir_unsynced(self) -> bool: ...
+
 
 class FileIO(Protocol):
     def open_segment(self, path: str, size: int, random_access: bool = False,
@@ -126,7 +129,8 @@ class MmapSegment:
     has costs one system call and no space, so nothing needs to be remembered across restarts.
     """
 
-    __slots__ = ("path", "size", "buf", "_open", "_wfd", "_reserved", "_shift", "_chunk", "pwrite_min", "_ino")
+    __slots__ = ("path", "size", "buf", "_open", "_wfd", "_reserved", "_shift", "_chunk", "pwrite_min", "_ino",
+                 "_sync_dir")
 
     def __init__(self, path: str, size: int, preallocate: bool = False, random_access: bool = False,
                  log_writes: bool = False):
@@ -136,25 +140,51 @@ class MmapSegment:
         self._chunk = chunk
         self._shift = chunk.bit_length() - 1
         self.pwrite_min = PWRITE_MIN
-        existed = os.path.exists(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._sync_dir = ""  # the directory whose entry for this new file is not on disk yet
+        # One open says whether the file is new (a queue's first file is created on the put path:
+        # every system call here is paid per new queue)
         try:
-            current = os.fstat(fd).st_size
-            whole = False
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            existed = False
+        except FileExistsError:
+            fd = os.open(path, os.O_RDWR)
+            existed = True
+        chunks = (size + chunk - 1) // chunk
+        reserved = None
+        try:
+            current = os.fstat(fd).st_size if existed else 0
             if not existed or current < size:
                 if preallocate:
                     try:
-                        whole = _fallocate(fd, 0, size)
+                        if _fallocate(fd, 0, size):
+                            reserved = bytearray(b"\x01" * chunks)
                     except OSError:
                         if not existed:
                             os.close(fd)
                             fd = -1
                             os.unlink(path)
                         raise
-                if not whole:
+                if reserved is None:
                     os.ftruncate(fd, size)
             elif current > size:
                 size = self.size = current
+                chunks = (size + chunk - 1) // chunk
+            if reserved is None:
+                reserved = bytearray(chunks)
+                if not existed and random_access and chunks:
+                    # a new queue or index file is written at once (its first unit, its header):
+                    # reserve the first chunk with this descriptor rather than reopening the file
+                    # for it on the first write
+                    try:
+                        if _fallocate(fd, 0, min(chunk, size)):
+                            reserved[0] = 1
+                        else:
+                            reserved[:] = b"\x01" * chunks  # the file system cannot reserve
+                    except OSError:
+                        os.close(fd)
+                        fd = -1
+                        os.unlink(path)
+                        raise
             self.buf = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             if random_access:
                 # No read-around on faults. The first fault of a fresh sparse file otherwise
@@ -165,12 +195,14 @@ class MmapSegment:
             if fd >= 0:
                 os.close(fd)
             raise
-        chunks = (size + chunk - 1) // chunk
-        self._reserved = bytearray(b"\x01" * chunks) if whole else bytearray(chunks)
-        self._ino = os.fstat(fd).st_ino
+        self._reserved = reserved
+        if not existed:
+            self._sync_dir = os.path.dirname(path) or "."
         if log_writes:
+            self._ino = os.fstat(fd).st_ino
             self._wfd = fd
         else:
+            self._ino = 0
             os.close(fd)
             self._wfd = -1
         self._open = True
@@ -288,6 +320,8 @@ class MmapSegment:
         # them in the page cache, per file, whichever descriptor asks), and unlike mmap.flush
         # (msync) it releases the GIL, so writers keep encoding while the group commit waits
         # for the disk.
+        if self._sync_dir:
+            self._fsync_dir()
         end = self.size if end is None else end
         if end <= start:
             return
@@ -298,6 +332,25 @@ class MmapSegment:
             os.fdatasync(fd)
         finally:
             os.close(fd)
+
+    @property
+    def dir_unsynced(self) -> bool:
+        """True while the directory entry of this newly created file is not on disk: the next
+        ``flush`` syncs it first (so a flush covers the file's name as well as its bytes)."""
+        return bool(self._sync_dir)
+
+    def _fsync_dir(self) -> None:
+        d = self._sync_dir
+        try:
+            dfd = os.open(d, os.O_RDONLY)
+        except FileNotFoundError:  # the directory is gone (topic deleted): nothing to keep
+            self._sync_dir = ""
+            return
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        self._sync_dir = ""
 
     def dup_fd(self) -> int:
         """A new descriptor of this file (the caller closes it), or -1 when there is none.
@@ -342,16 +395,15 @@ class MmapFileIO:
 
     def open_segment(self, path: str, size: int, random_access: bool = False,
                      log_writes: bool = False) -> MmapSegment:
-        new = not os.path.exists(path)
+        # A new file's directory entry must survive a power loss as well as its data: the
+        # segment's first flush syncs the directory before the file's bytes (``dir_unsynced``).
+        # Not here: a new file is created on the put path (a consume queue's first message),
+        # under the put lock, and a directory fsync there (a journal commit, milliseconds)
+        # stalled every producer once per new queue; nothing counts a file's bytes durable
+        # before its flush anyway.
         seg = MmapSegment(path, size, self.preallocate, random_access, log_writes)
         if log_writes and self.pwrite_all:
             seg.pwrite_min = 0
-        if new:  # the directory entry must survive a power loss as well as the data
-            dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
         return seg
 
     def list_dir(self, path: str) -> list[str]:
@@ -361,7 +413,13 @@ class MmapFileIO:
             return []
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.mkdir(path)  # the usual case, a queue's directory in its topic's: one system call
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+        except FileNotFoundError:
+            os.makedirs(path, exist_ok=True)
 
     def remove(self, path: str) -> None:
         try:
@@ -442,6 +500,10 @@ class MemorySegment:
     def flush(self, start: int = 0, end: int | None = None) -> None:
         end = self.size if end is None else end
         self._file.durable[start:end] = self.buf[start:end]
+
+    @property
+    def dir_unsynced(self) -> bool:
+        return False  # directories here are always durable
 
     def close(self) -> None:
         pass

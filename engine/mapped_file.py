@@ -78,7 +78,7 @@ class MappedFile:
 
     def flush(self) -> int:
         wrote = self.wrote_position
-        if wrote > self.flushed_position:
+        if wrote > self.flushed_position or self.segment.dir_unsynced:
             self.segment.flush(self.flushed_position, wrote)
             self.flushed_position = wrote
         return wrote
@@ -184,7 +184,8 @@ class MappedFileQueue:
     # -- writing ---------------------------------------------------------------------------
     def create(self, start_offset: int) -> MappedFile:
         with self.lock:
-            self.fio.makedirs(self.store_path)
+            if not self.files:  # the directory exists once a segment does
+                self.fio.makedirs(self.store_path)
             mf = MappedFile(self.fio, os.path.join(self.store_path, segment_name(start_offset)), start_offset,
                             self.file_size, self.random_access, self.log_writes)
             self.files = self.files + [mf]  # a new list: readers keep a consistent snapshot
@@ -194,10 +195,13 @@ class MappedFileQueue:
     def last_for_write(self, start_offset: int = 0) -> MappedFile:
         """The last segment, or a new one after it when it is full (or there is none yet)."""
         last = self.last()
-        if last is None:
-            return self.create(start_offset - start_offset % self.file_size)
-        if last.is_full:
-            return self.create(last.file_from_offset + last.file_size)
+        if last is None or last.is_full:
+            with self.lock:  # again under the lock: another thread may have created it meanwhile
+                last = self.last()
+                if last is None:
+                    return self.create(start_offset - start_offset % self.file_size)
+                if last.is_full:
+                    return self.create(last.file_from_offset + last.file_size)
         return last
 
     def flush(self) -> int:
@@ -205,7 +209,8 @@ class MappedFileQueue:
         files = self.files
         where = self.flushed_where
         for f in files:
-            if f.file_from_offset + f.file_size <= where and f.flushed_position >= f.wrote_position:
+            if (f.file_from_offset + f.file_size <= where and f.flushed_position >= f.wrote_position
+                    and not f.segment.dir_unsynced):
                 continue
             end = f.flush()
             where = max(where, f.file_from_offset + end)

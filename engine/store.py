@@ -44,7 +44,7 @@ from .commitlog import CommitLog, FlushRealTimeService, GroupCommitService, comm
 from .compaction import Compactor, policy_of
 from .config import BrokerConfig, MessageStoreConfig
 from .config_manager import ConfigManager
-from .consume_queue import ConsumeQueue
+from .consume_queue import ConsumeQueue, QueueFilePreparer
 from .consumer_offset import ConsumerOffsetManager
 from .disk_space import DiskSpace, is_disk_full
 from .dispatcher import Dispatcher, batch_record_count, dispatch_for_recovery, record_keys
@@ -232,6 +232,7 @@ class MessageStore:
         self._flush_service: FlushRealTimeService | None = None
         self._group_commit: GroupCommitService | None = None
         self._background: threading.Thread | None = None
+        self._queue_files: QueueFilePreparer | None = None
         self._stop_event = threading.Event()
         # retention passes hold this; stop_retention() ends them before the owners of retention
         # guards (state logs replayed at start) stop and take their guards away
@@ -309,6 +310,7 @@ class MessageStore:
         self.disk.refresh(self.confirmed_offset)
         self._background = threading.Thread(target=self._background_loop, name="store-background", daemon=True)
         self._background.start()
+        self._queue_files = QueueFilePreparer(self._prepare_queue_file, self._queue_count)
         self.running = True
         self.consumer_offsets.start(self)  # __consumer_offsets replayed before anyone reads offsets
         self.schedule.start()
@@ -326,6 +328,8 @@ class MessageStore:
         self.schedule.stop()
         self.consumer_offsets.shutdown()  # RocketMQ consumers' last commits into the log
         self.running = False
+        if self._queue_files is not None:
+            self._queue_files.stop()
         self._stop_event.set()
         self._wake_background.set()
         if self._background is not None:
@@ -498,6 +502,29 @@ class MessageStore:
                                       self.config.mapped_file_size_consume_queue)
                     self._cqs[(topic, queue_id)] = cq
         return cq
+
+    def _queue_count(self, topic: str) -> int:
+        tc = self.topic_config.get(topic)
+        return max(tc.read_queue_nums, tc.write_queue_nums) if tc is not None else 0
+
+    def _prepare_queue_file(self, topic: str, queue_id: int, trigger: ConsumeQueue) -> bool:
+        """``QueueFilePreparer``'s thread: give a queue of ``topic`` that has no file its first one
+        (units from offset 0, where a new queue starts). False once the queue that asked is no
+        longer the store's (the topic was deleted: nothing of it may be created again). Under the
+        queue-table lock, so a deletion cannot run between that check and the file."""
+        key = (topic, queue_id)
+        with self._cq_lock:
+            if not self.running or self._cqs.get((topic, trigger.queue_id)) is not trigger:
+                return False
+            cq = self._cqs.get(key)
+            if cq is not None and cq.mfq.files:
+                return True
+            if self._queue_offsets.get(key, 0) != 0:  # not a new queue: the put path decides
+                return True
+            if cq is None:
+                cq = self.find_consume_queue(topic, queue_id, create=True)
+            cq.prepare()
+        return True
 
     def consume_queues(self) -> dict[tuple[str, int], ConsumeQueue]:
         return dict(self._cqs)
@@ -821,6 +848,8 @@ class MessageStore:
             if not self.running:
                 return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
             cq = self.find_consume_queue(topic, queue_id, create=True)
+            if not cq.mfq.files and self._queue_files is not None:  # a new queue: its topic's others
+                self._queue_files.request(topic, queue_id, cq)   # get their files off this path
             qoff = self._queue_offsets.get(key)
             if qoff is None:
                 qoff = cq.max_offset

@@ -62,6 +62,7 @@ class BrokerStats:
         self.put_total = 0
         self.get_total = 0
         self._day = self._today()
+        self._day_checked = int(time.time())  # the second of the last day check (one a second)
         self._put_today_morning = self._put_yesterday_morning = 0
         self._get_today_morning = self._get_yesterday_morning = 0
 
@@ -79,13 +80,15 @@ class BrokerStats:
     def _count(self, name: str, key: str, n: int, put: bool) -> None:
         now = time.time()
         minute = int(now // 60)
+        sec = int(now)
         with self._lock:
-            self._roll_day()
+            if sec != self._day_checked:  # the local date (strftime) once a second, not per count:
+                self._day_checked = sec  # with thousands of queues this runs for nearly every message
+                self._roll_day()
             s = self._series.get((name, key))
             if s is None:
                 s = self._series[(name, key)] = _Series()
             s.add(minute, n)
-            sec = int(now)
             if self._seconds and self._seconds[-1][0] == sec:
                 _, p, g = self._seconds[-1]
                 self._seconds[-1] = (sec, p + (n if put else 0), g + (0 if put else n))

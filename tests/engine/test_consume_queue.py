@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 from engine.consume_queue import ConsumeQueue
@@ -71,3 +72,41 @@ def test_delete_expired_drops_whole_files_below_the_log():
     cq.delete_expired(commitlog_min=215)
     assert len(cq.mfq.files) == 2 and cq.min_offset == 22
     assert cq.read_units(22, 1)[0][0] == 220
+
+
+def test_a_topics_first_message_prepares_its_other_queues_files_off_the_put_path(make_store):
+    """The first message to a topic of many queues has the store create the other queues' first
+    files on a thread of its own; sends to those queues then start at offset 0 and read back,
+    across a restart too; a deleted topic's queues are not created again."""
+    import time
+
+    from engine.message import Message, decode_message
+    from engine.store import GetMessageStatus
+    from engine.topic_config import TopicConfig
+
+    store = make_store()
+    store.topic_config.create_or_update(TopicConfig("Many", 64, 64))
+    assert store.put_message(Message("Many", b"first", queue_id=10)).ok
+    root = os.path.join(store.root, "consumequeue", "Many")
+    first = "0" * 20
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(
+            os.path.exists(os.path.join(root, str(q), first)) for q in range(64)):
+        time.sleep(0.05)
+    assert all(os.path.exists(os.path.join(root, str(q), first)) for q in range(64))
+    assert [store.get_max_offset_in_queue("Many", q) for q in (9, 10, 11)] == [0, 1, 0]
+    for q in range(64):
+        r = store.put_message(Message("Many", b"q%d" % q, queue_id=q))
+        assert r.ok and r.queue_offset == (1 if q == 10 else 0)
+    store.shutdown()
+    store.start()
+    for q in (0, 10, 63):
+        got = store.get_message("g", "Many", q, 0, 10)
+        assert got.status is GetMessageStatus.FOUND
+        assert [decode_message(m).body for m in got.messages] == ([b"first", b"q10"] if q == 10 else [b"q%d" % q])
+    store.topic_config.create_or_update(TopicConfig("Gone", 400, 400))
+    assert store.put_message(Message("Gone", b"x", queue_id=0)).ok
+    store.delete_topic("Gone")
+    time.sleep(0.5)  # a pass still running would have created queues by now
+    assert not os.path.exists(os.path.join(store.root, "consumequeue", "Gone"))
+    assert store.queue_ids("Gone") == []

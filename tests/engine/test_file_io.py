@@ -74,3 +74,34 @@ def test_segments_hold_one_descriptor_each_and_release_it(tmp_path):
     assert _open_fds() == before
     fio.remove(segs[0].path)
     segs[0].flush()  # closed and gone: nothing to do, no error
+
+
+def test_a_new_segments_directory_entry_is_synced_by_its_first_flush(tmp_path, monkeypatch):
+    """Creating a segment (on the put path: a queue's first message) syncs nothing; its first
+    flush syncs the directory holding it before the bytes count as durable, once; a segment
+    opened again after a restart has its entry on disk already."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    fio = MmapFileIO()
+    qdir = tmp_path / "topic" / "0"
+    fio.makedirs(str(qdir))
+    seg = fio.open_segment(str(qdir / "00000000000000000000"), 4096 * 4, random_access=True)
+    seg.write(0, b"unit")
+    assert synced == []
+    seg.flush(0, 4)
+    assert synced == [str(qdir)]
+    seg.write(4, b"more")
+    seg.flush(4, 8)
+    assert synced == [str(qdir)]
+    seg.close()
+    again = fio.open_segment(str(qdir / "00000000000000000000"), 4096 * 4, random_access=True)
+    again.write(8, b"x")
+    again.flush(8, 9)
+    again.close()
+    assert synced == [str(qdir)]
