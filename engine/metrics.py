@@ -107,24 +107,23 @@ _IN_CHILDREN: dict[tuple[str, str], tuple[Any, Any]] = {}
 _OUT_CHILDREN: dict[tuple[str, str], tuple[Any, Any]] = {}
 
 
-def topic_in(listener: str, topic: str, nbytes: int, messages: int) -> None:
-    children = _IN_CHILDREN.get((listener, topic))
+def _count(table: dict, bytes_metric: Any, messages_metric: Any, listener: str, topic: str, nbytes: int,
+           messages: int) -> None:
+    children = table.get((listener, topic))
     if children is None:
         _TOPIC_SERIES.add((listener, topic))
-        children = _IN_CHILDREN[(listener, topic)] = (TOPIC_BYTES_IN.labels(listener, topic),
-                                                      TOPIC_MESSAGES_IN.labels(listener, topic))
+        children = table[(listener, topic)] = (bytes_metric.labels(listener, topic),
+                                               messages_metric.labels(listener, topic))
     children[0].inc(nbytes)
     children[1].inc(messages)
+
+
+def topic_in(listener: str, topic: str, nbytes: int, messages: int) -> None:
+    _count(_IN_CHILDREN, TOPIC_BYTES_IN, TOPIC_MESSAGES_IN, listener, topic, nbytes, messages)
 
 
 def topic_out(listener: str, topic: str, nbytes: int, messages: int) -> None:
-    children = _OUT_CHILDREN.get((listener, topic))
-    if children is None:
-        _TOPIC_SERIES.add((listener, topic))
-        children = _OUT_CHILDREN[(listener, topic)] = (TOPIC_BYTES_OUT.labels(listener, topic),
-                                                       TOPIC_MESSAGES_OUT.labels(listener, topic))
-    children[0].inc(nbytes)
-    children[1].inc(messages)
+    _count(_OUT_CHILDREN, TOPIC_BYTES_OUT, TOPIC_MESSAGES_OUT, listener, topic, nbytes, messages)
 
 
 def forget_topic(topic: str) -> None:
