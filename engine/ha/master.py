@@ -342,7 +342,7 @@ class SlaveConnection:
                     topics_version = self.store.topic_config.data_version.counter
                     if now >= next_meta or topics_version != self._topics_version:
                         # a new topic goes out before the data that follows its creation
-                        self._send_metadata(force=now < next_meta)
+                        self._send_metadata(force=now < next_meta or topics_version != self._topics_version)
                         self._topics_version = topics_version
                         next_meta = now + svc.metadata_interval_s
                     self._flush_tail()

@@ -221,11 +221,12 @@ class HAService:
     def notify_append(self) -> bool:
         """True when there are slaves and every one of them has been sent everything stored."""
         conns = self._conns
-        for c in conns:
+        all_sent = bool(conns)
+        for c in conns:  # every connection, whatever the one before it did
             if not c.push():
                 c.wake.set()
-                return False
-        return bool(conns)
+                all_sent = False
+        return all_sent
 
     def wake_dispatcher(self) -> None:
         """A SYNC_MASTER put whose bytes went straight to the slaves leaves the dispatcher asleep

@@ -168,6 +168,33 @@ def test_stored_bytes_reach_the_slave_whole_and_in_order_when_several_writers_fi
         [m.get_max_offset_in_queue("Big", q) for q in range(4)] == [130, 10, 10, 10]
 
 
+def test_a_slave_held_still_does_not_hold_back_the_other_slaves(pair):
+    """With two slaves, one that stops reading must not keep the other from getting new bytes
+    at once: every connection is sent to (or its writer woken) on each put; and a new topic's
+    document reaches both slaves at once. The writers' own timers are set to a minute here, so
+    only the put path and the topic change can bring what is checked in time."""
+    quiet = dict(ha_send_heartbeat_interval=60_000, ha_sync_metadata_interval=60_000,
+                 ha_housekeeping_interval=120_000)
+    master, slave = pair
+    m = master(role="ASYNC_MASTER", **quiet)
+    s1 = slave(m, name="slave1", broker_id=1, **quiet)
+    s2 = slave(m, name="slave2", broker_id=2, **quiet)
+    m.topic_config.create_or_update(TopicConfig("T", read_queue_nums=1, write_queue_nums=1))
+    # a topic's document reaches each slave at once, also one whose writer started after the
+    # document was last encoded for another connection
+    wait_until(lambda: len(m.ha.connections()) == 2 and all(c.state == "TRANSFER" for c in m.ha.connections())
+               and s1.topic_config.get("T") is not None and s2.topic_config.get("T") is not None,
+               what="both slaves streaming, with the topic")
+    held = s1 if m.ha.connections()[0].broker_id == 1 else s2  # the slave the master serves first
+    other = s2 if held is s1 else s1
+    with held._put_lock:  # its HA thread stops at its next append: its bytes stay unacknowledged
+        for i in range(20):
+            assert m.put_message(msg(i)).ok
+            time.sleep(0.01)
+        wait_until(lambda: other.confirmed_offset == m.confirmed_offset, 10, what="the other slave has every put")
+    wait_until(lambda: caught_up(m, held), what="the held slave catches up once let go")
+
+
 def test_replication_wait_times_out_and_min_replicas_is_enforced(pair):
     master, slave = pair
     m = master(role="ASYNC_MASTER")
