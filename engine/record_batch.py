@@ -706,8 +706,6 @@ def record_keys(batch, walk=None) -> list[bytes]:
             data = bytes(data)
         pos, end = 0, len(data)
     walk = walk or walk_keys_compiled or walk_keys_python
-    if walk is walk_keys_python:
-        return walk(data, pos, end, header.records_count)
     try:
         return walk(data, pos, end, header.records_count)
     except WalkError as exc:  # the compiled walk's refusals carry the Python walk's messages
