@@ -61,6 +61,35 @@ def _permission(perm: int) -> int:
     return pb.Permission.READ_WRITE if r and w else pb.Permission.READ if r else pb.Permission.WRITE if w else pb.Permission.NONE
 
 
+# Names longer than this are refused where a request is decoded (RocketMQ's own are at most 127
+# characters for a topic and 255 for a group; retry topics add a prefix, Kafka topics may have
+# 249): nothing behind the gateway meets a name its fixed-width encodings cannot hold.
+NAME_MAX_LENGTH = 1024
+
+
+def _name_problem(request: Any) -> pb.Status | None:
+    """ILLEGAL_TOPIC / ILLEGAL_CONSUMER_GROUP for an over-long topic or group name anywhere a
+    request names one (top level, its message queue, or its messages)."""
+    def long(res: Any) -> bool:
+        return len(res.name) > NAME_MAX_LENGTH
+    for field, code, what in (("topic", C.ILLEGAL_TOPIC, "topic"), ("group", C.ILLEGAL_CONSUMER_GROUP, "consumer group")):
+        try:
+            has = request.HasField(field)
+        except ValueError:
+            continue
+        if has and long(getattr(request, field)):
+            return status(code, f"the {what} name is longer than {NAME_MAX_LENGTH} characters")
+    try:
+        if request.HasField("message_queue") and long(request.message_queue.topic):
+            return status(C.ILLEGAL_TOPIC, f"the topic name is longer than {NAME_MAX_LENGTH} characters")
+    except ValueError:
+        pass
+    for m in getattr(request, "messages", ()) or ():
+        if long(m.topic):
+            return status(C.ILLEGAL_TOPIC, f"the topic name is longer than {NAME_MAX_LENGTH} characters")
+    return None
+
+
 class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     def __init__(self, gw: Any):  # the server.GrpcGateway that serves this service
         self.gw = gw
@@ -69,6 +98,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _refused(self, context: Any, request: Any) -> pb.Status | None:
         """The gate (``security.GrpcGate``): None when the call may go on, else its Status
         (UNAUTHORIZED / FORBIDDEN with the reason)."""
+        problem = _name_problem(request)
+        if problem is not None:
+            return problem
         try:
             await self.gw.gate.check(context, request, self.gw.client_host(context))
         except Refused as exc:

@@ -38,7 +38,9 @@ from typing import Any
 
 import structlog
 
+from engine.consumer_offset import name_problem
 from gateway_kafka import apis
+from gateway_kafka import error_codes as E
 from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
 from gateway_kafka.cluster import BrokerNode, LocalReplication
@@ -56,6 +58,41 @@ WRITE_HIGH_WATER = 4 * MiB
 _PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 _HELD = "request_budget_bytes"  # ConnectionState.extra: budget held by the request in hand
 _THROTTLE = "throttle_time_ms"  # set by a handler under flow control (see apis/produce.py)
+
+
+# Requests whose top-level group or transactional id ends up as a key of an internal topic's
+# record (an int16-length string): one longer than that record can hold is answered with the
+# API's own error code here, where the request is decoded. (OffsetCommit and TxnOffsetCommit
+# answer per partition: their handlers check.)
+_NAMED_APIS: dict[int, tuple[tuple[str, int], ...]] = {
+    11: (("group_id", E.INVALID_GROUP_ID),), 12: (("group_id", E.INVALID_GROUP_ID),),
+    13: (("group_id", E.INVALID_GROUP_ID),), 14: (("group_id", E.INVALID_GROUP_ID),),
+    68: (("group_id", E.INVALID_GROUP_ID),), 76: (("group_id", E.INVALID_GROUP_ID),),
+    88: (("group_id", E.INVALID_GROUP_ID),), 47: (("group_id", E.INVALID_GROUP_ID),),
+    22: (("transactional_id", E.INVALID_REQUEST),), 26: (("transactional_id", E.INVALID_REQUEST),),
+    25: (("transactional_id", E.INVALID_REQUEST), ("group_id", E.INVALID_GROUP_ID)),
+}
+
+
+def _name_refused(api_key: int, api_version: int, body: dict) -> dict | None:
+    for field, code in _NAMED_APIS[api_key]:
+        value = body.get(field)
+        if value is None:
+            continue
+        problem = name_problem(field, value)
+        if problem is None:
+            continue
+        from gateway_kafka.protocol.codec import body_defaults
+
+        answer = body_defaults(api_key, api_version)
+        if "error_code" not in answer:
+            return None
+        answer["error_code"] = code
+        if "error_message" in answer:
+            answer["error_message"] = problem
+        log.info("request_refused", reason="name_too_long", api_key=api_key, field=field, error=problem)
+        return answer
+    return None
 
 
 class KafkaSettings:
@@ -570,6 +607,8 @@ class KafkaGateway:
                                  header.client_id)
             started = clock()
             body = _authz_refused(ctx, header.api_key, req.body) if header.api_key in _CHECKED else None
+            if body is None and header.api_key in _NAMED_APIS:
+                body = _name_refused(header.api_key, header.api_version, req.body)
             if body is None:
                 body = await spec.handler(ctx, req.body)
             quotas = self.quotas

@@ -53,6 +53,7 @@ from typing import Any, Callable
 import structlog
 
 from engine import record_batch as rb
+from engine.consumer_offset import name_problem
 from engine.state_log import (CONSUMER_OFFSETS, TRANSACTION_STATE, StateLog, is_internal, load_checkpoint,
                               positions_from, save_checkpoint)
 from gateway_kafka import error_codes as E
@@ -532,6 +533,8 @@ class TransactionCoordinator:
         """TxnOffsetCommit: the offsets become transactional records of the group's partition."""
         if self.not_serving():
             return self.not_serving()
+        if name_problem("group id", group) is not None:  # no offset record can hold it
+            return E.INVALID_GROUP_ID
         if self.foreign(producer_id):
             # the group's coordinator is here, the transaction's on another broker group (which
             # added the group's partition in AddOffsetsToTxn): staged, its marker decides
