@@ -159,7 +159,10 @@ class ListenerLimits:
     """
 
     max_connections: int = 2**31 - 1  # Kafka's default: no limit but the descriptors
-    max_connections_per_ip: int = 2**31 - 1
+    # Kafka's default is no limit; one address holding every connection the descriptors allow
+    # starves everyone else, so Rockafka limits each address (and sheds the oldest idle
+    # connections for newcomers when the node is full, engine/listener_limits.py).
+    max_connections_per_ip: int = 1000
     connections_max_idle_ms: int = 600_000  # Kafka listener and admin HTTP
     server_channel_max_idle_time_seconds: int = 120  # remoting listeners (NameServer, broker)
     socket_request_max_bytes: int = 100 * MiB  # Kafka: a larger length prefix closes the connection

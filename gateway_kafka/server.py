@@ -47,7 +47,8 @@ from gateway_kafka.cluster import BrokerNode, LocalReplication
 from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.wire_out import has_runs, plain_fd, send_with_runs, write_chunks
-from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
+from engine.listener_limits import (BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_buffered,
+                                   stream_protocol_factory)
 
 log = structlog.get_logger("rockafka.kafka")
 
@@ -519,7 +520,7 @@ class KafkaGateway:
         # the guard's timer (one for the node), which aborts the transport under the reads
         idle_ms = self.settings.connections_max_idle_ms
         watch = self.guard.watch("kafka", f"{conn.peer_host}:{conn.peer_port}", writer.transport.abort,
-                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0)
+                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0, buffered=stream_buffered(reader))
         try:
             await self._serve(conn, reader, writer, watch)
         except (ConnectionError, asyncio.IncompleteReadError):
