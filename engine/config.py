@@ -83,6 +83,9 @@ class MessageStoreConfig:
     # refused (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]...") instead of queueing behind it.
     os_page_cache_busy_time_out_mills: int = 1000
     flush_consumer_offset_interval: int = 5000  # ms between native consumer offset flushes to the log
+    # Kafka's log.cleaner.backoff.ms: how often compacted topics are looked at by the cleaner
+    # (engine/compaction.py, docs/design/compaction.md)
+    log_cleaner_backoff_ms: int = 15_000
     # Internal state topics (docs/design/coordinator-state.md); Kafka's key names and defaults.
     offsets_topic_num_partitions: int = 50  # __consumer_offsets partitions, fixed once created
     producer_id_expiration_ms: int = 86_400_000  # idle producers' sequence state is dropped

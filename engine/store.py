@@ -1409,6 +1409,7 @@ class MessageStore:
         next_producer_snapshot = 0.0
         next_clean = now + self.config.clean_resource_interval / 1000.0
         next_disk = now + 1.0
+        next_compaction = now + self.config.log_cleaner_backoff_ms / 1000.0
         failing: dict[str, str] = {}  # what failed last round: the same failure is logged once
         while True:
             # the put path wakes this thread when the disk crosses diskSpaceCleanForciblyRatio
@@ -1436,6 +1437,9 @@ class MessageStore:
             if now >= next_clean or self.disk.clean_wanted.is_set():
                 tasks.append(("clean", self.clean_expired_files))
                 next_clean = now + self.config.clean_resource_interval / 1000.0
+            if now >= next_compaction:
+                tasks.append(("compaction", self.compactor.clean))
+                next_compaction = now + self.config.log_cleaner_backoff_ms / 1000.0
             for name, task in tasks:
                 try:
                     task()

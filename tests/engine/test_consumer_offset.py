@@ -249,3 +249,28 @@ def test_an_entry_no_record_can_hold_never_stops_the_others_being_saved(tmp_path
         again.shutdown()
     offs.delete_topic("T")  # tombstones for what records can hold; the rest leaves memory
     assert offs.groups_of_topic("T") == set()
+
+
+def test_the_cleaner_on_consumer_offsets_keeps_the_state_a_replay_rebuilds(make_store, tmp_path):
+    """``__consumer_offsets`` is compacted: once the cleaner has removed superseded commits
+    (dead-list units in the log), a replay from the log's start -- a crash with no checkpoint --
+    still rebuilds every group's latest offsets, plain and transactional."""
+    store = make_store(state_checkpoint_interval=3_600_000, log_cleaner_backoff_ms=3_600_000)
+    offs = store.consumer_offsets
+    p = offs.partition_of("g")
+    for i in range(700):  # ~100 KB of commits of two keys: past one 64 KiB Kafka segment
+        assert offs.commit_durable("g", {("T", 0): OffsetEntry(i), ("T", 1): OffsetEntry(10 * i)}).ok
+    assert offs.stage_transactional("g", 77, 0, {("T", 2): OffsetEntry(5)}).ok
+    assert offs.complete_transaction(p, 77, 0, True).ok
+    removed = store.compactor.clean()
+    assert removed > 1000, removed
+    records = list(StateLog(store, CONSUMER_OFFSETS, 50).read(p))
+    assert len(records) < 400, len(records)  # what a consumer of the partition reads now
+    image = crash_image(store, tmp_path)
+    (image / "config" / "consumerOffset.json").unlink(missing_ok=True)
+    again = reopen(image)
+    try:
+        assert again.consumer_offsets.offsets_of("g") == {("T", 0): 699, ("T", 1): 6990, ("T", 2): 5}
+        assert len(list(StateLog(again, CONSUMER_OFFSETS, 50).read(p))) == len(records)
+    finally:
+        again.shutdown()
