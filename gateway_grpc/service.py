@@ -67,6 +67,28 @@ def _permission(perm: int) -> int:
 NAME_MAX_LENGTH = 1024
 
 
+class Undecodable:
+    """A request whose bytes protobuf cannot parse (``lenient``): answered BAD_REQUEST by the
+    method like any other bad request, instead of grpcio logging the parse error as a crash."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str):
+        self.error = error
+
+
+def lenient(deserializer: Any) -> Any:
+    """A request deserializer that hands an unparsable request to the method as ``Undecodable``."""
+    from google.protobuf.message import DecodeError
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except (DecodeError, ValueError, UnicodeDecodeError) as exc:
+            return Undecodable(str(exc))
+    return deserialize
+
+
 def _name_problem(request: Any) -> pb.Status | None:
     """ILLEGAL_TOPIC / ILLEGAL_CONSUMER_GROUP for an over-long topic or group name anywhere a
     request names one (top level, its message queue, or its messages)."""
@@ -98,6 +120,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _refused(self, context: Any, request: Any) -> pb.Status | None:
         """The gate (``security.GrpcGate``): None when the call may go on, else its Status
         (UNAUTHORIZED / FORBIDDEN with the reason)."""
+        if isinstance(request, Undecodable):
+            return status(C.BAD_REQUEST, f"the request cannot be parsed: {request.error}")
         problem = _name_problem(request)
         if problem is not None:
             return problem
@@ -210,6 +234,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         async def read() -> None:
             try:
                 async for cmd in request_iterator:
+                    if isinstance(cmd, Undecodable):
+                        outbox.put_nowait(sv.TelemetryCommand(status=status(
+                            C.BAD_REQUEST, f"the telemetry command cannot be parsed: {cmd.error}")))
+                        continue
                     which = cmd.WhichOneof("command")
                     if which == "settings":
                         try:  # what the settings announce: publishing topics, a group and its topics
