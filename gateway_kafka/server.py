@@ -61,39 +61,54 @@ _HELD = "request_budget_bytes"  # ConnectionState.extra: budget held by the requ
 _THROTTLE = "throttle_time_ms"  # set by a handler under flow control (see apis/produce.py)
 
 
-# Requests whose top-level group or transactional id ends up as a key of an internal topic's
-# record (an int16-length string): one longer than that record can hold is answered with the
-# API's own error code here, where the request is decoded. (OffsetCommit and TxnOffsetCommit
-# answer per partition: their handlers check.)
-_NAMED_APIS: dict[int, tuple[tuple[str, int], ...]] = {
-    11: (("group_id", E.INVALID_GROUP_ID),), 12: (("group_id", E.INVALID_GROUP_ID),),
-    13: (("group_id", E.INVALID_GROUP_ID),), 14: (("group_id", E.INVALID_GROUP_ID),),
-    68: (("group_id", E.INVALID_GROUP_ID),), 76: (("group_id", E.INVALID_GROUP_ID),),
-    88: (("group_id", E.INVALID_GROUP_ID),), 47: (("group_id", E.INVALID_GROUP_ID),),
-    22: (("transactional_id", E.INVALID_REQUEST),), 26: (("transactional_id", E.INVALID_REQUEST),),
-    25: (("transactional_id", E.INVALID_REQUEST), ("group_id", E.INVALID_GROUP_ID)),
+# Group and transaction requests whose strings end up in internal topics' records (group
+# metadata, group records, transaction state: int16-length strings): one longer than a record
+# can hold is answered with the API's error code here, where the request is decoded -- the
+# group or transactional id with its own code, any other string (a member or instance id, a
+# protocol name) INVALID_REQUEST. (OffsetCommit and TxnOffsetCommit answer per partition:
+# their handlers check the group id; their other strings are not stored.)
+_NAMED_APIS: dict[int, int] = {  # api key -> the code for an over-long group / transactional id
+    11: E.INVALID_GROUP_ID, 12: E.INVALID_GROUP_ID, 13: E.INVALID_GROUP_ID, 14: E.INVALID_GROUP_ID,
+    68: E.INVALID_GROUP_ID, 76: E.INVALID_GROUP_ID, 88: E.INVALID_GROUP_ID, 47: E.INVALID_GROUP_ID,
+    22: E.INVALID_REQUEST, 26: E.INVALID_REQUEST, 25: E.INVALID_REQUEST,
 }
 
 
-def _name_refused(api_key: int, api_version: int, body: dict) -> dict | None:
-    for field, code in _NAMED_APIS[api_key]:
-        value = body.get(field)
-        if value is None:
-            continue
-        problem = name_problem(field, value)
-        if problem is None:
-            continue
-        from gateway_kafka.protocol.codec import body_defaults
-
-        answer = body_defaults(api_key, api_version)
-        if "error_code" not in answer:
-            return None
-        answer["error_code"] = code
-        if "error_message" in answer:
-            answer["error_message"] = problem
-        log.info("request_refused", reason="name_too_long", api_key=api_key, field=field, error=problem)
-        return answer
+def _too_long(node: Any, path: str = "") -> tuple[str, str] | None:
+    """(field path, problem) of the first string in ``node`` no record can hold."""
+    if isinstance(node, str):
+        problem = name_problem(path or "string", node) if len(node) > 8191 else None
+        return (path, problem) if problem else None
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, (str, dict, list)):
+                hit = _too_long(v, k)
+                if hit:
+                    return hit
+    elif isinstance(node, list):
+        for v in node:
+            if isinstance(v, (str, dict, list)):
+                hit = _too_long(v, path)
+                if hit:
+                    return hit
     return None
+
+
+def _name_refused(api_key: int, api_version: int, body: dict) -> dict | None:
+    hit = _too_long(body)
+    if hit is None:
+        return None
+    field, problem = hit
+    from gateway_kafka.protocol.codec import body_defaults
+
+    answer = body_defaults(api_key, api_version)
+    if "error_code" not in answer:
+        return None
+    answer["error_code"] = _NAMED_APIS[api_key] if field in ("group_id", "transactional_id") else E.INVALID_REQUEST
+    if "error_message" in answer:
+        answer["error_message"] = problem
+    log.info("request_refused", reason="string_too_long", api_key=api_key, field=field, error=problem)
+    return answer
 
 
 class KafkaSettings:

@@ -1,6 +1,6 @@
-"""Group and transactional ids longer than an internal topic's record key can hold (an int16
-length: 32,767 UTF-8 bytes; a flexible request's compact string can carry more) get the API's
-error code where the request is decoded; nothing reaches the store's encoders, the node logs no
+"""Group and transactional ids -- and any other string a group or transaction record stores --
+longer than an internal topic's record can hold (an int16 length: 32,767 UTF-8 bytes; a flexible
+request's compact string can carry more) get the API's error code where the request is decoded; nothing reaches the store's encoders, the node logs no
 traceback, and the same client's next request is served."""
 
 from __future__ import annotations
@@ -52,7 +52,18 @@ def test_offset_commit_with_a_group_id_too_long_for_a_record(node, topic):
     (68, 0, {"group_id": HUGE, "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,
              "rebalance_timeout_ms": 1000, "subscribed_topic_names": ["x"], "server_assignor": None,
              "topic_partitions": []}, E.INVALID_GROUP_ID),
-], ids=["JoinGroup", "InitProducerId", "ConsumerGroupHeartbeat"])
+    # any other string a group record stores: INVALID_REQUEST (a SyncGroup used to fail encoding it)
+    (11, 7, {"group_id": "fine", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 1000, "member_id": "",
+             "group_instance_id": HUGE, "protocol_type": "consumer",
+             "protocols": [{"name": "range", "metadata": b""}], "reason": None}, E.INVALID_REQUEST),
+    (11, 7, {"group_id": "fine2", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 1000, "member_id": "",
+             "group_instance_id": None, "protocol_type": "consumer",
+             "protocols": [{"name": HUGE, "metadata": b""}], "reason": None}, E.INVALID_REQUEST),
+    (68, 0, {"group_id": "fine3", "member_id": "", "member_epoch": 0, "instance_id": HUGE, "rack_id": None,
+             "rebalance_timeout_ms": 1000, "subscribed_topic_names": ["x"], "server_assignor": None,
+             "topic_partitions": []}, E.INVALID_REQUEST),
+], ids=["JoinGroup", "InitProducerId", "ConsumerGroupHeartbeat", "JoinGroup-instance-id", "JoinGroup-protocol",
+        "ConsumerGroupHeartbeat-instance-id"])
 def test_group_and_transactional_ids_too_long_for_a_record(node, api_key, version, body, code):
     before = node.log_tail(10**8).count("Traceback")
     with RawKafka(node.kafka_bootstrap) as raw:
