@@ -13,7 +13,8 @@ from typing import Any, Iterable
 
 from engine.security import CLUSTER_NAME, Operation as Op, ResourceType as RT
 
-__all__ = ["Op", "RT", "allowed", "cluster", "topic", "group", "txn_id", "split_topics", "enabled", "authorized_operations"]
+__all__ = ["Op", "RT", "allowed", "cluster", "topic", "group", "txn_id", "split_topics", "enabled", "authorized_operations",
+           "topic_operations", "cluster_operations", "TOPIC_OPERATIONS", "CLUSTER_OPERATIONS", "NOT_ASKED"]
 
 
 def enabled(ctx: Any) -> bool:
@@ -46,6 +47,22 @@ def authorized_operations(ctx: Any, rtype: RT, name: str, supported: int) -> int
     """Kafka's authorized-operations bit set: the ``supported`` operations (a bit per code) the
     caller may perform on the resource."""
     return sum(1 << op for op in Op if supported & (1 << op) and allowed(ctx, op, rtype, name))
+
+
+# KIP-430: what DescribeTopics / DescribeCluster can report (Kafka's supportedOperations)
+TOPIC_OPERATIONS = sum(1 << op for op in (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE,
+                                          Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))
+CLUSTER_OPERATIONS = sum(1 << op for op in (Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS,
+                                            Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE))
+NOT_ASKED = -2147483648  # Kafka's "authorized operations not requested"
+
+
+def topic_operations(ctx: Any, name: str) -> int:
+    return authorized_operations(ctx, RT.TOPIC, name, TOPIC_OPERATIONS)
+
+
+def cluster_operations(ctx: Any) -> int:
+    return authorized_operations(ctx, RT.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
 
 
 def split_topics(ctx: Any, op: Op, names: Iterable[str]) -> tuple[set[str], set[str]]:

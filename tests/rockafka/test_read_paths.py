@@ -1,0 +1,435 @@
+"""Every way of reading a message, walked from ``engine.security.reads.READ_PATHS`` with real
+clients against one secured node (docs/design/security.md, "Reading messages"):
+
+- ``app`` holds PUB/SUB on its own topic and SUB on its groups; ``ops`` holds DESCRIBE on the
+  cluster (and SUB on the same groups, so its probes reach the topic's check); neither reads the security records (``rmq_sys_SECURITY``), another internal topic
+  or another user's topic by any listed path — and ``app`` does read its own topic by each
+  path, so a probe cannot pass by reading nothing;
+- a read path added to the table without a probe here fails ``test_every_read_path_has_a_probe``.
+
+Remoting probes are signed frames (the project's ``AclClientRPCHook`` signing), Kafka probes
+confluent-kafka over SASL SCRAM-SHA-512 (DescribeTopicPartitions, which librdkafka does not
+send, as a raw frame after a SASL PLAIN login), gRPC probes the official RocketMQ 5 client,
+admin probes urllib with Basic auth."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import struct
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+
+from engine.security.reads import READ_PATHS, is_internal_topic
+from gateway_native.remoting import acl
+from gateway_native.remoting.codes import RequestCode as RC, ResponseCode as R
+from gateway_native.remoting.command import RemotingCommand
+from tests.support.node import RunningNode
+
+pytestmark = pytest.mark.timeout(600)
+
+INNER = ("rockafka-node", "node-secret-1")
+ADMIN_PW = "admin-secret"
+SECURITY = "rmq_sys_SECURITY"
+USERS = {"app": "app-secret-1", "ops": "ops-secret-1"}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    n = RunningNode(tmp_path_factory.mktemp("read-paths") / "data", settings={
+        "authenticationEnabled": "true", "authorizationEnabled": "true",
+        "innerClientAuthenticationCredentials": f"{INNER[0]}:{INNER[1]}",
+        "initAuthenticationUser": f"admin:{ADMIN_PW}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+        "connection.failed.authentication.delay.ms": "10",
+    })
+    with n:
+        yield n
+
+
+def kconf(node, user: str, password: str) -> dict:
+    return {"bootstrap.servers": node.kafka_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": password}
+
+
+def http_get(node, path: str, user: str, password: str) -> tuple[int, bytes]:
+    req = urllib.request.Request(node.admin_url + path)
+    req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def remoting(addr: str, code: int, fields: dict, creds: tuple[str, str], body: bytes = b"") -> RemotingCommand:
+    from gateway_native.transport import open_connection
+
+    async def run() -> RemotingCommand:
+        conn = await open_connection(addr)
+        try:
+            cmd = RemotingCommand.request(code, {k: str(v) for k, v in fields.items()}, body)
+            acl.sign(cmd, *creds)
+            return await conn.invoke(cmd, 10)
+        finally:
+            conn.close()
+    return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def world(node):
+    """Topics, users and one message of each topic a probe reads (with its commitlog offset)."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+    from gateway_native.client import Admin, Message, Producer
+
+    mine, other, group = unique("T_app"), unique("T_other"), unique("C_app")
+    share_group, grpc_group = unique("C_share"), unique("C_grpc")  # each protocol's own consumption state
+    with Admin(node.namesrv_addr, timeout_ms=10_000, credentials=INNER) as a:
+        a.create_topic(mine, 1)
+        a.create_topic(other, 1)
+        groups = f"{group}=SUB,{share_group}=SUB,{grpc_group}=SUB"
+        a.update_acl_config("app", USERS["app"], topic_perms=f"{mine}=PUB|SUB", group_perms=groups)
+        # the groups too, so that each probe reaches the topic's check rather than the group's
+        a.update_acl_config("ops", USERS["ops"], group_perms=groups)
+    admin = AdminClient(kconf(node, "admin", ADMIN_PW))
+    ups = [UserScramCredentialUpsertion(u, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), pw.encode())
+           for u, pw in USERS.items()]
+    for f in admin.alter_user_scram_credentials(ups).values():
+        f.result(20)
+    ops_describe = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ops", "*",
+                              AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    for f in admin.create_acls([ops_describe]).values():
+        f.result(20)
+    with Producer(unique("P"), node.namesrv_addr, credentials=INNER) as p:
+        for topic in (mine, other):
+            p.send(Message(topic, f"body of {topic}".encode(), keys="k1"))
+    offsets: dict[str, int] = {}
+    ids: dict[str, str] = {}
+    deadline = time.monotonic() + 30
+    while len(offsets) < 3 and time.monotonic() < deadline:
+        for topic in (mine, other, SECURITY):
+            status, raw = http_get(node, f"/api/messages?topic={topic}&max=1", "admin", ADMIN_PW)
+            rows = json.loads(raw).get("messages") if status == 200 else None
+            if rows:
+                offsets[topic], ids[topic] = rows[0]["commitlog_offset"], rows[0]["msg_id"]
+        time.sleep(0.2)
+    assert len(offsets) == 3, offsets
+    return {"mine": mine, "other": other, "group": group, "share_group": share_group, "grpc_group": grpc_group,
+            "offsets": offsets, "ids": ids}
+
+
+# -- probes: True = the caller got the topic's data (or its offsets / metadata), False = refused
+def _fields(world, topic: str) -> dict:
+    return {"topic": topic, "consumerGroup": world["group"], "queueId": 0}
+
+
+def _remoting_read(code: int, extra: dict, ok_codes=(R.SUCCESS,)):
+    def probe(node, world, user, topic):
+        fields = {**_fields(world, topic), **extra}
+        addr = node.namesrv_addr if code == RC.GET_ROUTEINFO_BY_TOPIC else node.broker_addr
+        resp = remoting(addr, code, fields, (user, USERS[user]))
+        if resp.code == R.NO_PERMISSION:
+            assert f"User:{user} may not" in (resp.remark or ""), resp.remark
+            return False
+        assert resp.code in ok_codes, (resp.code, resp.remark)
+        return True
+    return probe
+
+
+PULL = {"queueOffset": 0, "maxMsgNums": 8, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0,
+        "subscription": "*", "subVersion": 0, "expressionType": "TAG"}
+# past the check: messages, or the processor's own answer for a group no consumer announced yet
+PULLED = (R.SUCCESS, R.PULL_NOT_FOUND, R.SUBSCRIPTION_GROUP_NOT_EXIST, R.SUBSCRIPTION_NOT_EXIST,
+          R.SUBSCRIPTION_NOT_LATEST)
+POP = {"maxMsgNums": 8, "invisibleTime": 1000, "pollTime": 0, "bornTime": 0, "initMode": 0, "expType": "TAG",
+       "exp": "*", "queueId": -1}
+
+
+def probe_view_by_id(node, world, user, topic):
+    resp = remoting(node.broker_addr, RC.VIEW_MESSAGE_BY_ID, {"offset": world["offsets"][topic]}, (user, USERS[user]))
+    if resp.code == R.NO_PERMISSION:
+        assert f"User:{user} may not READ" in resp.remark
+        assert not resp.body
+        return False
+    assert resp.code == R.SUCCESS and resp.body
+    return True
+
+
+def probe_query(node, world, user, topic):
+    resp = remoting(node.broker_addr, RC.QUERY_MESSAGE,
+                    {"topic": topic, "key": "k1", "maxNum": 8, "beginTimestamp": 0, "endTimestamp": 1 << 62},
+                    (user, USERS[user]))
+    if resp.code == R.NO_PERMISSION:
+        return False
+    return resp.code == R.SUCCESS and topic.encode() in bytes(resp.body)
+
+
+def probe_fetch(node, world, user, topic):
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**kconf(node, user, USERS[user]), "group.id": world["group"], "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        # the own topic's record proves the probe reads; elsewhere nothing comes (librdkafka keeps
+        # an unauthorized partition unassigned and reports it once, or not at all)
+        deadline = time.monotonic() + (20 if topic == world["mine"] else 8)
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                assert m.error().code() in (29, 3), m.error()  # TOPIC_AUTHORIZATION_FAILED (or hidden: unknown)
+                return False
+            assert m.topic() == topic
+            return True
+        return False
+    finally:
+        c.close()
+
+
+def probe_share_fetch(node, world, user, topic):
+    from confluent_kafka import KafkaException, ShareConsumer
+
+    c = ShareConsumer({**kconf(node, user, USERS[user]), "group.id": world["share_group"]})
+    try:
+        c.subscribe([topic])
+        c.poll(1.0)
+        if topic == world["mine"]:  # a share group starts at the latest offset: a record after joining
+            from confluent_kafka import Producer
+
+            p = Producer(kconf(node, user, USERS[user]))
+            p.produce(topic, b"share probe")
+            assert p.flush(20) == 0
+        deadline = time.monotonic() + (20 if topic == world["mine"] else 6)
+        while time.monotonic() < deadline:
+            try:
+                got = c.poll(0.5) or ()
+            except KafkaException as exc:
+                assert exc.args[0].code() in (29, 3), exc
+                return False
+            for m in got:
+                if m.error():
+                    return False
+                assert m.topic() == topic
+                return True
+        return False  # nothing delivered (the topic is never assigned to a member without READ)
+    finally:
+        c.close()
+
+
+def probe_list_offsets(node, world, user, topic):
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    c = Consumer({**kconf(node, user, USERS[user]), "group.id": world["group"]})
+    try:
+        lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        return hi >= 1
+    except KafkaException as exc:
+        assert exc.args[0].code() in (29, 3, -190), exc  # refused, or not even visible (unknown partition)
+        return False
+    finally:
+        c.close()
+
+
+def probe_metadata(node, world, user, topic):
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient(kconf(node, user, USERS[user]))
+    everything = a.list_topics(timeout=10).topics
+    named = a.list_topics(topic=topic, timeout=10).topics.get(topic)
+    if named is not None and named.error is None:
+        assert topic in everything
+        return True
+    assert topic not in everything, f"{topic} listed to {user}"
+    assert named is None or named.error.code() == 29, named.error
+    return False
+
+
+def _kafka_frame(sock: socket.socket, api_key: int, version: int, body: dict) -> dict:
+    from gateway_kafka.protocol.codec import decode_response, encode_request
+
+    sock.sendall(encode_request(api_key, version, 7, body, client_id="read-paths"))
+    size = struct.unpack(">i", _read_exact(sock, 4))[0]
+    return decode_response(api_key, version, _read_exact(sock, size))[1]
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise AssertionError("connection closed")
+        buf += chunk
+    return buf
+
+
+def probe_describe_topic_partitions(node, world, user, topic):
+    host, port = node.kafka_bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        assert _kafka_frame(s, 17, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        auth = _kafka_frame(s, 36, 1, {"auth_bytes": b"\0" + user.encode() + b"\0" + USERS[user].encode()})
+        assert auth["error_code"] == 0, auth
+        answer = _kafka_frame(s, 75, 0, {"topics": [{"name": topic}], "response_partition_limit": 100})
+        everything = _kafka_frame(s, 75, 0, {"topics": [], "response_partition_limit": 1000})
+    (t,) = answer["topics"]
+    listed = {x["name"] for x in everything["topics"]}
+    if t["error_code"] == 0:
+        assert t["partitions"] and topic in listed
+        return True
+    assert t["error_code"] == 29 and not t["partitions"] and topic not in listed, t
+    return False
+
+
+def _grpc_config(node, user):
+    from rocketmq import ClientConfiguration, Credentials
+
+    return ClientConfiguration(node.grpc_endpoint, Credentials(user, USERS[user]), request_timeout=10)
+
+
+def probe_grpc_receive(node, world, user, topic):
+    from rocketmq import FilterExpression, SimpleConsumer
+    from rocketmq.v5.exception import ForbiddenException
+
+    c = SimpleConsumer(_grpc_config(node, user), world["grpc_group"], {topic: FilterExpression()}, await_duration=2)
+    try:
+        c.startup()
+    except Exception as exc:  # the route lookup at start-up refused
+        assert "403" in str(exc) or "Forbidden" in type(exc).__name__ or "topic" in str(exc), exc
+        return False
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                got = c.receive(8, 15)
+            except ForbiddenException as exc:
+                assert exc.code == 40300
+                return False
+            except Exception as exc:  # the client's route lookup was refused
+                assert "failed to fetch topic" in str(exc), exc
+                return False
+            if got:
+                return True
+        raise AssertionError("neither a message nor a refusal within 20 s")
+    finally:
+        c.shutdown()
+
+
+def probe_grpc_route(node, world, user, topic):
+    from rocketmq import Message, Producer
+
+    p = Producer(_grpc_config(node, user))
+    p.startup()
+    try:
+        m = Message()
+        m.topic, m.body = topic, b"route probe"
+        try:
+            p.send(m)
+        except Exception as exc:
+            # no route at all ("failed to fetch topic") or the route but no PUB (ForbiddenException)
+            assert "failed to fetch topic" in str(exc) or getattr(exc, "code", 0) == 40300, exc
+            return "failed to fetch topic" not in str(exc)
+        return True
+    finally:
+        p.shutdown()
+
+
+def _admin_api(path_of):
+    def probe(node, world, user, topic):
+        status, raw = http_get(node, path_of(world, topic), user, USERS[user])
+        if status == 403:
+            assert b"may not" in raw
+            return False
+        assert status == 200, (status, raw[:300])
+        return topic.encode() in raw or b"messages" in raw
+    return probe
+
+
+def probe_console_search(node, world, user, topic):
+    status, raw = http_get(node, f"/messages?topic={topic}", user, USERS[user])
+    assert status == 200
+    if b"may not read" in raw:
+        return False
+    assert f"body of {topic}".encode() in raw or topic == SECURITY, raw[-500:]
+    return True
+
+
+def _dlq(path: str, method: str = "GET"):
+    def probe(node, world, user, topic):
+        group = world["group"] if topic == world["mine"] else topic  # the DLQ of a group named after the target
+        req = urllib.request.Request(node.admin_url + path.format(group=group), method=method,
+                                     data=b'{"msg_id": "00"}' if method == "POST" else None,
+                                     headers={"Content-Type": "application/json"})
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{USERS[user]}".encode()).decode())
+        try:
+            with urllib.request.urlopen(req, timeout=20) as r:
+                return r.status == 200
+        except urllib.error.HTTPError as e:
+            body = e.read()
+            if e.code == 403:
+                return False
+            assert method == "POST" and e.code in (400, 404, 502), (e.code, body[:200])
+            return True  # reached the resend itself: the caller was allowed
+    return probe
+
+
+PROBES = {
+    ("remoting", "PULL_MESSAGE"): _remoting_read(RC.PULL_MESSAGE, PULL, PULLED),
+    ("remoting", "LITE_PULL_MESSAGE"): _remoting_read(RC.LITE_PULL_MESSAGE, PULL, PULLED),
+    ("remoting", "POP_MESSAGE"): _remoting_read(RC.POP_MESSAGE, POP, (R.SUCCESS, R.POLLING_TIMEOUT, R.PULL_NOT_FOUND)),
+    ("remoting", "QUERY_MESSAGE"): probe_query,
+    ("remoting", "VIEW_MESSAGE_BY_ID"): probe_view_by_id,
+    ("remoting", "GET_MAX_OFFSET"): _remoting_read(RC.GET_MAX_OFFSET, {}),
+    ("remoting", "GET_MIN_OFFSET"): _remoting_read(RC.GET_MIN_OFFSET, {}),
+    ("remoting", "SEARCH_OFFSET_BY_TIMESTAMP"): _remoting_read(RC.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": 0}),
+    ("remoting", "GET_ROUTEINFO_BY_TOPIC"): _remoting_read(RC.GET_ROUTEINFO_BY_TOPIC, {}),
+    ("kafka", "Fetch"): probe_fetch,
+    ("kafka", "ShareFetch"): probe_share_fetch,
+    ("kafka", "ListOffsets"): probe_list_offsets,
+    ("kafka", "Metadata"): probe_metadata,
+    ("kafka", "DescribeTopicPartitions"): probe_describe_topic_partitions,
+    ("grpc", "ReceiveMessage"): probe_grpc_receive,
+    ("grpc", "QueryRoute"): probe_grpc_route,
+    ("admin", "GET /api/messages"): _admin_api(lambda w, t: f"/api/messages?topic={t}"),
+    ("admin", "GET /api/messages/{msg_id}"): _admin_api(
+        lambda w, t: "/api/messages/" + w["ids"][t]),
+    ("admin", "GET /messages"): probe_console_search,
+    ("admin", "GET /api/dlq/{group}"): _dlq("/api/dlq/{group}"),
+    ("admin", "GET /dlq/{group}"): _dlq("/dlq/{group}"),
+    ("admin", "POST /api/dlq/{group}/resend"): _dlq("/api/dlq/{group}/resend", "POST"),
+}
+
+
+def test_every_read_path_has_a_probe():
+    assert {(p.protocol, p.request) for p in READ_PATHS} == set(PROBES)
+
+
+def test_internal_topics_are_the_nodes():
+    for t in (SECURITY, "__consumer_offsets", "__transaction_state", "SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer",
+              "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "rmq_sys_REVIVE_LOG_c1", "RMQ_SYS_TRACE_TOPIC"):
+        assert is_internal_topic(t), t
+    assert not is_internal_topic("orders") and not is_internal_topic("%DLQ%g")
+
+
+PATHS = [(p.protocol, p.request) for p in READ_PATHS]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[f"{a}:{b}" for a, b in PATHS])
+def test_read_path(node, world, path):
+    probe = PROBES[path]
+    # the user's own topic: the probe can see data, so a refusal below is the check's
+    assert probe(node, world, "app", world["mine"]) is True, "app cannot read its own topic"
+    for user in ("app", "ops"):
+        for topic in (SECURITY, world["other"]):
+            assert probe(node, world, user, topic) is False, f"{user} read {topic} by {path}"
