@@ -142,6 +142,10 @@ def _checks(cmd: RemotingCommand) -> list[tuple[Op, RT, str]]:
 
 def rule_of(code: int) -> str:
     """The rule a request code is authorized by, as docs/design/security.md's table names it."""
+    if code == RC.CONSUMER_SEND_MSG_BACK:
+        return "READ group; READ on the message's topic"
+    if code == RC.END_TRANSACTION:
+        return "WRITE on the half message's real topic"
     for rule, codes in (("WRITE topic", _WRITE_TOPIC), ("READ topic and group", _READ_TOPIC_AND_GROUP),
                         ("DESCRIBE topic", _DESCRIBE_TOPIC), ("READ topic", _READ_TOPIC),
                         ("READ group", _READ_GROUP), ("DESCRIBE group", _DESCRIBE_GROUP),
@@ -157,15 +161,23 @@ def rule_of(code: int) -> str:
     return special.get(code, "DESCRIBE cluster")
 
 
-def authorize_read(security: Any, conn: Any, topic: str, code: int) -> str | None:
-    """For processors that find the topic themselves (``_CHECKED_BY_PROCESSOR``): None when the
-    connection's principal may read ``topic``'s messages, else the NO_PERMISSION remark."""
+def authorize_read(security: Any, conn: Any, topic: str, code: int, op: Op = Op.READ) -> str | None:
+    """For processors that find a message's topic in the log (VIEW_MESSAGE_BY_ID, the message a
+    CONSUMER_SEND_MSG_BACK copies, the half message END_TRANSACTION resolves): None when the
+    connection's principal may ``op`` (READ: read, by ``read_resource``) that topic, else the
+    NO_PERMISSION remark."""
     principal = (conn.attrs.get("principal") if hasattr(conn, "attrs") else None) or ANONYMOUS
     host = conn.remote_addr.rsplit(":", 1)[0] if getattr(conn, "remote_addr", None) else "*"
-    if security.may_read(principal, topic, host, getattr(conn, "listener", None) or "broker"):
+    op, rtype, name = read_resource(topic) if op == Op.READ else _topic_check(op, topic)
+    if security.authorize(principal, op, rtype, name, host, "broker"):
         return None
-    op, rtype, name = read_resource(topic)
     return f"{principal} may not {op.name} {rtype.name} {name} (request code {code}); grant it with an ACL"
+
+
+def processor_check(broker: Any, conn: Any, topic: str, code: int, op: Op = Op.READ) -> str | None:
+    """``authorize_read`` on a broker whose listener is gated (None on one without security)."""
+    gate = getattr(getattr(broker, "server", None), "gate", None)
+    return None if gate is None else authorize_read(gate.security, conn, topic, code, op)
 
 
 def heartbeat_checks(body: bytes) -> list[tuple[Op, RT, str]]:

@@ -19,7 +19,7 @@ from engine.message import INNER_BATCH_FLAG, encode_message
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import decode_unit
-from ..security import authorize_read
+from ..security import processor_check
 from ..transport import Connection
 from . import BROKER_PROCESSORS
 
@@ -47,11 +47,9 @@ async def view_message_by_id(broker: Any, conn: Connection, cmd: RemotingCommand
     msg = await broker.run_blocking(broker.store.look_message_by_offset, offset)
     if msg is None:
         return cmd.response(R.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
-    gate = getattr(getattr(broker, "server", None), "gate", None)
-    if gate is not None:  # READ on the topic the message is in (engine/security/reads.py)
-        refusal = authorize_read(gate.security, conn, msg.topic, cmd.code)
-        if refusal is not None:
-            return cmd.response(R.NO_PERMISSION, refusal)
+    refusal = processor_check(broker, conn, msg.topic, cmd.code)  # READ on the message's own topic
+    if refusal is not None:
+        return cmd.response(R.NO_PERMISSION, refusal)
     raw = getattr(msg, "raw", None)
     if raw is None:
         from engine.message import Message

@@ -167,6 +167,18 @@ def probe_view_by_id(node, world, user, topic):
     return True
 
 
+def probe_send_back(node, world, user, topic):
+    """Copying a message by offset into the caller's retry topic would hand it over."""
+    resp = remoting(node.broker_addr, RC.CONSUMER_SEND_MSG_BACK,
+                    {"group": world["group"], "offset": world["offsets"][topic], "delayLevel": -1,
+                     "originTopic": topic, "maxReconsumeTimes": 16}, (user, USERS[user]))
+    if resp.code == R.NO_PERMISSION:
+        assert f"User:{user} may not READ" in resp.remark
+        return False
+    assert resp.code == R.SUCCESS, (resp.code, resp.remark)
+    return True
+
+
 def probe_query(node, world, user, topic):
     resp = remoting(node.broker_addr, RC.QUERY_MESSAGE,
                     {"topic": topic, "key": "k1", "maxNum": 8, "beginTimestamp": 0, "endTimestamp": 1 << 62},
@@ -390,6 +402,7 @@ PROBES = {
     ("remoting", "POP_MESSAGE"): _remoting_read(RC.POP_MESSAGE, POP, (R.SUCCESS, R.POLLING_TIMEOUT, R.PULL_NOT_FOUND)),
     ("remoting", "QUERY_MESSAGE"): probe_query,
     ("remoting", "VIEW_MESSAGE_BY_ID"): probe_view_by_id,
+    ("remoting", "CONSUMER_SEND_MSG_BACK"): probe_send_back,
     ("remoting", "GET_MAX_OFFSET"): _remoting_read(RC.GET_MAX_OFFSET, {}),
     ("remoting", "GET_MIN_OFFSET"): _remoting_read(RC.GET_MIN_OFFSET, {}),
     ("remoting", "SEARCH_OFFSET_BY_TIMESTAMP"): _remoting_read(RC.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": 0}),
