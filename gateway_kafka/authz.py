@@ -73,6 +73,19 @@ def split_topics(ctx: Any, op: Op, names: Iterable[str]) -> tuple[set[str], set[
     return ok, denied
 
 
+def subscription_refusal(ctx: Any, body: dict) -> dict | None:
+    """KIP-848 / KIP-932 heartbeats (Kafka's KafkaApis rule): a subscription naming a topic the
+    member may not DESCRIBE is refused with TOPIC_AUTHORIZATION_FAILED — it would otherwise be
+    assigned the partitions of a topic it cannot see (internal topics included)."""
+    names = body.get("subscribed_topic_names") or ()
+    _ok, denied = split_topics(ctx, Op.DESCRIBE, names)
+    if not denied:
+        return None
+    return {"throttle_time_ms": 0, "error_code": 29, "member_id": body.get("member_id"),
+            "error_message": f"{ctx.conn.principal} is not authorized to describe topics {sorted(denied)}",
+            "member_epoch": body.get("member_epoch", 0), "heartbeat_interval_ms": 0, "assignment": None}
+
+
 # Requests whose whole answer depends on one resource named in the request: api key ->
 # (resource type, operation, request field naming it (None = the cluster), error code). The
 # listener checks these before the handler runs and answers the API's default body with the

@@ -62,7 +62,7 @@ def read_resource(topic: str) -> tuple[Operation, ResourceType, str]:
 
 @dataclass(frozen=True)
 class ReadPath:
-    protocol: str   # kafka | remoting | grpc | admin
+    protocol: str   # kafka | remoting | grpc | admin | cli
     request: str    # the API / request code / RPC / route
     checked: str    # where the check is made
 
@@ -81,6 +81,8 @@ READ_PATHS: tuple[ReadPath, ...] = (
     ReadPath("remoting", "GET_MIN_OFFSET", "gateway_native/security.py: DESCRIBE topic"),
     ReadPath("remoting", "SEARCH_OFFSET_BY_TIMESTAMP", "gateway_native/security.py: DESCRIBE topic"),
     ReadPath("remoting", "GET_ROUTEINFO_BY_TOPIC", "gateway_native/security.py: DESCRIBE topic"),
+    ReadPath("cli", "rockafka admin query id", "the remoting VIEW_MESSAGE_BY_ID row, signed with the caller's keys"),
+    ReadPath("cli", "rockafka admin query key", "the remoting QUERY_MESSAGE row, signed with the caller's keys"),
     ReadPath("kafka", "Fetch", "gateway_kafka/apis/fetch.py: READ topic"),
     ReadPath("kafka", "ShareFetch", "gateway_kafka/apis/share_fetch.py: READ topic"),
     ReadPath("kafka", "ListOffsets", "gateway_kafka/apis/list_offsets.py: DESCRIBE topic"),

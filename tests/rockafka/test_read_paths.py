@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import socket
 import struct
@@ -38,6 +39,8 @@ INNER = ("rockafka-node", "node-secret-1")
 ADMIN_PW = "admin-secret"
 SECURITY = "rmq_sys_SECURITY"
 USERS = {"app": "app-secret-1", "ops": "ops-secret-1"}
+# internal topics the walk reads from: the security records, a Kafka group's offsets, a delayed message
+INTERNAL = (SECURITY, "__consumer_offsets", "SCHEDULE_TOPIC_XXXX")
 
 
 def unique(prefix: str) -> str:
@@ -115,17 +118,27 @@ def world(node):
     with Producer(unique("P"), node.namesrv_addr, credentials=INNER) as p:
         for topic in (mine, other):
             p.send(Message(topic, f"body of {topic}".encode(), keys="k1"))
+        # a delayed message waits in SCHEDULE_TOPIC_XXXX (level 18: two hours)
+        p.send(Message(other, b"delayed body", keys="k1", delay_level=18))
+    # a Kafka group's committed offset is a record of __consumer_offsets
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**kconf(node, "admin", ADMIN_PW), "group.id": unique("g_admin"), "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(other, 0, 1)], asynchronous=False)
+    finally:
+        c.close()
     offsets: dict[str, int] = {}
     ids: dict[str, str] = {}
     deadline = time.monotonic() + 30
-    while len(offsets) < 3 and time.monotonic() < deadline:
-        for topic in (mine, other, SECURITY):
+    while len(offsets) < 2 + len(INTERNAL) and time.monotonic() < deadline:
+        for topic in (mine, other, *INTERNAL):
             status, raw = http_get(node, f"/api/messages?topic={topic}&max=1", "admin", ADMIN_PW)
             rows = json.loads(raw).get("messages") if status == 200 else None
             if rows:
                 offsets[topic], ids[topic] = rows[0]["commitlog_offset"], rows[0]["msg_id"]
         time.sleep(0.2)
-    assert len(offsets) == 3, offsets
+    assert len(offsets) == 2 + len(INTERNAL), offsets
     return {"mine": mine, "other": other, "group": group, "share_group": share_group, "grpc_group": grpc_group,
             "offsets": offsets, "ids": ids}
 
@@ -189,35 +202,66 @@ def probe_query(node, world, user, topic):
 
 
 def probe_fetch(node, world, user, topic):
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({**kconf(node, user, USERS[user]), "group.id": world["group"], "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        # the own topic's record proves the probe reads; elsewhere nothing comes (librdkafka keeps
-        # an unauthorized partition unassigned and reports it once, or not at all)
-        deadline = time.monotonic() + (20 if topic == world["mine"] else 8)
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                assert m.error().code() in (29, 3), m.error()  # TOPIC_AUTHORIZATION_FAILED (or hidden: unknown)
-                return False
-            assert m.topic() == topic
-            return True
+    """A Fetch frame for the topic (librdkafka never fetches a topic Metadata hid from it, so the
+    handler's own check is probed on the wire); on the own topic confluent-kafka reads too."""
+    with kafka_login(node, user) as send:
+        answer = send(1, 12, {"max_wait_ms": 0, "min_bytes": 0, "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": []})
+    (part,) = answer["responses"][0]["partitions"]
+    if part["error_code"] == 29:
+        assert not part.get("records")
         return False
-    finally:
-        c.close()
+    assert part["error_code"] == 0 and part["records"], part
+    if topic == world["mine"]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({**kconf(node, user, USERS[user]), "group.id": world["group"], "enable.auto.commit": False})
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None:
+                    assert not m.error(), m.error()
+                    return m.value() == f"body of {topic}".encode()
+            raise AssertionError("confluent-kafka read nothing of its own topic within 20 s")
+        finally:
+            c.close()
+    return True
 
 
 def probe_share_fetch(node, world, user, topic):
+    """confluent-kafka's share consumer subscribed to the topic (refused at the heartbeat), and
+    a member of the own topic asking ShareFetch for the target's partition on the wire."""
+    if topic != world["mine"]:
+        from gateway_kafka.apis._common import topic_id
+
+        with kafka_login(node, user) as send:
+            member = uuid.uuid4().hex[:22]
+            hb = send(76, 1, {"group_id": world["share_group"], "member_id": member, "member_epoch": 0,
+                              "subscribed_topic_names": [world["mine"]] if user == "app" else []})
+            assert hb["error_code"] == 0, hb
+            answer = send(78, 1, {"group_id": world["share_group"], "member_id": member, "share_session_epoch": 0,
+                                  "max_wait_ms": 0, "min_bytes": 0, "max_records": 10, "batch_size": 10,
+                                  "topics": [{"topic_id": topic_id(topic), "partitions": [
+                                      {"partition_index": 0, "acknowledgement_batches": []}]}],
+                                  "forgotten_topics_data": []})
+            send(76, 1, {"group_id": world["share_group"], "member_id": member, "member_epoch": -1})
+        assert answer["error_code"] == 0, answer
+        parts = [p for t in answer["responses"] for p in t["partitions"]]
+        # refused, or not even known by id (a RocketMQ system topic has no Kafka topic id)
+        assert parts and all(p["error_code"] in (29, 100) and not p.get("records") for p in parts), parts
     from confluent_kafka import KafkaException, ShareConsumer
 
     c = ShareConsumer({**kconf(node, user, USERS[user]), "group.id": world["share_group"]})
     try:
         c.subscribe([topic])
-        c.poll(1.0)
+        try:
+            c.poll(1.0)
+        except KafkaException as exc:  # the heartbeat refused the subscription
+            assert exc.args[0].code() == 29 and f"User:{user} is not authorized" in str(exc), exc
+            return False
         if topic == world["mine"]:  # a share group starts at the latest offset: a record after joining
             from confluent_kafka import Producer
 
@@ -229,7 +273,7 @@ def probe_share_fetch(node, world, user, topic):
             try:
                 got = c.poll(0.5) or ()
             except KafkaException as exc:
-                assert exc.args[0].code() in (29, 3), exc
+                assert exc.args[0].code() == 29, exc
                 return False
             for m in got:
                 if m.error():
@@ -287,14 +331,21 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
     return buf
 
 
-def probe_describe_topic_partitions(node, world, user, topic):
+@contextlib.contextmanager
+def kafka_login(node, user: str):
+    """A Kafka connection logged in with SASL PLAIN; yields ``send(api_key, version, body)``."""
     host, port = node.kafka_bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as s:
         assert _kafka_frame(s, 17, 1, {"mechanism": "PLAIN"})["error_code"] == 0
         auth = _kafka_frame(s, 36, 1, {"auth_bytes": b"\0" + user.encode() + b"\0" + USERS[user].encode()})
         assert auth["error_code"] == 0, auth
-        answer = _kafka_frame(s, 75, 0, {"topics": [{"name": topic}], "response_partition_limit": 100})
-        everything = _kafka_frame(s, 75, 0, {"topics": [], "response_partition_limit": 1000})
+        yield lambda api_key, version, body: _kafka_frame(s, api_key, version, body)
+
+
+def probe_describe_topic_partitions(node, world, user, topic):
+    with kafka_login(node, user) as send:
+        answer = send(75, 0, {"topics": [{"name": topic}], "response_partition_limit": 100})
+        everything = send(75, 0, {"topics": [], "response_partition_limit": 1000})
     (t,) = answer["topics"]
     listed = {x["name"] for x in everything["topics"]}
     if t["error_code"] == 0:
@@ -302,6 +353,26 @@ def probe_describe_topic_partitions(node, world, user, topic):
         return True
     assert t["error_code"] == 29 and not t["partitions"] and topic not in listed, t
     return False
+
+
+def _cli(args_of):
+    def probe(node, world, user, topic):
+        import os
+        import subprocess
+
+        from tests.support.node import rockafka_command
+
+        env = {**os.environ, "ROCKAFKA_ACCESS_KEY": user, "ROCKAFKA_SECRET_KEY": USERS[user]}
+        r = subprocess.run([*rockafka_command(), "admin", "--namesrv", node.namesrv_addr, "--timeout-ms", "10000",
+                            "query", *args_of(world, topic), "--json"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        if r.returncode != 0:
+            assert f"User:{user} may not" in r.stderr, r.stderr[-500:]  # the node's refusal, not a crash
+            assert "body of" not in r.stdout
+            return False
+        assert topic in r.stdout, r.stdout[-500:]
+        return True
+    return probe
 
 
 def _grpc_config(node, user):
@@ -407,6 +478,8 @@ PROBES = {
     ("remoting", "GET_MIN_OFFSET"): _remoting_read(RC.GET_MIN_OFFSET, {}),
     ("remoting", "SEARCH_OFFSET_BY_TIMESTAMP"): _remoting_read(RC.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": 0}),
     ("remoting", "GET_ROUTEINFO_BY_TOPIC"): _remoting_read(RC.GET_ROUTEINFO_BY_TOPIC, {}),
+    ("cli", "rockafka admin query id"): _cli(lambda w, t: ["id", w["ids"][t]]),
+    ("cli", "rockafka admin query key"): _cli(lambda w, t: ["key", "k1", "--topic", t]),
     ("kafka", "Fetch"): probe_fetch,
     ("kafka", "ShareFetch"): probe_share_fetch,
     ("kafka", "ListOffsets"): probe_list_offsets,
@@ -444,5 +517,5 @@ def test_read_path(node, world, path):
     # the user's own topic: the probe can see data, so a refusal below is the check's
     assert probe(node, world, "app", world["mine"]) is True, "app cannot read its own topic"
     for user in ("app", "ops"):
-        for topic in (SECURITY, world["other"]):
+        for topic in (*INTERNAL, world["other"]):
             assert probe(node, world, user, topic) is False, f"{user} read {topic} by {path}"
