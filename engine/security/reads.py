@@ -86,6 +86,8 @@ READ_PATHS: tuple[ReadPath, ...] = (
     ReadPath("kafka", "Fetch", "gateway_kafka/apis/fetch.py: READ topic"),
     ReadPath("kafka", "ShareFetch", "gateway_kafka/apis/share_fetch.py: READ topic"),
     ReadPath("kafka", "ListOffsets", "gateway_kafka/apis/list_offsets.py: DESCRIBE topic"),
+    ReadPath("kafka", "OffsetForLeaderEpoch", "gateway_kafka/apis/offset_for_leader_epoch.py: DESCRIBE topic"),
+    ReadPath("kafka", "ConsumerGroupHeartbeat", "gateway_kafka/authz.py: DESCRIBE each subscribed topic"),
     ReadPath("kafka", "Metadata", "gateway_kafka/apis/metadata.py: DESCRIBE topic (others left out)"),
     ReadPath("kafka", "DescribeTopicPartitions", "gateway_kafka/apis/describe_topic_partitions.py: DESCRIBE topic"),
     ReadPath("grpc", "ReceiveMessage", "gateway_grpc/security.py: READ topic and group"),
