@@ -161,23 +161,24 @@ def rule_of(code: int) -> str:
     return special.get(code, "DESCRIBE cluster")
 
 
-def authorize_read(security: Any, conn: Any, topic: str, code: int, op: Op = Op.READ) -> str | None:
+def processor_check(broker: Any, conn: Any, cmd: RemotingCommand, topic: str, op: Op = Op.READ) -> str | None:
     """For processors that find a message's topic in the log (VIEW_MESSAGE_BY_ID, the message a
     CONSUMER_SEND_MSG_BACK copies, the half message END_TRANSACTION resolves): None when the
-    connection's principal may ``op`` (READ: read, by ``read_resource``) that topic, else the
-    NO_PERMISSION remark."""
-    principal = (conn.attrs.get("principal") if hasattr(conn, "attrs") else None) or ANONYMOUS
+    request's principal may ``op`` (READ: read, by ``read_resource``) that topic, else the
+    NO_PERMISSION remark. The principal is the request's own (its signature, already verified
+    by the gate), never a connection-wide value another request could have set. None on a
+    broker whose listener has no gate (no security)."""
+    gate = getattr(getattr(broker, "server", None), "gate", None)
+    if gate is None:
+        return None
+    principal, _reason, remark = gate.principal(conn, cmd)
+    if principal is None:
+        return remark
     host = conn.remote_addr.rsplit(":", 1)[0] if getattr(conn, "remote_addr", None) else "*"
     op, rtype, name = read_resource(topic) if op == Op.READ else _topic_check(op, topic)
-    if security.authorize(principal, op, rtype, name, host, "broker"):
+    if gate.security.authorize(principal, op, rtype, name, host, gate.listener):
         return None
-    return f"{principal} may not {op.name} {rtype.name} {name} (request code {code}); grant it with an ACL"
-
-
-def processor_check(broker: Any, conn: Any, topic: str, code: int, op: Op = Op.READ) -> str | None:
-    """``authorize_read`` on a broker whose listener is gated (None on one without security)."""
-    gate = getattr(getattr(broker, "server", None), "gate", None)
-    return None if gate is None else authorize_read(gate.security, conn, topic, code, op)
+    return f"{principal} may not {op.name} {rtype.name} {name} (request code {cmd.code}); grant it with an ACL"
 
 
 def heartbeat_checks(body: bytes) -> list[tuple[Op, RT, str]]:

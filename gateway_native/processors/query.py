@@ -47,7 +47,7 @@ async def view_message_by_id(broker: Any, conn: Connection, cmd: RemotingCommand
     msg = await broker.run_blocking(broker.store.look_message_by_offset, offset)
     if msg is None:
         return cmd.response(R.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
-    refusal = processor_check(broker, conn, msg.topic, cmd.code)  # READ on the message's own topic
+    refusal = processor_check(broker, conn, cmd, msg.topic)  # READ on the message's own topic
     if refusal is not None:
         return cmd.response(R.NO_PERMISSION, refusal)
     raw = getattr(msg, "raw", None)

@@ -81,7 +81,7 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
         return cmd.response(R.SYSTEM_ERROR, f"look message by offset failed, {offset}")
     # the copy lands in the group's retry topic, where the caller reads it: READ on the topic the
     # message is in, as reading it by id (engine/security/reads.py)
-    refusal = processor_check(broker, conn, ext.topic, cmd.code)
+    refusal = processor_check(broker, conn, cmd, ext.topic)
     if refusal is not None:
         return cmd.response(R.NO_PERMISSION, refusal)
     props = dict(ext.properties)

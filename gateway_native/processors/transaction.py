@@ -74,8 +74,8 @@ async def end_transaction(broker: Any, conn: Connection, cmd: RemotingCommand) -
     # the request names no topic: WRITE on the half message's real topic, found in the log
     half = await broker.run_blocking(broker.store.look_message_by_offset, commit_log_offset)
     if half is not None and half.topic == engine_transaction.HALF_TOPIC:
-        refusal = processor_check(broker, conn, half.properties.get(engine_transaction.PROPERTY_REAL_TOPIC) or "",
-                                  cmd.code, Op.WRITE)
+        refusal = processor_check(broker, conn, cmd, half.properties.get(engine_transaction.PROPERTY_REAL_TOPIC) or "",
+                                  Op.WRITE)
         if refusal is not None:
             return cmd.response(R.NO_PERMISSION, refusal)
     svc = service(broker)
