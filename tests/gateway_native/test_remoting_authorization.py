@@ -134,3 +134,32 @@ def test_design_note_lists_every_read_path():
     from engine.security.reads import READ_PATHS
 
     assert [(p, r, c) for p, r, c in _doc_rows("read-paths")] == [(x.protocol, x.request, x.checked) for x in READ_PATHS]
+
+
+def _call_as(addr: str, creds: tuple[str, str], code: int, fields: dict) -> RemotingCommand:
+    from gateway_native.transport import open_connection
+
+    async def run() -> RemotingCommand:
+        conn = await open_connection(addr)
+        try:
+            cmd = RemotingCommand.request(code, {k: str(v) for k, v in fields.items()})
+            acl.sign(cmd, *creds)
+            return await conn.invoke(cmd, 10)
+        finally:
+            conn.close()
+    return asyncio.run(run())
+
+
+def test_end_transaction_needs_write_on_the_half_messages_topic(node, world):
+    """END_TRANSACTION names no topic: the half message's real topic, found in the log, is checked."""
+    sent = _call_as(node.broker_addr, INNER, RC.SEND_MESSAGE, {
+        "producerGroup": "pg_txn", "topic": world["topic"], "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+        "queueId": 0, "sysFlag": 4, "bornTimestamp": 0, "flag": 0, "reconsumeTimes": 0,
+        "properties": "TRAN_MSG\x01true\x02PGROUP\x01pg_txn\x02"})
+    assert sent.code == R.SUCCESS, sent.remark
+    end = {"producerGroup": "pg_txn", "tranStateTableOffset": sent.ext_fields["queueOffset"],
+           "commitLogOffset": int(sent.ext_fields["msgId"][-16:], 16), "commitOrRollback": 8,
+           "fromTransactionCheck": "false"}
+    refused = _call_as(node.broker_addr, NOBODY, RC.END_TRANSACTION, end)
+    assert refused.code == R.NO_PERMISSION and f"User:nobody may not WRITE TOPIC {world['topic']}" in refused.remark
+    assert _call_as(node.broker_addr, INNER, RC.END_TRANSACTION, end).code == R.SUCCESS  # the request was sound
