@@ -74,7 +74,7 @@ READ_PATHS: tuple[ReadPath, ...] = (
     ReadPath("remoting", "PULL_MESSAGE", "gateway_native/security.py: READ topic and group"),
     ReadPath("remoting", "LITE_PULL_MESSAGE", "gateway_native/security.py: READ topic and group"),
     ReadPath("remoting", "POP_MESSAGE", "gateway_native/security.py: READ topic and group"),
-    ReadPath("remoting", "QUERY_MESSAGE", "gateway_native/security.py: READ topic; processors/query.py: each unit's topic"),
+    ReadPath("remoting", "QUERY_MESSAGE", "gateway_native/security.py: READ topic (the index answers only that topic's units)"),
     ReadPath("remoting", "VIEW_MESSAGE_BY_ID", "processors/query.py: READ on the topic of the message found"),
     ReadPath("remoting", "CONSUMER_SEND_MSG_BACK", "processors/send_back.py: READ on the topic of the message copied"),
     ReadPath("remoting", "GET_MAX_OFFSET", "gateway_native/security.py: DESCRIBE topic"),
