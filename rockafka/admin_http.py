@@ -224,7 +224,7 @@ class AdminHttp:
         max_rows = int_param(query, "max", 32, 1, 1000)
         if msg_id:
             try:
-                rows = await self.call(self.state.message_by_id, msg_id)
+                rows = await self.call(self.state.message_by_id, msg_id, topic or None)
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
             return rows or []
@@ -370,7 +370,7 @@ class AdminHttp:
     async def message(self, request: web.Request) -> web.Response:
         msg_id = request.match_info["msg_id"]
         try:
-            rows = await self.call(self.state.message_by_id, msg_id)
+            rows = await self.call(self.state.message_by_id, msg_id, request.query.get("topic") or None)
         except ValueError as exc:
             return self.error(400, str(exc))
         if not rows:

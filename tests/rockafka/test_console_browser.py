@@ -223,3 +223,44 @@ def _accept_confirm(browser) -> bool:
         return True
     except NoAlertPresentException:
         return False
+
+
+def test_message_browser_finds_a_message_by_its_client_id(cnode, browser, shots):
+    """The id a native producer prints (UNIQ_KEY, ``7F00...``), the offset id, and the id a
+    native consumer sees for a Kafka record each find their message, in the console and in
+    ``/api/messages/{id}``."""
+    import json
+    import urllib.request
+
+    from selenium.webdriver.common.by import By
+
+    topic = f"ids_{uuid.uuid4().hex[:6]}"
+    with Admin(cnode.namesrv_addr) as admin:
+        admin.create_topic(topic, 1)
+    with NativeProducer("ids-producer", cnode.namesrv_addr) as producer:
+        sent = producer.send(Message(topic, b"native body", tags="TagN", keys=["nk-1"]))
+    assert sent.msg_id != sent.offset_msg_id and sent.msg_id.startswith("7F")
+    p = Producer({"bootstrap.servers": cnode.kafka_bootstrap})
+    p.produce(topic, key=b"kk-1", value=b"kafka body")
+    assert p.flush(30) == 0
+    with Admin(cnode.namesrv_addr) as admin:
+        (kafka_msg,) = wait_until(lambda: admin.query_message_by_key(topic, "kk-1"), what="the Kafka record indexed")
+    kafka_id = kafka_msg.properties["UNIQ_KEY"]
+
+    def api(msg_id: str) -> dict:
+        with urllib.request.urlopen(f"{cnode.admin_url}/api/messages/{msg_id}", timeout=10) as r:
+            return json.loads(r.read())
+
+    assert api(sent.msg_id)["uniq_key"] == sent.msg_id
+    assert api(sent.offset_msg_id)["uniq_key"] == sent.msg_id
+    assert api(kafka_id)["uniq_key"] == kafka_id
+
+    for msg_id, css, body in ((sent.msg_id, "#messages tr.msg.native", "native body"),
+                              (kafka_id, "#messages tr.msg.kafka", "kafka body")):
+        page(browser, cnode, "/messages", shots, "messages-by-id-form")
+        form = browser.find_element(By.ID, "search")
+        form.find_element(By.NAME, "msg_id").send_keys(msg_id)
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        rows = wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, css), timeout=20, what=f"{msg_id} found")
+        browser.save_screenshot(str(shots / f"messages-by-client-id-{css.rsplit('.', 1)[-1]}.png"))
+        assert len(rows) == 1 and body in rows[0].text
