@@ -110,8 +110,25 @@ def cmd_config(args: argparse.Namespace) -> int:
         print("rockafka config: missing action; see `rockafka config --help`", file=sys.stderr)
         return 2
     rows = describe(config_from_args(args))
-    emit(rows, args.json, ["key", "value", "default", "section", "about"])
+    if args.json:
+        emit(rows, True)
+        return 0
+    print("\n".join(config_lines(rows)))
     return 0
+
+
+def config_lines(rows: list[dict[str, str]], width: int = 100) -> list[str]:
+    """Two lines a key, none wider than ``width``: ``key = value  (default D; unit; section)``,
+    then what it does, indented; a long value wraps onto indented lines."""
+    import textwrap
+
+    out = []
+    for r in rows:
+        default = "default" if r["value"] == r["default"] else f"default {r['default'] or '(none)'}"
+        head = f"{r['key']} = {r['value']}  ({default}; {r['unit']}; {r['section']})"
+        out += textwrap.wrap(head, width, subsequent_indent="      ", break_on_hyphens=False) or [head]
+        out += textwrap.wrap(r["about"], width, initial_indent="    ", subsequent_indent="    ")
+    return out
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:

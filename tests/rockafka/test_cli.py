@@ -126,19 +126,25 @@ def test_misspelt_key_is_refused_before_the_node_starts(tmp_path):
     assert not (tmp_path / "d").exists()  # refused before anything was created
 
 
-def test_config_list_prints_every_key_as_an_aligned_table_and_as_json():
+def test_config_list_describes_every_key_with_a_unit_within_100_columns_and_as_json():
     import json
 
     out = run("config", "list", "--set", "flushDiskType=SYNC_FLUSH")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    header = lines[0]
-    assert header.split()[:3] == ["key", "value", "default"]
-    flush = next(line for line in lines if line.startswith("flushDiskType "))
-    assert flush.split()[1:3] == ["SYNC_FLUSH", "ASYNC_FLUSH"]
-    assert flush.index("SYNC_FLUSH") == header.index("value")  # columns line up
+    assert max(len(line) for line in lines) <= 100
+    at = lines.index("flushDiskType = SYNC_FLUSH  (default ASYNC_FLUSH; enum; store)")
+    assert "SYNC_FLUSH" in lines[at + 1] and lines[at + 1].startswith("    ")
+    assert "kafkaPort = 9092  (default; port; node)" in lines
     rows = json.loads(run("config", "list", "--json").stdout)
     assert {"kafkaPort", "flushDiskType", "advertised_host"} <= {r["key"] for r in rows}
+    assert len(rows) > 150
+    for r in rows:  # every key says what it does, in one line, and in what unit
+        assert r["about"] and "\n" not in r["about"] and r["unit"], r
+        assert r["key"] in out.stdout
+    units = {r["key"]: r["unit"] for r in rows}
+    assert units["flushIntervalCommitLog"] == "ms" and units["maxMessageSize"] == "bytes"
+    assert units["fileReservedTime"] == "hours" and units["group_max_size"] == "count"
 
 
 def test_missing_tls_certificate_is_a_clear_error(tmp_path):
