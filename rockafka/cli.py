@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from engine.config import ConfigError, NodeConfig, load_node_config
 from engine.errors import StoreError
@@ -207,10 +207,47 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"configuration ok: {args.config or 'defaults'}, broker {config.broker.broker_name} "
               f"id {config.broker.broker_id} {config.store.broker_role}, data in {config.data_dir}")
         return 0
+    busy = ports_in_use(config)
+    if busy:
+        print(f"rockafka: address already in use: {', '.join(busy)} "
+              "(choose others with --kafka-port, --namesrv-port, --broker-port, --ha-port, --admin-port, "
+              "--grpc-port)", file=sys.stderr)
+        return 1
     rlog.configure(args.log_level, args.log_json)
     node = Node(config)
     asyncio.run(node.run_until_signal())
     return 0
+
+
+def ports_in_use(config: Any) -> list[str]:
+    """Every listener port of ``config`` another process listens on (``name host:port``), found
+    by binding each as the node will (SO_REUSEADDR), so one start names every conflict."""
+    import errno
+    import socket
+
+    wanted = [("namesrv", config.host, config.namesrv_port), ("broker", config.host, config.broker.listen_port),
+              ("ha", config.host, config.broker.ha_listen_port),
+              ("admin", config.security.admin_host, config.admin_port),
+              ("grpc", config.host, config.extra_int("grpc_proxy_port", config.extra_int("grpc_server_port", 8081)))]
+    if not (config.extra_str("listeners") or ""):
+        wanted.insert(0, ("kafka", config.host, config.kafka_port))
+    busy = []
+    for name, host, port in wanted:
+        if not port:
+            continue
+        try:
+            infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except OSError:
+            continue  # an unresolvable host is reported by the listener itself
+        for family, kind, proto, _name, addr in infos[:1]:
+            with socket.socket(family, kind, proto) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(addr)
+                except OSError as exc:
+                    if exc.errno == errno.EADDRINUSE:
+                        busy.append(f"{name} {host}:{port}")
+    return busy
 
 
 def main(argv: Sequence[str] | None = None) -> int:

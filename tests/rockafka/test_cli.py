@@ -154,3 +154,31 @@ def test_missing_tls_certificate_is_a_clear_error(tmp_path):
                f"tlsServerKeyPath={tmp_path / 'no-such.key'}", "--set", "tlsServerMode=enforcing")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "no-such.pem" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_every_port_in_use_is_named_and_a_failed_start_leaves_no_abort(tmp_path):
+    import socket
+
+    from tests.support.node import free_port
+
+    ports = {flag: free_port() for flag in ("--kafka-port", "--namesrv-port", "--broker-port", "--ha-port",
+                                            "--admin-port", "--grpc-port")}
+    taken = []
+    try:
+        for flag in ("--kafka-port", "--ha-port", "--grpc-port"):
+            s = socket.socket()
+            s.bind(("127.0.0.1", ports[flag]))
+            s.listen()
+            taken.append(s)
+        args = ["serve", "--host", "127.0.0.1", "--data-dir", str(tmp_path / "d")]
+        for flag, port in ports.items():
+            args += [flag, str(port)]
+        out = run(*args)
+    finally:
+        for s in taken:
+            s.close()
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    for name, flag in (("kafka", "--kafka-port"), ("ha", "--ha-port"), ("grpc", "--grpc-port")):
+        assert f"{name} 127.0.0.1:{ports[flag]}" in out.stderr, out.stderr
+    assert f"127.0.0.1:{ports['--broker-port']}" not in out.stderr
+    assert not (tmp_path / "d" / "abort").exists()
