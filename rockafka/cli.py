@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "controllerDLegerPeers=... (docs/design/failover.md)")
     namesrv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     namesrv.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
+    namesrv.add_argument("--check-config", action="store_true",
+                         help="resolve and validate the configuration (file, --set, controller keys), then exit: "
+                              "0 when it loads, 2 with the reason when it does not")
     from .admin_cli import add_admin_parser
 
     add_admin_parser(sub)
@@ -151,6 +154,12 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         else:
             node_settings.append(item)
     controller = load_controller_config(settings)
+    if args.check_config:
+        sec_config = config_from_args(argparse.Namespace(config=args.config, set=node_settings))
+        role = "with the failover controller" if controller.enable_controller_in_namesrv else "without a controller"
+        print(f"configuration ok: {args.config or 'defaults'}, NameServer on {args.host}:{args.port} {role}, "
+              f"authentication {'on' if sec_config.security.authentication_enabled else 'off'}")
+        return 0
 
     async def run() -> None:
         ns = NameServer(args.host, args.port, kv_config_path=args.kv_config, broker_expired_ms=args.broker_expired_ms,

@@ -182,3 +182,14 @@ def test_every_port_in_use_is_named_and_a_failed_start_leaves_no_abort(tmp_path)
         assert f"{name} 127.0.0.1:{ports[flag]}" in out.stderr, out.stderr
     assert f"127.0.0.1:{ports['--broker-port']}" not in out.stderr
     assert not (tmp_path / "d" / "abort").exists()
+
+
+def test_namesrv_check_config(tmp_path):
+    ok = run("namesrv", "--check-config", "--port", "19999")
+    assert ok.returncode == 0 and "configuration ok" in ok.stdout and "0.0.0.0:19999" in ok.stdout
+    unfinished = run("namesrv", "--check-config", "--set", "enableControllerInNamesrv=true")
+    assert unfinished.returncode == 2 and "controllerDLegerPeers" in unfinished.stderr
+    bad = run("namesrv", "--check-config", "--set", "authenticationEnabld=true")
+    assert bad.returncode == 2 and "did you mean authenticationEnabled" in bad.stderr and "Traceback" not in bad.stderr
+    missing = run("namesrv", "--check-config", "--config", str(tmp_path / "nope.conf"))
+    assert missing.returncode == 2 and "nope.conf" in missing.stderr
