@@ -264,3 +264,49 @@ def test_message_browser_finds_a_message_by_its_client_id(cnode, browser, shots)
         rows = wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, css), timeout=20, what=f"{msg_id} found")
         browser.save_screenshot(str(shots / f"messages-by-client-id-{css.rsplit('.', 1)[-1]}.png"))
         assert len(rows) == 1 and body in rows[0].text
+
+
+def test_first_screen_health_topic_rates_and_lag_and_read_only_acls(cnode, browser, shots):
+    """The overview says the node is healthy; the topics page shows a topic's produce rate and
+    its consumers' lag; the ACL page lists a SCRAM user and an ACL made over Kafka, with no form
+    to change them."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                       ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+    from selenium.webdriver.common.by import By
+
+    page(browser, cnode, "/", shots, "overview-health")
+    assert browser.find_element(By.ID, "health").text.startswith("Healthy")
+
+    topic, group = f"rate_{uuid.uuid4().hex[:6]}", f"rg_{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": cnode.kafka_bootstrap, "linger.ms": 0})
+    p.produce(topic, value=b"first")
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cnode.kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    c.close()
+
+    def row_after_producing():
+        for i in range(50):  # keep producing while the page samples (every 500 ms here)
+            p.produce(topic, value=b"%d" % i)
+        p.flush(30)
+        page(browser, cnode, "/topics", shots, "topics-rates")
+        rows = [r for r in browser.find_elements(By.CSS_SELECTOR, "#topics tbody tr")
+                if r.find_elements(By.LINK_TEXT, topic)]
+        if rows and float(rows[0].find_element(By.CSS_SELECTOR, "td.rate-in").text) > 0:
+            return rows[0]
+        return None
+
+    row = wait_until(row_after_producing, timeout=30, interval=0.3, what="a produce rate on the topics page")
+    assert int(row.find_element(By.CSS_SELECTOR, "td.lag").text) >= 51  # the group committed offset 0
+
+    admin = AdminClient({"bootstrap.servers": cnode.kafka_bootstrap})
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret")])["alice"].result(30)
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(30)
+    page(browser, cnode, "/acls", shots, "acls")
+    assert "alice" in text_of(browser, "#users td")
+    acl_row = text_of(browser, "#acls tbody tr")
+    assert "User:alice" in acl_row and f"topic:{topic}" in acl_row and "write" in acl_row and "allow" in acl_row
+    assert browser.find_elements(By.CSS_SELECTOR, "main form") == []  # read-only: nothing to submit
