@@ -410,6 +410,7 @@ RC_AUTH_LIST_USER = 3005  # RocketMQ 5 ACL 2.0 request codes (gateway_native/rem
 RC_AUTH_LIST_ACL = 3010
 RC_UPDATE_CONSUMER_OFFSET = 15
 RC_DELETE_SUBSCRIPTIONGROUP = 207
+RC_VIEW_MESSAGE_BY_ID = 33
 
 
 def _first_master(admin: Any) -> str:
@@ -586,6 +587,37 @@ def _reset_offsets(admin: Any, args: argparse.Namespace, js: bool) -> None:
     print("dry run: nothing changed" if args.dry_run else f"group {args.group}: offsets reset")
 
 
+def _kafka_record_by_id(admin: Any, topic: str, msg_id: str) -> list[Any]:
+    """A Kafka record by the id native consumers see for it (store ip(4) + commitlog offset of
+    its batch(8) + offset delta(4)): VIEW_MESSAGE_BY_ID gives the batch's first record, whose
+    queue offset plus the delta is the record's position, read with a pull."""
+    from gateway_native.client.message import MessageQueue
+    from gateway_native.remoting.message_codec import decode_units
+
+    if len(msg_id) != 32 or any(c not in "0123456789abcdefABCDEF" for c in msg_id):
+        return []
+    raw = bytes.fromhex(msg_id)
+    offset, delta = int.from_bytes(raw[4:12], "big"), int.from_bytes(raw[12:16], "big")
+    route = admin.topic_route(topic) or {}
+    for bd in route.get("brokerDatas") or []:
+        addr = (bd.get("brokerAddrs") or {}).get("0")
+        if addr is None:
+            continue
+        try:
+            resp = admin._call(admin._ok(addr, RC_VIEW_MESSAGE_BY_ID, {"offset": offset}))
+        except Exception:  # no unit starts there on this broker
+            continue
+        for first in decode_units(bytes(resp.body or b"")):
+            if first.topic != topic:
+                continue
+            mq = MessageQueue(topic, bd["brokerName"], first.queue_id)
+            found = [m for m in _pull(admin, mq, first.queue_offset + delta, 1)
+                     if (m.properties.get("UNIQ_KEY") or "").upper() == msg_id.upper()]
+            if found:
+                return found
+    return []
+
+
 def _auth_list(admin: Any, code: int) -> list[dict[str, Any]]:
     resp = admin._call(admin._ok(_first_master(admin), code, {}))
     return json.loads(bytes(resp.body)) if resp.body else []
@@ -640,6 +672,8 @@ def _print_messages(admin: Any, args: argparse.Namespace, js: bool) -> None:
                 msgs = [m] if m.topic == args.topic else []
             except Exception:  # not an offset id either: reported below as not found
                 msgs = []
+        if not msgs:
+            msgs = _kafka_record_by_id(admin, args.topic, args.msg_id)
         what = f"with id {args.msg_id}"
     elif args.since is not None:
         since = parse_timestamp(args.since)

@@ -157,3 +157,19 @@ def test_users_acls_and_cluster_status(onode):
     assert status["status"] == "ok" and status["masters"] == 1 and status["problems"] == []
     line = admin(onode, "cluster", "status").stdout
     assert line.startswith("OK: 1 broker group(s), 1 master(s)") and line.count("\n") == 1
+
+
+def test_a_kafka_record_is_found_by_the_id_native_consumers_see(onode):
+    from confluent_kafka import Producer as KafkaProducer
+
+    from gateway_native.client import Admin
+
+    topic = uniq("KID")
+    p = KafkaProducer({"bootstrap.servers": onode.kafka_bootstrap})
+    for i in range(3):
+        p.produce(topic, key=f"kk-{i}".encode(), value=f"kafka body {i}".encode())
+    assert p.flush(30) == 0
+    with Admin(onode.namesrv_addr) as admin:
+        (record,) = wait_until(lambda: admin.query_message_by_key(topic, "kk-1"), what="the record indexed")
+    found = js(onode, "messages", "print", topic, "--id", record.properties["UNIQ_KEY"])
+    assert [m["body"] for m in found] == ["kafka body 1"]
