@@ -173,3 +173,22 @@ def test_a_kafka_record_is_found_by_the_id_native_consumers_see(onode):
         (record,) = wait_until(lambda: admin.query_message_by_key(topic, "kk-1"), what="the record indexed")
     found = js(onode, "messages", "print", topic, "--id", record.properties["UNIQ_KEY"])
     assert [m["body"] for m in found] == ["kafka body 1"]
+
+
+def test_a_kafka_group_with_a_live_member_is_not_deleted(onode):
+    topic, group = uniq("LIVE"), uniq("livegroup")
+    admin(onode, "topics", "create", topic, "--queues", "1")
+    _send(onode, topic, 1)
+    consumer = KafkaConsumer(topic, bootstrap_servers=onode.kafka_bootstrap, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        consumer.commit()
+        out = admin(onode, "groups", "delete", group, rc=1)
+        assert "active members" in out.stderr
+    finally:
+        consumer.close()
+    wait_until(lambda: admin(onode, "groups", "delete", group, rc=None).returncode == 0, what="deleted once empty")
+    admin(onode, "groups", "describe", group, rc=1)
