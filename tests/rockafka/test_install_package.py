@@ -160,5 +160,15 @@ def test_installed_package_serves_every_protocol_without_a_registry(built, artif
                 break
             time.sleep(0.2)
         assert "hello from the " + artifact in got.stdout, got.stdout + got.stderr
+        # the shipped gRPC code serves: a route for the topic over the RocketMQ 5 front
+        import grpc
+
+        from gateway_grpc.proto import definition_pb2, service_pb2, service_pb2_grpc
+
+        with grpc.insecure_channel(node.grpc_endpoint) as channel:
+            route = service_pb2_grpc.MessagingServiceStub(channel).QueryRoute(service_pb2.QueryRouteRequest(
+                topic=definition_pb2.Resource(name="installed"), endpoints=definition_pb2.Endpoints(
+                    addresses=[definition_pb2.Address(host="127.0.0.1", port=node.grpc_port)])), timeout=10)
+        assert route.status.code == definition_pb2.Code.OK and route.message_queues
         assert node.stop() == 0
     assert not (node.data_dir / "abort").exists()
