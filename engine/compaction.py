@@ -63,8 +63,9 @@ def dispatch_copy(store: Any, h: UnitHeader, offset: int, tags_code: int) -> Non
     cq = store.find_consume_queue(h.topic, h.queue_id, create=True)
     if h.props_len and not h.sys_flag & INNER_BATCH_FLAG:  # copies are batches; a dead list is not
         data = store.commitlog.read(offset, h.total_size)
-        if data is not None and h.properties(data).get(DEAD_PROPERTY) == "1":
-            body = bytes(data[h.body_pos:h.body_pos + h.body_len])
+        unit = UnitHeader(data, 0) if data is not None else None  # ``h`` may be relative to a segment's buffer
+        if unit is not None and unit.properties(data).get(DEAD_PROPERTY) == "1":
+            body = bytes(data[unit.body_pos:unit.body_pos + unit.body_len])
             for (dead,) in _I64.iter_unpack(body[:len(body) - len(body) % 8]):
                 cq.overwrite(dead, *DEAD_UNIT)
             return
