@@ -11,6 +11,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 JARS_DIR = Path(__file__).resolve().parent / "jars"
@@ -36,6 +37,9 @@ def spark_session(app_name: str, master: str | None = None, conf: dict[str, str]
     """A SparkSession with the Kafka connector on its class path."""
     from pyspark.sql import SparkSession
 
+    # Python workers (Python data sources, UDFs) run the driver's interpreter, not whatever
+    # ``python3`` is first on PATH: the one that has pyspark, pyarrow and rockafka installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.appName(app_name)
                .config("spark.jars", ",".join(connector_jars()))
                # Small jobs on a small machine: Spark's default of 200 shuffle partitions turns
