@@ -320,3 +320,43 @@ def test_stream_restarted_from_checkpoint_neither_loses_nor_repeats(rockafka, no
                   for f in os.listdir(tmp_path / "ckpt" / "offsets") if f.isdigit()]
     assert progress in batch_ends
     assert sum(progress.values()) >= 40  # at least everything the first run committed
+
+
+def test_tag_etl_example_writes_only_the_chosen_tags(rockafka, node, admin, topic, tmp_path):
+    from spark_examples import tag_etl
+
+    name, split = topic
+    group_df = tag_etl.tagged(rockafka, node.namesrv_addr, name, ["T2", "T5"],
+                              since_ms=int(split.timestamp() * 1000))
+    group_df.write.parquet(str(tmp_path / "out"))
+    got = sorted(int(r.body[1:]) for r in rockafka.read.parquet(str(tmp_path / "out")).collect())
+    assert got == [i for i in range(N // 2, N) if i % 10 in (2, 5)]
+
+
+def test_delayed_retry_example_schedules_retries_and_buries_the_exhausted(rockafka, node, admin, tmp_path):
+    from gateway_native.client import Message, Producer
+    from spark_examples import delayed_retry
+
+    jobs, dead = unique("jobs"), unique("dead")
+    admin.create_topic(jobs, 2)
+    admin.create_topic(dead, 1)
+    p = Producer(unique("pg"), node.namesrv_addr).start()
+    try:
+        p.send(Message(jobs, b"a", tags="failed", keys=["job-a"]))
+        p.send(Message(jobs, b"b", tags="failed", keys=["job-b"], properties={"attempt": "2"}))
+        p.send(Message(jobs, b"c", tags="failed", keys=["job-c"], properties={"attempt": "5"}))
+        p.send(Message(jobs, b"d", tags="done", keys=["job-d"]))
+    finally:
+        p.shutdown()
+    q = delayed_retry.start(rockafka, node.namesrv_addr, jobs, dead, str(tmp_path / "ckpt"), available_now=True,
+                            base_delay_s=1, max_attempts=5, starting_offsets="earliest")
+    assert q.awaitTermination(120) and q.exception() is None
+    deadline = time.monotonic() + 60
+    retried = []
+    while len(retried) < 2 and time.monotonic() < deadline:
+        retried = source(rockafka, node, jobs, unique("g")).where("tags = 'retry'").collect()
+        time.sleep(0.5)
+    got = sorted((r.body, r.key, r.properties["attempt"], r.delivery_timestamp is not None) for r in retried)
+    assert got == [(b"a", "job-a", "1", True), (b"b", "job-b", "3", True)]
+    buried = source(rockafka, node, dead, unique("g")).collect()
+    assert [(r.body, r.tags, r.properties["attempt"]) for r in buried] == [(b"c", "dead", "6")]
