@@ -79,10 +79,14 @@ class MessageStoreConfig:
     disk_space_clean_forcibly_ratio: int = 85  # percent; above it even unexpired files go
     disk_space_warning_level_ratio: int = 90  # percent; above it puts are refused (disk full)
     clean_file_forcibly_enable: bool = True  # above the forcibly ratio, delete the oldest segments
-    # Flow control: a put finding the commitlog locked by another put for longer than this is
-    # refused (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]...") instead of queueing behind it.
+    # Flow control: a put that waits for the commitlog lock longer than 2.5 times this is refused
+    # (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]..."); RocketMQ refuses after one window of the
+    # holder's, which on a machine short of CPU refused puts a longer wait stored (resources.md).
     os_page_cache_busy_time_out_mills: int = 1000
     flush_consumer_offset_interval: int = 5000  # ms between native consumer offset flushes to the log
+    # Kafka's log.cleaner.backoff.ms: how often compacted topics are looked at by the cleaner
+    # (engine/compaction.py, docs/design/compaction.md)
+    log_cleaner_backoff_ms: int = 15_000
     # Internal state topics (docs/design/coordinator-state.md); Kafka's key names and defaults.
     offsets_topic_num_partitions: int = 50  # __consumer_offsets partitions, fixed once created
     producer_id_expiration_ms: int = 86_400_000  # idle producers' sequence state is dropped
@@ -159,7 +163,10 @@ class ListenerLimits:
     """
 
     max_connections: int = 2**31 - 1  # Kafka's default: no limit but the descriptors
-    max_connections_per_ip: int = 2**31 - 1
+    # Kafka's default is no limit; one address holding every connection the descriptors allow
+    # starves everyone else, so Rockafka limits each address (and sheds the oldest idle
+    # connections for newcomers when the node is full, engine/listener_limits.py).
+    max_connections_per_ip: int = 1000
     connections_max_idle_ms: int = 600_000  # Kafka listener and admin HTTP
     server_channel_max_idle_time_seconds: int = 120  # remoting listeners (NameServer, broker)
     socket_request_max_bytes: int = 100 * MiB  # Kafka: a larger length prefix closes the connection
@@ -285,8 +292,9 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "disk_space_clean_forcibly_ratio": ("percent", "disk use above which unexpired files go too"),
     "disk_space_warning_level_ratio": ("percent", "disk use above which puts are refused"),
     "clean_file_forcibly_enable": ("bool", "above the forcibly ratio, delete the oldest segments"),
-    "os_page_cache_busy_time_out_mills": ("ms", "a put waiting longer counts the page cache busy"),
+    "os_page_cache_busy_time_out_mills": ("ms", "busy window of the put lock (waited 2.5 times)"),
     "flush_consumer_offset_interval": ("ms", "time between consumer offset flushes"),
+    "log_cleaner_backoff_ms": ("ms", "time between looks of the cleaner at compacted topics"),
     "offsets_topic_num_partitions": ("count", "__consumer_offsets partitions, fixed once created"),
     "producer_id_expiration_ms": ("ms", "idle producers' sequence state is dropped after this"),
     "producer_state_snapshot_interval": ("ms", "time between idempotent producer state snapshots"),

@@ -41,13 +41,42 @@ from .security import GrpcGate
 log = structlog.get_logger("rockafka.grpc")
 
 
-
 def generated_code_available() -> bool:
     try:
         from .proto import service_pb2_grpc  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+class _Handlers:
+    """Collects what the generated ``add_MessagingServiceServicer_to_server`` registers."""
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.handlers: dict[str, Any] = {}
+
+    def add_generic_rpc_handlers(self, _handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, name: str, handlers: dict[str, Any]) -> None:
+        self.name, self.handlers = name, handlers
+
+
+def add_servicer(servicer: Any, server: Any) -> None:
+    """Register the service as the generated code does, with request deserializers that hand an
+    unparsable request to the method (``service.lenient``): it is answered BAD_REQUEST instead
+    of grpcio logging a traceback for bytes a client sent."""
+    import grpc
+
+    from .proto import service_pb2_grpc
+    from .service import lenient
+
+    seen = _Handlers()
+    service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, seen)
+    handlers = {m: h._replace(request_deserializer=lenient(h.request_deserializer)) for m, h in seen.handlers.items()}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(seen.name, handlers),))
+    server.add_registered_method_handlers(seen.name, handlers)
 
 
 @dataclass
@@ -112,7 +141,7 @@ class GrpcGateway:
         self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 << 20),
                                                 ("grpc.max_send_message_length", 64 << 20),
                                                 ("grpc.so_reuseport", 0)])
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingService(self), self._server)
+        add_servicer(MessagingService(self), self._server)
         mode, cert, key = tls.tls_settings(self.config)
         creds = None
         if mode != "disabled":

@@ -62,6 +62,57 @@ def _permission(perm: int) -> int:
     return pb.Permission.READ_WRITE if r and w else pb.Permission.READ if r else pb.Permission.WRITE if w else pb.Permission.NONE
 
 
+# Names longer than this are refused where a request is decoded (RocketMQ's own are at most 127
+# characters for a topic and 255 for a group; retry topics add a prefix, Kafka topics may have
+# 249): nothing behind the gateway meets a name its fixed-width encodings cannot hold.
+NAME_MAX_LENGTH = 1024
+
+
+class Undecodable:
+    """A request whose bytes protobuf cannot parse (``lenient``): answered BAD_REQUEST by the
+    method like any other bad request, instead of grpcio logging the parse error as a crash."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str):
+        self.error = error
+
+
+def lenient(deserializer: Any) -> Any:
+    """A request deserializer that hands an unparsable request to the method as ``Undecodable``."""
+    from google.protobuf.message import DecodeError
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except (DecodeError, ValueError, UnicodeDecodeError) as exc:
+            return Undecodable(str(exc))
+    return deserialize
+
+
+def _name_problem(request: Any) -> pb.Status | None:
+    """ILLEGAL_TOPIC / ILLEGAL_CONSUMER_GROUP for an over-long topic or group name anywhere a
+    request names one (top level, its message queue, or its messages)."""
+    def long(res: Any) -> bool:
+        return len(res.name) > NAME_MAX_LENGTH
+    for field, code, what in (("topic", C.ILLEGAL_TOPIC, "topic"), ("group", C.ILLEGAL_CONSUMER_GROUP, "consumer group")):
+        try:
+            has = request.HasField(field)
+        except ValueError:
+            continue
+        if has and long(getattr(request, field)):
+            return status(code, f"the {what} name is longer than {NAME_MAX_LENGTH} characters")
+    try:
+        if request.HasField("message_queue") and long(request.message_queue.topic):
+            return status(C.ILLEGAL_TOPIC, f"the topic name is longer than {NAME_MAX_LENGTH} characters")
+    except ValueError:
+        pass
+    for m in getattr(request, "messages", ()) or ():
+        if long(m.topic):
+            return status(C.ILLEGAL_TOPIC, f"the topic name is longer than {NAME_MAX_LENGTH} characters")
+    return None
+
+
 class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     def __init__(self, gw: Any):  # the server.GrpcGateway that serves this service
         self.gw = gw
@@ -70,6 +121,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _refused(self, context: Any, request: Any) -> pb.Status | None:
         """The gate (``security.GrpcGate``): None when the call may go on, else its Status
         (UNAUTHORIZED / FORBIDDEN with the reason)."""
+        if isinstance(request, Undecodable):
+            return status(C.BAD_REQUEST, f"the request cannot be parsed: {request.error}")
+        problem = _name_problem(request)
+        if problem is not None:
+            return problem
         try:
             await self.gw.gate.check(context, request, self.gw.client_host(context))
         except Refused as exc:
@@ -179,6 +235,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         async def read() -> None:
             try:
                 async for cmd in request_iterator:
+                    if isinstance(cmd, Undecodable):
+                        outbox.put_nowait(sv.TelemetryCommand(status=status(
+                            C.BAD_REQUEST, f"the telemetry command cannot be parsed: {cmd.error}")))
+                        continue
                     which = cmd.WhichOneof("command")
                     if which == "settings":
                         try:  # what the settings announce: publishing topics, a group and its topics

@@ -280,10 +280,12 @@ class ModernGroupCoordinator:
         hit = self._regex_cache.get(key)
         if hit is not None:
             return hit
-        from gateway_kafka.apis._common import is_internal, visible_topics
+        from gateway_kafka.apis._common import visible_topics
 
         rx = compile_regex(pattern)
-        found = sorted(t for t in visible_topics(self.gw) if not is_internal(t) and rx.fullmatch(t))
+        # as Kafka's coordinator: the whole name must match, and internal topics are not skipped
+        # (excluding them is the client's choice, made in the pattern)
+        found = sorted(t for t in visible_topics(self.gw) if rx.fullmatch(t))
         if len(self._regex_cache) > 1000:
             self._regex_cache.clear()
         self._regex_cache[key] = found

@@ -38,14 +38,17 @@ from typing import Any
 
 import structlog
 
+from engine.consumer_offset import name_problem
 from gateway_kafka import apis
+from gateway_kafka import error_codes as E
 from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
 from gateway_kafka.cluster import BrokerNode, LocalReplication
 from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.wire_out import has_runs, plain_fd, send_with_runs, write_chunks
-from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
+from engine.listener_limits import (BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_buffered,
+                                   stream_protocol_factory)
 
 log = structlog.get_logger("rockafka.kafka")
 
@@ -56,6 +59,56 @@ WRITE_HIGH_WATER = 4 * MiB
 _PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 _HELD = "request_budget_bytes"  # ConnectionState.extra: budget held by the request in hand
 _THROTTLE = "throttle_time_ms"  # set by a handler under flow control (see apis/produce.py)
+
+
+# Group and transaction requests whose strings end up in internal topics' records (group
+# metadata, group records, transaction state: int16-length strings): one longer than a record
+# can hold is answered with the API's error code here, where the request is decoded -- the
+# group or transactional id with its own code, any other string (a member or instance id, a
+# protocol name) INVALID_REQUEST. (OffsetCommit and TxnOffsetCommit answer per partition:
+# their handlers check the group id; their other strings are not stored.)
+_NAMED_APIS: dict[int, int] = {  # api key -> the code for an over-long group / transactional id
+    11: E.INVALID_GROUP_ID, 12: E.INVALID_GROUP_ID, 13: E.INVALID_GROUP_ID, 14: E.INVALID_GROUP_ID,
+    68: E.INVALID_GROUP_ID, 76: E.INVALID_GROUP_ID, 88: E.INVALID_GROUP_ID, 47: E.INVALID_GROUP_ID,
+    22: E.INVALID_REQUEST, 26: E.INVALID_REQUEST, 25: E.INVALID_REQUEST,
+}
+
+
+def _too_long(node: Any, path: str = "") -> tuple[str, str] | None:
+    """(field path, problem) of the first string in ``node`` no record can hold."""
+    if isinstance(node, str):
+        problem = name_problem(path or "string", node) if len(node) > 8191 else None
+        return (path, problem) if problem else None
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, (str, dict, list)):
+                hit = _too_long(v, k)
+                if hit:
+                    return hit
+    elif isinstance(node, list):
+        for v in node:
+            if isinstance(v, (str, dict, list)):
+                hit = _too_long(v, path)
+                if hit:
+                    return hit
+    return None
+
+
+def _name_refused(api_key: int, api_version: int, body: dict) -> dict | None:
+    hit = _too_long(body)
+    if hit is None:
+        return None
+    field, problem = hit
+    from gateway_kafka.protocol.codec import body_defaults
+
+    answer = body_defaults(api_key, api_version)
+    if "error_code" not in answer:
+        return None
+    answer["error_code"] = _NAMED_APIS[api_key] if field in ("group_id", "transactional_id") else E.INVALID_REQUEST
+    if "error_message" in answer:
+        answer["error_message"] = problem
+    log.info("request_refused", reason="string_too_long", api_key=api_key, field=field, error=problem)
+    return answer
 
 
 class KafkaSettings:
@@ -482,7 +535,7 @@ class KafkaGateway:
         # the guard's timer (one for the node), which aborts the transport under the reads
         idle_ms = self.settings.connections_max_idle_ms
         watch = self.guard.watch("kafka", f"{conn.peer_host}:{conn.peer_port}", writer.transport.abort,
-                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0)
+                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0, buffered=stream_buffered(reader))
         try:
             await self._serve(conn, reader, writer, watch)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -570,6 +623,8 @@ class KafkaGateway:
                                  header.client_id)
             started = clock()
             body = _authz_refused(ctx, header.api_key, req.body) if header.api_key in _CHECKED else None
+            if body is None and header.api_key in _NAMED_APIS:
+                body = _name_refused(header.api_key, header.api_version, req.body)
             if body is None:
                 body = await spec.handler(ctx, req.body)
             quotas = self.quotas

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
-from engine.listener_limits import BUSY, ListenerGuard
+from engine.listener_limits import BUSY, ListenerGuard, stream_buffered
 
 from .remoting.codes import FLAG_RESPONSE
 from .remoting.command import (
@@ -82,7 +82,8 @@ class Connection:
         guard = self.guard
         if guard is None:
             return await self._run(None, None)
-        watch = guard.watch(self.role, self.remote_addr, self.writer.transport.abort, self.idle_s)
+        watch = guard.watch(self.role, self.remote_addr, self.writer.transport.abort, self.idle_s,
+                            buffered=stream_buffered(self.reader))
         try:
             await self._run(guard, watch)
         finally:
