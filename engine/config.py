@@ -196,6 +196,21 @@ class SecurityConfig:
     # other nodes (REGISTER_BROKER, the HA handshake)
     inner_client_authentication_credentials: str | None = None
     connection_failed_authentication_delay_ms: int = 100  # Kafka's key and default
+    # Throttled guessing (engine/security/throttle.py), across connections and listeners: failed
+    # credential checks a second per user name and per source address (0 = no limit); past
+    # the rate, a credential is refused unchecked (Kafka SASL_AUTHENTICATION_FAILED, remoting
+    # NO_PERMISSION, gRPC TOO_MANY_REQUESTS, HTTP 429) until a check is due again
+    authentication_failure_rate_per_user: float = 5.0
+    authentication_failure_rate_per_source: float = 20.0
+    # that many failures of one user (or from one address) within the window lock it for the
+    # window; a source address without a failure in the window is not held by the user's lock
+    authentication_lockout_threshold: int = 50
+    authentication_lockout_window_ms: int = 60_000
+    # Key sealing the remoting/gRPC secrets in rmq_sys_SECURITY (AES-256-GCM); empty = the file
+    # rockafka-auth.key in the data directory's parent, created 0600 on first use. The variable
+    # ROCKAFKA_AUTH_SECRET_KEY (base64 of 32 bytes) wins over the file. Every broker of a group
+    # needs the same key (slaves open what the master sealed).
+    auth_secret_key_path: str = ""
     connections_max_reauth_ms: int = 0  # Kafka's KIP-368 key: 0 = sessions never expire
     ssl_principal_mapping_rules: str = "DEFAULT"  # Kafka's key: client certificate DN -> principal
     tls_enable: bool = False  # RocketMQ's tls.enable: this node's own connections to other nodes use TLS

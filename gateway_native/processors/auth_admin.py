@@ -32,7 +32,7 @@ import json
 from typing import Any
 
 from engine.security import (CLUSTER_NAME, AclBinding, AclError, AclFilter, CredentialError, Operation as Op,
-                             PatternType as PT, Permission, ResourceType as RT, SecurityStateError, for_store,
+                             PatternType as PT, Permission, ResourceType as RT, SecretBoxError, SecurityStateError, for_store,
                              principal_of)
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
@@ -84,7 +84,7 @@ async def _run(broker: Any, cmd: RemotingCommand, fn: Any, *args: Any) -> Remoti
         await broker.run_blocking(fn, *args)
     except (CredentialError, AclError, AuthRequestError) as exc:
         return cmd.response(R.NO_PERMISSION, str(exc))
-    except SecurityStateError as exc:
+    except (SecurityStateError, SecretBoxError) as exc:
         return cmd.response(R.NO_PERMISSION, str(exc))
     return None
 
