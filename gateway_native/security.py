@@ -160,6 +160,10 @@ class RemotingGate:
         sec = self.security
         ak = cmd.ext_fields.get(acl.ACCESS_KEY)
         if ak:
+            wait = sec.throttled(ak, getattr(conn, "remote_addr", None))  # engine.security.throttle
+            if wait:
+                return None, "throttled", (f"too many failed authentications for AccessKey {ak} or this address; "
+                                           f"retry after {max(1, int(wait * 1000))} ms")
             secret = sec.secret_of(ak)
             if secret is None:
                 return None, "unknown_user", f"signature check failed: unknown AccessKey {ak}"

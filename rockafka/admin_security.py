@@ -110,6 +110,12 @@ def middleware(security: Any):
             # a login given is always checked (a wrong password is never ignored), as remoting
             # signatures are; without authenticationEnabled a request without one is ANONYMOUS
             peer = request.remote or "?"
+            wait = security.throttled(login[0], peer) if login is not None else 0.0
+            if wait:  # engine.security.throttle: no password checked while no check is due
+                security.failed("admin", "throttled", peer, login[0])
+                await asyncio.sleep(security.throttled_hold(wait))
+                return web.json_response({"error": "too many failed authentications for this user or address"},
+                                         status=429, headers={"Retry-After": str(max(1, int(wait + 0.999)))})
             if login is None or not security.verify_password(login[0], login[1]):
                 reason = "not_authenticated" if login is None else "bad_password"
                 delay = security.failed("admin", reason, peer, login[0] if login else None) if login else 0.0
