@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .admin_cli import add_admin_parser
 
     add_admin_parser(sub)
+    from .admin_security import add_security_parser
+
+    add_security_parser(sub)
     from .cluster_launcher import add_cluster_parser
 
     add_cluster_parser(sub)
@@ -213,6 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .admin_cli import main as admin_main
 
             return admin_main(args)
+        if args.command == "security":
+            from .admin_security import security_main
+
+            return security_main(args)
         if args.command == "cluster":
             from .cluster_launcher import main as cluster_main
 
