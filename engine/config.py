@@ -651,8 +651,11 @@ def load_controller_config(values: Mapping[str, Any]) -> ControllerConfig:
 _ZERO_MEANS_OFF = {"connections_max_idle_ms", "server_channel_max_idle_time_seconds", "request_receive_timeout_ms"}
 
 ENV_PREFIX = "ROCKAFKA_"
-# ROCKAFKA_* variables that are not node keys: `rockafka admin`'s default NameServer.
-ENV_NOT_KEYS = frozenset({"NAMESRV"})
+# ROCKAFKA_* variables that are not node keys: `rockafka admin`'s NameServer, credentials and TLS
+# files, `rockafka security`'s admin URL and login, and the key sealing the remoting secrets
+# (engine/security/secret_box.py: ROCKAFKA_AUTH_SECRET_KEY, ..._PREVIOUS).
+ENV_NOT_KEYS = frozenset({"NAMESRV", "ACCESS_KEY", "SECRET_KEY", "TLS_CERT", "TLS_KEY", "TLS_CA", "ADMIN_URL",
+                          "ADMIN_USER", "ADMIN_PASSWORD", "AUTH_SECRET_KEY", "AUTH_SECRET_KEY_PREVIOUS"})
 
 
 def env_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -72,12 +72,12 @@ def add_admin_parser(sub: Any) -> None:
     admin.add_argument("--secret-key", default=os.environ.get("ROCKAFKA_SECRET_KEY"),
                        help="the user's remoting secret key (default $ROCKAFKA_SECRET_KEY)")
     admin.add_argument("--tls", action="store_true", help="speak TLS to the NameServer and brokers")
-    admin.add_argument("--cert", default=os.environ.get("ROCKAFKA_TLS_CERT"),
+    admin.add_argument("--cert", dest="tls_cert", default=os.environ.get("ROCKAFKA_TLS_CERT"),
                        help="with --tls: a client certificate (PEM) to present, e.g. under "
                             "tlsServerNeedClientAuth=require (default $ROCKAFKA_TLS_CERT)")
-    admin.add_argument("--key", default=os.environ.get("ROCKAFKA_TLS_KEY"),
+    admin.add_argument("--key", dest="tls_key", default=os.environ.get("ROCKAFKA_TLS_KEY"),
                        help="with --tls: the client certificate's private key (PEM; default $ROCKAFKA_TLS_KEY)")
-    admin.add_argument("--ca", default=os.environ.get("ROCKAFKA_TLS_CA"),
+    admin.add_argument("--ca", dest="tls_ca", default=os.environ.get("ROCKAFKA_TLS_CA"),
                        help="with --tls: verify the node's certificate against these CAs (PEM; default: not "
                             "verified, as RocketMQ's tls.test.mode.enable)")
     what = admin.add_subparsers(dest="admin_command", metavar="WHAT")
@@ -160,7 +160,7 @@ def _message_row(m: Any) -> dict[str, Any]:
 def _tls_context(args: argparse.Namespace) -> Any:
     """None (plaintext), True (TLS, any server certificate) or a context carrying ``--cert`` /
     ``--key`` (a client certificate) and ``--ca`` (verify the node)."""
-    cert, key, ca = getattr(args, "cert", None), getattr(args, "key", None), getattr(args, "ca", None)
+    cert, key, ca = getattr(args, "tls_cert", None), getattr(args, "tls_key", None), getattr(args, "tls_ca", None)
     if not args.tls:
         if cert or key or ca:
             raise AdminCliError("--cert, --key and --ca go with --tls")
