@@ -64,6 +64,11 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
 
     security = engine_security.for_store(store, config)
     secure_server(namesrv.server, security, config)
+    if config.security.authentication_enabled:
+        # users of other broker groups registering here are checked by their own masters
+        from gateway_native.namesrv import BrokerAuthDelegate
+
+        namesrv.server.gate.delegate = BrokerAuthDelegate(namesrv, config)
     secure_server(broker.server, security, config)
     # -- kafka gateway --
     from gateway_kafka.server import KafkaGateway

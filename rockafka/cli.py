@@ -159,6 +159,11 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         security = engine_security.SecurityService(None, sec_config)
         security.start()
         secure_server(ns.server, security, sec_config)
+        if sec_config.security.authentication_enabled:
+            # no users here: route reads signed by a broker's users are checked by a broker
+            from gateway_native.namesrv import BrokerAuthDelegate
+
+            ns.server.gate.delegate = BrokerAuthDelegate(ns, sec_config)
         if sec_config.security.authentication_enabled and security.inner is not None:
             # the controllers' Raft traffic encrypted and authenticated with the cluster's inner secret
             ns.controller_raft_password = security.inner[1]

@@ -3,7 +3,7 @@
 #   ca.crt / ca.key          the CA (tlsServerTrustCertPath; clients trust it)
 #   server.crt / server.key  the node (tlsServerCertPath / tlsServerKeyPath), for 127.0.0.1,
 #                            localhost and the names/addresses given with -n
-#   <user>.crt / <user>.key  a client certificate per user given with -u (subject CN=<user>,O=rockafka),
+#   <user>.crt / <user>.key  a client certificate per user given with -u (subject DN CN=<user>,O=rockafka),
 #                            e.g. for `rockafka admin --tls --cert admin.crt --key admin.key`
 # Usage: deploy/dev/make-certs.sh [-d DIR] [-n NAME_OR_IP]... [-u USER]...   (default DIR ./certs)
 # Keys are written 0600. For development and tests: a production CA keeps its key offline.
@@ -36,12 +36,12 @@ sign() {  # sign NAME SUBJECT EXTENSIONS
     -sha256 -extfile "$dir/$1.ext" -out "$dir/$1.crt" 2>/dev/null
   rm -f "$dir/$1.csr" "$dir/$1.ext"
 }
-sign server "/CN=${names[0]:-localhost}/O=rockafka" \
+sign server "/O=rockafka/CN=${names[0]:-localhost}" \
   "subjectAltName=$san
 extendedKeyUsage=serverAuth,clientAuth
 keyUsage=digitalSignature,keyEncipherment"
 for u in "${users[@]+"${users[@]}"}"; do
-  sign "$u" "/CN=$u/O=rockafka" "extendedKeyUsage=clientAuth
+  sign "$u" "/O=rockafka/CN=$u" "extendedKeyUsage=clientAuth
 keyUsage=digitalSignature,keyEncipherment"
 done
 chmod 644 "$dir"/*.crt
