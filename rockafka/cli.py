@@ -164,7 +164,16 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
             from gateway_native.namesrv import BrokerAuthDelegate
 
             ns.server.gate.delegate = BrokerAuthDelegate(ns, sec_config)
-        if sec_config.security.authentication_enabled and security.inner is not None:
+        from engine.security.tls import tls_mode
+
+        secured = (sec_config.security.authentication_enabled or sec_config.security.authorization_enabled
+                   or tls_mode(sec_config) == "enforcing")
+        if secured and controller.enable_controller_in_namesrv:
+            if security.inner is None:
+                raise ConfigError("enableControllerInNamesrv with security on (authenticationEnabled, "
+                                  "authorizationEnabled or tlsServerMode=enforcing) needs "
+                                  "innerClientAuthenticationCredentials, the same on every controller: the "
+                                  "controllers' Raft traffic is encrypted and authenticated with its secret")
             # the controllers' Raft traffic encrypted and authenticated with the cluster's inner secret
             ns.controller_raft_password = security.inner[1]
         stop = asyncio.Event()

@@ -64,3 +64,16 @@ def test_a_node_that_cannot_register_with_its_own_namesrv_fails_instead_of_repor
     text = node.log_path.read_text()
     assert "node_ready" not in text
     assert "could not register with this node's own NameServer" in text, text[-3000:]
+
+
+def test_a_secured_controller_without_inner_credentials_refuses_to_start_with_an_open_raft_port(tmp_path):
+    from tests.support.node import free_port
+
+    raft = free_port()
+    out = subprocess.run(rockafka_command() + [
+        "namesrv", "--host", "127.0.0.1", "--port", str(free_port()), "--data-dir", str(tmp_path / "ns"),
+        "--kv-config", str(tmp_path / "ns" / "kv.json"), "--set", "enableControllerInNamesrv=true",
+        "--set", f"controllerDLegerPeers=n0-127.0.0.1:{raft}", "--set", "controllerDLegerSelfId=n0",
+        "--set", "authenticationEnabled=true"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
+    assert "innerClientAuthenticationCredentials" in out.stderr and "Raft" in out.stderr
