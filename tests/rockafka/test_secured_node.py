@@ -77,3 +77,19 @@ def test_a_secured_controller_without_inner_credentials_refuses_to_start_with_an
         "--set", "authenticationEnabled=true"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
     assert "innerClientAuthenticationCredentials" in out.stderr and "Raft" in out.stderr
+
+
+def test_a_listener_bound_to_loopback_is_never_advertised_on_another_address(tmp_path):
+    """``advertised_host`` names where remote clients reach the node; a listener bound to
+    127.0.0.1 is reachable there only, so Metadata on it names 127.0.0.1."""
+    from confluent_kafka.admin import AdminClient
+
+    from tests.support.node import free_port
+
+    node = RunningNode(tmp_path / "data", settings={"advertised_host": "10.255.0.9"})
+    node.sasl_port = free_port()
+    node.settings["listeners"] = f"PLAINTEXT://127.0.0.1:{node.kafka_port},SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
+    node.settings["sasl.enabled.mechanisms"] = "PLAIN"
+    with node:
+        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{node.kafka_port}"}).list_topics(timeout=20)
+        assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", node.kafka_port)]
