@@ -202,8 +202,8 @@ class SecurityConfig:
     # NO_PERMISSION, gRPC TOO_MANY_REQUESTS, HTTP 429) until a check is due again
     authentication_failure_rate_per_user: float = 5.0
     authentication_failure_rate_per_source: float = 20.0
-    # that many failures of one user (or from one address) within the window lock it for the
-    # window; a source address without a failure in the window is not held by the user's lock
+    # that many failures of one user within the window lock the user for the window (addresses
+    # are only rate-limited); an address without a failure in the window is not held by it
     authentication_lockout_threshold: int = 50
     authentication_lockout_window_ms: int = 60_000
     # Key sealing the remoting/gRPC secrets in rmq_sys_SECURITY (AES-256-GCM); empty = the file

@@ -11,8 +11,10 @@ Each user and each source address has a token bucket of failures: ``rate`` token
 most ``rate`` in store (``authenticationFailureRatePerUser`` / ``...PerSource``); a check is
 admitted while the bucket holds a token, a failure takes one. So however many connections
 guess one user's password, at most ``rate`` guesses a second are checked (plus the first
-``rate``). ``authenticationLockoutThreshold`` failures of one key within
-``authenticationLockoutWindowMs`` lock that key for the window: nothing is checked for it.
+``rate``). ``authenticationLockoutThreshold`` failures of one user within
+``authenticationLockoutWindowMs`` lock that user for the window: nothing is checked for it
+(from addresses that failed). Addresses are rate-limited only, never locked: many users share
+one address behind a NAT, and one of them guessing must not lock the others out.
 
 So that an attack on one user does not lock its owner out, the per-user limit does not apply to
 a source address that has had no failure within the lockout window (its first wrong guess
@@ -134,7 +136,8 @@ class AuthThrottle:
                 if now - b.window_start > self.window:
                     b.window_start, b.failures = now, 0
                 b.failures += 1
-                if self.lockout_threshold > 0 and b.failures >= self.lockout_threshold and b.locked_until <= now:
+                if (kind == "user" and self.lockout_threshold > 0 and b.failures >= self.lockout_threshold
+                        and b.locked_until <= now):
                     b.locked_until = now + self.window
                     b.failures = 0
                     log.warning("authentication_locked_out", kind=kind, key=key, failures=self.lockout_threshold,
