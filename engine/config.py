@@ -480,6 +480,16 @@ def _text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+# keys whose values are credentials: shown as ****** wherever a configuration is listed
+# (`rockafka config list`, GET_BROKER_CONFIG), never in clear
+SECRET_KEYS = frozenset({"init_authentication_user", "inner_client_authentication_credentials", "sasl_plain_users"})
+
+
+def shown(key: str, text: str) -> str:
+    """``text`` as a listing may show it: credentials masked."""
+    return "******" if text and snake_case(key) in SECRET_KEYS else text
+
+
 def describe(config: NodeConfig) -> list[dict[str, str]]:
     """One row per accepted key, RocketMQ spelling, for ``rockafka config list``: its value in
     ``config``, its default and (gateway keys) what it does."""
@@ -495,7 +505,7 @@ def describe(config: NodeConfig) -> list[dict[str, str]]:
             default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker,
                              "limits": defaults.limits, "security": defaults.security}[where]
             value, default, about = getattr(owner, key), getattr(default_owner, key), ""
-        rows.append({"key": camel_case(key), "value": _text(value), "default": _text(default), "section": where,
+        rows.append({"key": camel_case(key), "value": shown(key, _text(value)), "default": _text(default), "section": where,
                      "about": about})
     return rows
 

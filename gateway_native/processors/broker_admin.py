@@ -87,7 +87,7 @@ def _config_values(broker: Any) -> dict[str, str]:
     for name in ("host", "kafka_port", "namesrv_port", "admin_port"):
         out[_camel(name)] = str(getattr(cfg, name))
     for k, v in cfg.extra.items():
-        out.setdefault(_camel(k), str(v))
+        out.setdefault(_camel(k), engine_config.shown(k, str(v)))  # credentials masked
     return dict(sorted(out.items()))
 
 

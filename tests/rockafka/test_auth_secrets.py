@@ -179,3 +179,68 @@ def test_sixteen_connections_guessing_one_password_get_at_most_five_checks_a_sec
     print(f"guessing: {counts} in {elapsed:.2f}s = {counts['checked'] / elapsed:.1f} checked guesses/s "
           f"({nonlocal_checked[0] / max(steady, 1e-9):.1f}/s once throttled), "
           f"{(counts['checked'] + counts['throttled']) / elapsed:.0f} answers/s")
+
+
+def test_remoting_signatures_and_admin_logins_are_throttled_by_the_same_limiter(node):
+    """Wrong secrets over remoting (the SDK, 8 clients) and wrong passwords over admin HTTP (8
+    threads): past the per-user rate the answers say so (NO_PERMISSION / 429) and nothing is
+    checked; the checked ones stay within the rate."""
+    import base64
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from gateway_native.client import Admin
+
+    rate = 5.0
+    counts = {"remoting_checked": 0, "remoting_throttled": 0, "http_checked": 0, "http_throttled": 0, "other": []}
+    lock = threading.Lock()
+    stop_at = time.monotonic() + 2.0
+
+    def remoting() -> None:
+        a = Admin(node.namesrv_addr, credentials=("remoting-victim", "a-guess"), timeout_ms=5000).start()
+        try:
+            while time.monotonic() < stop_at:
+                try:
+                    a.cluster_info()
+                    what = "ok"
+                except Exception as exc:
+                    what = str(exc)
+                key = ("remoting_throttled" if "too many failed authentications" in what
+                       else "remoting_checked" if "signature check failed" in what else None)
+                with lock:
+                    if key:
+                        counts[key] += 1
+                    else:
+                        counts["other"].append(what)
+        finally:
+            a.shutdown()
+
+    def http() -> None:
+        token = base64.b64encode(b"http-victim:a-guess").decode()
+        while time.monotonic() < stop_at:
+            req = urllib.request.Request(node.admin_url + "/api/topics", headers={"Authorization": f"Basic {token}"})
+            try:
+                urllib.request.urlopen(req, timeout=10)
+                code = 200
+            except urllib.error.HTTPError as exc:
+                code = exc.code
+            with lock:
+                if code == 429:
+                    counts["http_throttled"] += 1
+                elif code == 401:
+                    counts["http_checked"] += 1
+                else:
+                    counts["other"].append(code)
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=f) for f in [remoting] * 8 + [http] * 8]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    elapsed = time.monotonic() - start
+    assert not counts["other"], counts["other"][:3]
+    for proto in ("remoting", "http"):
+        assert counts[f"{proto}_throttled"] > 0, counts
+        assert counts[f"{proto}_checked"] <= rate * elapsed + rate + 1, (counts, elapsed)
