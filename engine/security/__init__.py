@@ -372,7 +372,7 @@ class SecurityService:
         self.state.write([("secret", self.state.sealed_secret_doc(user, secret))])
 
     def delete_secret(self, user: str) -> bool:
-        if user not in self.state.secrets:
+        if user not in self.state.secrets and user not in self.state.sealed_kept:
             return False
         self.state.write([("secret-", {"v": 1, "user": user})])
         return True
@@ -386,7 +386,7 @@ class SecurityService:
         if user not in self.state.users():
             return None
         profile = self.state.profiles.get(user) or {"type": "Normal", "status": USER_ENABLED}
-        return {"username": user, "password": MASKED if user in self.state.secrets else "", "userType": profile["type"],
+        return {"username": user, "password": MASKED if user in self.state.secrets or user in self.state.sealed_kept else "", "userType": profile["type"],
                 "userStatus": profile["status"]}
 
     def list_users(self, name_filter: str | None = None) -> list[dict[str, str]]:
@@ -428,7 +428,7 @@ class SecurityService:
             return False
         records: list[tuple[str, dict]] = [("scram-", {"v": 1, "user": user, "mechanism": m})
                                            for (u, m) in self.state.scram if u == user]
-        if user in self.state.secrets:
+        if user in self.state.secrets or user in self.state.sealed_kept:
             records.append(("secret-", {"v": 1, "user": user}))
         if user in self.state.profiles:
             records.append(("profile-", {"v": 1, "user": user}))

@@ -132,6 +132,7 @@ class SecretBox:
             raise SecretBoxError(f"no key to seal secrets with: set {ENV_KEY} or authSecretKeyPath")
         # first secret ever: create the file exclusively; another process may have won the race
         key = os.urandom(KEY_BYTES)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:

@@ -155,6 +155,9 @@ class SecurityState:
         # user -> why their last sealed secret did not open (no such key here); reported once
         # replay is done, as a record before the last snapshot may be replaced by it
         self.unopenable: dict[str, str] = {}
+        # and their sealed form, carried into snapshots unchanged: a node without the key (a
+        # slave promoted before its key file was copied) must not drop secrets it cannot read
+        self.sealed_kept: dict[str, dict] = {}
         self.profiles: dict[str, dict[str, str]] = {}  # user -> {"type": Super|Normal, "status": enable|disable}
         self.acls = AclTable()
         self.applied = 0
@@ -189,7 +192,7 @@ class SecurityState:
             if kind == "snapshot":
                 self.snapshot_position = self._applying
                 self.scram = {(d["user"], d["mechanism"]): ScramCredential.from_doc(d) for d in doc.get("scram", ())}
-                self.secrets, self.reseal_needed, self.unopenable = {}, set(), {}
+                self.secrets, self.reseal_needed, self.unopenable, self.sealed_kept = {}, set(), {}, {}
                 for user, value in (doc.get("secrets") or {}).items():
                     self._apply_secret(str(user), value)
                 self.profiles = {str(k): _profile(v) for k, v in (doc.get("profiles") or {}).items()}
@@ -208,6 +211,7 @@ class SecurityState:
                 self.secrets.pop(str(doc["user"]), None)
                 self.reseal_needed.discard(str(doc["user"]))
                 self.unopenable.pop(str(doc["user"]), None)
+                self.sealed_kept.pop(str(doc["user"]), None)
             elif kind == "profile":
                 self.profiles[str(doc["user"])] = _profile(doc)
             elif kind == "profile-":
@@ -229,8 +233,10 @@ class SecurityState:
             except SecretBoxError as exc:
                 self.secrets.pop(user, None)
                 self.unopenable[user] = str(exc)
+                self.sealed_kept[user] = dict(value)
                 return
             self.unopenable.pop(user, None)
+            self.sealed_kept.pop(user, None)
             if self.box.is_current(value):
                 self.reseal_needed.discard(user)
             else:
@@ -238,6 +244,8 @@ class SecurityState:
         else:
             self.secrets[user] = str(value)
             self.reseal_needed.add(user)
+            self.unopenable.pop(user, None)
+            self.sealed_kept.pop(user, None)
 
     def sealed_secret_doc(self, user: str, secret: str) -> dict:
         """The ``secret`` record of ``user``: the secret sealed with the current key."""
@@ -264,7 +272,7 @@ class SecurityState:
             self._guard = None
 
     def users(self) -> set[str]:
-        return {u for u, _m in self.scram} | set(self.secrets) | set(self.profiles)
+        return {u for u, _m in self.scram} | set(self.secrets) | set(self.sealed_kept) | set(self.profiles)
 
     def is_empty(self) -> bool:
         return not self.scram and not self.secrets and not self.profiles and not len(self.acls)
@@ -285,7 +293,7 @@ class SecurityState:
         with self._lock:
             return {"v": FORMAT_VERSION,
                     "scram": [c.to_doc(u) for (u, _m), c in sorted(self.scram.items())],
-                    "secrets": {u: self.box.seal(u, s) for u, s in sorted(self.secrets.items())},
+                    "secrets": {**self.sealed_kept, **{u: self.box.seal(u, s) for u, s in sorted(self.secrets.items())}},
                     "profiles": dict(sorted(self.profiles.items())),
                     "acls": [b.to_list() for b in self.acls.bindings()]}
 

@@ -190,3 +190,29 @@ def test_secrets_in_clear_from_an_earlier_version_are_resealed_at_start_and_a_ro
         sec3.stop()
     finally:
         m2.shutdown()
+
+
+def test_a_node_without_the_key_keeps_the_sealed_secrets_it_cannot_open(stores, tmp_path):
+    """A promoted slave whose key file was not copied cannot open the secrets, and must not drop
+    them: its snapshots carry them sealed; with the key back they open again."""
+    m = stores()
+    sec = S.for_store(m, node_config())
+    sec.set_secret("carol", "carol-secret")
+    sec.stop()
+    keyless = node_config(auth_secret_key_path=str(tmp_path / "elsewhere" / "other.key"))
+    sec2 = S.SecurityService(m, keyless)
+    sec2.start()
+    try:
+        assert sec2.secret_of("carol") is None and "carol" in sec2.state.users()
+        assert sec2.user_info("carol")["password"] == "******"
+        sec2.set_secret("dave", "dave-secret")  # sealed with the other key
+        sec2.state.write_snapshot()
+    finally:
+        sec2.stop()
+    sec3 = S.SecurityService(m, node_config())  # the original key file again
+    sec3.start()
+    try:
+        assert sec3.secret_of("carol") == "carol-secret"
+        assert sec3.secret_of("dave") is None  # sealed with the key only the keyless node had
+    finally:
+        sec3.stop()
