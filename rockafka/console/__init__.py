@@ -124,6 +124,7 @@ class Console:
         return self.render(request, "topic.html", title=f"Topic {name}", topic=doc)
 
     async def messages(self, request: web.Request) -> web.Response:
+        from ..admin_http import Forbidden
         from ..http_params import BadRequest
 
         query = request.query
@@ -131,10 +132,12 @@ class Console:
         error = None
         if any((query.get(k) or "").strip() for k in ("topic", "msg_id")):
             try:
-                rows = await self.admin.search_messages(query)
-            except BadRequest as exc:
+                rows = await self.admin.search_messages(query, request)
+            except (BadRequest, Forbidden) as exc:
                 error = str(exc)
-        topics = [t for t in await self.admin.call(self.admin.state.topic_names)]
+        principal, host = request.get("principal") or "User:ANONYMOUS", request.remote or "*"
+        topics = [t for t in await self.admin.call(self.admin.state.topic_names)
+                  if self.admin.security.may_read(principal, t, host)]  # only what the user may search
         return self.render(request, "messages.html", title="Messages", rows=rows, error=error, q=dict(query),
                            topics=topics)
 
