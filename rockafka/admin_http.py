@@ -244,7 +244,7 @@ class AdminHttp:
         max_rows = int_param(query, "max", 32, 1, 1000)
         if msg_id:
             try:
-                rows = await self.call(self.state.message_by_id, msg_id)
+                rows = await self.call(self.state.message_by_id, msg_id, topic or None)
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
             return self.readable(request, rows, f"message {msg_id}") or []
@@ -393,7 +393,9 @@ class AdminHttp:
     async def message(self, request: web.Request) -> web.Response:
         msg_id = request.match_info["msg_id"]
         try:
-            rows = self.readable(request, await self.call(self.state.message_by_id, msg_id), f"message {msg_id}")
+            rows = self.readable(request, await self.call(self.state.message_by_id, msg_id,
+                                                          request.query.get("topic") or None),
+                                 f"message {msg_id}")
         except ValueError as exc:
             return self.error(400, str(exc))
         except Forbidden as exc:

@@ -131,6 +131,23 @@ class TransactionProducer(Producer):
         return TransactionSendResult(sent.status, sent.msg_id, sent.offset_msg_id, sent.message_queue, sent.queue_offset,
                                      sent.region_id, sent.transaction_id or sent.msg_id, state)
 
+    def send_half(self, msg: Message, timeout: int | None = None) -> SendResult:
+        """Send ``msg`` as a half message and return without ending it: for a two-phase commit
+        driven from outside (a job that commits or rolls back many half messages at once, later,
+        possibly from another process of the same producer group, with ``end_transaction``)."""
+        if msg.delay_level > 0 or msg.deliver_time_ms > 0:
+            raise MQClientError("transactional messages cannot be delayed (no delay level or delivery time)")
+        props = dict(msg.properties)
+        props[PROPERTY_TRANSACTION_PREPARED] = "true"
+        props[PROPERTY_PRODUCER_GROUP] = self.group
+        return self.send(Message(msg.topic, msg.body, tags=msg.tags, keys=msg.keys, properties=props, flag=msg.flag),
+                         timeout=timeout)
+
+    def end_transaction(self, sent: SendResult, commit: bool, timeout: int | None = None) -> None:
+        """Commit (or roll back) a half message ``send_half`` returned; waits for the broker."""
+        state = LocalTransactionState.COMMIT_MESSAGE if commit else LocalTransactionState.ROLLBACK_MESSAGE
+        self.runtime.call(self._end(sent, state), timeout=(timeout or self.send_msg_timeout) / 1000 + 5)
+
     async def _end(self, sent: SendResult, state: LocalTransactionState) -> None:
         addr = self.runtime.master_addr(sent.message_queue.broker_name)
         if addr is None:

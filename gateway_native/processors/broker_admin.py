@@ -87,8 +87,8 @@ def _config_values(broker: Any) -> dict[str, str]:
     for name in ("host", "kafka_port", "namesrv_port", "admin_port"):
         out[_camel(name)] = str(getattr(cfg, name))
     for k, v in cfg.extra.items():
-        out.setdefault(_camel(k), engine_config.shown(k, str(v)))  # credentials masked
-    return dict(sorted(out.items()))
+        out.setdefault(_camel(k), str(v))
+    return {k: engine_config.shown_value(k, v) for k, v in sorted(out.items())}
 
 
 def _config_version(broker: Any) -> dict[str, Any]:
@@ -413,6 +413,11 @@ def _balanced(text: str, start: int) -> str:
 async def delete_subscription_group(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     group = cmd.require_str("groupName")
     store = broker.store
+    state_of = getattr(broker, "foreign_group_state", None)  # a Kafka group of that name (wired by the node)
+    kafka_state = state_of(group) if state_of is not None else None
+    if kafka_state not in (None, "Empty", "Dead", "EMPTY", "DEAD"):
+        return cmd.response(R.SYSTEM_ERROR, f"the Kafka consumer group {group} has active members (state "
+                                            f"{kafka_state}); stop its consumers first, as Kafka's DeleteGroups requires")
     store.subscription_groups.delete(group)
     if cmd.get_bool("cleanOffset", False):
         store.consumer_offsets.delete_group(group)
