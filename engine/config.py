@@ -358,6 +358,13 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "init_authentication_user": ("json", "first admin user created at start ({username, password})"),
     "inner_client_authentication_credentials": ("json", "credentials of this node's own clients"),
     "connection_failed_authentication_delay_ms": ("ms", "delay before closing after a failed login"),
+    "authentication_failure_rate_per_user": ("per second", "failed credential checks a second per user, "
+                                             "across connections; past it credentials are refused unchecked"),
+    "authentication_failure_rate_per_source": ("per second", "failed credential checks a second per client address"),
+    "authentication_lockout_threshold": ("count", "failures of one user within the lockout window that lock it"),
+    "authentication_lockout_window_ms": ("ms", "how long a user stays locked (and the window failures count in)"),
+    "auth_secret_key_path": ("path", "key file sealing remoting secrets in the log (default: rockafka-auth.key "
+                                     "beside the data dir)"),
     "connections_max_reauth_ms": ("ms", "Kafka session lifetime before re-authentication (0 = none)"),
     "ssl_principal_mapping_rules": ("rules", "Kafka's rules from certificate DN to principal"),
     "tls_enable": ("bool", "this node's own connections to other nodes use TLS"),
@@ -752,7 +759,9 @@ def validate(config: NodeConfig) -> None:
             continue
         if value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF):
             raise ConfigError(f"{f.name} must be positive{' (0 = off)' if f.name in _ZERO_MEANS_OFF else ''}, got {value}")
-    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms"):
+    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms",
+                "authentication_failure_rate_per_user", "authentication_failure_rate_per_source",
+                "authentication_lockout_threshold", "authentication_lockout_window_ms"):
         if getattr(config.security, key) < 0:
             raise ConfigError(f"{key} must be 0 or more, got {getattr(config.security, key)}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):
