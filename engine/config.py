@@ -203,6 +203,21 @@ class SecurityConfig:
     # other nodes (REGISTER_BROKER, the HA handshake)
     inner_client_authentication_credentials: str | None = None
     connection_failed_authentication_delay_ms: int = 100  # Kafka's key and default
+    # Throttled guessing (engine/security/throttle.py), across connections and listeners: failed
+    # credential checks a second per user name and per source address (0 = no limit); past
+    # the rate, a credential is refused unchecked (Kafka SASL_AUTHENTICATION_FAILED, remoting
+    # NO_PERMISSION, gRPC TOO_MANY_REQUESTS, HTTP 429) until a check is due again
+    authentication_failure_rate_per_user: float = 5.0
+    authentication_failure_rate_per_source: float = 20.0
+    # that many failures of one user within the window lock the user for the window (addresses
+    # are only rate-limited); an address without a failure in the window is not held by it
+    authentication_lockout_threshold: int = 50
+    authentication_lockout_window_ms: int = 60_000
+    # Key sealing the remoting/gRPC secrets in rmq_sys_SECURITY (AES-256-GCM); empty = the file
+    # rockafka-auth.key in the data directory's parent, created 0600 on first use. The variable
+    # ROCKAFKA_AUTH_SECRET_KEY (base64 of 32 bytes) wins over the file. Every broker of a group
+    # needs the same key (slaves open what the master sealed).
+    auth_secret_key_path: str = ""
     connections_max_reauth_ms: int = 0  # Kafka's KIP-368 key: 0 = sessions never expire
     ssl_principal_mapping_rules: str = "DEFAULT"  # Kafka's key: client certificate DN -> principal
     tls_enable: bool = False  # RocketMQ's tls.enable: this node's own connections to other nodes use TLS
@@ -351,6 +366,13 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "init_authentication_user": ("json", "first admin user created at start ({username, password})"),
     "inner_client_authentication_credentials": ("json", "credentials of this node's own clients"),
     "connection_failed_authentication_delay_ms": ("ms", "delay before closing after a failed login"),
+    "authentication_failure_rate_per_user": ("per second", "failed credential checks a second per user, "
+                                             "across connections; past it credentials are refused unchecked"),
+    "authentication_failure_rate_per_source": ("per second", "failed credential checks a second per client address"),
+    "authentication_lockout_threshold": ("count", "failures of one user within the lockout window that lock it"),
+    "authentication_lockout_window_ms": ("ms", "how long a user stays locked (and the window failures count in)"),
+    "auth_secret_key_path": ("path", "key file sealing remoting secrets in the log (default: rockafka-auth.key "
+                                     "beside the data dir)"),
     "connections_max_reauth_ms": ("ms", "Kafka session lifetime before re-authentication (0 = none)"),
     "ssl_principal_mapping_rules": ("rules", "Kafka's rules from certificate DN to principal"),
     "tls_enable": ("bool", "this node's own connections to other nodes use TLS"),
@@ -745,7 +767,9 @@ def validate(config: NodeConfig) -> None:
             continue
         if value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF):
             raise ConfigError(f"{f.name} must be positive{' (0 = off)' if f.name in _ZERO_MEANS_OFF else ''}, got {value}")
-    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms"):
+    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms",
+                "authentication_failure_rate_per_user", "authentication_failure_rate_per_source",
+                "authentication_lockout_threshold", "authentication_lockout_window_ms"):
         if getattr(config.security, key) < 0:
             raise ConfigError(f"{key} must be 0 or more, got {getattr(config.security, key)}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):
@@ -810,8 +834,11 @@ def load_controller_config(values: Mapping[str, Any]) -> ControllerConfig:
 _ZERO_MEANS_OFF = {"connections_max_idle_ms", "server_channel_max_idle_time_seconds", "request_receive_timeout_ms"}
 
 ENV_PREFIX = "ROCKAFKA_"
-# ROCKAFKA_* variables that are not node keys: `rockafka admin`'s default NameServer.
-ENV_NOT_KEYS = frozenset({"NAMESRV"})
+# ROCKAFKA_* variables that are not node keys: `rockafka admin`'s NameServer, credentials and TLS
+# files, `rockafka security`'s admin URL and login, and the key sealing the remoting secrets
+# (engine/security/secret_box.py: ROCKAFKA_AUTH_SECRET_KEY, ..._PREVIOUS).
+ENV_NOT_KEYS = frozenset({"NAMESRV", "ACCESS_KEY", "SECRET_KEY", "TLS_CERT", "TLS_KEY", "TLS_CA", "ADMIN_URL",
+                          "ADMIN_USER", "ADMIN_PASSWORD", "AUTH_SECRET_KEY", "AUTH_SECRET_KEY_PREVIOUS"})
 
 
 def env_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -133,6 +133,7 @@ class GrpcGateway:
         self._loop = asyncio.get_running_loop()
         self.gate = GrpcGate(await self._loop.run_in_executor(self.executor, engine_security.for_store, self.store,
                                                               self.config))
+        self.gate.peer_of = self.client_addr
         self.pop = await self._loop.run_in_executor(self.executor, engine_pop.for_store, self.store)
         self.pop.add_listener(self._on_pop_change)
         self.store.add_arrival_listener(self._on_arrival)

@@ -31,6 +31,7 @@ that wakes long-polling fetches. Their state is in the engine's log
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import functools
 import socket
 from collections import defaultdict
@@ -265,6 +266,15 @@ class ArrivalHub:
                     del self.waiters[k]
 
 
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 class KafkaGateway:
     name = "kafka"
 
@@ -354,7 +364,9 @@ class KafkaGateway:
         self.streams_groups.restore()
         await self._start_listeners()
         primary = self.settings.listeners[0]
-        host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
+        # a listener bound to loopback is reachable there only: never advertised on another address
+        host = (primary.advertised_host or (primary.host if _is_loopback(primary.host) else None)
+                or self.settings.advertised_host or self._default_advertised_host())
         self.cluster = ClusterView(self.settings.cluster_id, self.settings.node_id, host,
                                    primary.advertised_port or self.settings.advertised_port or self.port,
                                    rack=self.settings.broker_rack,
@@ -408,7 +420,9 @@ class KafkaGateway:
         if spec is None or self.cluster is None or node.node_id != self.cluster.self_node.node_id \
                 or spec is self.settings.listeners[0]:
             return node
-        host = spec.advertised_host or (spec.host if spec.host not in ("0.0.0.0", "::", "") else self.cluster.self_node.host)
+        wildcard_host = (self.cluster.self_node.host if not _is_loopback(self.cluster.self_node.host)
+                         else self.settings.advertised_host or self._default_advertised_host())
+        host = spec.advertised_host or (spec.host if spec.host not in ("0.0.0.0", "::", "") else wildcard_host)
         return BrokerNode(node.node_id, host, spec.advertised_port or self.listener_ports.get(spec.name, node.port),
                           node.rack)
 

@@ -176,6 +176,9 @@ class AdminHttp:
         r.add_post("/api/dlq/{group}/resend", self.dlq_resend)
         r.add_get("/api/ha", self.ha)
         r.add_get("/metrics", self.metrics)
+        from .admin_security import add_routes
+
+        add_routes(app, self.security)
         Console(self).add_routes(app)
         return app
 

@@ -18,6 +18,7 @@ import structlog
 from engine.config import NodeConfig
 from engine.listener_limits import ListenerGuard
 from engine.send_queue import SendQueue
+from engine.errors import StoreError
 from engine.store import MessageStore
 
 from .loop_thread import OwnLoop
@@ -63,6 +64,11 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
 
     security = engine_security.for_store(store, config)
     secure_server(namesrv.server, security, config)
+    if config.security.authentication_enabled:
+        # users of other broker groups registering here are checked by their own masters
+        from gateway_native.namesrv import BrokerAuthDelegate
+
+        namesrv.server.gate.delegate = BrokerAuthDelegate(namesrv, config)
     secure_server(broker.server, security, config)
     # -- kafka gateway --
     from gateway_kafka.server import KafkaGateway
@@ -233,6 +239,13 @@ class Node:
             sec.inner_client_authentication_credentials = f"node-{secrets.token_hex(4)}:{secrets.token_urlsafe(24)}"
             log.info("inner_credentials_generated",
                      hint="set innerClientAuthenticationCredentials (the same on every node) for broker groups")
+        from engine.security.tls import tls_mode
+
+        if tls_mode(config) == "enforcing" and not sec.tls_enable and not config.broker.namesrv_addr:
+            # the broker registers with this node's own NameServer, which takes TLS only: its
+            # own connections speak TLS too (RocketMQ would need tls.enable for that)
+            sec.tls_enable = True
+            log.info("tls_enable_implied", reason="tlsServerMode=enforcing and the node's own NameServer")
         self.store = MessageStore(config.store, broker_config=config.broker)
         if config.broker.enable_controller_mode:
             # the controller says who leads (docs/design/failover.md): start as a slave that knows
@@ -262,6 +275,7 @@ class Node:
             for comp in self.components:
                 await comp.start()
                 started.append(comp)
+            self._check_registered()
         except BaseException:
             for comp in reversed(started):
                 await comp.stop()
@@ -276,6 +290,23 @@ class Node:
         gc.freeze()
         ports = {c.name: getattr(c, "port", None) for c in self.components}
         log.info("node_ready", data_dir=self.config.data_dir, host=self.config.host, **{f"{k}_port": v for k, v in ports.items()})
+
+    def _check_registered(self) -> None:
+        """A lone node (no ``namesrvAddr``) is ready only once its broker is in its own
+        NameServer's routes: otherwise no RocketMQ client could find it (e.g. TLS or
+        credentials the NameServer refuses); the node stops with the reason instead."""
+        if self.config.broker.namesrv_addr:
+            return
+        from gateway_native.namesrv import NameServer
+
+        names = [getattr(c, "component", c) for c in self.components]
+        ns = next((c for c in names if isinstance(c, NameServer)), None)
+        if ns is None or self.config.broker.enable_controller_mode:
+            return
+        if self.config.broker.broker_name not in ns.routes.broker_addr_table:
+            raise StoreError(f"the broker could not register with this node's own NameServer (see "
+                             f"register_broker_refused/register_broker_failed above): check "
+                             f"tlsServerMode/tlsEnable and innerClientAuthenticationCredentials")
 
     async def stop(self) -> None:
         loop = asyncio.get_running_loop()

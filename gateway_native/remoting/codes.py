@@ -115,6 +115,9 @@ class RequestCode(IntEnum):
     AUTH_DELETE_ACL = 3008
     AUTH_GET_ACL = 3009
     AUTH_LIST_ACL = 3010
+    # Rockafka: a NameServer asks a broker to check a client's signature and rights (a
+    # standalone NameServer keeps no users; docs/design/security.md, "Standalone NameServer")
+    AUTH_CHECK_FOR_NAMESRV = 3901
 
 
 class ResponseCode(IntEnum):
