@@ -38,6 +38,9 @@ from typing import Any
 
 import structlog
 
+from broker.put_path import PutPath
+from broker.read_path import ArrivalHub
+from broker.replication import Replication
 from gateway_kafka import apis
 from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
@@ -151,71 +154,30 @@ def _modern_group_settings(s: Any, config: Any) -> None:
 
 def _local_replication(store: Any) -> LocalReplication:
     """The engine's live replication state, as the cluster view needs it."""
-    ha = getattr(store, "ha", None)
-    if ha is None:
+    ha = Replication(store)
+    if not ha.available:
         return LocalReplication()
 
     def slave_nodes() -> dict[int, BrokerNode]:
         out = {}
-        for c in ha.connections():
-            ident = c.identity
+        for broker_id, ident in ha.slave_identities().items():
             if all(k in ident for k in ("kafkaNodeId", "kafkaHost", "kafkaPort")):
-                out[c.broker_id] = BrokerNode(int(ident["kafkaNodeId"]), str(ident["kafkaHost"]),
-                                              int(ident["kafkaPort"]), ident.get("brokerRack") or None)
+                out[broker_id] = BrokerNode(int(ident["kafkaNodeId"]), str(ident["kafkaHost"]),
+                                            int(ident["kafkaPort"]), ident.get("brokerRack") or None)
         return out
 
     # a master whose lease ran out (cut off from the controller) no longer claims to lead
     return LocalReplication(is_master=lambda: ha.is_master and ha.lease_valid(),
-                            in_sync_broker_ids=lambda: [v["brokerId"] for v in ha.in_sync_slaves()],
+                            in_sync_broker_ids=ha.in_sync_slave_ids,
                             slave_nodes=slave_nodes,
                             leader_epochs=bool(store.broker_config.enable_controller_mode),
                             master_epoch=lambda: ha.master_epoch)
 
 
-class ArrivalHub:
-    """Wakes long-polling fetches when the store appends to a queue they wait on.
-
-    The store calls ``on_arrival`` from its dispatch thread; only when some fetch waits on that
-    (topic, queue) is a wake-up scheduled onto the loop, so idle queues cost one dict lookup.
-    Kafka produces also call ``appended`` on the loop (what another protocol or a slave's
-    replication stores still arrives through the dispatcher).
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
-
-    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        if self.waiters.get((topic, queue_id)):
-            self.loop.call_soon_threadsafe(self._wake, topic, queue_id)
-
-    def _wake(self, topic: str, queue_id: int) -> None:
-        for ev in self.waiters.get((topic, queue_id), ()):
-            ev.set()
-
-    def appended(self, topic: str, queue_id: int) -> None:
-        """On the loop, right after a produce stored records (readable once the put returns):
-        the waiting fetches run in the loop's next turn, without the dispatcher's thread hop."""
-        if self.waiters.get((topic, queue_id)):
-            self._wake(topic, queue_id)
-
-    def register(self, keys: list[tuple[str, int]], ev: asyncio.Event) -> None:
-        for k in keys:
-            self.waiters[k].add(ev)
-
-    def unregister(self, keys: list[tuple[str, int]], ev: asyncio.Event) -> None:
-        for k in keys:
-            s = self.waiters.get(k)
-            if s is not None:
-                s.discard(ev)
-                if not s:
-                    del self.waiters[k]
-
-
 class KafkaGateway:
     name = "kafka"
 
-    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, send_queue: Any = None):
+    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, put_path: PutPath | None = None):
         self.store = store
         self.config = config
         self.log = log
@@ -224,10 +186,8 @@ class KafkaGateway:
 
         self.security = security.for_store(store, config)  # who is this, may it (docs/design/security.md)
         self.guard = guard or ListenerGuard(config.limits)  # the node passes the one all listeners share
-        from engine.send_queue import SendQueue
-
-        self._owns_send_queue = send_queue is None  # flow control for puts that may wait on disk
-        self.send_queue = send_queue or SendQueue.from_config(config.broker)
+        # the node's one put path (write scheduling, flow control); its own when started alone
+        self.writes, self._owns_writes = PutPath.for_gateway(store, config, put_path)
         self.port: int | None = None
         self.cluster: ClusterView | None = None
         # how topics reach other broker groups (topic_placement.RemoteGroups); None: this group only
@@ -291,7 +251,7 @@ class KafkaGateway:
         apis.load_all()
         loop = self._loop = asyncio.get_running_loop()
         self.arrivals = ArrivalHub(loop)
-        self.store.add_arrival_listener(self.arrivals.on_arrival)
+        self.arrivals.attach(self.store)
         await self.txn.start()
         self.coordinator.restore()
         self.group_configs.restore()
@@ -405,9 +365,9 @@ class KafkaGateway:
             await srv.wait_closed()
         await self.txn.stop()
         if self.arrivals is not None:
-            self.store.remove_arrival_listener(self.arrivals.on_arrival)
-        if self._owns_send_queue:
-            self.send_queue.shutdown()
+            self.arrivals.detach(self.store)
+        if self._owns_writes:
+            self.writes.shutdown()
         log.info("kafka_gateway_stopped", port=self.port)
 
     async def connect_node(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -440,12 +400,10 @@ class KafkaGateway:
         return reader, writer
 
     async def put(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """A store write: on the loop when it only copies into the mapped commitlog
-        (``direct_put``), else through the executor (it may wait on disk)."""
-        if self.settings.direct_put and not self.store.put_would_wait:  # never wait for another writer here
-            return fn(*args, **kwargs)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+        """A coordinator's state write through the node's put path (broker.put_path): on the loop
+        when it only copies into the mapped commitlog (``direct_put``), else queued; never
+        refused for waiting (a group or offset record is not a producer that can back off)."""
+        return await self.writes.run(fn, *args, inline=self.settings.direct_put, fast_failure=False, **kwargs)
 
     # -- connections -----------------------------------------------------------------------
     async def _on_connection(self, spec: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -31,6 +31,8 @@ from ..remoting.codes import PERM_READ, PERM_WRITE, RequestCode as RC, ResponseC
 from ..remoting.command import RemotingCommand
 from ..transport import Connection
 from . import BROKER_PROCESSORS
+from broker.put_path import put_status
+
 from .common import PUT_STATUS as _STATUS
 
 log = structlog.get_logger("rockafka.native.send_back")
@@ -100,8 +102,7 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
                   born_timestamp=ext.born_timestamp, born_host=ext.born_host, store_host=broker.addr,
                   reconsume_times=ext.reconsume_times + 1)
     result = await broker.put(store.put_message, msg)
-    status = getattr(result.status, "name", str(result.status))
-    code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status))
+    code, remark = _STATUS.get(put_status(result), (R.SYSTEM_ERROR, str(result.status)))
     if code in (R.SUCCESS, R.FLUSH_DISK_TIMEOUT, R.FLUSH_SLAVE_TIMEOUT, R.SLAVE_NOT_AVAILABLE):
         return cmd.response(R.SUCCESS)
     return cmd.response(code, result.error or remark)
