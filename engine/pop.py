@@ -42,10 +42,11 @@ from typing import Any, Callable
 import structlog
 
 from .message import (
-    INNER_BATCH_FLAG, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, Message, MessageExt,
-    decode_message,
+    INNER_BATCH_FLAG, Message, MessageExt, PROPERTY_DLQ_ORIGIN_MESSAGE_ID, PROPERTY_DLQ_ORIGIN_TOPIC,
+    PROPERTY_FIRST_POP_TIME, PROPERTY_KEYS, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_POP_CK, PROPERTY_RETRY_TOPIC,
+    PROPERTY_SHARE_PARTITION, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_message,
 )
-from .topic_config import TopicConfig
+from .topic_config import PERM_READ, PERM_WRITE, TopicConfig
 
 log = structlog.get_logger("rockafka.engine.pop")
 
@@ -56,16 +57,8 @@ RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 TOPIC_TYPE_NORMAL = "0"
 TOPIC_TYPE_RETRY = "1"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
-PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
-PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
-PROPERTY_POP_CK = "POP_CK"
-PROPERTY_SHARE_PARTITION = "SHARE_PARTITION"  # a share group's dead letter: the partition it came from
 INIT_MODE_MIN = 0  # RocketMQ ConsumeInitMode.MIN: a new group starts at the queue's first message
 INIT_MODE_MAX = 1  # MAX: at the end, unless the queue still holds its message 0 (RocketMQ checks the page cache)
-PERM_READ, PERM_WRITE = 4, 2
 _MAX_INVISIBLE_MS = 12 * 3600 * 1000  # RocketMQ's proxy limit on invisible durations
 
 

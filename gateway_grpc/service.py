@@ -21,15 +21,14 @@ from engine.pop import AckStatus, PopError
 from engine.sql92 import Sql92Error
 from engine.timer_message import TimerMessageError
 from engine.transaction import TransactionError
+from engine.topic_config import PERM_READ, PERM_WRITE
 
 from .convert import ConvertError, duration_ms, from_v2, to_v2
 from .proto import definition_pb2 as pb
 from .proto import service_pb2 as sv
 from .proto import service_pb2_grpc
 from .security import Refused
-from .constants import (
-    CUSTOMIZED_BACKOFF_S, DEFAULT_INVISIBLE_MS, LONG_POLLING_MS, PERM_READ, PERM_WRITE, TXN_GROUP_PREFIX, queue_for_group,
-)
+from .constants import CUSTOMIZED_BACKOFF_S, DEFAULT_INVISIBLE_MS, LONG_POLLING_MS, TXN_GROUP_PREFIX, queue_for_group
 
 log = structlog.get_logger("rockafka.grpc.service")
 

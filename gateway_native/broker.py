@@ -32,10 +32,11 @@ from typing import Any
 import structlog
 
 from broker.replication import Replication
+from engine.topic_config import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 from . import broker_stats
 from .dispatch import RemotingServer
-from .remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
+from .remoting.codes import RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand
 from .subscription import SubscriptionData
 from .transport import Connection, ConnectionClosedError, RemotingTimeoutError, open_connection

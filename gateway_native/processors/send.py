@@ -22,14 +22,14 @@ from typing import Any
 
 from broker.put_path import PutStatus, put_status
 from engine import metrics
-from engine.message import Message
+from engine.message import Message, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from engine.topic_config import PERM_WRITE
 
 from ..dispatch import DeferredResponse, ProcessorError
-from ..remoting.codes import PERM_WRITE, RequestCode as RC, ResponseCode as R
+from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import (
-    PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, SYSFLAG_TRANSACTION_PREPARED,
-    MessageDecodeError, decode_batch_body, string_to_properties,
+    SYSFLAG_TRANSACTION_PREPARED, MessageDecodeError, decode_batch_body, string_to_properties,
 )
 from ..transport import Connection
 from . import BROKER_PROCESSORS

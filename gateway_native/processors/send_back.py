@@ -24,10 +24,12 @@ from typing import Any
 
 import structlog
 
-from engine.message import INNER_BATCH_FLAG, Message
-from engine.topic_config import TopicConfig
+from engine.message import (
+    INNER_BATCH_FLAG, Message, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC,
+)
+from engine.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 
-from ..remoting.codes import PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
+from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..transport import Connection
 from . import BROKER_PROCESSORS
@@ -39,9 +41,6 @@ log = structlog.get_logger("rockafka.native.send_back")
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_DELAY = "DELAY"
 
 
 async def ensure_topic(broker: Any, topic: str, queue_nums: int = 1) -> TopicConfig:
@@ -81,7 +80,7 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
     props = dict(ext.properties)
     props.setdefault(PROPERTY_RETRY_TOPIC, ext.topic)
     props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin_msg_id or ext.msg_id)
-    props.pop(PROPERTY_DELAY, None)
+    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
     props.pop("REAL_TOPIC", None)
     props.pop("REAL_QID", None)
     if ext.reconsume_times >= max_times or delay_level < 0:
@@ -94,7 +93,7 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
         topic = RETRY_PREFIX + group
         tc = await ensure_topic(broker, topic, max(sub_cfg.retry_queue_nums, 1))
         queue_id = random.randrange(max(tc.write_queue_nums, 1))
-        props[PROPERTY_DELAY] = str(delay_level if delay_level > 0 else 3 + ext.reconsume_times)
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level if delay_level > 0 else 3 + ext.reconsume_times)
     tags = props.pop("TAGS", None)
     keys = props.pop("KEYS", None)
     msg = Message(topic=topic, body=ext.body, tags=tags, keys=keys.split(" ") if keys else None, properties=props,
@@ -121,7 +120,7 @@ async def redirect_retry_send(broker: Any, cmd: RemotingCommand, msg: Message) -
         msg.topic = DLQ_PREFIX + group
         msg.queue_id = 0
         if msg.properties:
-            msg.properties.pop(PROPERTY_DELAY, None)
+            msg.properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
         await ensure_topic(broker, msg.topic)
         log.info("message_to_dlq", group=group, reconsume_times=msg.reconsume_times, via="retry_send")
 
