@@ -42,6 +42,7 @@ import structlog
 from engine.consumer_offset import is_reserved_group
 from gateway_kafka import assignors
 from gateway_kafka import error_codes as E
+from gateway_kafka.group_skeleton import GroupError, RecordGroupCoordinator
 from gateway_kafka.protocol import records
 
 log = structlog.get_logger("rockafka.kafka.consumer_groups")
@@ -53,15 +54,6 @@ STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS = 1, 2, 3
 LEAVE_EPOCH, LEAVE_STATIC_EPOCH = -1, -2
 
 Parts = dict[str, set[int]]  # topic name -> partitions
-
-
-class GroupError(Exception):
-    """A request the coordinator refuses: a Kafka error code and a message."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass
@@ -183,67 +175,37 @@ def compile_regex(pattern: str) -> re.Pattern:
             from None
 
 
-class ModernGroupCoordinator:
+class ModernGroupCoordinator(RecordGroupCoordinator):
+    RECORD_KIND = records.MODERN_GROUP_KIND
+    EVENT = "modern_group"
+    DECODE_ERRORS = (records.RecordDecodeError,)
+
     def __init__(self, gateway: Any, classic: Any, configs: Any):
-        self.gw = gateway
+        super().__init__(gateway, configs, log)
         self.settings = gateway.settings
         self.classic = classic
-        self.configs = configs
-        store = getattr(gateway, "store", None)
-        self.offsets = store.consumer_offsets if store is not None else None
-        self.groups: dict[str, ModernGroup] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._records: dict[str, bytes | None] = {}   # group -> its last stored record
-        self._session_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalance_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._closed = False
         self._regex_cache: dict[tuple[str, int], list[str]] = {}
         self.share_listeners: list[Callable[[str, ModernGroup | None], None]] = []
 
-    # -- persistence -----------------------------------------------------------------------
-    def restore(self) -> int:
-        if self.offsets is None:
-            return 0
-        for group_id, value in self.offsets.group_records(records.MODERN_GROUP_KIND).items():
-            try:
-                g = decode_group(group_id, value)
-            except records.RecordDecodeError as exc:
-                log.warning("modern_group_not_restored", group=group_id, error=str(exc))
-                continue
-            self.groups[group_id] = g
-            self._records[group_id] = value
-            self.classic.forget_group(group_id)  # converted: a classic record left behind is stale
-            for m in g.members.values():
-                self._schedule_session(g, m)
-        log.info("modern_groups_restored", groups=len(self.groups),
-                 members=sum(len(g.members) for g in self.groups.values()))
-        return len(self.groups)
+    # -- persistence (the skeleton's, with these hooks) --------------------------------------
+    encode_group = staticmethod(encode_group)
+    decode_group = staticmethod(decode_group)
 
-    async def _store(self, g: ModernGroup) -> None:
-        """Append the group's record (a tombstone once it is gone); on a refusal put the group
-        back as its last record says and raise COORDINATOR_NOT_AVAILABLE."""
-        alive = self.groups.get(g.group_id) is g
-        value = encode_group(g) if alive else None
-        if value == self._records.get(g.group_id):
-            return
-        if self.offsets is not None:
-            res = await self.gw.put(self.offsets.store_group_record, g.group_id, records.MODERN_GROUP_KIND, value)
-            if not res.stored:
-                log.warning("modern_group_not_stored", group=g.group_id, status=res.status.name, error=res.error)
-                self._rollback(g.group_id)
-                raise GroupError(E.COORDINATOR_NOT_AVAILABLE,
-                                 f"the group's state could not be stored ({res.status.name}); retry")
-        self._records[g.group_id] = value
+    def _restored(self, g: ModernGroup) -> None:
+        self.classic.forget_group(g.group_id)  # converted: a classic record left behind is stale
+        for m in g.members.values():
+            self._schedule_session(g, m)
+
+    def _restored_summary(self) -> dict[str, Any]:
+        return {"members": sum(len(g.members) for g in self.groups.values())}
+
+    def _after_store(self, g: ModernGroup) -> None:
         if g.group_type == SHARE:
             self._notify_share(g.group_id)
 
-    def _rollback(self, group_id: str) -> None:
-        last = self._records.get(group_id)
-        if last is None:
-            self.groups.pop(group_id, None)
-        else:
-            self.groups[group_id] = decode_group(group_id, last)
+    def _timer_tables(self) -> tuple[dict[tuple[str, str], asyncio.TimerHandle], ...]:
+        return (self._session_timers, self._rebalance_timers)
 
     def _notify_share(self, group_id: str) -> None:
         g = self.groups.get(group_id)
@@ -253,23 +215,10 @@ class ModernGroupCoordinator:
             except Exception:
                 log.exception("share_listener_failed")
 
-    def lock(self, group_id: str) -> asyncio.Lock:
-        lock = self._locks.get(group_id)
-        if lock is None:
-            lock = self._locks[group_id] = asyncio.Lock()
-        return lock
-
     # -- queries ---------------------------------------------------------------------------
-    def owns(self, group_id: str) -> bool:
-        return group_id in self.groups
-
     def group_type(self, group_id: str) -> int | None:
         g = self.groups.get(group_id)
         return None if g is None else g.group_type
-
-    def _partitions_of(self, topic: str) -> int:
-        tc = self.gw.store.topic_config.get(topic)
-        return tc.read_queue_nums if tc is not None else 0
 
     def _topics_version(self) -> int:
         return self.gw.store.topic_config.data_version.counter
@@ -342,11 +291,6 @@ class ModernGroupCoordinator:
         self._rebalance_timers[key] = asyncio.get_running_loop().call_later(
             max(m.rebalance_timeout_ms, 1) / 1000.0, self._spawn, self._fence_expired, g.group_id, m.member_id,
             "rebalance_timeout")
-
-    def _spawn(self, fn: Callable, *args: Any) -> None:
-        task = asyncio.get_running_loop().create_task(fn(*args))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _fence_expired(self, group_id: str, member_id: str, reason: str) -> None:
         if reason == "session_timeout":
@@ -1050,15 +994,6 @@ class ModernGroupCoordinator:
         for m in g.members.values():
             out |= self.subscribed_topics(m)
         return out
-
-    def close(self) -> None:
-        self._closed = True
-        for h in list(self._session_timers.values()) + list(self._rebalance_timers.values()):
-            h.cancel()
-        self._session_timers.clear()
-        self._rebalance_timers.clear()
-        for t in list(self._tasks):
-            t.cancel()
 
     # -- share groups ----------------------------------------------------------------------
     async def share_heartbeat(self, req: dict, client_id: str, client_host: str) -> dict:
