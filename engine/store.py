@@ -26,7 +26,6 @@ import errno
 import fcntl
 import ipaddress
 import os
-import re
 import shutil
 import struct
 import threading
@@ -61,11 +60,10 @@ from .message import (INNER_BATCH_FLAG, Message, MessageExt, MessageFormatError,
 from .schedule_message import ScheduleMessageService
 from .subscription_group import SubscriptionGroupManager
 from .timer_message import TIMER_PROPERTIES, TimerMessageError, TimerMessageStore
-from .topic_config import TOPIC_RETENTION_BYTES, TOPIC_RETENTION_MS, TopicConfigManager
+from .topic_config import TOPIC_RETENTION_BYTES, TOPIC_RETENTION_MS, TopicConfigManager, topic_name_error
 
 log = structlog.get_logger("rockafka.engine.store")
 
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_.-]+$")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _MAX_QUEUE_ID = 65535
@@ -531,13 +529,7 @@ class MessageStore:
 
     # ------------------------------------------------------------------ validation
     def _check_topic(self, topic: str) -> str | None:
-        if not topic:
-            return "topic name is empty"
-        if len(topic.encode("utf-8")) > self.config.max_topic_length:
-            return f"topic name is {len(topic)} characters, longer than maxTopicLength {self.config.max_topic_length}"
-        if not TOPIC_PATTERN.match(topic):
-            return f"topic name {topic!r} has characters outside [%|a-zA-Z0-9_.-]"
-        return None
+        return topic_name_error(topic, self.config.max_topic_length)
 
     def _refuse(self, status: PutMessageStatus, error: str) -> PutMessageResult:
         return PutMessageResult(status=status, error=error)

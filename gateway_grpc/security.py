@@ -28,7 +28,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from engine.security import ANONYMOUS, Operation as Op, ResourceType as RT, principal_of
+from engine.security import ANONYMOUS, CLUSTER_NAME, Operation as Op, ResourceType as RT, principal_of
 
 from .proto import definition_pb2 as pb
 
@@ -117,14 +117,20 @@ _CHECKS = {
     "ChangeInvisibleDurationRequest": lambda r: _consume(r.group.name, r.topic.name),
     "ForwardMessageToDeadLetterQueueRequest": lambda r: _consume(r.group.name, r.topic.name),
     "TelemetryCommand": lambda r: _settings(r.settings) if r.WhichOneof("command") == "settings" else [],
+    # answered UNIMPLEMENTED today; their rules are here so that answering them cannot skip one
+    "PullMessageRequest": lambda r: _consume(r.group.name, r.message_queue.topic.name or "?"),
+    "UpdateOffsetRequest": lambda r: _consume(r.group.name, r.message_queue.topic.name or "?"),
+    "GetOffsetRequest": lambda r: _consume(r.group.name, r.message_queue.topic.name or "?"),
+    "QueryOffsetRequest": lambda r: [_topic(Op.DESCRIBE, r.message_queue.topic.name or "?")],
+    "SyncLiteSubscriptionRequest": lambda r: _consume(r.group.name, r.topic.name or "?"),
 }
 
 
 def checks(request: Any) -> list[tuple[Op, RT, str]]:
-    """The (operation, resource type, name) pairs a request needs; unknown requests need nothing
-    beyond authentication (their method answers them)."""
+    """The (operation, resource type, name) pairs a request needs. A request type no rule names
+    needs DESCRIBE on the cluster (fail closed: a new RPC cannot read for anyone by default)."""
     fn = _CHECKS.get(request.DESCRIPTOR.name)
-    return fn(request) if fn is not None else []
+    return fn(request) if fn is not None else [(Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME)]
 
 
 class GrpcGate:

@@ -96,7 +96,7 @@ class GrpcGateway:
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
         if not generated_code_available():
-            self.disabled_reason = "generated gRPC code missing (run `make grpc` or `python -m gateway_grpc.build_proto`)"
+            self.disabled_reason = "generated gRPC code missing from gateway_grpc/proto (it ships with Rockafka; `make grpc` regenerates it)"
             log.warning("grpc_proxy_disabled", reason=self.disabled_reason)
             self.port = None
             return

@@ -20,8 +20,8 @@ from engine.expression_filter import ExpressionFilter
 from engine.pop import AckStatus, PopError
 from engine.sql92 import Sql92Error
 from engine.timer_message import TimerMessageError
+from engine.topic_config import PERM_READ, PERM_WRITE, topic_name_error
 from engine.transaction import TransactionError
-from engine.topic_config import PERM_READ, PERM_WRITE
 
 from .convert import ConvertError, duration_ms, from_v2, to_v2
 from .proto import definition_pb2 as pb
@@ -107,8 +107,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return sv.QueryRouteResponse(status=refused)
         self.gw.session(context)
         topic = request.topic.name
-        if not topic:
-            return sv.QueryRouteResponse(status=status(C.ILLEGAL_TOPIC, "the topic is blank"))
+        if (why := topic_name_error(topic)) is not None:
+            return sv.QueryRouteResponse(status=status(C.ILLEGAL_TOPIC, why))
         tc = await self.gw.topic_for_send(topic)
         if tc is None:
             return sv.QueryRouteResponse(status=status(C.TOPIC_NOT_FOUND, f"topic {topic} not found"))

@@ -69,11 +69,19 @@ def load_or_create_pair(cert: str | None, key: str | None, data_dir: str, host: 
 
 class _Relay(asyncio.Protocol):
     """One direction's sink: bytes received are written to ``peer``; closes propagate. With a
-    ``watch`` (the guard's idle timer) every chunk stamps the connection as active."""
+    ``watch`` (the guard's idle timer) every chunk stamps the connection as active.
+
+    A half close is relayed as a half close (``write_eof``), and once both ends have sent theirs
+    the pair is closed: TCP is finished then, but asyncio keeps a transport that answered
+    ``eof_received`` with True open until someone closes it, and its connection slot with it
+    (a client that sends GOAWAY and FIN, as the official clients' ``shutdown()`` does, would
+    otherwise hold its slot until the idle timeout)."""
 
     def __init__(self, watch: Any = None) -> None:
         self.transport: asyncio.Transport | None = None
         self.peer: asyncio.Transport | None = None
+        self.other: _Relay | None = None  # the protocol of the peer transport
+        self.eof_in = False
         self.watch = watch
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -88,9 +96,11 @@ class _Relay(asyncio.Protocol):
             self.peer.write(data)
 
     def eof_received(self) -> bool:
+        self.eof_in = True
         if self.peer is not None and self.peer.can_write_eof():
             self.peer.write_eof()
-        return True
+        # both directions finished: close (False closes this transport; connection_lost the peer)
+        return not (self.other is not None and self.other.eof_in)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.peer is not None:
@@ -171,16 +181,24 @@ class _Sniff(_Relay):
         self.front.origins[self.origin_port] = self.client
         up.peer = self.transport  # type: ignore[assignment]
         self.peer = upstream  # type: ignore[assignment]
+        up.other, self.other = self, up
         for chunk in self.pending:
             upstream.write(chunk)
         self.pending.clear()
-        if self.eof and upstream.can_write_eof():
-            upstream.write_eof()
+        if self.eof:
+            self.eof_in = True
+            if upstream.can_write_eof():
+                upstream.write_eof()
+            if up.eof_in:
+                self.transport.close()
+                return
         self.transport.resume_reading()
 
     def eof_received(self) -> bool:
         if self.peer is None:
-            self.eof = True
+            if not self.pending:  # closed before sending a byte: nothing to relay
+                return False
+            self.eof = True  # relayed once the backend connection is made
             return True
         return super().eof_received()
 

@@ -6,7 +6,9 @@
   answers 401 with ``WWW-Authenticate: Basic`` (a browser asks), after
   ``connection.failed.authentication.delay.ms``, counted in
   ``rockafka_authentication_failures_total{listener="admin"}``.
-- **Authorization** (``authorizationEnabled``): reads need DESCRIBE on the cluster; a DLQ resend
+- **Authorization** (``authorizationEnabled``): reads need DESCRIBE on the cluster, except
+  messages: a DLQ page needs READ on the group, a message search or lookup (API or console)
+  READ on each message's topic, not DESCRIBE on the cluster (``AdminHttp.readable``; internal topics a super user's only); a DLQ resend
   needs READ on the group, an offset reset READ on the group and the topic (what the same
   request needs over remoting); 403 otherwise.
 - **Cross-site requests** (always, security on or off): a POST whose ``Origin`` (or
@@ -95,6 +97,10 @@ def _needs(request: web.Request) -> list[tuple[Op, RT, str]]:
         return [(Op.READ, RT.GROUP, info.get("group", ""))]
     if request.method == "POST" and path.endswith("/reset"):
         return [(Op.READ, RT.GROUP, info.get("group", ""))]
+    if request.method == "GET" and (path in ("/messages", "/api/messages") or path.startswith("/api/messages/")):
+        return []  # a message search is checked per message: READ on its topic (AdminHttp.readable)
+    if request.method == "GET" and "group" in info and (path.startswith(("/api/dlq/", "/dlq/"))):
+        return [(Op.READ, RT.GROUP, info["group"])]  # dead letters are the group's messages
     return [(Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME)]
 
 

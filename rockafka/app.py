@@ -250,7 +250,13 @@ class Node:
         self.store.ha.bind_host = self.config.host
         self.store.ha.identity = ha_identity(self.config)
         secure_replication(self.store, self.config)
-        await loop.run_in_executor(None, self.store.start)
+        try:
+            await loop.run_in_executor(None, self.store.start)
+        except BaseException:
+            # failed after the store opened (the HA port in use, ...): close it cleanly, so the
+            # next start finds no `abort` and runs no crash recovery
+            await loop.run_in_executor(None, self.store.shutdown)
+            raise
         self.components = build_components(self.store, self.config)
         started: list[Any] = []
         try:

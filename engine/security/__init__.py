@@ -6,8 +6,10 @@
   (SASL PLAIN, admin HTTP Basic), ``secret_of(access_key)`` (the remoting signature's key; the
   node's own inner credentials included), ``verify_hello`` (the HA port);
 - *may it*: ``authorize(principal, op, resource_type, name, host)`` — Kafka's ACL decision,
-  super users, deny by default once ``authorizationEnabled``; with authorization off every
-  principal may do everything except read the security topic itself;
+  super users, deny by default once ``authorizationEnabled``, the node's internal topics to
+  super users only (``reads``); with authorization off every principal may do everything
+  except read the security topic itself; ``may_read(principal, topic)``, the check of every
+  read path;
 - *changes*: SCRAM credentials, remoting secrets and ACL bindings, recorded in the log
   (``state.SecurityState``) and refused on a slave;
 - *failures*: ``failed(listener, reason, ...)`` counts and logs a failed authentication and
@@ -33,6 +35,7 @@ from .. import metrics
 from .acl import (ANONYMOUS, CLUSTER_NAME, AclBinding, AclError, AclFilter, Operation, PatternType, Permission,
                   ResourceType, parse_principals)
 from .credentials import MECHANISMS, CredentialError, ScramCredential, ScramSession
+from . import reads
 from .state import SECURITY_TOPIC, SecurityLog, SecurityState, SecurityStateError
 
 __all__ = ["ANONYMOUS", "CLUSTER_NAME", "AclBinding", "AclError", "AclFilter", "CredentialError", "MECHANISMS",
@@ -253,11 +256,19 @@ class SecurityService:
             allowed = False  # credentials: never served to clients, whatever the ACLs say
         elif not self.authorization_enabled:
             return True
+        elif rtype == ResourceType.TOPIC and not reads.ordinary_may(op, name):
+            allowed = False  # the node's internal topics (engine/security/reads.py)
         else:
             allowed = self.state.acls.allowed(principal, host, op, rtype, name)
         if not allowed and listener is not None:
             AUTHZ_DENIALS.labels(listener, op.name).inc()
         return allowed
+
+    def may_read(self, principal: str, topic: str, host: str = "*", listener: str | None = None) -> bool:
+        """The one check of every read path (``reads.READ_PATHS``): may ``principal`` read the
+        messages of ``topic`` (READ on it, or on the group of a retry / DLQ topic)."""
+        op, rtype, name = reads.read_resource(topic)
+        return self.authorize(principal, op, rtype, name, host, listener)
 
     def may_on_any(self, principal: str, op: Operation, rtype: ResourceType) -> bool:
         """Whether some ALLOW binding gives ``principal`` ``op`` on a resource of ``rtype`` and no

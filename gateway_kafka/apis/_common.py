@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import struct
 import uuid
 from typing import Any, Callable
@@ -19,12 +18,12 @@ from broker import topics
 from broker.read_path import is_internal  # noqa: F401  (Kafka's Topic.isInternal: the handlers' name for it)
 from engine import message as msg
 from engine.topic_config import TopicConfig
+from engine.topic_config import topic_name_error as engine_topic_name_error
 from gateway_kafka import error_codes as E
 from gateway_kafka.cluster_view import PARTITION_IDS, format_partition_ids
 
 TOPIC_MAX_MESSAGE_BYTES = "max.message.bytes"
 
-LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
 
 # RocketMQ's system topics (TopicValidator) are not Kafka topics: hidden from "all topics".
@@ -63,16 +62,9 @@ NOT_ASKED = -2147483648  # Kafka's "authorized operations not requested"
 
 
 def topic_name_error(name: str | None) -> str | None:
-    """Why ``name`` is not a legal Kafka topic name, or None when it is."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return f"topic name cannot be {name!r}"
-    if len(name) > MAX_TOPIC_LENGTH:
-        return f"topic name is {len(name)} characters, the maximum is {MAX_TOPIC_LENGTH}"
-    if not LEGAL_TOPIC.match(name):
-        return f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'"
-    return None
+    """Why ``name`` is not a legal topic name, or None: the node's one rule
+    (``engine.topic_config.topic_name_error``)."""
+    return engine_topic_name_error(name)
 
 
 def is_hidden(name: str, gateway: Any) -> bool:

@@ -415,6 +415,11 @@ def _balanced(text: str, start: int) -> str:
 async def delete_subscription_group(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     group = cmd.require_str("groupName")
     store = broker.store
+    state_of = getattr(broker, "foreign_group_state", None)  # a Kafka group of that name (wired by the node)
+    kafka_state = state_of(group) if state_of is not None else None
+    if kafka_state not in (None, "Empty", "Dead", "EMPTY", "DEAD"):
+        return cmd.response(R.SYSTEM_ERROR, f"the Kafka consumer group {group} has active members (state "
+                                            f"{kafka_state}); stop its consumers first, as Kafka's DeleteGroups requires")
     store.subscription_groups.delete(group)
     if cmd.get_bool("cleanOffset", False):
         store.consumer_offsets.delete_group(group)

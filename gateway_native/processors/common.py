@@ -3,30 +3,26 @@ and the one table of put statuses as remoting response codes."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from broker import topics
 from broker.put_path import PutStatus
-from engine.topic_config import TopicConfig
+from engine.topic_config import TopicConfig, topic_name_error
 
 from ..dispatch import ProcessorError
 from ..remoting.codes import ResponseCode as R
 
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_MAX_LENGTH = 127
 SYSTEM_TOPICS = {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
                  "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "RMQ_SYS_TRACE_TOPIC"}
 
 
 def check_topic_name(topic: str | None) -> str:
-    if not topic:
-        raise ProcessorError(R.INVALID_PARAMETER, "the specified topic is blank")
-    if len(topic) > TOPIC_MAX_LENGTH:
-        raise ProcessorError(R.INVALID_PARAMETER, f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}")
-    if not _TOPIC_RE.match(topic):
-        raise ProcessorError(R.INVALID_PARAMETER, f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
-    return topic
+    """``topic``, or INVALID_PARAMETER with the node's one rule's reason
+    (``engine.topic_config.topic_name_error``)."""
+    why = topic_name_error(topic)
+    if why is not None:
+        raise ProcessorError(R.INVALID_PARAMETER, why)
+    return topic  # type: ignore[return-value]
 
 
 async def topic_for_send(broker: Any, topic: str, default_topic: str | None, default_queue_nums: int | None,

@@ -4,6 +4,8 @@ Behaviour (RocketMQ's ``AbstractSendMessageProcessor.consumerSendMsgBack``):
 - header: offset (commitlog offset of the consumed unit), group, delayLevel, originMsgId,
   originTopic, maxReconsumeTimes; the unit is looked up in the store (SYSTEM_ERROR when gone).
   A Kafka batch unit is narrowed to the record ``originMsgId`` names (its derived UNIQ_KEY).
+  The caller must be allowed to READ the topic the unit is in (NO_PERMISSION otherwise): the
+  copy would hand it the message.
 - the group's subscription config is found or created (SUBSCRIPTION_GROUP_NOT_EXIST when
   auto-creation is off); ``%RETRY%<group>`` is created when missing (one queue).
 - the copy keeps body, flag, tags, keys and properties, gets ``RETRY_TOPIC`` (the original
@@ -32,6 +34,7 @@ from engine.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..transport import Connection
+from ..security import processor_check
 from . import BROKER_PROCESSORS
 from broker.put_path import put_status
 
@@ -77,6 +80,11 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
     ext = await broker.run_blocking(_look, store, offset, origin_msg_id)
     if ext is None:
         return cmd.response(R.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+    # the copy lands in the group's retry topic, where the caller reads it: READ on the topic the
+    # message is in, as reading it by id (engine/security/reads.py)
+    refusal = processor_check(broker, conn, cmd, ext.topic)
+    if refusal is not None:
+        return cmd.response(R.NO_PERMISSION, refusal)
     props = dict(ext.properties)
     props.setdefault(PROPERTY_RETRY_TOPIC, ext.topic)
     props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin_msg_id or ext.msg_id)
