@@ -572,7 +572,7 @@ NOT_READ = {
              "NotifyClientTermination", "ChangeInvisibleDuration", "RecallMessage", "SyncLiteSubscription"},
     "admin": {"GET /", "GET /topics", "GET /topics/{topic}", "GET /groups", "GET /groups/{group}",
               "POST /groups/{group}/reset", "GET /dlq", "POST /dlq/{group}/resend", "GET /api/health",
-              "GET /api/cluster", "GET /api/topics", "GET /api/topics/{topic}", "GET /api/groups",
+              "GET /api/cluster", "GET /api/topics", "GET /api/topics/{topic}", "GET /api/groups", "GET /acls",
               "GET /api/groups/{group}", "POST /api/groups/{group}/reset", "GET /api/ha", "GET /metrics"},
 }
 
