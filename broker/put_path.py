@@ -26,7 +26,7 @@ import functools
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from engine.send_queue import SendQueue, SendQueueBusy
+from broker.send_queue import SendQueue, SendQueueBusy
 
 
 class PutStatus(enum.Enum):

@@ -31,7 +31,7 @@ from broker.read_path import ArrivalHub
 from engine import pop as engine_pop
 from engine import security as engine_security
 from engine import transaction as engine_transaction
-from engine.listener_limits import ListenerGuard
+from broker.listener_limits import ListenerGuard
 from engine.message import Message
 from engine.topic_config import TopicConfig
 

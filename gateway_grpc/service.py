@@ -15,7 +15,7 @@ import grpc
 import structlog
 
 from broker.put_path import PutStatus
-from engine import trace
+from broker import trace
 from engine.expression_filter import ExpressionFilter
 from engine.pop import AckStatus, PopError
 from engine.sql92 import Sql92Error

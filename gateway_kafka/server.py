@@ -2,7 +2,7 @@
 
 Per connection the loop is: read the 4-byte size, refuse (close) a size that is not positive
 or above ``socket_request_max_bytes`` *before* buffering anything, wait for that many bytes of
-the node's request budget (``engine.listener_limits``: no more socket reads meanwhile),
+the node's request budget (``broker.listener_limits``: no more socket reads meanwhile),
 ``readexactly`` the frame within ``request_receive_timeout_ms``, decode it, await the handler
 registered for the API key, write the response, give the budget back.
 
@@ -48,7 +48,7 @@ from gateway_kafka.cluster import BrokerNode, LocalReplication
 from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.wire_out import has_runs, plain_fd, send_with_runs, write_chunks
-from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
+from broker.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
 
 log = structlog.get_logger("rockafka.kafka")
 
@@ -276,8 +276,8 @@ class KafkaGateway:
                  listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))
 
     async def _start_listeners(self) -> None:
-        from engine.listener_limits import ListenerTls
-        from engine.security import tls as sec_tls
+        from broker.listener_limits import ListenerTls
+        from broker import tls as sec_tls
 
         contexts: dict[str, Any] = {}
         for spec in self.settings.listeners:
@@ -376,7 +376,7 @@ class KafkaGateway:
         (the node's client context: its certificate is presented when asked for), then SASL PLAIN
         with ``innerClientAuthenticationCredentials`` (a super user: cluster action) when the
         listener is SASL_*. PermissionError when the login is refused or cannot be made."""
-        from engine.security.tls import client_context
+        from broker.tls import client_context
         from gateway_kafka.protocol.codec import decode_response, encode_request
 
         spec = self.settings.listeners[0]
@@ -418,7 +418,7 @@ class KafkaGateway:
         self._connections.add(task)
         conn = ConnectionState(str(peer[0]), int(peer[1]), listener=spec)
         if spec.tls:  # a verified client certificate names the principal (SASL may override it)
-            from engine.security import tls as sec_tls
+            from broker import tls as sec_tls
 
             mapper = self.__dict__.get("_principal_mapper")
             if mapper is None:

@@ -236,7 +236,7 @@ class Broker:
         self.host = config.host
         from .processors import BROKER_PROCESSORS  # the table imports this module's types
 
-        from engine.listener_limits import ListenerGuard
+        from broker.listener_limits import ListenerGuard
 
         self.server = RemotingServer("broker", config.host, config.broker_port, BROKER_PROCESSORS, self,
                                      guard=guard or ListenerGuard(config.limits))

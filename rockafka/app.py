@@ -16,9 +16,9 @@ from typing import Any, Protocol
 import structlog
 
 from engine.config import NodeConfig
-from engine.listener_limits import ListenerGuard
+from broker.listener_limits import ListenerGuard
 from broker.put_path import PutPath
-from engine.send_queue import SendQueue
+from broker.send_queue import SendQueue
 from engine.store import MessageStore
 
 from .loop_thread import OwnLoop
@@ -166,7 +166,7 @@ def secure_replication(store: MessageStore, config: NodeConfig) -> None:
     says, a slave's HELLO signed with the inner credentials (or a client certificate) of a
     principal allowed CLUSTER_ACTION; required when authenticationEnabled."""
     from engine import security as engine_security
-    from engine.security import tls as sec_tls
+    from broker import tls as sec_tls
 
     ha = store.ha
     sec_cfg = config.security

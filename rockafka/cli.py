@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from engine.config import ConfigError, NodeConfig, load_node_config
 from engine.errors import StoreError
-from engine.security.tls import TlsError
+from broker.tls import TlsError
 
 from . import __version__
 from . import logging as rlog

@@ -74,7 +74,8 @@ from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import (blocking, find_topic, is_internal, local_queue, message_limit,
                                         topic_by_id, topic_id, topic_name_error)
 from gateway_kafka.producer_state import check_sequence
-from engine import metrics, trace
+from broker import trace
+from engine import metrics
 from engine.compaction import is_compacted
 from engine.record_batch import (ATTRIBUTES_OFFSET, CRC_OFFSET, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
                                  CorruptRecordError, compute_crc, decode_batch, iter_batches, validate_batch)

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import structlog
 
-log = structlog.get_logger("rockafka.engine.send_queue")
+log = structlog.get_logger("rockafka.broker.send_queue")
 
 
 class SendQueueBusy(Exception):
