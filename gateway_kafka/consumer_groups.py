@@ -153,15 +153,8 @@ class ModernGroupCoordinator(RecordGroupCoordinator):
 
     # -- timers ----------------------------------------------------------------------------
     def _schedule_session(self, g: ModernGroup, m: ModernMember) -> None:
-        key = (g.group_id, m.member_id)
-        old = self._session_timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        if self._closed:
-            return
-        self._session_timers[key] = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms(g, m) / 1000.0, self._spawn, self._fence_expired, g.group_id, m.member_id,
-            "session_timeout")
+        self._arm(self._session_timers, (g.group_id, m.member_id), self.session_timeout_ms(g, m) / 1000.0,
+                  self._spawn, self._fence_expired, g.group_id, m.member_id, "session_timeout")
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         for timers in (self._session_timers, self._rebalance_timers):

@@ -128,6 +128,16 @@ class RecordGroupCoordinator:
         return tc.read_queue_nums if tc is not None else 0
 
     # -- timers and tasks --------------------------------------------------------------------
+    def _arm(self, timers: dict[tuple[str, str], asyncio.TimerHandle], key: tuple[str, str], delay_s: float,
+             fn: Callable, *args: Any) -> None:
+        """(Re)arm the member timer ``key`` of ``timers``: the old one cancelled, none once closed."""
+        old = timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        if self._closed:
+            return
+        timers[key] = asyncio.get_running_loop().call_later(delay_s, fn, *args)
+
     def _spawn(self, fn: Callable, *args: Any) -> None:
         task = asyncio.get_running_loop().create_task(fn(*args))
         self._tasks.add(task)

@@ -218,14 +218,8 @@ class StreamsGroupCoordinator(RecordGroupCoordinator):
 
     # -- timers ----------------------------------------------------------------------------
     def _schedule_session(self, g: StreamsGroup, m: StreamsMember) -> None:
-        key = (g.group_id, m.member_id)
-        old = self._session_timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        if self._closed:
-            return
-        self._session_timers[key] = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms(g) / 1000.0, self._spawn_expire, g.group_id, m.member_id)
+        self._arm(self._session_timers, (g.group_id, m.member_id), self.session_timeout_ms(g) / 1000.0,
+                  self._spawn_expire, g.group_id, m.member_id)
 
     def _schedule_revocation(self, g: StreamsGroup, m: StreamsMember) -> None:
         """A member told to give tasks up must do so within its rebalance timeout, else it is
