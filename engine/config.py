@@ -604,6 +604,25 @@ def camel_case(key: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+# Keys whose values are credentials: shown as MASK wherever a configuration is printed or
+# answered (GET_BROKER_CONFIG, `rockafka config list`), as Kafka answers DescribeConfigs for
+# password-typed keys with no value.
+SECRET_KEYS = frozenset({"sasl_plain_users", "init_authentication_user", "inner_client_authentication_credentials"})
+_SECRET_WORDS = ("password", "secret", "credentials")
+MASK = "******"
+
+
+def is_secret_key(key: str) -> bool:
+    """True for a key (any spelling) whose value is a credential and must never be shown."""
+    name = snake_case(key)
+    return name in SECRET_KEYS or any(w in name for w in _SECRET_WORDS)
+
+
+def shown_value(key: str, value: str) -> str:
+    """``value`` as it may be shown to a person or a client: masked for a credential key."""
+    return MASK if value and is_secret_key(key) else value
+
+
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -626,7 +645,8 @@ def describe(config: NodeConfig) -> list[dict[str, str]]:
             default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker,
                              "limits": defaults.limits, "security": defaults.security}[where]
             value, default = getattr(owner, key), getattr(default_owner, key)
-        rows.append({"key": camel_case(key), "value": _text(value), "default": _text(default), "section": where,
+        rows.append({"key": camel_case(key), "value": shown_value(key, _text(value)), "default": _text(default),
+                     "section": where,
                      "unit": unit_of(key, _text(default)), "about": about})
     return rows
 

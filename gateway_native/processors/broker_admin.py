@@ -90,7 +90,7 @@ def _config_values(broker: Any) -> dict[str, str]:
         out[_camel(name)] = str(getattr(cfg, name))
     for k, v in cfg.extra.items():
         out.setdefault(_camel(k), str(v))
-    return dict(sorted(out.items()))
+    return {k: engine_config.shown_value(k, v) for k, v in sorted(out.items())}
 
 
 def _config_version(broker: Any) -> dict[str, Any]:
