@@ -165,7 +165,7 @@ class ListenerLimits:
     max_connections: int = 2**31 - 1  # Kafka's default: no limit but the descriptors
     # Kafka's default is no limit; one address holding every connection the descriptors allow
     # starves everyone else, so Rockafka limits each address (and sheds the oldest idle
-    # connections for newcomers when the node is full, engine/listener_limits.py).
+    # connections for newcomers when the node is full, broker/listener_limits.py).
     max_connections_per_ip: int = 1000
     connections_max_idle_ms: int = 600_000  # Kafka listener and admin HTTP
     server_channel_max_idle_time_seconds: int = 120  # remoting listeners (NameServer, broker)

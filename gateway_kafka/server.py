@@ -2,7 +2,7 @@
 
 Per connection the loop is: read the 4-byte size, refuse (close) a size that is not positive
 or above ``socket_request_max_bytes`` *before* buffering anything, wait for that many bytes of
-the node's request budget (``engine.listener_limits``: no more socket reads meanwhile),
+the node's request budget (``broker.listener_limits``: no more socket reads meanwhile),
 ``readexactly`` the frame within ``request_receive_timeout_ms``, decode it, await the handler
 registered for the API key, write the response, give the budget back.
 
@@ -39,6 +39,9 @@ from typing import Any
 
 import structlog
 
+from broker.put_path import PutPath
+from broker.read_path import ArrivalHub
+from broker.replication import Replication
 from engine.consumer_offset import name_problem
 from gateway_kafka import apis
 from gateway_kafka import error_codes as E
@@ -48,7 +51,7 @@ from gateway_kafka.cluster import BrokerNode, LocalReplication
 from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.wire_out import has_runs, plain_fd, send_with_runs, write_chunks
-from engine.listener_limits import (BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_buffered,
+from broker.listener_limits import (BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_buffered,
                                    stream_protocol_factory)
 
 log = structlog.get_logger("rockafka.kafka")
@@ -205,65 +208,24 @@ def _modern_group_settings(s: Any, config: Any) -> None:
 
 def _local_replication(store: Any) -> LocalReplication:
     """The engine's live replication state, as the cluster view needs it."""
-    ha = getattr(store, "ha", None)
-    if ha is None:
+    ha = Replication(store)
+    if not ha.available:
         return LocalReplication()
 
     def slave_nodes() -> dict[int, BrokerNode]:
         out = {}
-        for c in ha.connections():
-            ident = c.identity
+        for broker_id, ident in ha.slave_identities().items():
             if all(k in ident for k in ("kafkaNodeId", "kafkaHost", "kafkaPort")):
-                out[c.broker_id] = BrokerNode(int(ident["kafkaNodeId"]), str(ident["kafkaHost"]),
-                                              int(ident["kafkaPort"]), ident.get("brokerRack") or None)
+                out[broker_id] = BrokerNode(int(ident["kafkaNodeId"]), str(ident["kafkaHost"]),
+                                            int(ident["kafkaPort"]), ident.get("brokerRack") or None)
         return out
 
     # a master whose lease ran out (cut off from the controller) no longer claims to lead
     return LocalReplication(is_master=lambda: ha.is_master and ha.lease_valid(),
-                            in_sync_broker_ids=lambda: [v["brokerId"] for v in ha.in_sync_slaves()],
+                            in_sync_broker_ids=ha.in_sync_slave_ids,
                             slave_nodes=slave_nodes,
                             leader_epochs=bool(store.broker_config.enable_controller_mode),
                             master_epoch=lambda: ha.master_epoch)
-
-
-class ArrivalHub:
-    """Wakes long-polling fetches when the store appends to a queue they wait on.
-
-    The store calls ``on_arrival`` from its dispatch thread; only when some fetch waits on that
-    (topic, queue) is a wake-up scheduled onto the loop, so idle queues cost one dict lookup.
-    Kafka produces also call ``appended`` on the loop (what another protocol or a slave's
-    replication stores still arrives through the dispatcher).
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
-
-    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        if self.waiters.get((topic, queue_id)):
-            self.loop.call_soon_threadsafe(self._wake, topic, queue_id)
-
-    def _wake(self, topic: str, queue_id: int) -> None:
-        for ev in self.waiters.get((topic, queue_id), ()):
-            ev.set()
-
-    def appended(self, topic: str, queue_id: int) -> None:
-        """On the loop, right after a produce stored records (readable once the put returns):
-        the waiting fetches run in the loop's next turn, without the dispatcher's thread hop."""
-        if self.waiters.get((topic, queue_id)):
-            self._wake(topic, queue_id)
-
-    def register(self, keys: list[tuple[str, int]], ev: asyncio.Event) -> None:
-        for k in keys:
-            self.waiters[k].add(ev)
-
-    def unregister(self, keys: list[tuple[str, int]], ev: asyncio.Event) -> None:
-        for k in keys:
-            s = self.waiters.get(k)
-            if s is not None:
-                s.discard(ev)
-                if not s:
-                    del self.waiters[k]
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -278,7 +240,7 @@ def _is_loopback(host: str | None) -> bool:
 class KafkaGateway:
     name = "kafka"
 
-    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, send_queue: Any = None):
+    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, put_path: PutPath | None = None):
         self.store = store
         self.config = config
         self.log = log
@@ -287,10 +249,8 @@ class KafkaGateway:
 
         self.security = security.for_store(store, config)  # who is this, may it (docs/design/security.md)
         self.guard = guard or ListenerGuard(config.limits)  # the node passes the one all listeners share
-        from engine.send_queue import SendQueue
-
-        self._owns_send_queue = send_queue is None  # flow control for puts that may wait on disk
-        self.send_queue = send_queue or SendQueue.from_config(config.broker)
+        # the node's one put path (write scheduling, flow control); its own when started alone
+        self.writes, self._owns_writes = PutPath.for_gateway(store, config, put_path)
         self.port: int | None = None
         self.cluster: ClusterView | None = None
         # how topics reach other broker groups (topic_placement.RemoteGroups); None: this group only
@@ -354,7 +314,7 @@ class KafkaGateway:
         apis.load_all()
         loop = self._loop = asyncio.get_running_loop()
         self.arrivals = ArrivalHub(loop)
-        self.store.add_arrival_listener(self.arrivals.on_arrival)
+        self.arrivals.attach(self.store)
         await self.txn.start()
         self.coordinator.restore()
         self.group_configs.restore()
@@ -381,8 +341,8 @@ class KafkaGateway:
                  listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))
 
     async def _start_listeners(self) -> None:
-        from engine.listener_limits import ListenerTls
-        from engine.security import tls as sec_tls
+        from broker.listener_limits import ListenerTls
+        from broker import tls as sec_tls
 
         contexts: dict[str, Any] = {}
         for spec in self.settings.listeners:
@@ -472,9 +432,9 @@ class KafkaGateway:
             await srv.wait_closed()
         await self.txn.stop()
         if self.arrivals is not None:
-            self.store.remove_arrival_listener(self.arrivals.on_arrival)
-        if self._owns_send_queue:
-            self.send_queue.shutdown()
+            self.arrivals.detach(self.store)
+        if self._owns_writes:
+            self.writes.shutdown()
         log.info("kafka_gateway_stopped", port=self.port)
 
     async def connect_node(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -483,7 +443,7 @@ class KafkaGateway:
         (the node's client context: its certificate is presented when asked for), then SASL PLAIN
         with ``innerClientAuthenticationCredentials`` (a super user: cluster action) when the
         listener is SASL_*. PermissionError when the login is refused or cannot be made."""
-        from engine.security.tls import client_context
+        from broker.tls import client_context
         from gateway_kafka.protocol.codec import decode_response, encode_request
 
         spec = self.settings.listeners[0]
@@ -507,12 +467,10 @@ class KafkaGateway:
         return reader, writer
 
     async def put(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """A store write: on the loop when it only copies into the mapped commitlog
-        (``direct_put``), else through the executor (it may wait on disk)."""
-        if self.settings.direct_put and not self.store.put_would_wait:  # never wait for another writer here
-            return fn(*args, **kwargs)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+        """A coordinator's state write through the node's put path (broker.put_path): on the loop
+        when it only copies into the mapped commitlog (``direct_put``), else queued; never
+        refused for waiting (a group or offset record is not a producer that can back off)."""
+        return await self.writes.run(fn, *args, inline=self.settings.direct_put, fast_failure=False, **kwargs)
 
     # -- connections -----------------------------------------------------------------------
     async def _on_connection(self, spec: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -527,7 +485,7 @@ class KafkaGateway:
         self._connections.add(task)
         conn = ConnectionState(str(peer[0]), int(peer[1]), listener=spec)
         if spec.tls:  # a verified client certificate names the principal (SASL may override it)
-            from engine.security import tls as sec_tls
+            from broker import tls as sec_tls
 
             mapper = self.__dict__.get("_principal_mapper")
             if mapper is None:

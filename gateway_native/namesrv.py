@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
 from engine.config_manager import write_atomic
+from engine.topic_config import PERM_WRITE
 
 from . import namesrv_admin
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.route import decode_route_json  # noqa: F401  (re-exported: the wire form lives in remoting)
-from .remoting.codes import PERM_WRITE, V4_9_4, RequestCode as RC, ResponseCode as R
+from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand, loads_json
 from .transport import Connection
 

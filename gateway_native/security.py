@@ -271,7 +271,7 @@ def node_client_options(config: Any) -> dict[str, Any]:
     """How this node connects to other nodes (broker -> NameServer): signed with the inner
     credentials, over TLS when ``tlsEnable``."""
     from engine.security import parse_pair
-    from engine.security.tls import client_context
+    from broker.tls import client_context
 
     inner = parse_pair(config.security.inner_client_authentication_credentials, "accessKey", "secretKey")
     return {"signer": acl.signer(*inner) if inner else None,
@@ -281,8 +281,8 @@ def node_client_options(config: Any) -> dict[str, Any]:
 def secure_server(server: Any, security: Any, config: Any) -> None:
     """Put a remoting server (NameServer or broker) under the node's security: the gate, and
     TLS as ``tlsServerMode`` says (permissive, the default as in RocketMQ, takes both)."""
-    from engine.listener_limits import ListenerTls
-    from engine.security import tls as sec_tls
+    from broker.listener_limits import ListenerTls
+    from broker import tls as sec_tls
 
     server.gate = RemotingGate(security, server.name)
     mode = sec_tls.tls_mode(config)

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from engine.config import ConfigError, NodeConfig, load_node_config
 from engine.errors import StoreError
-from engine.security.tls import TlsError
+from broker.tls import TlsError
 
 from . import __version__
 from . import logging as rlog
@@ -190,7 +190,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
             from gateway_native.namesrv import BrokerAuthDelegate
 
             ns.server.gate.delegate = BrokerAuthDelegate(ns, sec_config)
-        from engine.security.tls import tls_mode
+        from broker.tls import tls_mode
 
         secured = (sec_config.security.authentication_enabled or sec_config.security.authorization_enabled
                    or tls_mode(sec_config) == "enforcing")

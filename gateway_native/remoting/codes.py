@@ -219,8 +219,4 @@ PULL_FLAG_SUBSCRIPTION = 1 << 2
 PULL_FLAG_CLASS_FILTER = 1 << 3
 PULL_FLAG_LITE_PULL = 1 << 4
 
-# PermName bits.
-PERM_PRIORITY = 1 << 3
-PERM_READ = 1 << 2
-PERM_WRITE = 1 << 1
-PERM_INHERIT = 1 << 0
+# PermName bits (PERM_READ, PERM_WRITE, ...) are engine.topic_config's: topic permissions are the store's.

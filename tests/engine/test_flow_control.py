@@ -15,10 +15,10 @@ import time
 import pytest
 
 from engine.file_io import MemoryFileIO, MemorySegment
-from engine.listener_limits import ListenerGuard, RequestBudget
+from broker.listener_limits import ListenerGuard, RequestBudget
 from engine.config import ListenerLimits
 from engine.message import Message
-from engine.send_queue import SendQueue, SendQueueBusy
+from broker.send_queue import SendQueue, SendQueueBusy
 from engine.store import PutMessageStatus
 
 

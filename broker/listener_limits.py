@@ -54,9 +54,9 @@ from typing import Any
 
 import structlog
 
-from .config import ListenerLimits
+from engine.config import ListenerLimits
 
-log = structlog.get_logger("rockafka.engine.listener_limits")
+log = structlog.get_logger("rockafka.broker.listener_limits")
 
 
 def open_files_limit() -> int:
