@@ -66,6 +66,9 @@ async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id
     if store.config.broker_role != "SYNC_MASTER":
         result = await broker.put(put, arg)
     else:
+        refusal = store.ha.in_sync_refusal()  # RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH: nothing stored
+        if refusal is not None:
+            return cmd.response(R.SYSTEM_ERROR, refusal)
         result = await broker.put(functools.partial(put, arg, sync_replicas=False))
     if result.stored:
         metrics.topic_in("broker", first.topic, sum(len(m.body) for m in msgs), len(msgs))
@@ -73,7 +76,8 @@ async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id
         return _response(cmd, broker, result, queue_id, None)
     if not result.ok or (first.properties or {}).get("WAIT") == "false":  # waitStoreMsgOK=false: no wait
         return _response(cmd, broker, result, queue_id, None)
-    waiting = store.ha.wait_replicated(result.end_offset, 1, store.config.sync_flush_timeout / 1000)
+    waiting = store.ha.wait_replicated(result.end_offset, store.ha.min_sync_slaves(),
+                                      store.config.sync_flush_timeout / 1000)
 
     async def answer() -> RemotingCommand:
         status, error = await asyncio.wrap_future(waiting)
