@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 HTMX   := rockafka/console/static/htmx.min.js
 
-GRPC   := gateway_grpc/proto/.generated
+ARGS   ?=
 
 .PHONY: serve test test-deps bench bench-cluster bench-quick bench-tls chaos clean grpc compat-peer
 
@@ -21,19 +21,19 @@ $(VENV)/.test-extras: pyproject.toml $(BIN)/rockafka
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-# gRPC messages for the RocketMQ 5 front, generated from the published definitions (never committed)
-$(GRPC): gateway_grpc/build_proto.py $(BIN)/rockafka
+# regenerate the committed gRPC code of the RocketMQ 5 front (gateway_grpc/proto) after a change
+# of the pinned client version in gateway_grpc/build_proto.py; needs the test extras (grpcio-tools)
+grpc: $(VENV)/.test-extras
 	$(BIN)/python -m gateway_grpc.build_proto
-
-grpc: $(GRPC)
 
 $(HTMX): deploy/dev/vendor-htmx.sh
 	bash deploy/dev/vendor-htmx.sh
 
-serve: $(GRPC) $(HTMX)
-	$(BIN)/rockafka serve --data-dir ./data
+# ports and flags of `rockafka serve`: make serve ARGS="--kafka-port 19092 --grpc-port 18081"
+serve: $(HTMX)
+	$(BIN)/rockafka serve --data-dir ./data $(ARGS)
 
-test-deps: $(VENV)/.test-extras $(GRPC) $(HTMX)
+test-deps: $(VENV)/.test-extras $(HTMX)
 	bash deploy/dev/install-test-deps.sh
 
 test: test-deps

@@ -79,10 +79,14 @@ class MessageStoreConfig:
     disk_space_clean_forcibly_ratio: int = 85  # percent; above it even unexpired files go
     disk_space_warning_level_ratio: int = 90  # percent; above it puts are refused (disk full)
     clean_file_forcibly_enable: bool = True  # above the forcibly ratio, delete the oldest segments
-    # Flow control: a put finding the commitlog locked by another put for longer than this is
-    # refused (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]...") instead of queueing behind it.
+    # Flow control: a put that waits for the commitlog lock longer than 2.5 times this is refused
+    # (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]..."); RocketMQ refuses after one window of the
+    # holder's, which on a machine short of CPU refused puts a longer wait stored (resources.md).
     os_page_cache_busy_time_out_mills: int = 1000
     flush_consumer_offset_interval: int = 5000  # ms between native consumer offset flushes to the log
+    # Kafka's log.cleaner.backoff.ms: how often compacted topics are looked at by the cleaner
+    # (engine/compaction.py, docs/design/compaction.md)
+    log_cleaner_backoff_ms: int = 15_000
     # Internal state topics (docs/design/coordinator-state.md); Kafka's key names and defaults.
     offsets_topic_num_partitions: int = 50  # __consumer_offsets partitions, fixed once created
     producer_id_expiration_ms: int = 86_400_000  # idle producers' sequence state is dropped
@@ -174,7 +178,10 @@ class ListenerLimits:
     """
 
     max_connections: int = 2**31 - 1  # Kafka's default: no limit but the descriptors
-    max_connections_per_ip: int = 2**31 - 1
+    # Kafka's default is no limit; one address holding every connection the descriptors allow
+    # starves everyone else, so Rockafka limits each address (and sheds the oldest idle
+    # connections for newcomers when the node is full, broker/listener_limits.py).
+    max_connections_per_ip: int = 1000
     connections_max_idle_ms: int = 600_000  # Kafka listener and admin HTTP
     server_channel_max_idle_time_seconds: int = 120  # remoting listeners (NameServer, broker)
     socket_request_max_bytes: int = 100 * MiB  # Kafka: a larger length prefix closes the connection
@@ -211,6 +218,21 @@ class SecurityConfig:
     # other nodes (REGISTER_BROKER, the HA handshake)
     inner_client_authentication_credentials: str | None = None
     connection_failed_authentication_delay_ms: int = 100  # Kafka's key and default
+    # Throttled guessing (engine/security/throttle.py), across connections and listeners: failed
+    # credential checks a second per user name and per source address (0 = no limit); past
+    # the rate, a credential is refused unchecked (Kafka SASL_AUTHENTICATION_FAILED, remoting
+    # NO_PERMISSION, gRPC TOO_MANY_REQUESTS, HTTP 429) until a check is due again
+    authentication_failure_rate_per_user: float = 5.0
+    authentication_failure_rate_per_source: float = 20.0
+    # that many failures of one user within the window lock the user for the window (addresses
+    # are only rate-limited); an address without a failure in the window is not held by it
+    authentication_lockout_threshold: int = 50
+    authentication_lockout_window_ms: int = 60_000
+    # Key sealing the remoting/gRPC secrets in rmq_sys_SECURITY (AES-256-GCM); empty = the file
+    # rockafka-auth.key in the data directory's parent, created 0600 on first use. The variable
+    # ROCKAFKA_AUTH_SECRET_KEY (base64 of 32 bytes) wins over the file. Every broker of a group
+    # needs the same key (slaves open what the master sealed).
+    auth_secret_key_path: str = ""
     connections_max_reauth_ms: int = 0  # Kafka's KIP-368 key: 0 = sessions never expire
     ssl_principal_mapping_rules: str = "DEFAULT"  # Kafka's key: client certificate DN -> principal
     tls_enable: bool = False  # RocketMQ's tls.enable: this node's own connections to other nodes use TLS
@@ -257,6 +279,159 @@ class NodeConfig:
     def extra_bool(self, key: str, default: bool) -> bool:
         raw = self.extra.get(key)
         return default if raw is None else _convert(key, raw, bool)
+
+
+# What each typed key does and its unit, for ``rockafka config list`` (one line each; gateway
+# keys carry theirs in ``EXTRA_KEYS`` and get a unit from ``_EXTRA_UNITS`` or their name).
+FIELD_DOCS: dict[str, tuple[str, str]] = {
+    # store
+    "store_path_root_dir": ("path", "store root: commitlog, consume queues, index, config"),
+    "mapped_file_size_commit_log": ("bytes", "size of one commitlog segment file"),
+    "mapped_file_size_consume_queue": ("bytes", "size of one consume-queue file (a multiple of 20)"),
+    "flush_disk_type": ("enum", "ASYNC_FLUSH (flush every interval) or SYNC_FLUSH (a put waits)"),
+    "flush_interval_commit_log": ("ms", "ASYNC_FLUSH: time between commitlog flushes"),
+    "flush_interval_consume_queue": ("ms", "time between consume-queue flushes"),
+    "flush_commit_log_least_pages": ("pages", "ASYNC_FLUSH: dirty 4 KiB pages before a flush"),
+    "sync_flush_timeout": ("ms", "SYNC_FLUSH: wait before FLUSH_DISK_TIMEOUT"),
+    "max_message_size": ("bytes", "largest message body (or Kafka batch) accepted"),
+    "max_topic_length": ("chars", "longest topic name on every protocol"),
+    "max_properties_length": ("bytes", "largest encoded message properties"),
+    "file_reserved_time": ("hours", "age after which commitlog segments may be deleted"),
+    "delete_when": ("hours", "hours of day (`;`-separated) when expired files are deleted"),
+    "disk_max_used_space_ratio": ("percent", "disk use above which expired files go at any hour"),
+    "clean_resource_interval": ("ms", "time between retention passes"),
+    "max_hash_slot_num": ("count", "hash slots per index file"),
+    "max_index_num": ("count", "entries per index file"),
+    "message_index_enable": ("bool", "build the key / message id index"),
+    "broker_role": ("enum", "ASYNC_MASTER, SYNC_MASTER or SLAVE"),
+    "ha_master_address": ("host:port", "a slave's master HA address (default: from the NameServer)"),
+    "ha_send_heartbeat_interval": ("ms", "silence on an HA connection before a heartbeat"),
+    "ha_housekeeping_interval": ("ms", "an HA connection silent this long is closed"),
+    "ha_transfer_batch_size": ("bytes", "most commitlog bytes per HA transfer"),
+    "ha_max_time_slave_not_catchup": ("ms", "a slave behind this long leaves the in-sync set"),
+    "ha_sync_metadata_interval": ("ms", "time between a slave's metadata syncs from its master"),
+    "access_message_in_memory_max_ratio": ("percent", "share of RAM: a pull further behind is slow"),
+    "message_delay_level": ("durations", "the 18 delay levels, space separated (1s 5s ... 2h)"),
+    "timer_max_delay_sec": ("s", "farthest delivery time of a timer message"),
+    "timer_precision_ms": ("ms", "timer wheel step"),
+    "kafka_delay_headers_enable": ("bool", "Kafka records' rmq.delay headers schedule delivery"),
+    "max_transfer_bytes_on_message_in_memory": ("bytes", "most bytes one pull returns"),
+    "max_transfer_count_on_message_in_memory": ("count", "most messages one pull returns"),
+    "check_crc_on_recover": ("bool", "verify body CRCs while recovering the commitlog"),
+    "index_kafka_record_keys": ("bool", "index Kafka record keys (query by key)"),
+    "disk_space_clean_forcibly_ratio": ("percent", "disk use above which unexpired files go too"),
+    "disk_space_warning_level_ratio": ("percent", "disk use above which puts are refused"),
+    "clean_file_forcibly_enable": ("bool", "above the forcibly ratio, delete the oldest segments"),
+    "os_page_cache_busy_time_out_mills": ("ms", "busy window of the put lock (waited 2.5 times)"),
+    "flush_consumer_offset_interval": ("ms", "time between consumer offset flushes"),
+    "log_cleaner_backoff_ms": ("ms", "time between looks of the cleaner at compacted topics"),
+    "offsets_topic_num_partitions": ("count", "__consumer_offsets partitions, fixed once created"),
+    "producer_id_expiration_ms": ("ms", "idle producers' sequence state is dropped after this"),
+    "producer_state_snapshot_interval": ("ms", "time between idempotent producer state snapshots"),
+    "state_checkpoint_interval": ("ms", "time between coordinator state checkpoints"),
+    "warm_mapped_file_enable": ("bool", "touch every page of a new segment before use"),
+    # broker
+    "broker_cluster_name": ("name", "cluster this broker registers in"),
+    "broker_name": ("name", "broker group name (master and slaves share it)"),
+    "broker_id": ("id", "0 = master, above 0 = slave"),
+    "namesrv_addr": ("host:port", "NameServers to register with, `;`-separated"),
+    "broker_ip1": ("host", "address advertised to clients (default: the listen host)"),
+    "listen_port": ("port", "RocketMQ remoting broker port"),
+    "ha_listen_port": ("port", "HA replication port"),
+    "auto_create_topic_enable": ("bool", "create unknown topics on first send"),
+    "auto_create_subscription_group": ("bool", "create unknown consumer groups on first use"),
+    "default_topic_queue_nums": ("count", "queues of an auto-created topic (TBW102)"),
+    "max_topic_queue_nums": ("count", "most queues a topic may have"),
+    "register_broker_timeout_mills": ("ms", "timeout of one registration with a NameServer"),
+    "register_name_server_period": ("ms", "time between registrations with the NameServers"),
+    "transaction_time_out": ("ms", "age of a half message before its first check-back"),
+    "transaction_check_max": ("count", "check-backs before a half message is rolled back"),
+    "transaction_check_interval": ("ms", "time between transaction check passes"),
+    "max_reconsume_times": ("count", "deliveries before a message goes to the DLQ"),
+    "long_polling_enable": ("bool", "hold pulls until a message arrives"),
+    "serialize_type": ("enum", "remoting header serialization of replies: JSON or ROCKETMQ"),
+    "slave_read_enable": ("bool", "masters redirect slow consumers' pulls to a slave"),
+    "broker_rack": ("name", "Kafka broker.rack for follower fetching"),
+    "enable_controller_mode": ("bool", "roles come from the controller quorum"),
+    "controller_addr": ("host:port", "controller addresses, `;`-separated"),
+    "all_ack_in_sync_state_set": ("bool", "SYNC_MASTER: every in-sync replica acknowledges"),
+    "sync_broker_metadata_period": ("ms", "time between re-reads of the group's replica info"),
+    "check_sync_state_set_period": ("ms", "time between a master's SyncStateSet checks"),
+    "broker_heartbeat_interval": ("ms", "time between heartbeats to the controller"),
+    "controller_heart_beat_timeout_mills": ("ms", "a broker silent this long is dead to the controller"),
+    "master_lease_mills": ("ms", "a master without a controller lease this long steps down"),
+    "broker_fast_failure_enable": ("bool", "refuse sends that waited too long in the send queue"),
+    "wait_time_mills_in_send_queue": ("ms", "longest wait in the send queue before SYSTEM_BUSY"),
+    "send_message_thread_pool_nums": ("threads", "store writers for sends that may wait on disk"),
+    # listener limits
+    "max_connections": ("count", "connections the node accepts in all"),
+    "max_connections_per_ip": ("count", "connections the node accepts from one address"),
+    "connections_max_idle_ms": ("ms", "Kafka and admin HTTP connections idle this long close"),
+    "server_channel_max_idle_time_seconds": ("s", "remoting connections idle this long close"),
+    "socket_request_max_bytes": ("bytes", "largest Kafka request"),
+    "frame_max_length": ("bytes", "largest remoting frame"),
+    "admin_request_max_bytes": ("bytes", "largest admin HTTP request body"),
+    "request_receive_timeout_ms": ("ms", "time a request may take to arrive after its length"),
+    "queued_max_request_bytes": ("bytes", "request bytes held at once before reading pauses"),
+    "open_files_reserve": ("count", "descriptors kept free for the store"),
+    # security
+    "authentication_enabled": ("bool", "every client authenticates (SASL, signed requests)"),
+    "authorization_enabled": ("bool", "deny unless an ACL allows"),
+    "super_users": ("list", "principals allowed everything, `;`-separated (User:admin)"),
+    "init_authentication_user": ("json", "first admin user created at start ({username, password})"),
+    "inner_client_authentication_credentials": ("json", "credentials of this node's own clients"),
+    "connection_failed_authentication_delay_ms": ("ms", "delay before closing after a failed login"),
+    "authentication_failure_rate_per_user": ("per second", "failed credential checks a second per user, "
+                                             "across connections; past it credentials are refused unchecked"),
+    "authentication_failure_rate_per_source": ("per second", "failed credential checks a second per client address"),
+    "authentication_lockout_threshold": ("count", "failures of one user within the lockout window that lock it"),
+    "authentication_lockout_window_ms": ("ms", "how long a user stays locked (and the window failures count in)"),
+    "auth_secret_key_path": ("path", "key file sealing remoting secrets in the log (default: rockafka-auth.key "
+                                     "beside the data dir)"),
+    "connections_max_reauth_ms": ("ms", "Kafka session lifetime before re-authentication (0 = none)"),
+    "ssl_principal_mapping_rules": ("rules", "Kafka's rules from certificate DN to principal"),
+    "tls_enable": ("bool", "this node's own connections to other nodes use TLS"),
+    "admin_host": ("host", "admin HTTP listen address"),
+    "admin_tls_enable": ("bool", "admin HTTP over HTTPS"),
+    # node
+    "host": ("host", "listen address of every listener"),
+    "kafka_port": ("port", "Kafka protocol port"),
+    "namesrv_port": ("port", "NameServer port"),
+    "admin_port": ("port", "admin HTTP and console port"),
+}
+
+# Units of gateway keys whose name does not say it (``*_ms`` = ms, ``*_enable`` = bool, ...).
+_EXTRA_UNITS: dict[str, str] = {
+    "broker_channel_expired_time": "ms", "channel_expired_timeout": "ms", "namesrv_scan_interval": "ms",
+    "rebalance_lock_max_live_time": "ms", "group_consumer_max_size": "count", "group_max_size": "count",
+    "group_share_max_size": "count", "kafka_cluster_id": "name", "advertised_listeners": "list",
+    "listeners": "list", "listener_security_protocol_map": "list", "group_coordinator_rebalance_protocols": "list",
+    "sasl_enabled_mechanisms": "list", "sasl_plain_users": "list", "default_message_request_mode": "enum",
+    "ssl_client_auth": "enum", "tls_mode": "enum", "tls_server_mode": "enum", "tls_server_need_client_auth": "enum",
+    "producer_id_space": "count", "kafka_direct_put": "bool", "ssl_truststore_location": "path",
+    "group_share_record_redelivery_delay_level": "level",
+}
+
+
+def unit_of(key: str, default: str = "") -> str:
+    """The unit of ``key`` (snake_case) for ``config list``."""
+    if key in FIELD_DOCS:
+        return FIELD_DOCS[key][0]
+    if key in _EXTRA_UNITS:
+        return _EXTRA_UNITS[key]
+    k = key.lower()
+    for suffixes, unit in ((("_ms", "_mills", "_millis", "_timeout_ms"), "ms"), (("_sec", "_seconds", "_s"), "s"),
+                           (("_bytes", "_size", "_bytes_max"), "bytes"), (("_port",), "port"),
+                           (("_enable", "_enabled"), "bool"), (("_ratio",), "ratio"), (("_path", "_file", "_dir"), "path"),
+                           (("_host",), "host"), (("_id",), "id"), (("_count", "_nums", "_num", "_max", "_partitions",
+                                                                     "_records", "_members", "_size_max"), "count")):
+        if k.endswith(suffixes):
+            return unit
+    if default.lower() in ("true", "false"):
+        return "bool"
+    if default.lstrip("-").isdigit():
+        return "count"
+    return "text"
 
 
 # Keys no dataclass above declares, read by the gateways with ``NodeConfig.extra_*``: name ->
@@ -474,6 +649,25 @@ def camel_case(key: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+# Keys whose values are credentials: shown as MASK wherever a configuration is printed or
+# answered (GET_BROKER_CONFIG, `rockafka config list`), as Kafka answers DescribeConfigs for
+# password-typed keys with no value.
+SECRET_KEYS = frozenset({"sasl_plain_users", "init_authentication_user", "inner_client_authentication_credentials"})
+_SECRET_WORDS = ("password", "secret", "credentials")
+MASK = "******"
+
+
+def is_secret_key(key: str) -> bool:
+    """True for a key (any spelling) whose value is a credential and must never be shown."""
+    name = snake_case(key)
+    return name in SECRET_KEYS or any(w in name for w in _SECRET_WORDS)
+
+
+def shown_value(key: str, value: str) -> str:
+    """``value`` as it may be shown to a person or a client: masked for a credential key."""
+    return MASK if value and is_secret_key(key) else value
+
+
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -490,13 +684,15 @@ def describe(config: NodeConfig) -> list[dict[str, str]]:
             default, about = EXTRA_KEYS[key]
             value = config.extra.get(key, default)
         else:
+            about = FIELD_DOCS.get(key, ("", ""))[1]
             owner = {"node": config, "store": config.store, "broker": config.broker, "limits": config.limits,
                      "security": config.security}[where]
             default_owner = {"node": defaults, "store": defaults.store, "broker": defaults.broker,
                              "limits": defaults.limits, "security": defaults.security}[where]
-            value, default, about = getattr(owner, key), getattr(default_owner, key), ""
-        rows.append({"key": camel_case(key), "value": _text(value), "default": _text(default), "section": where,
-                     "about": about})
+            value, default = getattr(owner, key), getattr(default_owner, key)
+        rows.append({"key": camel_case(key), "value": shown_value(key, _text(value)), "default": _text(default),
+                     "section": where,
+                     "unit": unit_of(key, _text(default)), "about": about})
     return rows
 
 
@@ -588,7 +784,9 @@ def validate(config: NodeConfig) -> None:
             continue
         if value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF):
             raise ConfigError(f"{f.name} must be positive{' (0 = off)' if f.name in _ZERO_MEANS_OFF else ''}, got {value}")
-    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms"):
+    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms",
+                "authentication_failure_rate_per_user", "authentication_failure_rate_per_source",
+                "authentication_lockout_threshold", "authentication_lockout_window_ms"):
         if getattr(config.security, key) < 0:
             raise ConfigError(f"{key} must be 0 or more, got {getattr(config.security, key)}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):
@@ -653,8 +851,11 @@ def load_controller_config(values: Mapping[str, Any]) -> ControllerConfig:
 _ZERO_MEANS_OFF = {"connections_max_idle_ms", "server_channel_max_idle_time_seconds", "request_receive_timeout_ms"}
 
 ENV_PREFIX = "ROCKAFKA_"
-# ROCKAFKA_* variables that are not node keys: `rockafka admin`'s default NameServer.
-ENV_NOT_KEYS = frozenset({"NAMESRV"})
+# ROCKAFKA_* variables that are not node keys: `rockafka admin`'s NameServer, credentials and TLS
+# files, `rockafka security`'s admin URL and login, and the key sealing the remoting secrets
+# (engine/security/secret_box.py: ROCKAFKA_AUTH_SECRET_KEY, ..._PREVIOUS).
+ENV_NOT_KEYS = frozenset({"NAMESRV", "ACCESS_KEY", "SECRET_KEY", "TLS_CERT", "TLS_KEY", "TLS_CA", "ADMIN_URL",
+                          "ADMIN_USER", "ADMIN_PASSWORD", "AUTH_SECRET_KEY", "AUTH_SECRET_KEY_PREVIOUS"})
 
 
 def env_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -4,14 +4,42 @@ Document: ``{"topicConfigTable": {name: TopicConfig-as-camelCase}, "dataVersion"
 RocketMQ's own field names. Every change bumps ``data_version`` and persists atomically
 (``ConfigManager``). The store itself does not require a topic to be configured to put into
 it; the gateways decide about auto-creation.
+
+Topic names: one rule for every protocol, ``topic_name_error`` (the store, the Kafka gateway,
+the remoting processors and the gRPC front all ask it, each answering with its protocol's
+error code and this text). A legal name is 1 to ``maxTopicLength`` (default 249, Kafka's
+limit) characters from ``[a-zA-Z0-9._-]`` (Kafka's set) plus ``%`` and ``|`` (RocketMQ's,
+used by its own topics: ``%RETRY%<group>``, ``%DLQ%<group>``), and neither ``.`` nor ``..``.
+Names within ``[a-zA-Z0-9_-]`` and 127 characters are portable to every client: Kafka clients
+refuse ``%`` and ``|`` themselves, the RocketMQ Java client refuses ``.`` and longer names.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from .config_manager import ConfigManager, DataVersion
+
+TOPIC_NAME_CHARS = re.compile(r"^[%|a-zA-Z0-9._-]+$")
+MAX_TOPIC_LENGTH = 249  # MessageStoreConfig.max_topic_length's default
+PORTABLE_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,127}$")  # every Kafka and RocketMQ client
+
+
+def topic_name_error(name: str | None, max_length: int = MAX_TOPIC_LENGTH) -> str | None:
+    """Why ``name`` is not a legal topic name (one sentence), or None when it is."""
+    if not name:
+        return "illegal topic name: it is empty"
+    if name in (".", ".."):
+        return f"illegal topic name {name!r}: '.' and '..' are not topic names"
+    if len(name) > max_length:
+        return f"illegal topic name: it is {len(name)} characters, longer than maxTopicLength {max_length}"
+    if not TOPIC_NAME_CHARS.match(name):
+        return (f"illegal topic name {name!r}: it has characters other than ASCII letters, digits, "
+                "'.', '_', '-', '%' and '|'")
+    return None
+
 
 PERM_PRIORITY = 0x8
 PERM_READ = 0x4

@@ -1,12 +1,17 @@
 """Generate ``gateway_grpc/proto/*_pb2*.py`` from the published RocketMQ 5 protocol definitions.
 
-Run by ``make serve`` / ``make test-deps`` (``python -m gateway_grpc.build_proto``); the output is
-gitignored and never edited by hand.
+The output is committed and shipped in the wheel and the sdist, so installing Rockafka needs
+neither protoc nor a registry (README, "Install"). This module regenerates it when the pinned
+client version changes: ``make grpc`` (``python -m gateway_grpc.build_proto``); a test checks
+that the committed files equal a fresh generation and that pyproject's ``grpcio`` / ``protobuf``
+floors are at least the versions the generated code demands at import.
 
-Source: the official Python client's wheel on PyPI (``rocketmq-python-client``, pinned below),
-fetched with ``pip download``. It ships rocketmq-apis' compiled definitions, each module holding
-its ``FileDescriptorProto`` as one serialized bytes literal. The literal is read with ``ast``
-(the wheel's code is never run) and handed to grpcio-tools' protoc with ``--descriptor_set_in``.
+Source: the official Python client's distribution (``rocketmq-python-client``, pinned below),
+read from the installed copy when its version matches (a test environment has it), else its
+wheel fetched with ``pip download``. It ships rocketmq-apis' compiled definitions, each module
+holding its ``FileDescriptorProto`` as one serialized bytes literal. The literal is read with
+``ast`` (the client's code is never run) and handed to grpcio-tools' protoc with
+``--descriptor_set_in``.
 Message, enum and service names (``apache.rocketmq.v2.*``) are kept, so the gRPC method paths
 are the ones every client calls.
 
@@ -24,7 +29,6 @@ to 2.0.3, which predates RecallMessage and lite topics.
 from __future__ import annotations
 
 import ast
-import hashlib
 import re
 import subprocess
 import sys
@@ -40,7 +44,6 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
 OUT_DIR = PACKAGE_DIR / "proto"
 BUILD_DIR = ROOT / "build" / "grpc"
-STAMP = OUT_DIR / ".generated"
 
 
 class BuildError(RuntimeError):
@@ -71,7 +74,25 @@ def serialized_descriptor(source: str) -> bytes:
     raise BuildError("no AddSerializedFile(b'...') literal found")
 
 
-def descriptor_set(wheel: Path) -> bytes:
+def _client_sources() -> dict[str, str]:
+    """``{name: source of rocketmq/grpc_protocol/<name>_pb2.py}``, installed copy first."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(CLIENT_DIST)
+    except metadata.PackageNotFoundError:
+        dist = None
+    if dist is not None and dist.version == CLIENT_VERSION:
+        files = {f"{WHEEL_MODULE_DIR}{name}_pb2.py": name for name in PROTO_FILES}
+        found = {files[str(f)]: Path(dist.locate_file(f)).read_text("utf-8")
+                 for f in dist.files or () if str(f) in files}
+        if len(found) == len(PROTO_FILES):
+            return found
+    with zipfile.ZipFile(_wheel()) as zf:
+        return {name: zf.read(f"{WHEEL_MODULE_DIR}{name}_pb2.py").decode("utf-8") for name in PROTO_FILES}
+
+
+def descriptor_set(sources: dict[str, str]) -> bytes:
     from google.protobuf import descriptor_pb2, duration_pb2, timestamp_pb2
 
     fds = descriptor_pb2.FileDescriptorSet()
@@ -79,15 +100,13 @@ def descriptor_set(wheel: Path) -> bytes:
         fdp = descriptor_pb2.FileDescriptorProto()
         wkt.DESCRIPTOR.CopyToProto(fdp)
         fds.file.append(fdp)
-    with zipfile.ZipFile(wheel) as zf:
-        for name in PROTO_FILES:
-            fdp = descriptor_pb2.FileDescriptorProto.FromString(
-                serialized_descriptor(zf.read(f"{WHEEL_MODULE_DIR}{name}_pb2.py").decode("utf-8")))
-            if fdp.package != "apache.rocketmq.v2":
-                raise BuildError(f"{name}.proto declares package {fdp.package!r}, expected apache.rocketmq.v2")
-            if fdp.name != f"{name}.proto":
-                raise BuildError(f"{name}_pb2 describes {fdp.name!r}, expected {name}.proto")
-            fds.file.append(fdp)
+    for name in PROTO_FILES:
+        fdp = descriptor_pb2.FileDescriptorProto.FromString(serialized_descriptor(sources[name]))
+        if fdp.package != "apache.rocketmq.v2":
+            raise BuildError(f"{name}.proto declares package {fdp.package!r}, expected apache.rocketmq.v2")
+        if fdp.name != f"{name}.proto":
+            raise BuildError(f"{name}_pb2 describes {fdp.name!r}, expected {name}.proto")
+        fds.file.append(fdp)
     return fds.SerializeToString()
 
 
@@ -100,35 +119,31 @@ def _package_imports(path: Path) -> None:
     path.write_text(_SIBLING_IMPORT.sub(r"from gateway_grpc.proto import \1_pb2 as ", text))
 
 
-def build(force: bool = False) -> Path:
-    wheel = _wheel()
-    data = descriptor_set(wheel)
-    digest = hashlib.sha256(data + Path(__file__).read_bytes()).hexdigest()
-    if not force and STAMP.exists() and STAMP.read_text().strip() == digest:
-        return OUT_DIR
+def build(out_dir: Path = OUT_DIR) -> Path:
+    data = descriptor_set(_client_sources())
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
     set_path = BUILD_DIR / "rocketmq_v2.desc"
     set_path.write_bytes(data)
-    OUT_DIR.mkdir(exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     from grpc_tools import protoc
 
     targets = [f"{name}.proto" for name in PROTO_FILES]
-    rc = protoc.main(["grpc_tools.protoc", f"--descriptor_set_in={set_path}", f"--python_out={OUT_DIR}",
-                      f"--grpc_python_out={OUT_DIR}", *targets])
+    rc = protoc.main(["grpc_tools.protoc", f"--descriptor_set_in={set_path}", f"--python_out={out_dir}",
+                      f"--grpc_python_out={out_dir}", *targets])
     if rc != 0:
         raise BuildError(f"protoc failed with exit code {rc}")
     for name in PROTO_FILES:
-        for module in (OUT_DIR / f"{name}_pb2.py", OUT_DIR / f"{name}_pb2_grpc.py"):
+        for module in (out_dir / f"{name}_pb2.py", out_dir / f"{name}_pb2_grpc.py"):
             if module.exists():
                 _package_imports(module)
-    (OUT_DIR / "__init__.py").write_text(
+    (out_dir / "__init__.py").write_text(
         f'"""Generated by gateway_grpc.build_proto from {CLIENT_DIST} {CLIENT_VERSION}; do not edit."""\n')
-    STAMP.write_text(digest + "\n")
-    return OUT_DIR
+    return out_dir
 
 
 def main() -> int:
     try:
-        out = build(force="--force" in sys.argv[1:])
+        out = build()
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

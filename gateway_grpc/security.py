@@ -28,7 +28,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from engine.security import ANONYMOUS, Operation as Op, ResourceType as RT, principal_of
+from engine.security import ANONYMOUS, CLUSTER_NAME, Operation as Op, ResourceType as RT, principal_of
 
 from .proto import definition_pb2 as pb
 
@@ -117,14 +117,20 @@ _CHECKS = {
     "ChangeInvisibleDurationRequest": lambda r: _consume(r.group.name, r.topic.name),
     "ForwardMessageToDeadLetterQueueRequest": lambda r: _consume(r.group.name, r.topic.name),
     "TelemetryCommand": lambda r: _settings(r.settings) if r.WhichOneof("command") == "settings" else [],
+    # answered UNIMPLEMENTED today; their rules are here so that answering them cannot skip one
+    "PullMessageRequest": lambda r: _consume(r.group.name, r.message_queue.topic.name or "?"),
+    "UpdateOffsetRequest": lambda r: _consume(r.group.name, r.message_queue.topic.name or "?"),
+    "GetOffsetRequest": lambda r: _consume(r.group.name, r.message_queue.topic.name or "?"),
+    "QueryOffsetRequest": lambda r: [_topic(Op.DESCRIBE, r.message_queue.topic.name or "?")],
+    "SyncLiteSubscriptionRequest": lambda r: _consume(r.group.name, r.topic.name or "?"),
 }
 
 
 def checks(request: Any) -> list[tuple[Op, RT, str]]:
-    """The (operation, resource type, name) pairs a request needs; unknown requests need nothing
-    beyond authentication (their method answers them)."""
+    """The (operation, resource type, name) pairs a request needs. A request type no rule names
+    needs DESCRIBE on the cluster (fail closed: a new RPC cannot read for anyone by default)."""
     fn = _CHECKS.get(request.DESCRIPTOR.name)
-    return fn(request) if fn is not None else []
+    return fn(request) if fn is not None else [(Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME)]
 
 
 class GrpcGate:
@@ -133,8 +139,10 @@ class GrpcGate:
     def __init__(self, security: Any, listener: str = LISTENER):
         self.security = security
         self.listener = listener
+        # the client's real address (the server's relay knows it; grpcio sees the relay's)
+        self.peer_of: Any = None
 
-    def _principal(self, md: dict[str, str]) -> tuple[str | None, str, str]:
+    def _principal(self, md: dict[str, str], peer: str | None = None) -> tuple[str | None, str, str]:
         """(principal, failure reason, message); principal None when the call is refused."""
         sec = self.security
         value = md.get("authorization")
@@ -152,6 +160,10 @@ class GrpcGate:
             ak, given = parse_authorization(value)
         except ValueError as exc:
             return None, "bad_signature", str(exc)
+        wait = sec.throttled(ak, peer)  # engine.security.throttle: no check while none is due
+        if wait:
+            return None, "throttled", (f"too many failed authentications for access key {ak} or this address; "
+                                       f"retry after {max(1, int(wait * 1000))} ms")
         secret = sec.secret_of(ak)
         if secret is None:
             return None, "unknown_user", f"User:{ak} is not found"
@@ -162,17 +174,18 @@ class GrpcGate:
     async def authenticate(self, context: Any) -> str:
         """The call's principal; raises ``Refused`` (UNAUTHORIZED) after the failure delay."""
         md = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-        principal, reason, message = self._principal(md)
+        peer = self.peer_of(context) if self.peer_of is not None else context.peer()
+        principal, reason, message = self._principal(md, peer)
         if principal is None:
             ak = None
             try:
                 ak = parse_authorization(md.get("authorization", ""))[0]
             except ValueError:
                 pass
-            delay = self.security.failed(self.listener, reason, context.peer(), ak)
+            delay = self.security.failed(self.listener, reason, peer, ak)
             if delay > 0:
                 await asyncio.sleep(delay)
-            raise Refused(pb.Code.UNAUTHORIZED, message)
+            raise Refused(pb.Code.TOO_MANY_REQUESTS if reason == "throttled" else pb.Code.UNAUTHORIZED, message)
         return principal
 
     def authorize(self, principal: str, request: Any, host: str = "*") -> None:

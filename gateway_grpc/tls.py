@@ -33,7 +33,7 @@ from typing import Any
 
 import structlog
 
-from engine.security import tls as sec_tls
+from broker import tls as sec_tls
 
 log = structlog.get_logger("rockafka.grpc.tls")
 
@@ -41,7 +41,7 @@ MODES = ("permissive", "enforcing", "disabled")
 TLS_HANDSHAKE = sec_tls.TLS_HANDSHAKE
 
 
-# The node's TLS material and modes are engine.security.tls's (one set for every listener);
+# The node's TLS material and modes are broker.tls's (one set for every listener);
 # this front keeps its own names for them.
 TlsConfigError = sec_tls.TlsError
 
@@ -69,11 +69,19 @@ def load_or_create_pair(cert: str | None, key: str | None, data_dir: str, host: 
 
 class _Relay(asyncio.Protocol):
     """One direction's sink: bytes received are written to ``peer``; closes propagate. With a
-    ``watch`` (the guard's idle timer) every chunk stamps the connection as active."""
+    ``watch`` (the guard's idle timer) every chunk stamps the connection as active.
+
+    A half close is relayed as a half close (``write_eof``), and once both ends have sent theirs
+    the pair is closed: TCP is finished then, but asyncio keeps a transport that answered
+    ``eof_received`` with True open until someone closes it, and its connection slot with it
+    (a client that sends GOAWAY and FIN, as the official clients' ``shutdown()`` does, would
+    otherwise hold its slot until the idle timeout)."""
 
     def __init__(self, watch: Any = None) -> None:
         self.transport: asyncio.Transport | None = None
         self.peer: asyncio.Transport | None = None
+        self.other: _Relay | None = None  # the protocol of the peer transport
+        self.eof_in = False
         self.watch = watch
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -88,9 +96,11 @@ class _Relay(asyncio.Protocol):
             self.peer.write(data)
 
     def eof_received(self) -> bool:
+        self.eof_in = True
         if self.peer is not None and self.peer.can_write_eof():
             self.peer.write_eof()
-        return True
+        # both directions finished: close (False closes this transport; connection_lost the peer)
+        return not (self.other is not None and self.other.eof_in)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.peer is not None:
@@ -171,16 +181,24 @@ class _Sniff(_Relay):
         self.front.origins[self.origin_port] = self.client
         up.peer = self.transport  # type: ignore[assignment]
         self.peer = upstream  # type: ignore[assignment]
+        up.other, self.other = self, up
         for chunk in self.pending:
             upstream.write(chunk)
         self.pending.clear()
-        if self.eof and upstream.can_write_eof():
-            upstream.write_eof()
+        if self.eof:
+            self.eof_in = True
+            if upstream.can_write_eof():
+                upstream.write_eof()
+            if up.eof_in:
+                self.transport.close()
+                return
         self.transport.resume_reading()
 
     def eof_received(self) -> bool:
         if self.peer is None:
-            self.eof = True
+            if not self.pending:  # closed before sending a byte: nothing to relay
+                return False
+            self.eof = True  # relayed once the backend connection is made
             return True
         return super().eof_received()
 
@@ -198,7 +216,7 @@ class _Sniff(_Relay):
 
 class GuardedFront:
     """The public gRPC port, whatever the TLS mode: an accept loop of the node's own
-    (``engine.listener_limits.start_server``) so every connection goes through the
+    (``broker.listener_limits.start_server``) so every connection goes through the
     ``ListenerGuard`` (``max_connections``, ``max_connections_per_ip``, open files, idle time),
     relayed to grpcio's loopback listeners -- TLS (a first byte 0x16) to ``tls_port``, anything
     else to ``plain_port``; a mode without one of them closes such connections.
@@ -227,7 +245,7 @@ class GuardedFront:
             self._on_refused(self.listener, client, "plaintext connection on a TLS-only port (tlsServerMode=enforcing)")
 
     async def start(self) -> int:
-        from engine.listener_limits import start_server
+        from broker.listener_limits import start_server
 
         self._server = await start_server(self.guard, self.listener, self.host, self.port, lambda: _Sniff(self))
         self.port = self._server.sockets[0].getsockname()[1]

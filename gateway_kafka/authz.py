@@ -13,7 +13,8 @@ from typing import Any, Iterable
 
 from engine.security import CLUSTER_NAME, Operation as Op, ResourceType as RT
 
-__all__ = ["Op", "RT", "allowed", "cluster", "topic", "group", "txn_id", "split_topics", "enabled", "authorized_operations"]
+__all__ = ["Op", "RT", "allowed", "cluster", "topic", "group", "txn_id", "split_topics", "enabled", "authorized_operations",
+           "topic_operations", "cluster_operations", "TOPIC_OPERATIONS", "CLUSTER_OPERATIONS", "NOT_ASKED"]
 
 
 def enabled(ctx: Any) -> bool:
@@ -48,12 +49,41 @@ def authorized_operations(ctx: Any, rtype: RT, name: str, supported: int) -> int
     return sum(1 << op for op in Op if supported & (1 << op) and allowed(ctx, op, rtype, name))
 
 
+# KIP-430: what DescribeTopics / DescribeCluster can report (Kafka's supportedOperations)
+TOPIC_OPERATIONS = sum(1 << op for op in (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE,
+                                          Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))
+CLUSTER_OPERATIONS = sum(1 << op for op in (Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS,
+                                            Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE))
+NOT_ASKED = -2147483648  # Kafka's "authorized operations not requested"
+
+
+def topic_operations(ctx: Any, name: str) -> int:
+    return authorized_operations(ctx, RT.TOPIC, name, TOPIC_OPERATIONS)
+
+
+def cluster_operations(ctx: Any) -> int:
+    return authorized_operations(ctx, RT.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+
+
 def split_topics(ctx: Any, op: Op, names: Iterable[str]) -> tuple[set[str], set[str]]:
     """(allowed, denied) topic names for ``op``."""
     ok, denied = set(), set()
     for n in names:
         (ok if topic(ctx, op, n) else denied).add(n)
     return ok, denied
+
+
+def subscription_refusal(ctx: Any, body: dict) -> dict | None:
+    """KIP-848 / KIP-932 heartbeats (Kafka's KafkaApis rule): a subscription naming a topic the
+    member may not DESCRIBE is refused with TOPIC_AUTHORIZATION_FAILED — it would otherwise be
+    assigned the partitions of a topic it cannot see (internal topics included)."""
+    names = body.get("subscribed_topic_names") or ()
+    _ok, denied = split_topics(ctx, Op.DESCRIBE, names)
+    if not denied:
+        return None
+    return {"throttle_time_ms": 0, "error_code": 29, "member_id": body.get("member_id"),
+            "error_message": f"{ctx.conn.principal} is not authorized to describe topics {sorted(denied)}",
+            "member_epoch": body.get("member_epoch", 0), "heartbeat_interval_ms": 0, "assignment": None}
 
 
 # Requests whose whole answer depends on one resource named in the request: api key ->

@@ -5,13 +5,24 @@ Talks to the NameServer given by ``--namesrv`` (default ``$ROCKAFKA_NAMESRV`` or
 store. Commands:
 
     cluster                          every broker group: members, roles, epoch, in-sync, lag
+    cluster status                   one line: groups, masters, slaves in sync; exit 1 when degraded
     controller                       the failover controller: leader, and per group the master,
                                      epoch, SyncStateSet and each replica's liveness
     elect-master --broker-name G [--broker-id N]
                                      a safe manual switch of master (to an alive SyncStateSet member)
     topics list | topics create TOPIC [--queues N] | topics delete TOPIC
+    topics describe TOPIC            queues with min/max offsets and last store time, replicas, config
+    topics alter TOPIC --queues N    change the queue count (queues are only added)
     groups list | groups lag [GROUP] | groups offsets GROUP --topic T
+    groups describe GROUP            members, and per topic and queue the committed offset and lag
+    groups delete GROUP              the group's config and committed offsets (no member may be online)
+    groups reset-offsets GROUP --topic T --to-earliest|--to-latest|--to-offset N|--to-datetime TS
+                                     [--dry-run]   (both protocols' groups; prints before and after)
     groups set GROUP --retry-max-times N
+    messages send TOPIC BODY [--key K] [--tag T] [--property K=V]
+    messages print TOPIC --key K | --id ID | --since TS [--until TS] | --queue Q --offset N  [--max N]
+                                     (ID: the client id UNIQ_KEY `7F00...` or the offset id)
+    users list | acl list            users and ACL bindings (RocketMQ ACL 2.0 model)
     reset-offset --group G --topic T --to-timestamp TS [--no-force]
     query key --topic T KEY [--begin TS] [--end TS] [--max N] | query id MSG_ID [--topic T]
     dlq list GROUP [--max N] | dlq resend GROUP MSG_ID
@@ -22,9 +33,11 @@ On a secured node it authenticates like any client: ``--access-key`` / ``--secre
 ``ROCKAFKA_ACCESS_KEY`` / ``ROCKAFKA_SECRET_KEY``) sign every request as the Java client's
 AclClientRPCHook does, ``--tls`` speaks TLS; a refusal prints the node's NO_PERMISSION remark.
 
-Timestamps are epoch milliseconds or ISO 8601 (``2026-11-22T10:00:00Z``; no zone = UTC).
-Output is an aligned table, or JSON with ``--json`` (before or after the command). Failures
-print one line ``rockafka admin: <reason>`` and exit 1; usage errors exit 2.
+Timestamps given are epoch milliseconds or ISO 8601 (``2026-11-22T10:00:00Z``; no zone = UTC);
+times printed are ISO 8601 UTC with milliseconds. Output is an aligned table, or JSON with
+``--json`` (before or after the command): keys sorted, the same names in every release. Exit
+codes: 0 done, 1 the request failed or what it names does not exist (one line ``rockafka admin:
+<reason>`` on stderr), 2 usage error.
 """
 
 from __future__ import annotations
@@ -72,9 +85,19 @@ def add_admin_parser(sub: Any) -> None:
     admin.add_argument("--secret-key", default=os.environ.get("ROCKAFKA_SECRET_KEY"),
                        help="the user's remoting secret key (default $ROCKAFKA_SECRET_KEY)")
     admin.add_argument("--tls", action="store_true", help="speak TLS to the NameServer and brokers")
+    admin.add_argument("--cert", dest="tls_cert", default=os.environ.get("ROCKAFKA_TLS_CERT"),
+                       help="with --tls: a client certificate (PEM) to present, e.g. under "
+                            "tlsServerNeedClientAuth=require (default $ROCKAFKA_TLS_CERT)")
+    admin.add_argument("--key", dest="tls_key", default=os.environ.get("ROCKAFKA_TLS_KEY"),
+                       help="with --tls: the client certificate's private key (PEM; default $ROCKAFKA_TLS_KEY)")
+    admin.add_argument("--ca", dest="tls_ca", default=os.environ.get("ROCKAFKA_TLS_CA"),
+                       help="with --tls: verify the node's certificate against these CAs (PEM; default: not "
+                            "verified, as RocketMQ's tls.test.mode.enable)")
     what = admin.add_subparsers(dest="admin_command", metavar="WHAT")
 
-    what.add_parser("cluster", help="broker groups with their members' roles, in-sync state and replication lag")
+    cl = what.add_parser("cluster", help="broker groups with their members' roles, in-sync state and replication lag",
+                         parents=[leaf])
+    cl.add_argument("view", nargs="?", choices=["status"], help="status: one line, exit 1 when degraded")
     ctl = what.add_parser("controller", help="the failover controller's view: leader, masters, epochs, SyncStateSets",
                           parents=[leaf])
     ctl.add_argument("--controller", help="controller addresses, `;`-separated (default: --namesrv)")
@@ -91,6 +114,11 @@ def add_admin_parser(sub: Any) -> None:
     create.add_argument("--queues", type=int, default=8, help="read and write queue count (default 8)")
     delete = topics.add_parser("delete", help="delete a topic", parents=[leaf])
     delete.add_argument("topic")
+    tdesc = topics.add_parser("describe", help="queues, offsets, replicas and config of a topic", parents=[leaf])
+    tdesc.add_argument("topic")
+    talter = topics.add_parser("alter", help="change a topic's queue count", parents=[leaf])
+    talter.add_argument("topic")
+    talter.add_argument("--queues", type=int, required=True, help="new read and write queue count")
 
     groups = what.add_parser("groups", help="consumer groups, their offsets and lag").add_subparsers(dest="action", metavar="ACTION")
     groups.add_parser("list", help="every group with committed offsets or a config", parents=[leaf])
@@ -99,6 +127,20 @@ def add_admin_parser(sub: Any) -> None:
     offsets = groups.add_parser("offsets", help="per queue: max offset, committed offset, lag", parents=[leaf])
     offsets.add_argument("group")
     offsets.add_argument("--topic", required=True)
+    gdesc = groups.add_parser("describe", help="members and per-queue offsets and lag of a group", parents=[leaf])
+    gdesc.add_argument("group")
+    gdel = groups.add_parser("delete", help="delete a group's config and committed offsets", parents=[leaf])
+    gdel.add_argument("group")
+    greset = groups.add_parser("reset-offsets", help="move a group's committed offsets (kafka-consumer-groups style)",
+                               parents=[leaf])
+    greset.add_argument("group")
+    greset.add_argument("--topic", required=True)
+    to = greset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the first offset still stored")
+    to.add_argument("--to-latest", action="store_true", help="the end of every queue")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N in every queue (clamped to what is stored)")
+    to.add_argument("--to-datetime", metavar="TS", help="the first message stored at or after TS (ISO 8601 or ms)")
+    greset.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     gset = groups.add_parser("set", help="change a group's config (subscriptionGroup.json)", parents=[leaf])
     gset.add_argument("group")
     gset.add_argument("--retry-max-times", type=int, required=True, help="deliveries before a message goes to the DLQ")
@@ -128,6 +170,28 @@ def add_admin_parser(sub: Any) -> None:
     dres.add_argument("group")
     dres.add_argument("msg_id")
 
+    msgs = what.add_parser("messages", help="send a test message; print messages by key, id or time").add_subparsers(
+        dest="action", metavar="ACTION")
+    msend = msgs.add_parser("send", help="send one message (native producer)", parents=[leaf])
+    msend.add_argument("topic")
+    msend.add_argument("body")
+    msend.add_argument("--key", action="append", default=[], help="message key (KEYS; repeatable)")
+    msend.add_argument("--tag", default=None)
+    msend.add_argument("--property", action="append", default=[], metavar="K=V", help="user property (repeatable)")
+    for name in ("print", "query"):
+        mprint = msgs.add_parser(name, help="print messages of a topic found by key, id, time or position",
+                                 parents=[leaf])
+        mprint.add_argument("topic")
+        by = mprint.add_mutually_exclusive_group(required=True)
+        by.add_argument("--key", help="KEYS or a Kafka record key")
+        by.add_argument("--id", dest="msg_id", help="client message id (UNIQ_KEY) or offset message id")
+        by.add_argument("--since", metavar="TS", help="messages stored at or after TS, per queue, by time")
+        by.add_argument("--queue", type=int, help="with --offset: messages from this queue position")
+        mprint.add_argument("--until", metavar="TS", help="with --since: stop at TS")
+        mprint.add_argument("--offset", type=int, default=0, help="with --queue: first logical offset")
+        mprint.add_argument("--max", type=int, default=32, help="at most N messages (default 32)")
+    users = what.add_parser("users", help="users (RocketMQ ACL 2.0 / SCRAM)").add_subparsers(dest="action", metavar="ACTION")
+    users.add_parser("list", help="every user with its type and status", parents=[leaf])
     acl = what.add_parser("acl", help="remoting users (access keys) and their permissions").add_subparsers(
         dest="action", metavar="ACTION")
     aset = acl.add_parser("set-user", help="create or update a user's secret key and permissions (updateAclConfig)",
@@ -139,14 +203,52 @@ def add_admin_parser(sub: Any) -> None:
     aset.add_argument("--admin", action="store_true", help="every operation on the cluster, topics and groups")
     adel = acl.add_parser("delete-user", help="remove a user's secret key and permissions", parents=[leaf])
     adel.add_argument("user", metavar="ACCESS_KEY")
+    acl.add_parser("list", help="every ACL entry: subject, resource, actions, decision", parents=[leaf])
+
+
+def iso_time(ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds (``2026-11-22T10:00:00.000Z``)."""
+    if ms is None or ms < 0:
+        return None
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _message_row(m: Any) -> dict[str, Any]:
     return {"msgId": m.msg_id, "offsetMsgId": m.offset_msg_id, "topic": m.topic, "queueId": m.queue_id,
             "queueOffset": m.queue_offset, "tags": m.tags, "keys": m.keys, "reconsumeTimes": m.reconsume_times,
             "storeTimestamp": m.store_timestamp, "bornTimestamp": m.born_timestamp,
+            "storeTime": iso_time(m.store_timestamp), "bornTime": iso_time(m.born_timestamp),
             "properties": {k: v for k, v in m.properties.items() if k not in ("TAGS", "KEYS")},
             "body": m.body.decode("utf-8", "replace")}
+
+
+def _tls_context(args: argparse.Namespace) -> Any:
+    """None (plaintext), True (TLS, any server certificate) or a context carrying ``--cert`` /
+    ``--key`` (a client certificate) and ``--ca`` (verify the node)."""
+    cert, key, ca = getattr(args, "tls_cert", None), getattr(args, "tls_key", None), getattr(args, "tls_ca", None)
+    if not args.tls:
+        if cert or key or ca:
+            raise AdminCliError("--cert, --key and --ca go with --tls")
+        return None
+    if bool(cert) != bool(key):
+        raise AdminCliError("--cert and --key go together")
+    if not (cert or ca):
+        return True
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # nodes are addressed by IP; the CA is what is checked
+    try:
+        if ca:
+            ctx.load_verify_locations(cafile=ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        else:
+            ctx.verify_mode = ssl.CERT_NONE
+        if cert:
+            ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise AdminCliError(f"cannot use the TLS files ({cert or ''} {key or ''} {ca or ''}): {exc}") from None
+    return ctx
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,7 +261,8 @@ def run(args: argparse.Namespace) -> int:
         print("rockafka admin: --access-key and --secret-key go together", file=sys.stderr)
         return 2
     credentials = (args.access_key, args.secret_key) if args.access_key else None
-    admin = Admin(args.namesrv, timeout_ms=args.timeout_ms, credentials=credentials, tls=True if args.tls else None)
+    tls = _tls_context(args)
+    admin = Admin(args.namesrv, timeout_ms=args.timeout_ms, credentials=credentials, tls=tls)
     admin.start()
     try:
         return _dispatch(admin, args)
@@ -237,6 +340,8 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
         rows = cluster_rows(admin.cluster_info())
         if not rows:
             raise AdminCliError("no broker is registered with the NameServer")
+        if getattr(args, "view", None) == "status":
+            return _cluster_status(admin, rows, js)
         emit(rows, js, ["cluster", "brokerName", "brokerId", "role", "addr", "epoch", "inSync", "lagBytes", "lagMs",
                           "kafka"])
         return 0
@@ -249,8 +354,20 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
             admin.create_topic(args.topic, args.queues)
             emit({"created": args.topic, "queues": args.queues}, js)
         elif action == "delete":
+            _require_topic(admin, args.topic)
             admin.delete_topic(args.topic)
             emit({"deleted": args.topic}, js)
+        elif action == "describe":
+            _describe_topic(admin, args.topic, js)
+        elif action == "alter":
+            route = _require_topic(admin, args.topic)
+            now = max(int(q["writeQueueNums"]) for q in route["queueDatas"])
+            if args.queues < now:
+                raise AdminCliError(f"topic {args.topic} has {now} queues; queues can only be added "
+                                    "(messages in a removed queue would be unreachable)")
+            perm = int(route["queueDatas"][0].get("perm", 6))
+            admin.create_topic(args.topic, args.queues, perm=perm)
+            emit({"topic": args.topic, "queues": args.queues, "previousQueues": now}, js)
     elif cmd == "groups":
         if action == "list":
             groups = admin.consumer_groups()
@@ -267,6 +384,12 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
                 rows.append({"broker": "TOTAL", "queue": "", "maxOffset": sum(p.broker_offset for p in progress),
                              "consumerOffset": "", "lag": sum(p.lag for p in progress)})
             emit(rows, js, ["broker", "queue", "maxOffset", "consumerOffset", "lag"])
+        elif action == "describe":
+            _describe_group(admin, args.group, js)
+        elif action == "delete":
+            _delete_group(admin, args.group, js)
+        elif action == "reset-offsets":
+            _reset_offsets(admin, args, js)
         elif action == "set":
             if args.retry_max_times < 0:
                 raise AdminCliError("--retry-max-times must be >= 0")
@@ -283,7 +406,7 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
             msgs = admin.query_message_by_key(args.topic, args.key, args.max, parse_timestamp(args.begin), end)
             if not msgs:
                 raise AdminCliError(f"no message with key {args.key!r} in topic {args.topic} in that time range")
-            emit([_message_row(m) for m in msgs], js, ["msgId", "queueId", "queueOffset", "tags", "keys", "storeTimestamp", "body"])
+            emit([_message_row(m) for m in msgs], js, ["msgId", "queueId", "queueOffset", "tags", "keys", "storeTime", "body"])
         elif action == "id":
             emit(_message_row(admin.view_message(args.msg_id, args.topic)), js)
     elif cmd == "dlq":
@@ -293,7 +416,7 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
 
             rows = [{**_message_row(m), "originTopic": dead_letter_origin(args.group, m.properties)[0],
                      "originMsgId": m.properties.get("ORIGIN_MESSAGE_ID")} for m in msgs]
-            emit(rows, js, ["originMsgId", "originTopic", "reconsumeTimes", "storeTimestamp", "body"])
+            emit(rows, js, ["originMsgId", "originTopic", "reconsumeTimes", "storeTime", "body"])
         elif action == "resend":
             from gateway_native.client.admin import dead_letter_origin
 
@@ -309,7 +432,307 @@ def _dispatch(admin: Any, args: argparse.Namespace) -> int:
         elif action == "delete-user":
             admin.delete_acl_config(args.user)
             emit({"deleted": args.user}, js)
+        elif action == "list":
+            emit(_acl_rows(admin), js, ["subject", "resource", "actions", "sourceIps", "decision"])
+    elif cmd == "users":
+        emit(_auth_list(admin, RC_AUTH_LIST_USER), js, ["username", "userType", "userStatus"])
+    elif cmd == "messages":
+        if action == "send":
+            _send(args, js)
+        else:
+            _print_messages(admin, args, js)
     return 0
+
+
+RC_AUTH_LIST_USER = 3005  # RocketMQ 5 ACL 2.0 request codes (gateway_native/remoting/codes.py)
+RC_AUTH_LIST_ACL = 3010
+RC_UPDATE_CONSUMER_OFFSET = 15
+RC_DELETE_SUBSCRIPTIONGROUP = 207
+RC_VIEW_MESSAGE_BY_ID = 33
+
+
+def _first_master(admin: Any) -> str:
+    masters = admin._masters(None)
+    if not masters:
+        raise AdminCliError("no broker master is registered with the NameServer")
+    return masters[0]
+
+
+def _require_topic(admin: Any, topic: str) -> dict[str, Any]:
+    """The topic's route; a clear error when no broker serves it."""
+    route = admin.topic_route(topic) if topic in set(admin.topic_list()) else None
+    if not route or not route.get("queueDatas"):
+        raise AdminCliError(f"topic {topic!r} does not exist")
+    return route
+
+
+def _queues(admin: Any, topic: str) -> list[Any]:
+    _require_topic(admin, topic)
+    return admin.message_queues(topic)
+
+
+def _cluster_status(admin: Any, rows: list[dict[str, Any]], js: bool) -> int:
+    groups = sorted({r["brokerName"] for r in rows})
+    masters = {r["brokerName"] for r in rows if r["brokerId"] == 0}
+    slaves = [r for r in rows if r["brokerId"] != 0]
+    in_sync = [r for r in slaves if r["inSync"] == "yes"]
+    problems = [f"{g} has no master" for g in groups if g not in masters]
+    problems += [f"{r['brokerName']}/{r['brokerId']} not in sync" for r in slaves if r["inSync"] != "yes"]
+    status = {"status": "degraded" if problems else "ok", "brokerGroups": len(groups), "brokers": len(rows),
+              "masters": len(masters), "slaves": len(slaves), "slavesInSync": len(in_sync),
+              "topics": len([t for t in admin.topic_list() if not _is_system_topic(t)]), "problems": problems}
+    if js:
+        emit(status, True)
+    else:
+        line = (f"{status['status'].upper()}: {len(groups)} broker group(s), {len(masters)} master(s), "
+                f"{len(in_sync)}/{len(slaves)} slave(s) in sync, {status['topics']} topic(s)")
+        print(line + (" -- " + "; ".join(problems) if problems else ""))
+    return 1 if problems else 0
+
+
+def _is_system_topic(topic: str) -> bool:
+    return (topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "SCHEDULE_TOPIC", "__"))
+            or topic in ("TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "BenchmarkTest", "DefaultCluster")
+            or "_REPLY_TOPIC" in topic)
+
+
+def _describe_topic(admin: Any, topic: str, js: bool) -> None:
+    route = _require_topic(admin, topic)
+    brokers = {bd["brokerName"]: bd for bd in route.get("brokerDatas") or []}
+    configs = [{"brokerName": q["brokerName"], "readQueueNums": q["readQueueNums"],
+                "writeQueueNums": q["writeQueueNums"], "perm": _perm_text(int(q.get("perm", 6))),
+                "topicSysFlag": q.get("topicSysFlag", 0)} for q in route["queueDatas"]]
+    queues = []
+    for mq in admin.message_queues(topic):
+        lo, hi = admin.min_offset(mq), admin.max_offset(mq)
+        addrs = (brokers.get(mq.broker_name) or {}).get("brokerAddrs") or {}
+        last = None
+        if hi > lo:
+            last = _last_store_time(admin, mq, hi)
+        queues.append({"broker": mq.broker_name, "queue": mq.queue_id, "minOffset": lo, "maxOffset": hi,
+                       "messages": hi - lo, "lastStored": last,
+                       "leader": addrs.get("0", ""),
+                       "replicas": ",".join(a for b, a in sorted(addrs.items(), key=lambda kv: int(kv[0])))})
+    out = {"topic": topic, "queues": queues, "configs": configs, "messages": sum(q["messages"] for q in queues)}
+    if js:
+        emit(out, True)
+        return
+    print(f"topic {topic}: {len(queues)} queue(s), {out['messages']} message(s) stored")
+    emit(configs, False, ["brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"])
+    print()
+    emit(queues, False, ["broker", "queue", "minOffset", "maxOffset", "messages", "lastStored", "leader", "replicas"])
+
+
+def _perm_text(perm: int) -> str:
+    return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "")
+
+
+def _pull(admin: Any, mq: Any, offset: int, max_nums: int) -> list[Any]:
+    from gateway_native.client.pull_api import PullAPI, PullStatus
+    from gateway_native.remoting.subscription import SubscriptionData
+
+    api = PullAPI(admin.runtime, "rockafka-admin-browse")
+    sub = SubscriptionData.build(mq.topic, "*")
+    result = admin._call(api.pull(mq, sub, offset, max_nums, timeout_ms=10_000))
+    return result.messages if result.status == PullStatus.FOUND else []
+
+
+def _last_store_time(admin: Any, mq: Any, hi: int) -> str | None:
+    try:
+        msgs = _pull(admin, mq, hi - 1, 1)
+    except Exception:  # a queue whose last unit is unreadable still describes; the time stays empty
+        return None
+    return iso_time(msgs[-1].store_timestamp) if msgs else None
+
+
+def _group_topics(admin: Any, group: str) -> dict[str, Any]:
+    groups = admin.consumer_groups()
+    if group not in groups:
+        raise AdminCliError(f"group {group!r} does not exist (no committed offsets and no config)")
+    return groups[group]
+
+
+def _describe_group(admin: Any, group: str, js: bool) -> None:
+    info = _group_topics(admin, group)
+    rows, members = [], set()
+    for topic in info["topics"]:
+        if topic.startswith(("%RETRY%", "%DLQ%")):
+            continue
+        members.update(admin.consumer_ids(group, topic))
+        for p in admin.consumer_progress(group, topic):
+            rows.append({"topic": topic, "broker": p.queue.broker_name, "queue": p.queue.queue_id,
+                         "maxOffset": p.broker_offset, "consumerOffset": p.consumer_offset, "lag": p.lag})
+    out = {"group": group, "members": sorted(members), "offsets": rows, "lag": sum(r["lag"] for r in rows),
+           "retryMaxTimes": (info.get("config") or {}).get("retryMaxTimes", 16)}
+    if js:
+        emit(out, True)
+        return
+    print(f"group {group}: {len(members)} native member(s) online, total lag {out['lag']}, "
+          f"retryMaxTimes {out['retryMaxTimes']}")
+    for m in sorted(members):
+        print(f"  member {m}")
+    emit(rows, False, ["topic", "broker", "queue", "maxOffset", "consumerOffset", "lag"])
+
+
+def _delete_group(admin: Any, group: str, js: bool) -> None:
+    info = _group_topics(admin, group)
+    online = sorted({m for t in info["topics"] for m in admin.consumer_ids(group, t)})
+    if online:
+        raise AdminCliError(f"group {group!r} has {len(online)} member(s) online; stop its consumers first")
+    for addr in admin._masters(None):
+        admin._call(admin._ok(addr, RC_DELETE_SUBSCRIPTIONGROUP, {"groupName": group, "cleanOffset": True}))
+    emit({"deleted": group}, js)
+
+
+def _reset_offsets(admin: Any, args: argparse.Namespace, js: bool) -> None:
+    """Plan per queue (current -> target), then apply unless --dry-run. Earliest, latest and
+    datetime go through INVOKE_BROKER_TO_RESET_OFFSET (which refuses a Kafka group with live
+    members and tells online native consumers); --to-offset commits each queue's offset."""
+    queues = _queues(admin, args.topic)
+    ts = parse_timestamp(args.to_datetime) if args.to_datetime else None
+    plan = []
+    for mq in queues:
+        lo, hi = admin.min_offset(mq), admin.max_offset(mq)
+        if args.to_earliest:
+            target = lo
+        elif args.to_latest:
+            target = hi
+        elif ts is not None:
+            target = admin.search_offset(mq, ts)
+        else:
+            target = min(max(args.to_offset, lo), hi)
+        plan.append((mq, target))
+    current = {p.queue: p.consumer_offset for p in admin.consumer_progress(args.group, args.topic)}
+    rows = [{"topic": args.topic, "broker": mq.broker_name, "queue": mq.queue_id, "currentOffset": current.get(mq, -1),
+             "newOffset": target} for mq, target in plan]
+    if not args.dry_run:
+        if args.to_offset is not None:
+            for mq, target in plan:
+                addr = admin.runtime.master_addr(mq.broker_name)
+                admin._call(admin._ok(addr, RC_UPDATE_CONSUMER_OFFSET, {
+                    "consumerGroup": args.group, "topic": args.topic, "queueId": mq.queue_id, "commitOffset": target}))
+        else:
+            stamp = 0 if args.to_earliest else -1 if args.to_latest else ts
+            applied = admin.reset_offset_by_timestamp(args.group, args.topic, stamp, force=True)
+            for row in rows:
+                for mq, off in applied.items():
+                    if mq.broker_name == row["broker"] and mq.queue_id == row["queue"]:
+                        row["newOffset"] = off
+    if js:
+        emit({"group": args.group, "dryRun": args.dry_run, "offsets": rows}, True)
+        return
+    emit(rows, False, ["topic", "broker", "queue", "currentOffset", "newOffset"])
+    print("dry run: nothing changed" if args.dry_run else f"group {args.group}: offsets reset")
+
+
+def _kafka_record_by_id(admin: Any, topic: str, msg_id: str) -> list[Any]:
+    """A Kafka record by the id native consumers see for it (store ip(4) + commitlog offset of
+    its batch(8) + offset delta(4)): VIEW_MESSAGE_BY_ID gives the batch's first record, whose
+    queue offset plus the delta is the record's position, read with a pull."""
+    from gateway_native.client.message import MessageQueue
+    from gateway_native.remoting.message_codec import decode_units
+
+    if len(msg_id) != 32 or any(c not in "0123456789abcdefABCDEF" for c in msg_id):
+        return []
+    raw = bytes.fromhex(msg_id)
+    offset, delta = int.from_bytes(raw[4:12], "big"), int.from_bytes(raw[12:16], "big")
+    route = admin.topic_route(topic) or {}
+    for bd in route.get("brokerDatas") or []:
+        addr = (bd.get("brokerAddrs") or {}).get("0")
+        if addr is None:
+            continue
+        try:
+            resp = admin._call(admin._ok(addr, RC_VIEW_MESSAGE_BY_ID, {"offset": offset}))
+        except Exception:  # no unit starts there on this broker
+            continue
+        for first in decode_units(bytes(resp.body or b"")):
+            if first.topic != topic:
+                continue
+            mq = MessageQueue(topic, bd["brokerName"], first.queue_id)
+            found = [m for m in _pull(admin, mq, first.queue_offset + delta, 1)
+                     if (m.properties.get("UNIQ_KEY") or "").upper() == msg_id.upper()]
+            if found:
+                return found
+    return []
+
+
+def _auth_list(admin: Any, code: int) -> list[dict[str, Any]]:
+    resp = admin._call(admin._ok(_first_master(admin), code, {}))
+    return json.loads(bytes(resp.body)) if resp.body else []
+
+
+def _acl_rows(admin: Any) -> list[dict[str, Any]]:
+    rows = []
+    for info in _auth_list(admin, RC_AUTH_LIST_ACL):
+        for policy in info.get("policies") or []:
+            for e in policy.get("entries") or []:
+                rows.append({"subject": info.get("subject"), "resource": e.get("resource"),
+                             "actions": ",".join(e.get("actions") or []), "sourceIps": ",".join(e.get("sourceIps") or []),
+                             "decision": e.get("decision")})
+    return rows
+
+
+def _send(args: argparse.Namespace, js: bool) -> None:
+    from gateway_native.client import Message, Producer
+
+    props = {}
+    for item in args.property:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise AdminCliError(f"--property {item!r} is not KEY=VALUE")
+        props[k] = v
+    credentials = (args.access_key, args.secret_key) if args.access_key else None
+    producer = Producer("rockafka-admin-producer", args.namesrv, credentials=credentials,
+                        tls=True if args.tls else None, send_msg_timeout=args.timeout_ms)
+    producer.start()
+    try:
+        r = producer.send(Message(args.topic, args.body.encode(), tags=args.tag, keys=args.key or None,
+                                  properties=props))
+    finally:
+        producer.shutdown()
+    emit({"status": r.status.value, "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id, "topic": args.topic,
+          "broker": r.message_queue.broker_name, "queue": r.message_queue.queue_id, "queueOffset": r.queue_offset},
+         js)
+
+
+def _print_messages(admin: Any, args: argparse.Namespace, js: bool) -> None:
+    _require_topic(admin, args.topic)
+    if args.max < 1:
+        raise AdminCliError("--max must be at least 1")
+    if args.key is not None:
+        msgs = admin.query_message_by_key(args.topic, args.key, args.max)
+        what = f"with key {args.key!r}"
+    elif args.msg_id is not None:
+        msgs = admin.query_message_by_key(args.topic, args.msg_id, 1, unique_key=True)
+        if not msgs:
+            try:
+                m = admin.view_message(args.msg_id)
+                msgs = [m] if m.topic == args.topic else []
+            except Exception:  # not an offset id either: reported below as not found
+                msgs = []
+        if not msgs:
+            msgs = _kafka_record_by_id(admin, args.topic, args.msg_id)
+        what = f"with id {args.msg_id}"
+    elif args.since is not None:
+        since = parse_timestamp(args.since)
+        until = parse_timestamp(args.until) if args.until else None
+        msgs = []
+        for mq in admin.message_queues(args.topic):
+            start = admin.search_offset(mq, since)
+            got = [m for m in _pull(admin, mq, start, args.max)
+                   if m.store_timestamp >= since and (until is None or m.store_timestamp <= until)]
+            msgs.extend(got)
+        msgs = sorted(msgs, key=lambda m: (m.store_timestamp, m.queue_id, m.queue_offset))[:args.max]
+        what = f"stored since {iso_time(since)}"
+    else:
+        mq = next((q for q in admin.message_queues(args.topic) if q.queue_id == args.queue), None)
+        if mq is None:
+            raise AdminCliError(f"topic {args.topic} has no queue {args.queue}")
+        msgs = _pull(admin, mq, args.offset, args.max)
+        what = f"at queue {args.queue} offset {args.offset}"
+    if not msgs:
+        raise AdminCliError(f"no message {what} in topic {args.topic}")
+    emit([_message_row(m) for m in msgs], js, ["msgId", "queueId", "queueOffset", "tags", "keys", "storeTime", "body"])
 
 
 SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # RocketMQ's MixAll.isSysConsumerGroup

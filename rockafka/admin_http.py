@@ -19,6 +19,9 @@ Routes (GET unless marked):
 - ``/api/messages?topic=T`` plus one of ``key=K``, ``queue=Q&offset=N``, ``time=ISO|ms`` (or
   nothing: the newest) and ``max=M``; ``/api/messages/{msg_id}``. Kafka records come back
   decoded (key, value, headers, timestamp), native messages with tags, keys and properties.
+  Each message is shown only to a user that may READ the topic it is in (``may_read``, the
+  check of every read path: internal topics are a super user's only); a search of a topic the
+  user may not read, or an id of such a message, answers 403.
 - ``/api/dlq/{group}?offset=N&max=M``; POST ``/api/dlq/{group}/resend`` with ``{"msg_id": ID}``
 - ``/api/ha``: replication (``MessageStore.ha.runtime_info()``): role, epoch, slaves and their
   lag on a master, the master and how far behind on a slave
@@ -46,7 +49,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from engine import metrics
 from engine.config import NodeConfig
-from engine.listener_limits import ListenerGuard, start_server
+from broker.listener_limits import ListenerGuard, start_server
 from engine.resource_metrics import ResourceCollector
 from engine.store import MessageStore
 
@@ -57,6 +60,10 @@ from .history import History
 
 log = structlog.get_logger("rockafka.admin")
 
+
+
+class Forbidden(Exception):
+    """The user may not read what was asked (403, or the console's error line)."""
 
 class NodeCollector:
     """Scrape-time gauges from the gateways' read-only views: open connections per listener,
@@ -169,6 +176,9 @@ class AdminHttp:
         r.add_post("/api/dlq/{group}/resend", self.dlq_resend)
         r.add_get("/api/ha", self.ha)
         r.add_get("/metrics", self.metrics)
+        from .admin_security import add_routes
+
+        add_routes(app, self.security)
         Console(self).add_routes(app)
         return app
 
@@ -187,8 +197,8 @@ class AdminHttp:
         # the node's accept loop (not TCPSite), so every accepted connection passes the guard
         tls = None
         if self.config.security.admin_tls_enable:  # HTTPS with the node's certificate
-            from engine.listener_limits import ListenerTls
-            from engine.security import tls as sec_tls
+            from broker.listener_limits import ListenerTls
+            from broker import tls as sec_tls
 
             tls = ListenerTls(sec_tls.server_context(self.config, self.config.security.admin_host), "enforcing")
         # loopback unless adminHost says otherwise (docs/design/security.md, "Safe defaults")
@@ -217,19 +227,30 @@ class AdminHttp:
     def node_info(self) -> dict[str, Any]:
         return self.views.node_info()
 
-    async def search_messages(self, query: Any) -> list[dict[str, Any]]:
-        """Rows for a message search (see the module docstring); BadRequest on bad input."""
+    def readable(self, request: Any, rows: list[dict[str, Any]] | None, what: str) -> list[dict[str, Any]] | None:
+        """``rows`` when the request's user may read every row's topic; Forbidden otherwise
+        (engine/security/reads.py: READ on the topic a message is in)."""
+        principal, host = request.get("principal") or "User:ANONYMOUS", request.remote or "*"
+        for topic in sorted({r.get("topic") or "" for r in rows or ()}):
+            if not self.security.may_read(principal, topic, host, "admin"):
+                raise Forbidden(f"{principal} may not read {what}")
+        return rows
+
+    async def search_messages(self, query: Any, request: Any) -> list[dict[str, Any]]:
+        """Rows for a message search (see the module docstring) the request's user may read;
+        BadRequest on bad input, Forbidden for a topic (or message) the user may not read."""
         topic = (query.get("topic") or "").strip()
         msg_id = (query.get("msg_id") or "").strip()
         max_rows = int_param(query, "max", 32, 1, 1000)
         if msg_id:
             try:
-                rows = await self.call(self.state.message_by_id, msg_id)
+                rows = await self.call(self.state.message_by_id, msg_id, topic or None)
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
-            return rows or []
+            return self.readable(request, rows, f"message {msg_id}") or []
         if not topic:
             raise BadRequest("search needs a topic (or a message id)")
+        self.readable(request, [{"topic": topic}], f"the messages of topic {topic}")
         key = (query.get("key") or "").strip()
         if key:
             return await self.call(self.state.query_by_key, topic, key, max_rows)
@@ -281,7 +302,7 @@ class AdminHttp:
         with the inner credentials (the HTTP user was authorized here), over TLS when the
         remoting ports require it."""
         from engine.security import parse_pair
-        from engine.security.tls import client_context, tls_mode
+        from broker.tls import client_context, tls_mode
 
         inner = parse_pair(self.config.security.inner_client_authentication_credentials, "accessKey", "secretKey")
         tls = client_context(self.config) if tls_mode(self.config) == "enforcing" or self.config.security.tls_enable \
@@ -363,16 +384,22 @@ class AdminHttp:
 
     async def query_messages(self, request: web.Request) -> web.Response:
         try:
-            return web.json_response({"messages": await self.search_messages(request.query)})
+            return web.json_response({"messages": await self.search_messages(request.query, request)})
         except BadRequest as exc:
             return self.error(400, str(exc))
+        except Forbidden as exc:
+            return self.error(403, str(exc))
 
     async def message(self, request: web.Request) -> web.Response:
         msg_id = request.match_info["msg_id"]
         try:
-            rows = await self.call(self.state.message_by_id, msg_id)
+            rows = self.readable(request, await self.call(self.state.message_by_id, msg_id,
+                                                          request.query.get("topic") or None),
+                                 f"message {msg_id}")
         except ValueError as exc:
             return self.error(400, str(exc))
+        except Forbidden as exc:
+            return self.error(403, str(exc))
         if not rows:
             return self.error(404, f"no message with id {msg_id}")
         return web.json_response(dict(rows[0], records=rows) if len(rows) > 1 else rows[0])

@@ -1,7 +1,7 @@
 """What the admin listener shows, read off the store and the gateways' read-only views.
 
 ``NodeViews`` is the small read-only interface the node wiring (rockafka/app.py) hands the admin
-component: functions that return the gateways' consumer groups (engine.ops_view.GroupView),
+component: functions that return the gateways' consumer groups (broker.ops_view.GroupView),
 their open connection counts and the node's identity. The admin component never imports a
 gateway's internals to get them, and nothing here writes: the two writes the console offers
 (resend a dead letter, reset a group's offsets) go through the node's own NameServer and broker
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine.ops_view import GroupView
+from broker.ops_view import GroupView
 from engine.store import MessageStore
 
 from .message_view import message_rows, unit_rows
@@ -167,13 +167,37 @@ class AdminState:
             rows.extend(found)
         return rows[:max_num]
 
-    def message_by_id(self, msg_id: str) -> list[dict[str, Any]] | None:
-        """Rows of the unit with offset message id ``msg_id`` (a Kafka batch gives all its
-        records); ValueError when it is not a message id at all."""
+    def message_by_id(self, msg_id: str, topic: str | None = None) -> list[dict[str, Any]] | None:
+        """Rows of the message with id ``msg_id``, whichever id it is (ValueError when it is not
+        a message id at all):
+
+        - the offset message id (store host + commitlog offset): the unit there (a Kafka batch
+          gives all its records);
+        - the client message id (UNIQ_KEY, ``7F00...``: what the SDK, the Java client and
+          ``query key`` print), through the ``topic#UNIQ_KEY`` index of ``topic`` or, without
+          one, of every topic;
+        - a Kafka record's id as native consumers see it (store ip + commitlog offset of its
+          batch + offset delta): that record."""
         if len(msg_id) not in (32, 56) or any(c not in "0123456789abcdefABCDEF" for c in msg_id):
-            raise ValueError(f"{msg_id!r} is not a message id (32 hex digits: store host + commitlog offset)")
+            raise ValueError(f"{msg_id!r} is not a message id (32 hex digits: the client id UNIQ_KEY, "
+                             "or the offset id: store host + commitlog offset)")
+        wanted = msg_id.upper()
         m = self.store.look_message_by_id(msg_id)
-        return None if m is None else message_rows(m)
+        # a client id decodes to an arbitrary offset: only a unit that starts there is the answer
+        if m is not None and m.msg_id[-16:].upper() == wanted[-16:]:
+            return message_rows(m)
+        for t in [topic] if topic else self.topic_names():
+            rows = [r for r in self.query_by_key(t, msg_id, 4) if str(r.get("uniq_key") or "").upper() == wanted]
+            if rows:
+                return rows
+        if len(msg_id) == 32:
+            raw = bytes.fromhex(msg_id)
+            unit = self.store.look_message_by_offset(int.from_bytes(raw[4:12], "big"))
+            if unit is not None and unit.is_inner_batch:
+                rows = [r for r in message_rows(unit) if str(r.get("uniq_key") or "").upper() == wanted]
+                if rows:
+                    return rows
+        return None
 
     def dlq(self, group: str, offset: int | None, max_msgs: int) -> dict[str, Any]:
         topic = DLQ_PREFIX + group

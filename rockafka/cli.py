@@ -11,11 +11,11 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from engine.config import ConfigError, NodeConfig, load_node_config
 from engine.errors import StoreError
-from engine.security.tls import TlsError
+from broker.tls import TlsError
 
 from . import __version__
 from . import logging as rlog
@@ -84,9 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
                               "controllerDLegerPeers=... (docs/design/failover.md)")
     namesrv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     namesrv.add_argument("--log-json", action="store_true", help="log JSON lines instead of key=value")
+    namesrv.add_argument("--check-config", action="store_true",
+                         help="resolve and validate the configuration (file, --set, controller keys), then exit: "
+                              "0 when it loads, 2 with the reason when it does not")
     from .admin_cli import add_admin_parser
 
     add_admin_parser(sub)
+    from .admin_security import add_security_parser
+
+    add_security_parser(sub)
     from .cluster_launcher import add_cluster_parser
 
     add_cluster_parser(sub)
@@ -110,8 +116,25 @@ def cmd_config(args: argparse.Namespace) -> int:
         print("rockafka config: missing action; see `rockafka config --help`", file=sys.stderr)
         return 2
     rows = describe(config_from_args(args))
-    emit(rows, args.json, ["key", "value", "default", "section", "about"])
+    if args.json:
+        emit(rows, True)
+        return 0
+    print("\n".join(config_lines(rows)))
     return 0
+
+
+def config_lines(rows: list[dict[str, str]], width: int = 100) -> list[str]:
+    """Two lines a key, none wider than ``width``: ``key = value  (default D; unit; section)``,
+    then what it does, indented; a long value wraps onto indented lines."""
+    import textwrap
+
+    out = []
+    for r in rows:
+        default = "default" if r["value"] == r["default"] else f"default {r['default'] or '(none)'}"
+        head = f"{r['key']} = {r['value']}  ({default}; {r['unit']}; {r['section']})"
+        out += textwrap.wrap(head, width, subsequent_indent="      ", break_on_hyphens=False) or [head]
+        out += textwrap.wrap(r["about"], width, initial_indent="    ", subsequent_indent="    ")
+    return out
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
@@ -134,6 +157,12 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         else:
             node_settings.append(item)
     controller = load_controller_config(settings)
+    if args.check_config:
+        sec_config = config_from_args(argparse.Namespace(config=args.config, set=node_settings))
+        role = "with the failover controller" if controller.enable_controller_in_namesrv else "without a controller"
+        print(f"configuration ok: {args.config or 'defaults'}, NameServer on {args.host}:{args.port} {role}, "
+              f"authentication {'on' if sec_config.security.authentication_enabled else 'off'}")
+        return 0
 
     async def run() -> None:
         ns = NameServer(args.host, args.port, kv_config_path=args.kv_config, broker_expired_ms=args.broker_expired_ms,
@@ -156,7 +185,21 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         security = engine_security.SecurityService(None, sec_config)
         security.start()
         secure_server(ns.server, security, sec_config)
-        if sec_config.security.authentication_enabled and security.inner is not None:
+        if sec_config.security.authentication_enabled:
+            # no users here: route reads signed by a broker's users are checked by a broker
+            from gateway_native.namesrv import BrokerAuthDelegate
+
+            ns.server.gate.delegate = BrokerAuthDelegate(ns, sec_config)
+        from broker.tls import tls_mode
+
+        secured = (sec_config.security.authentication_enabled or sec_config.security.authorization_enabled
+                   or tls_mode(sec_config) == "enforcing")
+        if secured and controller.enable_controller_in_namesrv:
+            if security.inner is None:
+                raise ConfigError("enableControllerInNamesrv with security on (authenticationEnabled, "
+                                  "authorizationEnabled or tlsServerMode=enforcing) needs "
+                                  "innerClientAuthenticationCredentials, the same on every controller: the "
+                                  "controllers' Raft traffic is encrypted and authenticated with its secret")
             # the controllers' Raft traffic encrypted and authenticated with the cluster's inner secret
             ns.controller_raft_password = security.inner[1]
         stop = asyncio.Event()
@@ -190,10 +233,47 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"configuration ok: {args.config or 'defaults'}, broker {config.broker.broker_name} "
               f"id {config.broker.broker_id} {config.store.broker_role}, data in {config.data_dir}")
         return 0
+    busy = ports_in_use(config)
+    if busy:
+        print(f"rockafka: address already in use: {', '.join(busy)} "
+              "(choose others with --kafka-port, --namesrv-port, --broker-port, --ha-port, --admin-port, "
+              "--grpc-port)", file=sys.stderr)
+        return 1
     rlog.configure(args.log_level, args.log_json)
     node = Node(config)
     asyncio.run(node.run_until_signal())
     return 0
+
+
+def ports_in_use(config: Any) -> list[str]:
+    """Every listener port of ``config`` another process listens on (``name host:port``), found
+    by binding each as the node will (SO_REUSEADDR), so one start names every conflict."""
+    import errno
+    import socket
+
+    wanted = [("namesrv", config.host, config.namesrv_port), ("broker", config.host, config.broker.listen_port),
+              ("ha", config.host, config.broker.ha_listen_port),
+              ("admin", config.security.admin_host, config.admin_port),
+              ("grpc", config.host, config.extra_int("grpc_proxy_port", config.extra_int("grpc_server_port", 8081)))]
+    if not (config.extra_str("listeners") or ""):
+        wanted.insert(0, ("kafka", config.host, config.kafka_port))
+    busy = []
+    for name, host, port in wanted:
+        if not port:
+            continue
+        try:
+            infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except OSError:
+            continue  # an unresolvable host is reported by the listener itself
+        for family, kind, proto, _name, addr in infos[:1]:
+            with socket.socket(family, kind, proto) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(addr)
+                except OSError as exc:
+                    if exc.errno == errno.EADDRINUSE:
+                        busy.append(f"{name} {host}:{port}")
+    return busy
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -213,6 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .admin_cli import main as admin_main
 
             return admin_main(args)
+        if args.command == "security":
+            from .admin_security import security_main
+
+            return security_main(args)
         if args.command == "cluster":
             from .cluster_launcher import main as cluster_main
 

@@ -2,13 +2,14 @@
 # Resolves Spark's stock Kafka connector (spark-sql-kafka-0-10_2.13, same version as the
 # installed PySpark) and its dependencies beyond PySpark's own jars into spark_examples/jars/.
 # Idempotent: when jars/ already holds a complete set for this version it returns at once.
-# Usage: bash spark_examples/build.sh   (SPARK_PYTHON=... picks the interpreter that has pyspark)
+# Usage: bash spark_examples/build.sh   (SPARK_PYTHON=... picks the interpreter that has pyspark;
+#        SPARK_VERSION=X.Y.Z resolves a version before that PySpark is installed, to check a pin)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 PY="${SPARK_PYTHON:-../.venv/bin/python}"
 [ -x "$PY" ] || PY=python3
-if ! SPARK_VERSION="$("$PY" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)"; then
+if [ -z "${SPARK_VERSION:-}" ] && ! SPARK_VERSION="$("$PY" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)"; then
     echo "spark_examples/build.sh: pyspark is not installed for $PY (pip install -e '.[test]')" >&2
     exit 1
 fi

@@ -11,9 +11,11 @@ Invariants:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 JARS_DIR = Path(__file__).resolve().parent / "jars"
+SOURCE_PKG = Path(__file__).resolve().parent / "rockafka_spark"  # the ``rockafka`` data source package
 
 
 class ConnectorJarsMissing(RuntimeError):
@@ -36,6 +38,10 @@ def spark_session(app_name: str, master: str | None = None, conf: dict[str, str]
     """A SparkSession with the Kafka connector on its class path."""
     from pyspark.sql import SparkSession
 
+    # Python workers (Python data sources, UDFs) run the driver's interpreter, not whatever
+    # ``python3`` is first on PATH: the one that has pyspark, pyarrow and rockafka installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    _source_importable()
     builder = (SparkSession.builder.appName(app_name)
                .config("spark.jars", ",".join(connector_jars()))
                # Small jobs on a small machine: Spark's default of 200 shuffle partitions turns
@@ -54,3 +60,28 @@ def spark_session(app_name: str, master: str | None = None, conf: dict[str, str]
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _source_importable() -> None:
+    """From a checkout (``rockafka-spark`` not pip-installed), put the data source package on
+    this process's path and on PYTHONPATH, which Spark's Python workers inherit when the JVM
+    starts. An installed package wins."""
+    try:
+        import rockafka_spark
+    except ImportError:
+        sys.path.insert(0, str(SOURCE_PKG))
+        import rockafka_spark
+    if not Path(rockafka_spark.__file__).resolve().is_relative_to(SOURCE_PKG):
+        return  # installed: the workers import it the same way
+    repo = str(SOURCE_PKG.parents[1])
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(SOURCE_PKG), repo, *paths]))
+
+
+def rockafka_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
+    """``spark_session`` with the ``rockafka`` format registered (and filter pushdown on)."""
+    spark = spark_session(app_name, master, conf)
+    import rockafka_spark
+
+    rockafka_spark.register(spark)
+    return spark

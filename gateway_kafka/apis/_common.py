@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import struct
 import uuid
 from typing import Any, Callable
 
+from broker import topics
+from broker.read_path import is_internal  # noqa: F401  (Kafka's Topic.isInternal: the handlers' name for it)
 from engine import message as msg
-from engine.state_log import is_internal  # noqa: F401  (Kafka's Topic.isInternal: the handlers' name for it)
 from engine.topic_config import TopicConfig
+from engine.topic_config import topic_name_error as engine_topic_name_error
 from gateway_kafka import error_codes as E
 from gateway_kafka.cluster_view import PARTITION_IDS, format_partition_ids
 
 TOPIC_MAX_MESSAGE_BYTES = "max.message.bytes"
 
-LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
 
 # RocketMQ's system topics (TopicValidator) are not Kafka topics: hidden from "all topics".
@@ -62,16 +62,9 @@ NOT_ASKED = -2147483648  # Kafka's "authorized operations not requested"
 
 
 def topic_name_error(name: str | None) -> str | None:
-    """Why ``name`` is not a legal Kafka topic name, or None when it is."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return f"topic name cannot be {name!r}"
-    if len(name) > MAX_TOPIC_LENGTH:
-        return f"topic name is {len(name)} characters, the maximum is {MAX_TOPIC_LENGTH}"
-    if not LEGAL_TOPIC.match(name):
-        return f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'"
-    return None
+    """Why ``name`` is not a legal topic name, or None: the node's one rule
+    (``engine.topic_config.topic_name_error``)."""
+    return engine_topic_name_error(name)
 
 
 def is_hidden(name: str, gateway: Any) -> bool:
@@ -216,9 +209,7 @@ async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
         # with other groups in the view, the ids are stored and registered: every node then
         # knows this group holds the topic (one without ids is visible on its own group only)
         tc.attributes[PARTITION_IDS] = format_partition_ids(list(range(tc.read_queue_nums)))
-    await blocking(gateway.store.topic_config.create_or_update, tc)
-    gateway.log.info("topic_auto_created", topic=name, partitions=tc.read_queue_nums)
-    return tc
+    return await topics.create(gateway.store, tc, via="kafka")
 
 
 def stored_batch(unit: Any) -> Any | None:

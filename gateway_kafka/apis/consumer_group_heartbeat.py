@@ -11,11 +11,13 @@ See ``gateway_kafka.consumer_groups`` and docs/design/consumer-groups.md.
 Errors as Kafka: INVALID_REQUEST (missing fields), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
 UNSUPPORTED_ASSIGNOR, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED,
 INVALID_REGULAR_EXPRESSION, GROUP_ID_NOT_FOUND (a classic group that cannot convert),
-COORDINATOR_NOT_AVAILABLE (the group's state could not be stored).
+COORDINATOR_NOT_AVAILABLE (the group's state could not be stored), TOPIC_AUTHORIZATION_FAILED
+(a subscribed topic name the member may not DESCRIBE, as Kafka).
 """
 
 from __future__ import annotations
 
+from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 
@@ -27,5 +29,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         return {"throttle_time_ms": 0, "error_code": E.GROUP_ID_NOT_FOUND,
                 "error_message": f"Group {gid} is not a consumer group.", "member_id": body.get("member_id"),
                 "member_epoch": body.get("member_epoch", 0), "heartbeat_interval_ms": 0, "assignment": None}
+    refusal = authz.subscription_refusal(ctx, body)
+    if refusal is not None:
+        return refusal
     return await ctx.gateway.modern_groups.consumer_heartbeat(body, ctx.client_id or "", "/" + ctx.conn.peer_host,
                                                               ctx.api_version)

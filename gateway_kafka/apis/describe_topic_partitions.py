@@ -6,7 +6,9 @@ by name, with paging: at most ``response_partition_limit`` partitions per answer
 ``next_cursor`` (topic, partition) to continue from. Unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION; no auto-creation (Kafka does not create here either). No
 eligible leader replicas (ELR) on a single node: empty lists, which the Java admin requires (null
-makes it fail).
+makes it fail). Each described topic carries its ``topic_authorized_operations`` (KIP-430: the
+caller's bit set from the ACL model, always filled as Kafka does); a topic the caller may not
+DESCRIBE — every internal topic, for anyone but a super user — is TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                           "offline_replicas": cluster.offline_replicas(name, p)})
             emitted += 1
         topics.append({"error_code": E.NONE, "name": name, "topic_id": topic_id(name), "is_internal": is_internal(name),
-                       "partitions": parts})
+                       "partitions": parts, "topic_authorized_operations": authz.topic_operations(ctx, name)})
         if next_cursor is not None:
             break
     return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}

@@ -13,7 +13,10 @@ went away in ``offline_replicas``, leader epoch 0. A slave never auto-creates to
   partitions (Kafka answers LEADER_NOT_AVAILABLE once; clients handle both).
 - Illegal names get INVALID_TOPIC_EXCEPTION, unknown ones UNKNOWN_TOPIC_OR_PARTITION, lookups
   by topic id (v10+) that match nothing UNKNOWN_TOPIC_ID.
-- Authorized-operations fields stay at Kafka's "not provided" value: there is no ACL model.
+- Authorized operations (KIP-430, v8+): when the request asks, each topic's and (v8-10) the
+  cluster's bit set of what the caller may do, from the ACL model (``authz.topic_operations``);
+  otherwise Kafka's "not provided" value. Internal topics are left out of a full listing and
+  refused by name unless the caller is a super user (``engine.security.reads``).
 """
 
 from __future__ import annotations
@@ -96,8 +99,14 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                     continue
                 tc = await auto_create(gw, name)
             topics.append(topic_entry(gw, name, tc))
+    if body.get("include_topic_authorized_operations"):
+        for t in topics:
+            if t["error_code"] == E.NONE:
+                t["topic_authorized_operations"] = authz.topic_operations(ctx, t["name"])
     cluster = gw.cluster
     brokers = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
                for n in (gw.advertised(ctx.conn.listener, m) for m in cluster.nodes())]
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cluster.cluster_id,
-            "controller_id": cluster.controller_id, "topics": topics}
+            "controller_id": cluster.controller_id, "topics": topics,
+            "cluster_authorized_operations": authz.cluster_operations(ctx)
+            if body.get("include_cluster_authorized_operations") else authz.NOT_ASKED}

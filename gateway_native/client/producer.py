@@ -39,11 +39,11 @@ import zlib
 from typing import Any, Callable, Sequence
 
 import structlog
+from engine.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import (
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, SYSFLAG_COMPRESSED, UniqIdGenerator, encode_batch_item, properties_to_string,
-    tags_hash,
+    SYSFLAG_COMPRESSED, UniqIdGenerator, encode_batch_item, properties_to_string, tags_hash,
 )
 from ..transport import ConnectionClosedError, RemotingTimeoutError
 from .message import Message, MessageQueue, MQBrokerError, MQClientError, SendResult, SendStatus

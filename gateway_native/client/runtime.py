@@ -33,10 +33,11 @@ import time
 from typing import Any, Awaitable, Callable, TypeVar
 
 import structlog
+from engine.topic_config import PERM_READ, PERM_WRITE
 
 from ..remoting.processor_table import ProcessorTable
 from ..remoting.route import decode_route_json
-from ..remoting.codes import LanguageCode, PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R, SerializeType
+from ..remoting.codes import LanguageCode, RequestCode as RC, ResponseCode as R, SerializeType
 from ..remoting.command import RemotingCommand
 from ..transport import Connection, ConnectionClosedError, RemotingTimeoutError, open_connection
 from .message import MessageQueue, MQBrokerError, MQClientError

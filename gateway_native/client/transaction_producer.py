@@ -27,12 +27,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
+from engine.message import (
+    PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_ID, PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import (
-    PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, SYSFLAG_TRANSACTION_PREPARED,
-    MessageDecodeError, MessageExt, decode_offset_msg_id, decode_unit,
+    SYSFLAG_TRANSACTION_PREPARED, MessageDecodeError, MessageClientExt, decode_offset_msg_id, decode_unit,
 )
 from ..transport import Connection, ConnectionClosedError, RemotingTimeoutError
 from .message import Message, MQBrokerError, MQClientError, SendResult, SendStatus
@@ -41,9 +44,6 @@ from .runtime import CLIENT_PROCESSORS, ClientRuntime
 
 log = structlog.get_logger("rockafka.client.transaction")
 
-PROPERTY_PRODUCER_GROUP = "PGROUP"
-PROPERTY_TRANSACTION_ID = "__transactionId__"
-PROPERTY_CHECK_IMMUNITY_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 
 
 class LocalTransactionState(enum.Enum):
@@ -55,7 +55,7 @@ class LocalTransactionState(enum.Enum):
 class TransactionListener(Protocol):
     def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState: ...
 
-    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState: ...
+    def check_local_transaction(self, msg: MessageClientExt) -> LocalTransactionState: ...
 
 
 @dataclass
@@ -131,6 +131,23 @@ class TransactionProducer(Producer):
         return TransactionSendResult(sent.status, sent.msg_id, sent.offset_msg_id, sent.message_queue, sent.queue_offset,
                                      sent.region_id, sent.transaction_id or sent.msg_id, state)
 
+    def send_half(self, msg: Message, timeout: int | None = None) -> SendResult:
+        """Send ``msg`` as a half message and return without ending it: for a two-phase commit
+        driven from outside (a job that commits or rolls back many half messages at once, later,
+        possibly from another process of the same producer group, with ``end_transaction``)."""
+        if msg.delay_level > 0 or msg.deliver_time_ms > 0:
+            raise MQClientError("transactional messages cannot be delayed (no delay level or delivery time)")
+        props = dict(msg.properties)
+        props[PROPERTY_TRANSACTION_PREPARED] = "true"
+        props[PROPERTY_PRODUCER_GROUP] = self.group
+        return self.send(Message(msg.topic, msg.body, tags=msg.tags, keys=msg.keys, properties=props, flag=msg.flag),
+                         timeout=timeout)
+
+    def end_transaction(self, sent: SendResult, commit: bool, timeout: int | None = None) -> None:
+        """Commit (or roll back) a half message ``send_half`` returned; waits for the broker."""
+        state = LocalTransactionState.COMMIT_MESSAGE if commit else LocalTransactionState.ROLLBACK_MESSAGE
+        self.runtime.call(self._end(sent, state), timeout=(timeout or self.send_msg_timeout) / 1000 + 5)
+
     async def _end(self, sent: SendResult, state: LocalTransactionState) -> None:
         addr = self.runtime.master_addr(sent.message_queue.broker_name)
         if addr is None:
@@ -149,7 +166,7 @@ class TransactionProducer(Producer):
         if resp.code != R.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)
 
-    def _check(self, msg: MessageExt) -> LocalTransactionState:
+    def _check(self, msg: MessageClientExt) -> LocalTransactionState:
         listener = self.listener
         if listener is None:
             return LocalTransactionState.UNKNOW

@@ -37,6 +37,8 @@ from typing import Any
 
 import structlog
 
+from broker import store_view
+from broker.replication import Replication
 from engine import config as engine_config
 
 from .. import broker_stats
@@ -88,7 +90,7 @@ def _config_values(broker: Any) -> dict[str, str]:
         out[_camel(name)] = str(getattr(cfg, name))
     for k, v in cfg.extra.items():
         out.setdefault(_camel(k), str(v))
-    return dict(sorted(out.items()))
+    return {k: engine_config.shown_value(k, v) for k, v in sorted(out.items())}
 
 
 def _config_version(broker: Any) -> dict[str, Any]:
@@ -176,12 +178,12 @@ def runtime_info(broker: Any) -> dict[str, str]:
     }
     info.update(stats.totals())
     try:
-        info["commitLogMinOffset"] = str(store.commitlog.min_offset)
-        info["commitLogMaxOffset"] = str(store.commitlog.max_offset)
-        info["dispatchBehindBytes"] = str(max(0, store.commitlog.max_offset - (
-            store.dispatcher.reput_offset if store.dispatcher is not None else store.commitlog.max_offset)))
+        figures = store_view.commitlog_figures(store)
+        info["commitLogMinOffset"] = str(figures["min_offset"])
+        info["commitLogMaxOffset"] = str(figures["max_offset"])
+        info["dispatchBehindBytes"] = str(figures["dispatch_behind_bytes"])
         info["commitLogDiskRatio"] = f"{store.disk_used_ratio() / 100:.4f}"
-        info["remainHowManyDataToFlush"] = f"{max(0, store.commitlog.max_offset - store.commitlog.flushed_where)} B"
+        info["remainHowManyDataToFlush"] = f"{figures['unflushed_bytes']} B"
         earliest = _earliest_store_time(store)
         info["earliestMessageTimeStamp"] = str(earliest)
         info["brokerActive"] = str(bool(store.running)).lower()
@@ -196,8 +198,8 @@ def runtime_info(broker: Any) -> dict[str, str]:
 
 
 def _earliest_store_time(store: Any) -> int:
-    lo = store.commitlog.min_offset
-    if store.commitlog.max_offset <= lo:
+    lo = store_view.commitlog_min_offset(store)
+    if store_view.commitlog_max_offset(store) <= lo:
         return 0
     ext = store.look_message_by_offset(lo)
     return int(ext.store_timestamp) if ext is not None else 0
@@ -210,12 +212,12 @@ async def get_broker_runtime_info(broker: Any, conn: Connection, cmd: RemotingCo
 
 
 def ha_status(broker: Any) -> dict[str, Any]:
-    """RocketMQ's ``HARuntimeInfo`` built from ``store.ha.runtime_info()``."""
-    store = broker.store
-    info = store.ha.runtime_info()
+    """RocketMQ's ``HARuntimeInfo`` built from the replication facade's ``runtime_info()``."""
+    ha = Replication(broker.store)
+    info = ha.runtime_info()
     now_ms = int(time.time() * 1000)
     end = int(info.get("commitLogMaxOffset", 0))
-    if store.ha.is_master:
+    if ha.is_master:
         slaves = info.get("slaves") or []
         conns = []
         for s in slaves:
@@ -413,6 +415,11 @@ def _balanced(text: str, start: int) -> str:
 async def delete_subscription_group(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     group = cmd.require_str("groupName")
     store = broker.store
+    state_of = getattr(broker, "foreign_group_state", None)  # a Kafka group of that name (wired by the node)
+    kafka_state = state_of(group) if state_of is not None else None
+    if kafka_state not in (None, "Empty", "Dead", "EMPTY", "DEAD"):
+        return cmd.response(R.SYSTEM_ERROR, f"the Kafka consumer group {group} has active members (state "
+                                            f"{kafka_state}); stop its consumers first, as Kafka's DeleteGroups requires")
     store.subscription_groups.delete(group)
     if cmd.get_bool("cleanOffset", False):
         store.consumer_offsets.delete_group(group)

@@ -3,7 +3,8 @@
 QUERY_MESSAGE answers the stored units of ``topic#key`` (KEYS and UNIQ_KEY are indexed) within
 [beginTimestamp, endTimestamp], newest first, at most maxNum; QUERY_NOT_FOUND when none.
 VIEW_MESSAGE_BY_ID takes the commitlog offset the client decoded from an offset message id and
-answers that one unit; a Kafka batch unit is answered as its first record. Kafka batch units
+answers that one unit, once the caller may READ the topic that unit is in (the request names
+no topic a check could trust; NO_PERMISSION otherwise); a Kafka batch unit is answered as its first record. Kafka batch units
 found by key are expanded and only the records carrying the key are answered.
 """
 
@@ -18,6 +19,7 @@ from engine.message import INNER_BATCH_FLAG, encode_message
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import decode_unit
+from ..security import processor_check
 from ..transport import Connection
 from . import BROKER_PROCESSORS
 
@@ -45,6 +47,9 @@ async def view_message_by_id(broker: Any, conn: Connection, cmd: RemotingCommand
     msg = await broker.run_blocking(broker.store.look_message_by_offset, offset)
     if msg is None:
         return cmd.response(R.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+    refusal = processor_check(broker, conn, cmd, msg.topic)  # READ on the message's own topic
+    if refusal is not None:
+        return cmd.response(R.NO_PERMISSION, refusal)
     raw = getattr(msg, "raw", None)
     if raw is None:
         from engine.message import Message

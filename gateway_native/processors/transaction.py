@@ -16,6 +16,9 @@ Behaviour (RocketMQ's ``EndTransactionProcessor`` and ``TransactionalMessageChec
   message encoded as stored with its real topic and queue). After ``transactionCheckMax``
   checks the half message is rolled back.
 
+END_TRANSACTION names no topic: the caller must be allowed to WRITE the half message's real
+topic (NO_PERMISSION otherwise), so a signed user cannot resolve another topic's transactions.
+
 Not implemented: a slave answering END_TRANSACTION (no slaves serve writes here).
 """
 
@@ -34,6 +37,7 @@ from engine.transaction import CheckRequest, TransactionalMessageService, Transa
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..transport import Connection, ConnectionClosedError
+from ..security import Op, processor_check
 from . import BROKER_PROCESSORS
 
 log = structlog.get_logger("rockafka.native.transaction")
@@ -67,6 +71,13 @@ async def end_transaction(broker: Any, conn: Connection, cmd: RemotingCommand) -
         return cmd.response(R.SUCCESS, "transaction state unknown; the broker will check back")
     if commit_log_offset is None or queue_offset is None:
         return cmd.response(R.SYSTEM_ERROR, "END_TRANSACTION needs commitLogOffset and tranStateTableOffset")
+    # the request names no topic: WRITE on the half message's real topic, found in the log
+    half = await broker.run_blocking(broker.store.look_message_by_offset, commit_log_offset)
+    if half is not None and half.topic == engine_transaction.HALF_TOPIC:
+        refusal = processor_check(broker, conn, cmd, half.properties.get(engine_transaction.PROPERTY_REAL_TOPIC) or "",
+                                  Op.WRITE)
+        if refusal is not None:
+            return cmd.response(R.NO_PERMISSION, refusal)
     svc = service(broker)
     try:
         result = await broker.put(svc.end, commit_log_offset, queue_offset, cmd.get_str("producerGroup"), kind == COMMIT)

@@ -7,12 +7,15 @@ by ``deploy/dev/vendor-htmx.sh`` (from its npm package, at a pinned version and 
 the project is installed; nothing is fetched from elsewhere at run time, and without the file
 the pages still work, only with whole-page loads.
 
-Pages: overview (node, listeners, store, throughput and lag charts over the last hour), topics,
-one topic (queues with min/max offsets, leader, replicas, configs), the message browser
-(search by topic and queue/offset, time, key or message id; Kafka records decoded to key,
+Pages: overview (a health line: disk, replication in sync; node, listeners, store, throughput
+and lag charts over the last hour), topics (with current produce/consume rates and consumer
+lag), one topic (queues with min/max offsets, leader, replicas, configs), the message browser
+(search by topic and queue/offset, time, key or message id -- the client id UNIQ_KEY or the
+offset id; Kafka records decoded to key,
 value, headers and timestamp, native messages to tags, keys, properties, delay and reconsume
 count), consumer groups of both protocols (members, lag per queue, offset reset), dead letters
-(browse, resend). Handlers only read (AdminState, NodeViews) except the two forms, which call
+(browse, resend), users and ACL bindings (read-only for everyone: changes go through the ACL
+admin requests, where authorization applies). Handlers only read (AdminState, NodeViews) except the two forms, which call
 the admin component's SDK-backed writes.
 """
 
@@ -59,6 +62,24 @@ ENV.filters["time"] = _time
 ENV.filters["size"] = _size
 
 
+def node_health(info: dict[str, Any], store: Any) -> dict[str, Any]:
+    """One line for the overview: ``ok`` or what is wrong (disk full, a slave out of sync or
+    disconnected, a slave without its master)."""
+    problems = []
+    if store.disk_full:
+        problems.append("disk full: puts are refused")
+    ha = info.get("replication") or {}
+    for sl in ha.get("slaves") or []:
+        if not sl.get("inSync"):
+            problems.append(f"slave {sl.get('brokerId')} at {sl.get('address')} is not in sync")
+    if ha.get("brokerRole") == "SLAVE" and not ha.get("connected"):
+        problems.append("not connected to its master")
+    slaves = ha.get("slaves") or []
+    summary = (f"{len([s for s in slaves if s.get('inSync')])}/{len(slaves)} slaves in sync" if slaves
+               else "no slaves" if ha.get("brokerRole") != "SLAVE" else "slave")
+    return {"ok": not problems, "problems": problems, "summary": summary}
+
+
 class Console:
     def __init__(self, admin: "AdminHttp"):
         self.admin = admin
@@ -75,6 +96,7 @@ class Console:
         r.add_get("/dlq", self.dlq_list)
         r.add_get("/dlq/{group}", self.dlq)
         r.add_post("/dlq/{group}/resend", self.dlq_resend)
+        r.add_get("/acls", self.acls)
         r.add_static("/static/", STATIC, show_index=False)
 
     def render(self, request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
@@ -100,6 +122,7 @@ class Console:
         store = self.admin.store
         user_topics = [t for t in topics if not t["system"]]
         return self.render(request, "overview.html", title="Overview", charts=charts,
+                           health=node_health(self.admin.node_info(), store),
                            topics=len(user_topics), messages=sum(t["messages"] for t in user_topics),
                            groups=len(groups), lag=sum(g["lag"] for g in groups),
                            connections={k: f() for k, f in sorted(self.admin.views.connections.items())},
@@ -112,8 +135,30 @@ class Console:
         topics = await self.admin.call(self.admin.state.topics, self.admin.node_info().get("broker_name", ""))
         show_system = request.query.get("system") == "1"
         shown = [t for t in topics if show_system or not t["system"]]
+        rates = self.admin.history.topic_rates()
+        lag: dict[str, int] = {}
+        for g in await self.admin.groups_doc():
+            for q in g.get("queues") or []:
+                lag[q["topic"]] = lag.get(q["topic"], 0) + int(q.get("lag") or 0)
+        shown = [dict(t, rate_in=rates.get(t["topic"], (0.0, 0.0))[0], rate_out=rates.get(t["topic"], (0.0, 0.0))[1],
+                      lag=lag.get(t["topic"], 0)) for t in shown]
         return self.render(request, "topics.html", title="Topics", topics=shown, show_system=show_system,
                            hidden=len(topics) - len(shown))
+
+    async def acls(self, request: web.Request) -> web.Response:
+        """Users and ACL bindings, read-only (changes go through the ACL admin requests)."""
+        from engine.security import AclFilter
+
+        security = self.admin.security
+        users = [{"username": u["username"], "userType": u["userType"], "userStatus": u["userStatus"]}
+                 for u in await self.admin.call(security.list_users)]
+        bindings = sorted(await self.admin.call(security.describe_acls, AclFilter()),
+                          key=lambda b: (b.principal, b.resource_type.name, b.resource_name, b.operation.name))
+        rows = [{"principal": b.principal, "resource": f"{b.resource_type.name.lower()}:{b.resource_name}",
+                 "pattern": b.pattern_type.name.lower(), "operation": b.operation.name.lower(),
+                 "host": b.host, "permission": b.permission.name.lower()} for b in bindings]
+        return self.render(request, "acls.html", title="Users and ACLs", users=users, acls=rows,
+                           enforced=self.admin.config.security.authorization_enabled)
 
     async def topic(self, request: web.Request) -> web.Response:
         name = request.match_info["topic"]
@@ -124,6 +169,7 @@ class Console:
         return self.render(request, "topic.html", title=f"Topic {name}", topic=doc)
 
     async def messages(self, request: web.Request) -> web.Response:
+        from ..admin_http import Forbidden
         from ..http_params import BadRequest
 
         query = request.query
@@ -131,10 +177,12 @@ class Console:
         error = None
         if any((query.get(k) or "").strip() for k in ("topic", "msg_id")):
             try:
-                rows = await self.admin.search_messages(query)
-            except BadRequest as exc:
+                rows = await self.admin.search_messages(query, request)
+            except (BadRequest, Forbidden) as exc:
                 error = str(exc)
-        topics = [t for t in await self.admin.call(self.admin.state.topic_names)]
+        principal, host = request.get("principal") or "User:ANONYMOUS", request.remote or "*"
+        topics = [t for t in await self.admin.call(self.admin.state.topic_names)
+                  if self.admin.security.may_read(principal, t, host)]  # only what the user may search
         return self.render(request, "messages.html", title="Messages", rows=rows, error=error, q=dict(query),
                            topics=topics)
 

@@ -473,3 +473,42 @@ def test_sessions_are_reauthenticated_kip368(tmp_path):
         assert reauths >= 2, log[-3000:]
         assert log.count("event='authenticated'") - reauths <= 2  # the producer kept its connection(s)
         assert "session_expired" not in log
+
+
+def test_authorized_operations_kip430(secure):
+    """Metadata / DescribeCluster / DescribeGroups answer the caller's operations from the ACL
+    model when asked: all 8 topic and 7 cluster operations for a super user (librdkafka's admin
+    test 0081 expects these), only the granted ones (and what they imply) for a user."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as O, AdminClient
+
+    topic, group = unique("sec-ops"), unique("g-ops")
+    create_topic(secure, topic)
+    admin = admin_client(secure)
+    (td,) = [f.result(20) for f in admin.describe_topics(TopicCollection([topic]),
+                                                            include_authorized_operations=True).values()]
+    assert set(td.authorized_operations) == {O.READ, O.WRITE, O.CREATE, O.DELETE, O.ALTER, O.DESCRIBE,
+                                             O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS}
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(20)
+    assert set(cluster.authorized_operations) == {O.CREATE, O.ALTER, O.DESCRIBE, O.CLUSTER_ACTION,
+                                                  O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS, O.IDEMPOTENT_WRITE}
+    add_user(secure, "opsview", "opsview-pw")
+    allow(secure, "User:opsview", topic, "READ")
+    allow(secure, "User:opsview", "kafka-cluster", "DESCRIBE", rtype="BROKER")
+    allow(secure, "User:opsview", group, "DESCRIBE", rtype="GROUP")
+    user = AdminClient(sasl_conf(secure, "opsview", "opsview-pw"))
+    (td,) = [f.result(20) for f in user.describe_topics(TopicCollection([topic]),
+                                                           include_authorized_operations=True).values()]
+    assert set(td.authorized_operations) == {O.READ, O.DESCRIBE}  # READ implies DESCRIBE
+    cluster = user.describe_cluster(include_authorized_operations=True).result(20)
+    assert set(cluster.authorized_operations) == {O.DESCRIBE}
+    (gd,) = [f.result(20) for f in user.describe_consumer_groups([group], include_authorized_operations=True).values()]
+    assert set(gd.authorized_operations) == {O.DESCRIBE}
+    # an internal topic: not even described to a user, whatever the ACLs grant
+    allow(secure, "User:opsview", "__consumer_offsets", "READ")
+    allow(secure, "User:opsview", "rmq_sys_", "ALL", pattern="PREFIXED")
+    for internal in ("__consumer_offsets", "rmq_sys_SECURITY"):
+        fut = user.describe_topics(TopicCollection([internal]), include_authorized_operations=True)[internal]
+        with pytest.raises(Exception) as exc:
+            fut.result(20)
+        assert "TOPIC_AUTHORIZATION_FAILED" in str(exc.value) or "authoriz" in str(exc.value).lower()

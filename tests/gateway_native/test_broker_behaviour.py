@@ -198,3 +198,22 @@ def test_topic_queue_count_limit_is_maxTopicQueueNums(node):
             admin.create_topic(f"TooWide_{uuid.uuid4().hex[:6]}", 200_000, wait_route=False)
     assert info.value.code == R.INVALID_PARAMETER
     assert "maxTopicQueueNums" in (info.value.remark or "")
+
+
+def test_broker_config_answer_masks_credentials(make_node, tmp_path):
+    """GET_BROKER_CONFIG (what mqadmin getBrokerConfig prints) and `rockafka config list` never
+    show a credential-valued key in clear: an operator's DESCRIBE grant must not yield a password."""
+    import subprocess
+    import sys
+
+    n = make_node({"sasl_enabled_mechanisms": "PLAIN", "sasl_plain_users": "alice:alice-s3cret-pw"})
+    answer = rpc(n.broker_addr, RemotingCommand.request(RC.GET_BROKER_CONFIG, {}), 10)
+    assert answer.code == R.SUCCESS
+    text = bytes(answer.body).decode()
+    assert "saslPlainUsers=******" in text.splitlines()
+    assert "alice-s3cret-pw" not in text
+    assert "brokerName=" in text  # the rest of the configuration is still answered
+    listed = subprocess.run([sys.executable, "-m", "rockafka.cli", "config", "list", "--set",
+                             "sasl_plain_users=alice:alice-s3cret-pw"], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert "sasl_plain_users = ******" in listed.stdout and "alice-s3cret-pw" not in listed.stdout

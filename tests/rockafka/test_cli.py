@@ -126,19 +126,25 @@ def test_misspelt_key_is_refused_before_the_node_starts(tmp_path):
     assert not (tmp_path / "d").exists()  # refused before anything was created
 
 
-def test_config_list_prints_every_key_as_an_aligned_table_and_as_json():
+def test_config_list_describes_every_key_with_a_unit_within_100_columns_and_as_json():
     import json
 
     out = run("config", "list", "--set", "flushDiskType=SYNC_FLUSH")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    header = lines[0]
-    assert header.split()[:3] == ["key", "value", "default"]
-    flush = next(line for line in lines if line.startswith("flushDiskType "))
-    assert flush.split()[1:3] == ["SYNC_FLUSH", "ASYNC_FLUSH"]
-    assert flush.index("SYNC_FLUSH") == header.index("value")  # columns line up
+    assert max(len(line) for line in lines) <= 100
+    at = lines.index("flushDiskType = SYNC_FLUSH  (default ASYNC_FLUSH; enum; store)")
+    assert "SYNC_FLUSH" in lines[at + 1] and lines[at + 1].startswith("    ")
+    assert "kafkaPort = 9092  (default; port; node)" in lines
     rows = json.loads(run("config", "list", "--json").stdout)
     assert {"kafkaPort", "flushDiskType", "advertised_host"} <= {r["key"] for r in rows}
+    assert len(rows) > 150
+    for r in rows:  # every key says what it does, in one line, and in what unit
+        assert r["about"] and "\n" not in r["about"] and r["unit"], r
+        assert r["key"] in out.stdout
+    units = {r["key"]: r["unit"] for r in rows}
+    assert units["flushIntervalCommitLog"] == "ms" and units["maxMessageSize"] == "bytes"
+    assert units["fileReservedTime"] == "hours" and units["group_max_size"] == "count"
 
 
 def test_missing_tls_certificate_is_a_clear_error(tmp_path):
@@ -148,3 +154,42 @@ def test_missing_tls_certificate_is_a_clear_error(tmp_path):
                f"tlsServerKeyPath={tmp_path / 'no-such.key'}", "--set", "tlsServerMode=enforcing")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "no-such.pem" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_every_port_in_use_is_named_and_a_failed_start_leaves_no_abort(tmp_path):
+    import socket
+
+    from tests.support.node import free_port
+
+    ports = {flag: free_port() for flag in ("--kafka-port", "--namesrv-port", "--broker-port", "--ha-port",
+                                            "--admin-port", "--grpc-port")}
+    taken = []
+    try:
+        for flag in ("--kafka-port", "--ha-port", "--grpc-port"):
+            s = socket.socket()
+            s.bind(("127.0.0.1", ports[flag]))
+            s.listen()
+            taken.append(s)
+        args = ["serve", "--host", "127.0.0.1", "--data-dir", str(tmp_path / "d")]
+        for flag, port in ports.items():
+            args += [flag, str(port)]
+        out = run(*args)
+    finally:
+        for s in taken:
+            s.close()
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    for name, flag in (("kafka", "--kafka-port"), ("ha", "--ha-port"), ("grpc", "--grpc-port")):
+        assert f"{name} 127.0.0.1:{ports[flag]}" in out.stderr, out.stderr
+    assert f"127.0.0.1:{ports['--broker-port']}" not in out.stderr
+    assert not (tmp_path / "d" / "abort").exists()
+
+
+def test_namesrv_check_config(tmp_path):
+    ok = run("namesrv", "--check-config", "--port", "19999")
+    assert ok.returncode == 0 and "configuration ok" in ok.stdout and "0.0.0.0:19999" in ok.stdout
+    unfinished = run("namesrv", "--check-config", "--set", "enableControllerInNamesrv=true")
+    assert unfinished.returncode == 2 and "controllerDLegerPeers" in unfinished.stderr
+    bad = run("namesrv", "--check-config", "--set", "authenticationEnabld=true")
+    assert bad.returncode == 2 and "did you mean authenticationEnabled" in bad.stderr and "Traceback" not in bad.stderr
+    missing = run("namesrv", "--check-config", "--config", str(tmp_path / "nope.conf"))
+    assert missing.returncode == 2 and "nope.conf" in missing.stderr

@@ -223,3 +223,90 @@ def _accept_confirm(browser) -> bool:
         return True
     except NoAlertPresentException:
         return False
+
+
+def test_message_browser_finds_a_message_by_its_client_id(cnode, browser, shots):
+    """The id a native producer prints (UNIQ_KEY, ``7F00...``), the offset id, and the id a
+    native consumer sees for a Kafka record each find their message, in the console and in
+    ``/api/messages/{id}``."""
+    import json
+    import urllib.request
+
+    from selenium.webdriver.common.by import By
+
+    topic = f"ids_{uuid.uuid4().hex[:6]}"
+    with Admin(cnode.namesrv_addr) as admin:
+        admin.create_topic(topic, 1)
+    with NativeProducer("ids-producer", cnode.namesrv_addr) as producer:
+        sent = producer.send(Message(topic, b"native body", tags="TagN", keys=["nk-1"]))
+    assert sent.msg_id != sent.offset_msg_id and sent.msg_id.startswith("7F")
+    p = Producer({"bootstrap.servers": cnode.kafka_bootstrap})
+    p.produce(topic, key=b"kk-1", value=b"kafka body")
+    assert p.flush(30) == 0
+    with Admin(cnode.namesrv_addr) as admin:
+        (kafka_msg,) = wait_until(lambda: admin.query_message_by_key(topic, "kk-1"), what="the Kafka record indexed")
+    kafka_id = kafka_msg.properties["UNIQ_KEY"]
+
+    def api(msg_id: str) -> dict:
+        with urllib.request.urlopen(f"{cnode.admin_url}/api/messages/{msg_id}", timeout=10) as r:
+            return json.loads(r.read())
+
+    assert api(sent.msg_id)["uniq_key"] == sent.msg_id
+    assert api(sent.offset_msg_id)["uniq_key"] == sent.msg_id
+    assert api(kafka_id)["uniq_key"] == kafka_id
+
+    for msg_id, css, body in ((sent.msg_id, "#messages tr.msg.native", "native body"),
+                              (kafka_id, "#messages tr.msg.kafka", "kafka body")):
+        page(browser, cnode, "/messages", shots, "messages-by-id-form")
+        form = browser.find_element(By.ID, "search")
+        form.find_element(By.NAME, "msg_id").send_keys(msg_id)
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        rows = wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, css), timeout=20, what=f"{msg_id} found")
+        browser.save_screenshot(str(shots / f"messages-by-client-id-{css.rsplit('.', 1)[-1]}.png"))
+        assert len(rows) == 1 and body in rows[0].text
+
+
+def test_first_screen_health_topic_rates_and_lag_and_read_only_acls(cnode, browser, shots):
+    """The overview says the node is healthy; the topics page shows a topic's produce rate and
+    its consumers' lag; the ACL page lists a SCRAM user and an ACL made over Kafka, with no form
+    to change them."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                       ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+    from selenium.webdriver.common.by import By
+
+    page(browser, cnode, "/", shots, "overview-health")
+    assert browser.find_element(By.ID, "health").text.startswith("Healthy")
+
+    topic, group = f"rate_{uuid.uuid4().hex[:6]}", f"rg_{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": cnode.kafka_bootstrap, "linger.ms": 0})
+    p.produce(topic, value=b"first")
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cnode.kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    c.close()
+
+    def row_after_producing():
+        for i in range(50):  # keep producing while the page samples (every 500 ms here)
+            p.produce(topic, value=b"%d" % i)
+        p.flush(30)
+        page(browser, cnode, "/topics", shots, "topics-rates")
+        rows = [r for r in browser.find_elements(By.CSS_SELECTOR, "#topics tbody tr")
+                if r.find_elements(By.LINK_TEXT, topic)]
+        if rows and float(rows[0].find_element(By.CSS_SELECTOR, "td.rate-in").text) > 0:
+            return rows[0]
+        return None
+
+    row = wait_until(row_after_producing, timeout=30, interval=0.3, what="a produce rate on the topics page")
+    assert int(row.find_element(By.CSS_SELECTOR, "td.lag").text) >= 51  # the group committed offset 0
+
+    admin = AdminClient({"bootstrap.servers": cnode.kafka_bootstrap})
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret")])["alice"].result(30)
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(30)
+    page(browser, cnode, "/acls", shots, "acls")
+    assert "alice" in text_of(browser, "#users td")
+    acl_row = text_of(browser, "#acls tbody tr")
+    assert "User:alice" in acl_row and f"topic:{topic}" in acl_row and "write" in acl_row and "allow" in acl_row
+    assert browser.find_elements(By.CSS_SELECTOR, "main form") == []  # read-only: nothing to submit
