@@ -128,7 +128,9 @@ class ReplicasManager:
                 resp = await conn.invoke(RemotingCommand.request(code, fields, body, language=0), REQUEST_TIMEOUT_S)
             except (ConnectionClosedError, RemotingTimeoutError, OSError, ValueError) as exc:
                 last = f"{addr}: {exc}"
-                self._conns.pop(addr, None)
+                dropped = self._conns.pop(addr, None)
+                if dropped is not None:
+                    dropped.close()
                 continue
             if resp.code == R.CONTROLLER_NOT_LEADER:
                 leader = (resp.ext_fields or {}).get("controllerLeaderAddress")
@@ -168,7 +170,9 @@ class ReplicasManager:
             "clusterName": self.bc.broker_cluster_name, "brokerName": self.group, "brokerId": self.broker_id,
             "brokerAddr": self.broker.addr, "epoch": self.ha.master_epoch,
             "maxOffset": self.store.confirmed_offset,
-            "heartbeatTimeoutMills": self.bc.controller_heart_beat_timeout_mills})
+            "heartbeatTimeoutMills": self.bc.controller_heart_beat_timeout_mills,
+            # the controller may count this broker dead that long after its connection closed
+            "masterLeaseMills": self.bc.master_lease_mills})
         if resp.code == R.CONTROLLER_BROKER_METADATA_NOT_EXIST:
             self.registered = False
             return

@@ -20,8 +20,8 @@ marks its broker unavailable for 30/60/120/180/600 s (a failure counts as the 30
 that failed: once the route names another master for the group (a failover), or the marked
 address answers again, the group is used again at once.
 
-Following a failover with a chosen queue (``send(msg, mq)``, a selector, ``send_orderly``): the
-queue stays the same, so the send cannot move to another group. When the master cannot be
+Following a failover with a chosen queue (``send(msg, mq)``, a selector, ``send_orderly``), or
+when every queue of the topic is on one group: the send cannot move to another group. When the master cannot be
 reached (no connection could be opened: nothing was sent) or answers that it is not the master
 (SERVICE_NOT_AVAILABLE: refused before storing), the send re-reads the route at once and tries
 the group's master again, with a back-off (0.05 s doubling to 1 s), until ``send_msg_timeout``.
@@ -293,6 +293,7 @@ class Producer:
         last_broker: str | None = None
         last_exc: Exception | None = None
         pinned_mq: MessageQueue | None = None
+        only_group = False  # every queue of the topic is on one group: nowhere else to go
         backoff = 0.05
         attempt = 0
         while attempt < attempts:
@@ -319,6 +320,7 @@ class Producer:
                     mq = selector(queues, msg if not is_batch else msg[0], arg)
                 else:
                     mq = self._select(queues, last_broker)
+                only_group = len({q.broker_name for q in queues}) == 1
             addr = self.runtime.master_addr(mq.broker_name)
             if addr is None:
                 await self.runtime.update_route(topic)
@@ -330,7 +332,7 @@ class Producer:
                     last_exc = MQClientError(f"The broker[{mq.broker_name}] not exist")
                     self.fault.update(mq.broker_name, 0, True)
                     last_broker = mq.broker_name
-                    if pinned:
+                    if pinned or only_group:
                         pinned_mq = mq
                     else:
                         attempt += 1
@@ -345,7 +347,7 @@ class Producer:
                 self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, True, addr)
                 last_exc, last_broker = exc, mq.broker_name
                 log.info("send_attempt_failed", broker=mq.broker_name, topic=topic, attempt=attempt, error=str(exc))
-                if pinned:
+                if pinned or only_group:
                     pinned_mq = mq
                 else:
                     attempt += 1
@@ -363,7 +365,7 @@ class Producer:
             status = _STATUS.get(resp.code)
             if status is None:
                 err = MQBrokerError(resp.code, resp.remark, addr)
-                if pinned and resp.code == R.SERVICE_NOT_AVAILABLE:
+                if (pinned or only_group) and resp.code == R.SERVICE_NOT_AVAILABLE:
                     # refused before storing (a slave, or a master whose lease ran out): the
                     # route is about to name the group's next master
                     self.runtime.broker_failed(addr)
