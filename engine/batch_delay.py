@@ -179,6 +179,6 @@ def _sub_batch(header: rb.BatchHeader, records: list[rb.Record], first_index: in
 
 
 def store_status(name: str) -> Any:
-    from .store import PutMessageStatus
+    from .store_types import PutMessageStatus
 
     return PutMessageStatus[name]

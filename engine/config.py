@@ -79,10 +79,14 @@ class MessageStoreConfig:
     disk_space_clean_forcibly_ratio: int = 85  # percent; above it even unexpired files go
     disk_space_warning_level_ratio: int = 90  # percent; above it puts are refused (disk full)
     clean_file_forcibly_enable: bool = True  # above the forcibly ratio, delete the oldest segments
-    # Flow control: a put finding the commitlog locked by another put for longer than this is
-    # refused (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]...") instead of queueing behind it.
+    # Flow control: a put that waits for the commitlog lock longer than 2.5 times this is refused
+    # (OS_PAGE_CACHE_BUSY, "[PC_SYNCHRONIZED]..."); RocketMQ refuses after one window of the
+    # holder's, which on a machine short of CPU refused puts a longer wait stored (resources.md).
     os_page_cache_busy_time_out_mills: int = 1000
     flush_consumer_offset_interval: int = 5000  # ms between native consumer offset flushes to the log
+    # Kafka's log.cleaner.backoff.ms: how often compacted topics are looked at by the cleaner
+    # (engine/compaction.py, docs/design/compaction.md)
+    log_cleaner_backoff_ms: int = 15_000
     # Internal state topics (docs/design/coordinator-state.md); Kafka's key names and defaults.
     offsets_topic_num_partitions: int = 50  # __consumer_offsets partitions, fixed once created
     producer_id_expiration_ms: int = 86_400_000  # idle producers' sequence state is dropped
@@ -130,9 +134,26 @@ class BrokerConfig:
     # -- failover controller (docs/design/failover.md); RocketMQ 5's keys --
     enable_controller_mode: bool = False  # roles come from the controller quorum
     controller_addr: str | None = None  # `;`-separated controller addresses (NameServers with the controller)
-    # Acknowledge when every SyncStateSet member has the bytes. RocketMQ: false; true keeps the
-    # promise that no acknowledged message is lost when a SyncStateSet member is elected.
+    # In-sync rules of a SYNC_MASTER in controller mode (RocketMQ 5's keys and defaults;
+    # docs/design/failover.md, "What each protocol promises"). A put is acknowledged when every
+    # member of the controller-confirmed SyncStateSet has the bytes — the set shrinks (a member
+    # fell behind or its connection closed) and regrows (it caught up) through the controller.
+    # allAckInSyncStateSet=true also waits for a member whose HA connection has closed until the
+    # controller confirmed its removal (no acknowledged message is lost even when that member is
+    # elected later); false (RocketMQ's default) stops waiting for it at once and proposes its
+    # removal: writes resume without the controller's round trip, and an acknowledgement made
+    # in that round trip is on every member except the departed one -- lost if the master dies
+    # before the controller confirmed the removal and elects the departed member. The default
+    # here is therefore true: no acknowledged message is lost is the promise SYNC_MASTER makes.
     all_ack_in_sync_state_set: bool = True
+    # Refuse a SYNC_MASTER put before storing it (RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH, answered
+    # SYSTEM_ERROR "in-sync replicas not enough") while the SyncStateSet, master included, has
+    # fewer members than this — the promise Kafka's min.insync.replicas makes for acks=all.
+    min_in_sync_replicas: int = 1
+    # Without a controller: a SYNC_MASTER with no in-sync slave acknowledges on the master alone
+    # while that is at least minInSyncReplicas copies (RocketMQ's automatic downgrade), instead of
+    # SLAVE_NOT_AVAILABLE. In controller mode the SyncStateSet is that automatic adjustment.
+    enable_auto_in_sync_replicas: bool = False
     sync_broker_metadata_period: int = 5000  # ms: re-read the group's replica info from the controller
     check_sync_state_set_period: int = 1000  # ms: a master proposes SyncStateSet changes (RocketMQ: 5000)
     broker_heartbeat_interval: int = 1000  # ms between heartbeats to the controller
@@ -159,7 +180,10 @@ class ListenerLimits:
     """
 
     max_connections: int = 2**31 - 1  # Kafka's default: no limit but the descriptors
-    max_connections_per_ip: int = 2**31 - 1
+    # Kafka's default is no limit; one address holding every connection the descriptors allow
+    # starves everyone else, so Rockafka limits each address (and sheds the oldest idle
+    # connections for newcomers when the node is full, broker/listener_limits.py).
+    max_connections_per_ip: int = 1000
     connections_max_idle_ms: int = 600_000  # Kafka listener and admin HTTP
     server_channel_max_idle_time_seconds: int = 120  # remoting listeners (NameServer, broker)
     socket_request_max_bytes: int = 100 * MiB  # Kafka: a larger length prefix closes the connection
@@ -196,6 +220,21 @@ class SecurityConfig:
     # other nodes (REGISTER_BROKER, the HA handshake)
     inner_client_authentication_credentials: str | None = None
     connection_failed_authentication_delay_ms: int = 100  # Kafka's key and default
+    # Throttled guessing (engine/security/throttle.py), across connections and listeners: failed
+    # credential checks a second per user name and per source address (0 = no limit); past
+    # the rate, a credential is refused unchecked (Kafka SASL_AUTHENTICATION_FAILED, remoting
+    # NO_PERMISSION, gRPC TOO_MANY_REQUESTS, HTTP 429) until a check is due again
+    authentication_failure_rate_per_user: float = 5.0
+    authentication_failure_rate_per_source: float = 20.0
+    # that many failures of one user within the window lock the user for the window (addresses
+    # are only rate-limited); an address without a failure in the window is not held by it
+    authentication_lockout_threshold: int = 50
+    authentication_lockout_window_ms: int = 60_000
+    # Key sealing the remoting/gRPC secrets in rmq_sys_SECURITY (AES-256-GCM); empty = the file
+    # rockafka-auth.key in the data directory's parent, created 0600 on first use. The variable
+    # ROCKAFKA_AUTH_SECRET_KEY (base64 of 32 bytes) wins over the file. Every broker of a group
+    # needs the same key (slaves open what the master sealed).
+    auth_secret_key_path: str = ""
     connections_max_reauth_ms: int = 0  # Kafka's KIP-368 key: 0 = sessions never expire
     ssl_principal_mapping_rules: str = "DEFAULT"  # Kafka's key: client certificate DN -> principal
     tls_enable: bool = False  # RocketMQ's tls.enable: this node's own connections to other nodes use TLS
@@ -285,8 +324,9 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "disk_space_clean_forcibly_ratio": ("percent", "disk use above which unexpired files go too"),
     "disk_space_warning_level_ratio": ("percent", "disk use above which puts are refused"),
     "clean_file_forcibly_enable": ("bool", "above the forcibly ratio, delete the oldest segments"),
-    "os_page_cache_busy_time_out_mills": ("ms", "a put waiting longer counts the page cache busy"),
+    "os_page_cache_busy_time_out_mills": ("ms", "busy window of the put lock (waited 2.5 times)"),
     "flush_consumer_offset_interval": ("ms", "time between consumer offset flushes"),
+    "log_cleaner_backoff_ms": ("ms", "time between looks of the cleaner at compacted topics"),
     "offsets_topic_num_partitions": ("count", "__consumer_offsets partitions, fixed once created"),
     "producer_id_expiration_ms": ("ms", "idle producers' sequence state is dropped after this"),
     "producer_state_snapshot_interval": ("ms", "time between idempotent producer state snapshots"),
@@ -317,6 +357,8 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "enable_controller_mode": ("bool", "roles come from the controller quorum"),
     "controller_addr": ("host:port", "controller addresses, `;`-separated"),
     "all_ack_in_sync_state_set": ("bool", "SYNC_MASTER: every in-sync replica acknowledges"),
+    "min_in_sync_replicas": ("count", "SYNC_MASTER refuses a put below this many in-sync copies"),
+    "enable_auto_in_sync_replicas": ("bool", "no controller: ack on the master alone when allowed"),
     "sync_broker_metadata_period": ("ms", "time between re-reads of the group's replica info"),
     "check_sync_state_set_period": ("ms", "time between a master's SyncStateSet checks"),
     "broker_heartbeat_interval": ("ms", "time between heartbeats to the controller"),
@@ -343,6 +385,13 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "init_authentication_user": ("json", "first admin user created at start ({username, password})"),
     "inner_client_authentication_credentials": ("json", "credentials of this node's own clients"),
     "connection_failed_authentication_delay_ms": ("ms", "delay before closing after a failed login"),
+    "authentication_failure_rate_per_user": ("per second", "failed credential checks a second per user, "
+                                             "across connections; past it credentials are refused unchecked"),
+    "authentication_failure_rate_per_source": ("per second", "failed credential checks a second per client address"),
+    "authentication_lockout_threshold": ("count", "failures of one user within the lockout window that lock it"),
+    "authentication_lockout_window_ms": ("ms", "how long a user stays locked (and the window failures count in)"),
+    "auth_secret_key_path": ("path", "key file sealing remoting secrets in the log (default: rockafka-auth.key "
+                                     "beside the data dir)"),
     "connections_max_reauth_ms": ("ms", "Kafka session lifetime before re-authentication (0 = none)"),
     "ssl_principal_mapping_rules": ("rules", "Kafka's rules from certificate DN to principal"),
     "tls_enable": ("bool", "this node's own connections to other nodes use TLS"),
@@ -717,6 +766,8 @@ def validate(config: NodeConfig) -> None:
             raise ConfigError(f"masterLeaseMills ({b.master_lease_mills}) must be positive and shorter than "
                               f"controllerHeartBeatTimeoutMills ({b.controller_heart_beat_timeout_mills}): a master "
                               "must stop acknowledging before the controller may elect another")
+        if b.min_in_sync_replicas < 1:
+            raise ConfigError(f"minInSyncReplicas counts the master and must be >= 1, got {b.min_in_sync_replicas}")
         for key in ("broker_heartbeat_interval", "sync_broker_metadata_period", "check_sync_state_set_period"):
             if getattr(b, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(b, key)}")
@@ -737,7 +788,9 @@ def validate(config: NodeConfig) -> None:
             continue
         if value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF):
             raise ConfigError(f"{f.name} must be positive{' (0 = off)' if f.name in _ZERO_MEANS_OFF else ''}, got {value}")
-    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms"):
+    for key in ("connection_failed_authentication_delay_ms", "connections_max_reauth_ms",
+                "authentication_failure_rate_per_user", "authentication_failure_rate_per_source",
+                "authentication_lockout_threshold", "authentication_lockout_window_ms"):
         if getattr(config.security, key) < 0:
             raise ConfigError(f"{key} must be 0 or more, got {getattr(config.security, key)}")
     for name in ("kafka_port", "namesrv_port", "admin_port"):
@@ -802,8 +855,11 @@ def load_controller_config(values: Mapping[str, Any]) -> ControllerConfig:
 _ZERO_MEANS_OFF = {"connections_max_idle_ms", "server_channel_max_idle_time_seconds", "request_receive_timeout_ms"}
 
 ENV_PREFIX = "ROCKAFKA_"
-# ROCKAFKA_* variables that are not node keys: `rockafka admin`'s default NameServer.
-ENV_NOT_KEYS = frozenset({"NAMESRV"})
+# ROCKAFKA_* variables that are not node keys: `rockafka admin`'s NameServer, credentials and TLS
+# files, `rockafka security`'s admin URL and login, and the key sealing the remoting secrets
+# (engine/security/secret_box.py: ROCKAFKA_AUTH_SECRET_KEY, ..._PREVIOUS).
+ENV_NOT_KEYS = frozenset({"NAMESRV", "ACCESS_KEY", "SECRET_KEY", "TLS_CERT", "TLS_KEY", "TLS_CA", "ADMIN_URL",
+                          "ADMIN_USER", "ADMIN_PASSWORD", "AUTH_SECRET_KEY", "AUTH_SECRET_KEY_PREVIOUS"})
 
 
 def env_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:

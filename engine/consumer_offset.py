@@ -98,11 +98,54 @@ def _read_str(buf: bytes, pos: int) -> tuple[str | None, int]:
     return buf[pos:pos + n].decode("utf-8"), pos + n
 
 
+# Kafka's record formats hold a name as int16 length + UTF-8 and a partition as int32: the
+# largest values a key can carry. Requests are checked against these where they are decoded
+# (``key_problem`` below); the writers check again so a caller that forgot cannot put an entry
+# in the table that no record can hold (one such entry would fail every later flush).
+MAX_NAME_BYTES = 32767
+MIN_QUEUE_ID, MAX_QUEUE_ID = -2**31, 2**31 - 1
+
+
+class OffsetKeyError(ValueError):
+    """A group, topic or queue id that Kafka's record formats cannot hold."""
+
+
+def name_problem(what: str, name: Any) -> str | None:
+    """Why ``name`` cannot be a key's string, or None."""
+    if not isinstance(name, str):
+        return f"the {what} is missing"
+    try:
+        n = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return f"the {what} is not valid UTF-8"
+    if n > MAX_NAME_BYTES:
+        return f"the {what} is {n} bytes long, more than {MAX_NAME_BYTES}"
+    return None
+
+
+def key_problem(group: Any, topic: Any, queue_id: Any) -> str | None:
+    """Why (group, topic, queue id) cannot be an offset record's key, or None."""
+    problem = name_problem("group name", group) or name_problem("topic name", topic)
+    if problem is None and (not isinstance(queue_id, int) or not MIN_QUEUE_ID <= queue_id <= MAX_QUEUE_ID):
+        problem = f"the queue id {queue_id!r} is outside a 32-bit integer"
+    return problem
+
+
+def check_key(group: Any, topic: Any, queue_id: Any) -> None:
+    problem = key_problem(group, topic, queue_id)
+    if problem is not None:
+        raise OffsetKeyError(problem)
+
+
 def offset_key(group: str, topic: str, queue_id: int) -> bytes:
+    check_key(group, topic, queue_id)
     return _I16.pack(OFFSET_KEY_VERSION) + _str(group) + _str(topic) + _I32.pack(queue_id)
 
 
 def group_key(group: str, kind: int = GROUP_KEY_VERSION) -> bytes:
+    problem = name_problem("group name", group)
+    if problem is not None:
+        raise OffsetKeyError(problem)
     return _I16.pack(kind) + _str(group)
 
 
@@ -321,6 +364,8 @@ class ConsumerOffsetManager:
 
     # -- writes: RocketMQ consumers (memory now, the log at the next flush) -----------------------
     def commit(self, group: str, topic: str, queue_id: int, offset: int, metadata: str | None = None) -> None:
+        """Raises ``OffsetKeyError`` for a key no record can hold (nothing is changed then)."""
+        check_key(group, topic, int(queue_id))
         entry = OffsetEntry(int(offset), -1, metadata, int(time.time() * 1000))
         with self.lock:
             self.entries.setdefault(self._key(group, topic), {})[int(queue_id)] = entry
@@ -341,7 +386,18 @@ class ConsumerOffsetManager:
                 current = [(k, e) for k, e in current if e is not None and e.log_offset < 0]
                 if not current:
                     continue
-                res = self.log.append(p, [(offset_key(*k), offset_value(e)) for k, e in current])
+                records, kept = [], []
+                for k, e in current:
+                    try:  # one entry no record can hold must not stop the others from being saved
+                        records.append((offset_key(*k), offset_value(e)))
+                        kept.append((k, e))
+                    except (OffsetKeyError, struct.error, UnicodeEncodeError) as exc:
+                        log.error("consumer_offset_not_storable", partition=p, group=str(k[0])[:200],
+                                  topic=str(k[1])[:200], queue_id=k[2], error=str(exc))
+                current = kept
+                if not current:
+                    continue
+                res = self.log.append(p, records)
                 if not res.stored:
                     log.warning("consumer_offsets_not_flushed", partition=p, entries=len(current),
                                 status=res.status.name, error=res.error)
@@ -457,7 +513,10 @@ class ConsumerOffsetManager:
             self._group_records.setdefault(kind, {})[group] = (value, log_offset)
 
     def _tombstones(self, p: int, keys: list[OffsetKey], group: str | None = None) -> Any:
-        records: list[tuple[bytes, bytes | None]] = [(offset_key(*k), None) for k in keys]
+        records: list[tuple[bytes, bytes | None]] = [(offset_key(*k), None) for k in keys
+                                                      if key_problem(*k) is None]
+        if group is not None and name_problem("group name", group) is not None:
+            group = None  # no record of it can exist
         if group is not None and group in self._group_meta:
             records.append((group_key(group), None))
         if group is not None and not is_reserved_group(group):

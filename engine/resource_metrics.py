@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 _REFUSAL_REASONS = ("max_connections", "max_connections_per_ip", "open_files")
-_CLOSE_REASONS = ("idle", "request_receive_timeout")
+_CLOSE_REASONS = ("idle", "request_receive_timeout", "shed")
 
 
 class ResourceCollector:

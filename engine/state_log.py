@@ -192,7 +192,9 @@ class StateLog:
             if pos >= self.end_offset(p):
                 continue
             cq = self.store.find_consume_queue(self.topic, p)
-            unit = cq.unit(max(pos, cq.min_offset)) if cq is not None else None
+            # the first unit the replay reads (a unit the cleaner removed points nowhere)
+            units = cq.read_units(max(pos, cq.min_offset), 256) if cq is not None else []
+            unit = next((u for u in units if u[0] >= 0), None)
             if unit is not None and (needed is None or unit[0] < needed):
                 needed = unit[0]
         return needed

@@ -53,18 +53,16 @@ from typing import Any
 import structlog
 
 from .config_manager import ConfigManager
-from .message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, Message
+from .message import (
+    Message, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DELAY_MS, PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_OUT_MS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
 from .schedule_message import restore_message
 
 log = structlog.get_logger("rockafka.engine.timer")
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
-PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
-PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
-PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
-PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
-PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"  # a recall marker: "<topic>+<uniq key>" of the message it cancels
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 TIMER_PROPERTIES = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 
 FORMAT_VERSION = 1
@@ -253,7 +251,7 @@ class TimerMessageStore:
             raise TimerMessageError(f"the message is due at {deliver_ms}, too late to recall (now {now})")
         marker = Message(topic=topic, body=b"", properties={
             PROPERTY_TIMER_DELIVER_MS: str(deliver_ms), PROPERTY_TIMER_DEL_UNIQKEY: recall_key(topic, uniq_key),
-            PROPERTY_UNIQ_KEY: f"recall-{uniq_key}"})
+            PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"recall-{uniq_key}"})
         result = self.store.put_message(marker)
         if not result.stored:
             raise TimerMessageError(f"recall marker not stored: {result.status.name} {result.error or ''}".strip())
@@ -419,9 +417,9 @@ class TimerMessageStore:
                 exts.append(ext)
         for ext in exts:
             if recalled and recall_key(ext.properties.get(PROPERTY_REAL_TOPIC, ext.topic),
-                                       ext.properties.get(PROPERTY_UNIQ_KEY, "")) in recalled:
+                                       ext.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")) in recalled:
                 log.info("timer_message_recalled", topic=ext.properties.get(PROPERTY_REAL_TOPIC),
-                         msg_id=ext.properties.get(PROPERTY_UNIQ_KEY), step=step)
+                         msg_id=ext.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), step=step)
                 continue
             # as RocketMQ, the delivered message keeps TIMER_OUT_MS (it also stops a re-put from
             # being staged again) and TIMER_DELIVER_MS: consumers read its delivery time

@@ -1,11 +1,10 @@
-"""What the gRPC front's parts share: permission bits, the proxy's defaults and how a FIFO message
+"""What the gRPC front's parts share: the proxy's defaults and how a FIFO message
 group picks its queue."""
 
 from __future__ import annotations
 
 from engine.message import java_hash
 
-PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
 DEFAULT_PORT = 8081
 TXN_GROUP_PREFIX = "%GRPC_TXN%"  # producer group of gRPC half messages (gRPC producers have none)
 DEFAULT_INVISIBLE_MS = 60_000     # auto_renew receives (PushConsumer): RocketMQ's defaultInvisibleTimeMills

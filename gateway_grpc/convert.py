@@ -17,18 +17,14 @@ from dataclasses import dataclass
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from engine.message import COMPRESSED_FLAG, MessageExt, PROPERTY_KEYS, PROPERTY_TAGS
+from engine.message import (
+    COMPRESSED_FLAG, MessageExt, PROPERTY_BORN_HOST, PROPERTY_DLQ_ORIGIN_MESSAGE_ID, PROPERTY_DLQ_ORIGIN_TOPIC,
+    PROPERTY_KEYS, PROPERTY_SHARDING_KEY, PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TRACE_CONTEXT,
+    PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
 
 from .proto import definition_pb2 as pb
 
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
-PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
-PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
-PROPERTY_BORN_HOST = "__BORNHOST"
-PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
-PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 DELAY_PROPERTIES = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 # MessageConst.STRING_HASH_SET: names a client may not use as user properties
 RESERVED_PROPERTIES = frozenset({
@@ -101,7 +97,7 @@ def from_v2(msg: pb.Message, max_body_size: int) -> Outgoing:
         raise ConvertError(pb.Code.ILLEGAL_MESSAGE_KEY, "a message key is blank")
     if not sp.message_id:
         raise ConvertError(pb.Code.ILLEGAL_MESSAGE_ID, "the message id is missing")
-    props[PROPERTY_UNIQ_KEY] = sp.message_id
+    props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
     mtype = sp.message_type or pb.MessageType.NORMAL
     group = sp.message_group if sp.HasField("message_group") else None
     delivery = millis(sp.delivery_timestamp) if sp.HasField("delivery_timestamp") else None
@@ -146,7 +142,7 @@ def to_v2(ext: MessageExt, topic: str, receipt_handle: str | None = None, delive
           namespace: str = "") -> pb.Message:
     props = ext.properties
     sp = pb.SystemProperties(
-        message_id=props.get(PROPERTY_UNIQ_KEY) or ext.msg_id,
+        message_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ext.msg_id,
         body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(ext.body).hexdigest().upper()),
         body_encoding=pb.Encoding.GZIP if ext.sys_flag & COMPRESSED_FLAG else pb.Encoding.IDENTITY,
         message_type=message_type(props),

@@ -139,8 +139,10 @@ class GrpcGate:
     def __init__(self, security: Any, listener: str = LISTENER):
         self.security = security
         self.listener = listener
+        # the client's real address (the server's relay knows it; grpcio sees the relay's)
+        self.peer_of: Any = None
 
-    def _principal(self, md: dict[str, str]) -> tuple[str | None, str, str]:
+    def _principal(self, md: dict[str, str], peer: str | None = None) -> tuple[str | None, str, str]:
         """(principal, failure reason, message); principal None when the call is refused."""
         sec = self.security
         value = md.get("authorization")
@@ -158,6 +160,10 @@ class GrpcGate:
             ak, given = parse_authorization(value)
         except ValueError as exc:
             return None, "bad_signature", str(exc)
+        wait = sec.throttled(ak, peer)  # engine.security.throttle: no check while none is due
+        if wait:
+            return None, "throttled", (f"too many failed authentications for access key {ak} or this address; "
+                                       f"retry after {max(1, int(wait * 1000))} ms")
         secret = sec.secret_of(ak)
         if secret is None:
             return None, "unknown_user", f"User:{ak} is not found"
@@ -168,17 +174,18 @@ class GrpcGate:
     async def authenticate(self, context: Any) -> str:
         """The call's principal; raises ``Refused`` (UNAUTHORIZED) after the failure delay."""
         md = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-        principal, reason, message = self._principal(md)
+        peer = self.peer_of(context) if self.peer_of is not None else context.peer()
+        principal, reason, message = self._principal(md, peer)
         if principal is None:
             ak = None
             try:
                 ak = parse_authorization(md.get("authorization", ""))[0]
             except ValueError:
                 pass
-            delay = self.security.failed(self.listener, reason, context.peer(), ak)
+            delay = self.security.failed(self.listener, reason, peer, ak)
             if delay > 0:
                 await asyncio.sleep(delay)
-            raise Refused(pb.Code.UNAUTHORIZED, message)
+            raise Refused(pb.Code.TOO_MANY_REQUESTS if reason == "throttled" else pb.Code.UNAUTHORIZED, message)
         return principal
 
     def authorize(self, principal: str, request: Any, host: str = "*") -> None:

@@ -16,7 +16,6 @@ that may wait for a flush run on the executor, never on the event loop.
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 import socket
 import time
@@ -26,20 +25,22 @@ from typing import Any
 
 import structlog
 
+from broker import topics
+from broker.put_path import PutPath
+from broker.read_path import ArrivalHub
 from engine import pop as engine_pop
 from engine import security as engine_security
 from engine import transaction as engine_transaction
-from engine.listener_limits import ListenerGuard
+from broker.listener_limits import ListenerGuard
 from engine.message import Message
 from engine.topic_config import TopicConfig
 
 from . import tls
-from .constants import DEFAULT_PORT, PERM_INHERIT, TXN_GROUP_PREFIX
+from .constants import DEFAULT_PORT, TXN_GROUP_PREFIX
 from .renew import ReceiptRenewer
 from .security import GrpcGate
 
 log = structlog.get_logger("rockafka.grpc")
-
 
 
 def generated_code_available() -> bool:
@@ -48,6 +49,36 @@ def generated_code_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+class _Handlers:
+    """Collects what the generated ``add_MessagingServiceServicer_to_server`` registers."""
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.handlers: dict[str, Any] = {}
+
+    def add_generic_rpc_handlers(self, _handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, name: str, handlers: dict[str, Any]) -> None:
+        self.name, self.handlers = name, handlers
+
+
+def add_servicer(servicer: Any, server: Any) -> None:
+    """Register the service as the generated code does, with request deserializers that hand an
+    unparsable request to the method (``service.lenient``): it is answered BAD_REQUEST instead
+    of grpcio logging a traceback for bytes a client sent."""
+    import grpc
+
+    from .proto import service_pb2_grpc
+    from .service import lenient
+
+    seen = _Handlers()
+    service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, seen)
+    handlers = {m: h._replace(request_deserializer=lenient(h.request_deserializer)) for m, h in seen.handlers.items()}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(seen.name, handlers),))
+    server.add_registered_method_handlers(seen.name, handlers)
 
 
 @dataclass
@@ -69,7 +100,7 @@ class GrpcGateway:
 
     name = "grpc_proxy"
 
-    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None):
+    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, put_path: PutPath | None = None):
         self.store = store
         self.config = config
         self.host = config.host
@@ -79,7 +110,9 @@ class GrpcGateway:
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="grpc-store")
         self._server: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self.arrivals = ArrivalHub()  # receives long-polling a topic (keys: topic names)
+        # the node's one put path (write scheduling, flow control); its own when started alone
+        self.writes, self._owns_writes = PutPath.for_gateway(store, config, put_path)
         self.pop: engine_pop.PopService | None = None
         self.transactions: engine_transaction.TransactionalMessageService | None = None
         self.disabled_reason: str | None = None
@@ -104,15 +137,17 @@ class GrpcGateway:
         self._loop = asyncio.get_running_loop()
         self.gate = GrpcGate(await self._loop.run_in_executor(self.executor, engine_security.for_store, self.store,
                                                               self.config))
+        self.gate.peer_of = self.client_addr
         self.pop = await self._loop.run_in_executor(self.executor, engine_pop.for_store, self.store)
         self.pop.add_listener(self._on_pop_change)
-        self.store.add_arrival_listener(self._on_arrival)
+        self.arrivals.loop = self._loop
+        self.arrivals.attach(self.store)
         self.transactions = engine_transaction.for_store(self.store)
         self.transactions.check_handlers.append(self.ask_producer)
         self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 << 20),
                                                 ("grpc.max_send_message_length", 64 << 20),
                                                 ("grpc.so_reuseport", 0)])
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingService(self), self._server)
+        add_servicer(MessagingService(self), self._server)
         mode, cert, key = tls.tls_settings(self.config)
         creds = None
         if mode != "disabled":
@@ -141,15 +176,14 @@ class GrpcGateway:
         if self._server is None:
             return
         try:
-            self.store.remove_arrival_listener(self._on_arrival)
+            self.arrivals.detach(self.store)
         except Exception:
             pass
         if self.pop is not None:
             self.pop.remove_listener(self._on_pop_change)
         if self.transactions is not None and self.ask_producer in self.transactions.check_handlers:
             self.transactions.check_handlers.remove(self.ask_producer)
-        for ev in [e for s in self._waiters.values() for e in s]:
-            ev.set()
+        self.arrivals.wake_all()
         await self.renewer.stop()
         if self._front is not None:
             await self._front.stop()
@@ -157,6 +191,8 @@ class GrpcGateway:
         await self._server.stop(grace=1.0)
         self._server = None
         self.executor.shutdown(wait=True)
+        if self._owns_writes:
+            self.writes.shutdown()
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -171,27 +207,17 @@ class GrpcGateway:
 
     # -- store access ---------------------------------------------------------------------------
     async def blocking(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """A store write: inline under ASYNC_FLUSH (mapped memory only), on the executor when it
-        may wait for a flush or a slave."""
-        call = functools.partial(fn, *args, **kwargs)
-        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and self.config.store.broker_role != "SYNC_MASTER":
-            return call()
-        return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+        """A store write (a half message, a transaction's end, a POP checkpoint) through the node's
+        put path: inline when it only touches mapped memory, else queued (never refused)."""
+        return await self.writes.run(fn, *args, fast_failure=False, **kwargs)
 
-    def topic_config(self, topic: str, create: bool = False) -> TopicConfig | None:
-        tcm = self.store.topic_config
-        tc = tcm.get(topic)
-        if tc is not None or not create:
-            return tc
+    def topic_config(self, topic: str) -> TopicConfig | None:
+        return self.store.topic_config.get(topic)
+
+    async def topic_for_send(self, topic: str) -> TopicConfig | None:
+        """``topic``'s config, auto-created from TBW102 (broker.topics) when allowed; None when not."""
         bc = self.config.broker
-        default = tcm.get("TBW102") if bc.auto_create_topic_enable else None
-        if default is None or not default.perm & PERM_INHERIT:
-            return None
-        n = max(1, min(default.write_queue_nums, bc.default_topic_queue_nums))
-        tc = TopicConfig(topic, read_queue_nums=n, write_queue_nums=n, perm=default.perm & ~PERM_INHERIT)
-        tcm.create_or_update(tc)
-        log.info("topic_auto_created", topic=topic, queues=n, via="grpc")
-        return tc
+        return await topics.auto_create(self.store, bc, topic, "grpc", queue_nums=bc.default_topic_queue_nums)
 
     def client_addr(self, context: Any) -> str:
         """The calling client's ``host:port`` (grpcio sees the guarded front's relay connection)."""
@@ -229,39 +255,17 @@ class GrpcGateway:
             log.info("grpc_client_gone", client_id=client_id, reason=reason, group=s.group)
 
     # -- long polling ---------------------------------------------------------------------------
-    def _on_arrival(self, topic: str, queue_id: int, max_offset: int, *_: Any) -> None:
-        """Store arrival listener (dispatch thread)."""
-        self._wake_threadsafe(topic)
-
     def _on_pop_change(self, group: str, topic: str) -> None:
         """POP listener: an orderly queue of ``topic`` unlocked (any thread)."""
-        self._wake_threadsafe(topic)
+        self.arrivals.topic_changed(topic)
 
-    def _wake_threadsafe(self, topic: str) -> None:
-        loop = self._loop
-        if loop is not None and topic in self._waiters:
-            try:
-                loop.call_soon_threadsafe(self._wake, topic)
-            except RuntimeError:  # loop closed during shutdown
-                pass
-
-    def _wake(self, topic: str) -> None:
-        for ev in self._waiters.get(topic, ()):
-            ev.set()
-
-    def waiter(self, topics: list[str]) -> asyncio.Event:
+    def waiter(self, names: list[str]) -> asyncio.Event:
         ev = asyncio.Event()
-        for t in topics:
-            self._waiters.setdefault(t, set()).add(ev)
+        self.arrivals.register(names, ev)
         return ev
 
-    def drop_waiter(self, topics: list[str], ev: asyncio.Event) -> None:
-        for t in topics:
-            s = self._waiters.get(t)
-            if s is not None:
-                s.discard(ev)
-                if not s:
-                    del self._waiters[t]
+    def drop_waiter(self, names: list[str], ev: asyncio.Event) -> None:
+        self.arrivals.unregister(names, ev)
 
     # -- transactions ---------------------------------------------------------------------------
     @staticmethod

@@ -14,12 +14,13 @@ from typing import Any
 import grpc
 import structlog
 
-from engine import trace
+from broker.put_path import PutStatus
+from broker import trace
 from engine.expression_filter import ExpressionFilter
 from engine.pop import AckStatus, PopError
 from engine.sql92 import Sql92Error
 from engine.timer_message import TimerMessageError
-from engine.topic_config import topic_name_error
+from engine.topic_config import PERM_READ, PERM_WRITE, topic_name_error
 from engine.transaction import TransactionError
 
 from .convert import ConvertError, duration_ms, from_v2, to_v2
@@ -27,22 +28,23 @@ from .proto import definition_pb2 as pb
 from .proto import service_pb2 as sv
 from .proto import service_pb2_grpc
 from .security import Refused
-from .constants import (
-    CUSTOMIZED_BACKOFF_S, DEFAULT_INVISIBLE_MS, LONG_POLLING_MS, PERM_READ, PERM_WRITE, TXN_GROUP_PREFIX, queue_for_group,
-)
+from .constants import CUSTOMIZED_BACKOFF_S, DEFAULT_INVISIBLE_MS, LONG_POLLING_MS, TXN_GROUP_PREFIX, queue_for_group
 
 log = structlog.get_logger("rockafka.grpc.service")
 
 C = pb.Code
+# the put path's neutral statuses as gRPC codes (the one table; anything else: INTERNAL_SERVER_ERROR)
 _PUT_CODES = {
-    "PUT_OK": (C.OK, "OK"),
-    "FLUSH_DISK_TIMEOUT": (C.MASTER_PERSISTENCE_TIMEOUT, "flush disk timed out"),
-    "FLUSH_SLAVE_TIMEOUT": (C.SLAVE_PERSISTENCE_TIMEOUT, "flush to the slave timed out"),
-    "SLAVE_NOT_AVAILABLE": (C.HA_NOT_AVAILABLE, "no slave available"),
-    "SERVICE_NOT_AVAILABLE": (C.INTERNAL_SERVER_ERROR, "service not available; the store may be shutting down or out of disk"),
-    "MESSAGE_ILLEGAL": (C.BAD_REQUEST, "the message is illegal"),
-    "PROPERTIES_SIZE_EXCEEDED": (C.MESSAGE_PROPERTIES_TOO_LARGE, "the message properties are too long"),
-    "OS_PAGE_CACHE_BUSY": (C.TOO_MANY_REQUESTS, "broker busy, try later"),
+    PutStatus.OK: (C.OK, "OK"),
+    PutStatus.FLUSH_DISK_TIMEOUT: (C.MASTER_PERSISTENCE_TIMEOUT, "flush disk timed out"),
+    PutStatus.FLUSH_SLAVE_TIMEOUT: (C.SLAVE_PERSISTENCE_TIMEOUT, "flush to the slave timed out"),
+    PutStatus.SLAVE_NOT_AVAILABLE: (C.HA_NOT_AVAILABLE, "no slave available"),
+    PutStatus.SERVICE_NOT_AVAILABLE: (C.INTERNAL_SERVER_ERROR, "service not available; the store may be shutting down or out of disk"),
+    PutStatus.DISK_FULL: (C.INTERNAL_SERVER_ERROR, "service not available; the store may be shutting down or out of disk"),
+    PutStatus.MESSAGE_ILLEGAL: (C.BAD_REQUEST, "the message is illegal"),
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: (C.MESSAGE_PROPERTIES_TOO_LARGE, "the message properties are too long"),
+    PutStatus.OS_PAGE_CACHE_BUSY: (C.TOO_MANY_REQUESTS, "broker busy, try later"),
+    PutStatus.SEND_QUEUE_BUSY: (C.TOO_MANY_REQUESTS, "broker busy, try later"),
 }
 _ALL_TYPES = [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION]
 _TYPE_NAMES = {"NORMAL": pb.MessageType.NORMAL, "FIFO": pb.MessageType.FIFO, "DELAY": pb.MessageType.DELAY,
@@ -62,6 +64,57 @@ def _permission(perm: int) -> int:
     return pb.Permission.READ_WRITE if r and w else pb.Permission.READ if r else pb.Permission.WRITE if w else pb.Permission.NONE
 
 
+# Names longer than this are refused where a request is decoded (RocketMQ's own are at most 127
+# characters for a topic and 255 for a group; retry topics add a prefix, Kafka topics may have
+# 249): nothing behind the gateway meets a name its fixed-width encodings cannot hold.
+NAME_MAX_LENGTH = 1024
+
+
+class Undecodable:
+    """A request whose bytes protobuf cannot parse (``lenient``): answered BAD_REQUEST by the
+    method like any other bad request, instead of grpcio logging the parse error as a crash."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str):
+        self.error = error
+
+
+def lenient(deserializer: Any) -> Any:
+    """A request deserializer that hands an unparsable request to the method as ``Undecodable``."""
+    from google.protobuf.message import DecodeError
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except (DecodeError, ValueError, UnicodeDecodeError) as exc:
+            return Undecodable(str(exc))
+    return deserialize
+
+
+def _name_problem(request: Any) -> pb.Status | None:
+    """ILLEGAL_TOPIC / ILLEGAL_CONSUMER_GROUP for an over-long topic or group name anywhere a
+    request names one (top level, its message queue, or its messages)."""
+    def long(res: Any) -> bool:
+        return len(res.name) > NAME_MAX_LENGTH
+    for field, code, what in (("topic", C.ILLEGAL_TOPIC, "topic"), ("group", C.ILLEGAL_CONSUMER_GROUP, "consumer group")):
+        try:
+            has = request.HasField(field)
+        except ValueError:
+            continue
+        if has and long(getattr(request, field)):
+            return status(code, f"the {what} name is longer than {NAME_MAX_LENGTH} characters")
+    try:
+        if request.HasField("message_queue") and long(request.message_queue.topic):
+            return status(C.ILLEGAL_TOPIC, f"the topic name is longer than {NAME_MAX_LENGTH} characters")
+    except ValueError:
+        pass
+    for m in getattr(request, "messages", ()) or ():
+        if long(m.topic):
+            return status(C.ILLEGAL_TOPIC, f"the topic name is longer than {NAME_MAX_LENGTH} characters")
+    return None
+
+
 class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     def __init__(self, gw: Any):  # the server.GrpcGateway that serves this service
         self.gw = gw
@@ -70,6 +123,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _refused(self, context: Any, request: Any) -> pb.Status | None:
         """The gate (``security.GrpcGate``): None when the call may go on, else its Status
         (UNAUTHORIZED / FORBIDDEN with the reason)."""
+        if isinstance(request, Undecodable):
+            return status(C.BAD_REQUEST, f"the request cannot be parsed: {request.error}")
+        problem = _name_problem(request)
+        if problem is not None:
+            return problem
         try:
             await self.gw.gate.check(context, request, self.gw.client_host(context))
         except Refused as exc:
@@ -107,7 +165,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic = request.topic.name
         if (why := topic_name_error(topic)) is not None:
             return sv.QueryRouteResponse(status=status(C.ILLEGAL_TOPIC, why))
-        tc = self.gw.topic_config(topic, create=True)
+        tc = await self.gw.topic_for_send(topic)
         if tc is None:
             return sv.QueryRouteResponse(status=status(C.TOPIC_NOT_FOUND, f"topic {topic} not found"))
         return sv.QueryRouteResponse(status=ok(), message_queues=self._queues(topic, tc, self._endpoints(request.endpoints)))
@@ -179,6 +237,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         async def read() -> None:
             try:
                 async for cmd in request_iterator:
+                    if isinstance(cmd, Undecodable):
+                        outbox.put_nowait(sv.TelemetryCommand(status=status(
+                            C.BAD_REQUEST, f"the telemetry command cannot be parsed: {cmd.error}")))
+                        continue
                     which = cmd.WhichOneof("command")
                     if which == "settings":
                         try:  # what the settings announce: publishing topics, a group and its topics
@@ -226,7 +288,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic = request.messages[0].topic.name
         if any(m.topic.name != topic for m in request.messages):
             return sv.SendMessageResponse(status=status(C.BAD_REQUEST, "every message of a batch must have the same topic"))
-        tc = self.gw.topic_config(topic, create=True)
+        tc = await self.gw.topic_for_send(topic)
         if tc is None:
             return sv.SendMessageResponse(status=status(C.TOPIC_NOT_FOUND, f"topic {topic} not found"))
         if not tc.perm & PERM_WRITE or tc.write_queue_nums <= 0:
@@ -261,13 +323,14 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if out.message_type == pb.MessageType.TRANSACTION:
             msg.properties["PGROUP"] = TXN_GROUP_PREFIX + out.topic
             s.topics.add(out.topic)
-            result = await gw.blocking(gw.transactions.prepare, msg)
-            if result.stored:
+            put, result = await gw.writes.put(gw.transactions.prepare, msg)
+            if put is not PutStatus.SEND_QUEUE_BUSY and result.stored:
                 txn_id = gw.transaction_id(result.commitlog_offset, result.queue_offset)
         else:
-            result = await gw.blocking(gw.store.put_message, msg)
-        name = result.status.name
-        code, text = _PUT_CODES.get(name, (C.INTERNAL_SERVER_ERROR, name))
+            put, result = await gw.writes.put(gw.store.put_message, msg)
+        code, text = _PUT_CODES.get(put, (C.INTERNAL_SERVER_ERROR, put.value))
+        if put is PutStatus.SEND_QUEUE_BUSY:  # RocketMQ's fast failure: the client backs off
+            return sv.SendResultEntry(status=status(code, str(result)))
         if not result.stored:
             return sv.SendResultEntry(status=status(code, result.error or text))
         if traced is not None:

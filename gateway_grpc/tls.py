@@ -33,7 +33,7 @@ from typing import Any
 
 import structlog
 
-from engine.security import tls as sec_tls
+from broker import tls as sec_tls
 
 log = structlog.get_logger("rockafka.grpc.tls")
 
@@ -41,7 +41,7 @@ MODES = ("permissive", "enforcing", "disabled")
 TLS_HANDSHAKE = sec_tls.TLS_HANDSHAKE
 
 
-# The node's TLS material and modes are engine.security.tls's (one set for every listener);
+# The node's TLS material and modes are broker.tls's (one set for every listener);
 # this front keeps its own names for them.
 TlsConfigError = sec_tls.TlsError
 
@@ -216,7 +216,7 @@ class _Sniff(_Relay):
 
 class GuardedFront:
     """The public gRPC port, whatever the TLS mode: an accept loop of the node's own
-    (``engine.listener_limits.start_server``) so every connection goes through the
+    (``broker.listener_limits.start_server``) so every connection goes through the
     ``ListenerGuard`` (``max_connections``, ``max_connections_per_ip``, open files, idle time),
     relayed to grpcio's loopback listeners -- TLS (a first byte 0x16) to ``tls_port``, anything
     else to ``plain_port``; a mode without one of them closes such connections.
@@ -245,7 +245,7 @@ class GuardedFront:
             self._on_refused(self.listener, client, "plaintext connection on a TLS-only port (tlsServerMode=enforcing)")
 
     async def start(self) -> int:
-        from engine.listener_limits import start_server
+        from broker.listener_limits import start_server
 
         self._server = await start_server(self.guard, self.listener, self.host, self.port, lambda: _Sniff(self))
         self.port = self._server.sockets[0].getsockname()[1]

@@ -34,144 +34,21 @@ import asyncio
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import structlog
 
 from engine.consumer_offset import is_reserved_group
 from gateway_kafka import assignors
 from gateway_kafka import error_codes as E
+from gateway_kafka.group_skeleton import GroupError, RecordGroupCoordinator
 from gateway_kafka.protocol import records
 
 log = structlog.get_logger("rockafka.kafka.consumer_groups")
 
-CONSUMER, SHARE = 0, 1
-GROUP_TYPE_NAMES = {CONSUMER: "consumer", SHARE: "share"}
-# member states (Kafka's MemberState)
-STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS = 1, 2, 3
-LEAVE_EPOCH, LEAVE_STATIC_EPOCH = -1, -2
-
-Parts = dict[str, set[int]]  # topic name -> partitions
-
-
-class GroupError(Exception):
-    """A request the coordinator refuses: a Kafka error code and a message."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-@dataclass
-class ModernMember:
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    rebalance_timeout_ms: int = 300_000
-    server_assignor: str | None = None
-    subscribed_topic_names: list[str] = field(default_factory=list)
-    subscribed_topic_regex: str | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    state: int = STABLE
-    assigned: Parts = field(default_factory=dict)
-    pending_revocation: Parts = field(default_factory=dict)
-    classic_session_timeout_ms: int = -1          # >= 0: a classic member (JoinGroup/SyncGroup)
-    classic_protocols: list[tuple[str, bytes]] | None = None
-
-    @property
-    def uses_classic(self) -> bool:
-        return self.classic_protocols is not None
-
-
-@dataclass
-class ModernGroup:
-    group_id: str
-    group_type: int = CONSUMER
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignor: str | None = None
-    subscription_metadata: dict[str, int] = field(default_factory=dict)  # topic -> partitions
-    members: dict[str, ModernMember] = field(default_factory=dict)
-    target: dict[str, Parts] = field(default_factory=dict)               # member id -> target
-    metadata_version: int = -1   # topic table version the subscription metadata was computed at
-
-    def static_member(self, instance_id: str | None) -> ModernMember | None:
-        if instance_id is None:
-            return None
-        for m in self.members.values():
-            if m.instance_id == instance_id:
-                return m
-        return None
-
-    def state_name(self) -> str:
-        if not self.members:
-            return "Empty"
-        if self.group_type == SHARE:
-            return "Stable"
-        if self.assignment_epoch < self.group_epoch:
-            return "Assigning"
-        if any(m.member_epoch != self.assignment_epoch or m.state != STABLE
-               for m in self.members.values() if m.member_epoch != LEAVE_STATIC_EPOCH):
-            return "Reconciling"
-        return "Stable"
-
-    def owner_epoch(self, topic: str, partition: int, exclude: str) -> int:
-        """The epoch of the member (other than ``exclude``) owning the partition, -1 if free."""
-        for m in self.members.values():
-            if m.member_id == exclude:
-                continue
-            if partition in m.assigned.get(topic, ()) or partition in m.pending_revocation.get(topic, ()):
-                return m.member_epoch
-        return -1
-
-
-def _parts_list(parts: Parts) -> list[dict]:
-    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(parts.items()) if ps]
-
-
-def _parts_of(items: Iterable[dict] | None) -> Parts:
-    return {d["topic"]: set(d["partitions"]) for d in items or () if d["partitions"]}
-
-
-def encode_group(g: ModernGroup) -> bytes:
-    return records.encode("ModernGroupValue", {
-        "group_type": g.group_type, "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
-        "assignor": g.assignor,
-        "subscription_metadata": [{"topic": t, "partitions": n} for t, n in sorted(g.subscription_metadata.items())],
-        "members": [{
-            "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
-            "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout_ms,
-            "server_assignor": m.server_assignor, "subscribed_topic_names": list(m.subscribed_topic_names),
-            "subscribed_topic_regex": m.subscribed_topic_regex, "member_epoch": m.member_epoch,
-            "previous_member_epoch": m.previous_member_epoch, "state": m.state,
-            "assigned": _parts_list(m.assigned), "pending_revocation": _parts_list(m.pending_revocation),
-            "target": _parts_list(g.target.get(m.member_id, {})),
-            "classic_session_timeout_ms": m.classic_session_timeout_ms,
-            "classic_protocols": None if m.classic_protocols is None else
-            [{"name": n, "metadata": meta} for n, meta in m.classic_protocols],
-        } for m in g.members.values()]})
-
-
-def decode_group(group_id: str, value: bytes) -> ModernGroup:
-    d = records.decode("ModernGroupValue", value)
-    g = ModernGroup(group_id, d["group_type"], d["group_epoch"], d["assignment_epoch"], d["assignor"],
-                    {s["topic"]: s["partitions"] for s in d["subscription_metadata"]})
-    for m in d["members"]:
-        member = ModernMember(
-            m["member_id"], m["instance_id"], m["rack_id"], m["client_id"], m["client_host"],
-            m["rebalance_timeout_ms"], m["server_assignor"], list(m["subscribed_topic_names"]),
-            m["subscribed_topic_regex"], m["member_epoch"], m["previous_member_epoch"], m["state"],
-            _parts_of(m["assigned"]), _parts_of(m["pending_revocation"]), m["classic_session_timeout_ms"],
-            None if m["classic_protocols"] is None else
-            [(p["name"], bytes(p["metadata"])) for p in m["classic_protocols"]])
-        g.members[member.member_id] = member
-        g.target[member.member_id] = _parts_of(m["target"])
-    return g
+from gateway_kafka.modern_group_state import (  # noqa: F401  (the state's names, as the coordinator's)
+    CONSUMER, GROUP_TYPE_NAMES, LEAVE_EPOCH, LEAVE_STATIC_EPOCH, ModernGroup, ModernMember, Parts, SHARE, STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, _parts_list, _parts_of, decode_group, encode_group,
+)
 
 
 def compile_regex(pattern: str) -> re.Pattern:
@@ -183,67 +60,37 @@ def compile_regex(pattern: str) -> re.Pattern:
             from None
 
 
-class ModernGroupCoordinator:
+class ModernGroupCoordinator(RecordGroupCoordinator):
+    RECORD_KIND = records.MODERN_GROUP_KIND
+    EVENT = "modern_group"
+    DECODE_ERRORS = (records.RecordDecodeError,)
+
     def __init__(self, gateway: Any, classic: Any, configs: Any):
-        self.gw = gateway
+        super().__init__(gateway, configs, log)
         self.settings = gateway.settings
         self.classic = classic
-        self.configs = configs
-        store = getattr(gateway, "store", None)
-        self.offsets = store.consumer_offsets if store is not None else None
-        self.groups: dict[str, ModernGroup] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._records: dict[str, bytes | None] = {}   # group -> its last stored record
-        self._session_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalance_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._closed = False
         self._regex_cache: dict[tuple[str, int], list[str]] = {}
         self.share_listeners: list[Callable[[str, ModernGroup | None], None]] = []
 
-    # -- persistence -----------------------------------------------------------------------
-    def restore(self) -> int:
-        if self.offsets is None:
-            return 0
-        for group_id, value in self.offsets.group_records(records.MODERN_GROUP_KIND).items():
-            try:
-                g = decode_group(group_id, value)
-            except records.RecordDecodeError as exc:
-                log.warning("modern_group_not_restored", group=group_id, error=str(exc))
-                continue
-            self.groups[group_id] = g
-            self._records[group_id] = value
-            self.classic.forget_group(group_id)  # converted: a classic record left behind is stale
-            for m in g.members.values():
-                self._schedule_session(g, m)
-        log.info("modern_groups_restored", groups=len(self.groups),
-                 members=sum(len(g.members) for g in self.groups.values()))
-        return len(self.groups)
+    # -- persistence (the skeleton's, with these hooks) --------------------------------------
+    encode_group = staticmethod(encode_group)
+    decode_group = staticmethod(decode_group)
 
-    async def _store(self, g: ModernGroup) -> None:
-        """Append the group's record (a tombstone once it is gone); on a refusal put the group
-        back as its last record says and raise COORDINATOR_NOT_AVAILABLE."""
-        alive = self.groups.get(g.group_id) is g
-        value = encode_group(g) if alive else None
-        if value == self._records.get(g.group_id):
-            return
-        if self.offsets is not None:
-            res = await self.gw.put(self.offsets.store_group_record, g.group_id, records.MODERN_GROUP_KIND, value)
-            if not res.stored:
-                log.warning("modern_group_not_stored", group=g.group_id, status=res.status.name, error=res.error)
-                self._rollback(g.group_id)
-                raise GroupError(E.COORDINATOR_NOT_AVAILABLE,
-                                 f"the group's state could not be stored ({res.status.name}); retry")
-        self._records[g.group_id] = value
+    def _restored(self, g: ModernGroup) -> None:
+        self.classic.forget_group(g.group_id)  # converted: a classic record left behind is stale
+        for m in g.members.values():
+            self._schedule_session(g, m)
+
+    def _restored_summary(self) -> dict[str, Any]:
+        return {"members": sum(len(g.members) for g in self.groups.values())}
+
+    def _after_store(self, g: ModernGroup) -> None:
         if g.group_type == SHARE:
             self._notify_share(g.group_id)
 
-    def _rollback(self, group_id: str) -> None:
-        last = self._records.get(group_id)
-        if last is None:
-            self.groups.pop(group_id, None)
-        else:
-            self.groups[group_id] = decode_group(group_id, last)
+    def _timer_tables(self) -> tuple[dict[tuple[str, str], asyncio.TimerHandle], ...]:
+        return (self._session_timers, self._rebalance_timers)
 
     def _notify_share(self, group_id: str) -> None:
         g = self.groups.get(group_id)
@@ -253,23 +100,10 @@ class ModernGroupCoordinator:
             except Exception:
                 log.exception("share_listener_failed")
 
-    def lock(self, group_id: str) -> asyncio.Lock:
-        lock = self._locks.get(group_id)
-        if lock is None:
-            lock = self._locks[group_id] = asyncio.Lock()
-        return lock
-
     # -- queries ---------------------------------------------------------------------------
-    def owns(self, group_id: str) -> bool:
-        return group_id in self.groups
-
     def group_type(self, group_id: str) -> int | None:
         g = self.groups.get(group_id)
         return None if g is None else g.group_type
-
-    def _partitions_of(self, topic: str) -> int:
-        tc = self.gw.store.topic_config.get(topic)
-        return tc.read_queue_nums if tc is not None else 0
 
     def _topics_version(self) -> int:
         return self.gw.store.topic_config.data_version.counter
@@ -280,10 +114,12 @@ class ModernGroupCoordinator:
         hit = self._regex_cache.get(key)
         if hit is not None:
             return hit
-        from gateway_kafka.apis._common import is_internal, visible_topics
+        from gateway_kafka.apis._common import visible_topics
 
         rx = compile_regex(pattern)
-        found = sorted(t for t in visible_topics(self.gw) if not is_internal(t) and rx.fullmatch(t))
+        # as Kafka's coordinator: the whole name must match, and internal topics are not skipped
+        # (excluding them is the client's choice, made in the pattern)
+        found = sorted(t for t in visible_topics(self.gw) if rx.fullmatch(t))
         if len(self._regex_cache) > 1000:
             self._regex_cache.clear()
         self._regex_cache[key] = found
@@ -319,15 +155,8 @@ class ModernGroupCoordinator:
 
     # -- timers ----------------------------------------------------------------------------
     def _schedule_session(self, g: ModernGroup, m: ModernMember) -> None:
-        key = (g.group_id, m.member_id)
-        old = self._session_timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        if self._closed:
-            return
-        self._session_timers[key] = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms(g, m) / 1000.0, self._spawn, self._fence_expired, g.group_id, m.member_id,
-            "session_timeout")
+        self._arm(self._session_timers, (g.group_id, m.member_id), self.session_timeout_ms(g, m) / 1000.0,
+                  self._spawn, self._fence_expired, g.group_id, m.member_id, "session_timeout")
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         for timers in (self._session_timers, self._rebalance_timers):
@@ -342,11 +171,6 @@ class ModernGroupCoordinator:
         self._rebalance_timers[key] = asyncio.get_running_loop().call_later(
             max(m.rebalance_timeout_ms, 1) / 1000.0, self._spawn, self._fence_expired, g.group_id, m.member_id,
             "rebalance_timeout")
-
-    def _spawn(self, fn: Callable, *args: Any) -> None:
-        task = asyncio.get_running_loop().create_task(fn(*args))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _fence_expired(self, group_id: str, member_id: str, reason: str) -> None:
         if reason == "session_timeout":
@@ -1050,15 +874,6 @@ class ModernGroupCoordinator:
         for m in g.members.values():
             out |= self.subscribed_topics(m)
         return out
-
-    def close(self) -> None:
-        self._closed = True
-        for h in list(self._session_timers.values()) + list(self._rebalance_timers.values()):
-            h.cancel()
-        self._session_timers.clear()
-        self._rebalance_timers.clear()
-        for t in list(self._tasks):
-            t.cancel()
 
     # -- share groups ----------------------------------------------------------------------
     async def share_heartbeat(self, req: dict, client_id: str, client_host: str) -> dict:

@@ -1,4 +1,4 @@
-"""Read-only operator views of the Kafka gateway (engine.ops_view): its consumer groups with
+"""Read-only operator views of the Kafka gateway (broker.ops_view): its consumer groups with
 members and their assigned partitions, and its open connections. Built from the coordinator's
 public ``listing()``/``describe()``; nothing here changes gateway state."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.ops_view import GroupMember, GroupView
+from broker.ops_view import GroupMember, GroupView
 
 
 def parse_consumer_assignment(data: bytes) -> tuple[tuple[str, int], ...]:

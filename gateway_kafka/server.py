@@ -2,7 +2,7 @@
 
 Per connection the loop is: read the 4-byte size, refuse (close) a size that is not positive
 or above ``socket_request_max_bytes`` *before* buffering anything, wait for that many bytes of
-the node's request budget (``engine.listener_limits``: no more socket reads meanwhile),
+the node's request budget (``broker.listener_limits``: no more socket reads meanwhile),
 ``readexactly`` the frame within ``request_receive_timeout_ms``, decode it, await the handler
 registered for the API key, write the response, give the budget back.
 
@@ -31,6 +31,7 @@ that wakes long-polling fetches. Their state is in the engine's log
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import functools
 import socket
 from collections import defaultdict
@@ -38,14 +39,20 @@ from typing import Any
 
 import structlog
 
+from broker.put_path import PutPath
+from broker.read_path import ArrivalHub
+from broker.replication import Replication
+from engine.consumer_offset import name_problem
 from gateway_kafka import apis
+from gateway_kafka import error_codes as E
 from gateway_kafka.apis import ConnectionState, RequestContext
 from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_refused
 from gateway_kafka.cluster import BrokerNode, LocalReplication
 from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.wire_out import has_runs, plain_fd, send_with_runs, write_chunks
-from engine.listener_limits import BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_protocol_factory
+from broker.listener_limits import (BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_buffered,
+                                   stream_protocol_factory)
 
 log = structlog.get_logger("rockafka.kafka")
 
@@ -56,6 +63,56 @@ WRITE_HIGH_WATER = 4 * MiB
 _PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 _HELD = "request_budget_bytes"  # ConnectionState.extra: budget held by the request in hand
 _THROTTLE = "throttle_time_ms"  # set by a handler under flow control (see apis/produce.py)
+
+
+# Group and transaction requests whose strings end up in internal topics' records (group
+# metadata, group records, transaction state: int16-length strings): one longer than a record
+# can hold is answered with the API's error code here, where the request is decoded -- the
+# group or transactional id with its own code, any other string (a member or instance id, a
+# protocol name) INVALID_REQUEST. (OffsetCommit and TxnOffsetCommit answer per partition:
+# their handlers check the group id; their other strings are not stored.)
+_NAMED_APIS: dict[int, int] = {  # api key -> the code for an over-long group / transactional id
+    11: E.INVALID_GROUP_ID, 12: E.INVALID_GROUP_ID, 13: E.INVALID_GROUP_ID, 14: E.INVALID_GROUP_ID,
+    68: E.INVALID_GROUP_ID, 76: E.INVALID_GROUP_ID, 88: E.INVALID_GROUP_ID, 47: E.INVALID_GROUP_ID,
+    22: E.INVALID_REQUEST, 26: E.INVALID_REQUEST, 25: E.INVALID_REQUEST,
+}
+
+
+def _too_long(node: Any, path: str = "") -> tuple[str, str] | None:
+    """(field path, problem) of the first string in ``node`` no record can hold."""
+    if isinstance(node, str):
+        problem = name_problem(path or "string", node) if len(node) > 8191 else None
+        return (path, problem) if problem else None
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, (str, dict, list)):
+                hit = _too_long(v, k)
+                if hit:
+                    return hit
+    elif isinstance(node, list):
+        for v in node:
+            if isinstance(v, (str, dict, list)):
+                hit = _too_long(v, path)
+                if hit:
+                    return hit
+    return None
+
+
+def _name_refused(api_key: int, api_version: int, body: dict) -> dict | None:
+    hit = _too_long(body)
+    if hit is None:
+        return None
+    field, problem = hit
+    from gateway_kafka.protocol.codec import body_defaults
+
+    answer = body_defaults(api_key, api_version)
+    if "error_code" not in answer:
+        return None
+    answer["error_code"] = _NAMED_APIS[api_key] if field in ("group_id", "transactional_id") else E.INVALID_REQUEST
+    if "error_message" in answer:
+        answer["error_message"] = problem
+    log.info("request_refused", reason="string_too_long", api_key=api_key, field=field, error=problem)
+    return answer
 
 
 class KafkaSettings:
@@ -151,71 +208,39 @@ def _modern_group_settings(s: Any, config: Any) -> None:
 
 def _local_replication(store: Any) -> LocalReplication:
     """The engine's live replication state, as the cluster view needs it."""
-    ha = getattr(store, "ha", None)
-    if ha is None:
+    ha = Replication(store)
+    if not ha.available:
         return LocalReplication()
 
     def slave_nodes() -> dict[int, BrokerNode]:
         out = {}
-        for c in ha.connections():
-            ident = c.identity
+        for broker_id, ident in ha.slave_identities().items():
             if all(k in ident for k in ("kafkaNodeId", "kafkaHost", "kafkaPort")):
-                out[c.broker_id] = BrokerNode(int(ident["kafkaNodeId"]), str(ident["kafkaHost"]),
-                                              int(ident["kafkaPort"]), ident.get("brokerRack") or None)
+                out[broker_id] = BrokerNode(int(ident["kafkaNodeId"]), str(ident["kafkaHost"]),
+                                            int(ident["kafkaPort"]), ident.get("brokerRack") or None)
         return out
 
     # a master whose lease ran out (cut off from the controller) no longer claims to lead
     return LocalReplication(is_master=lambda: ha.is_master and ha.lease_valid(),
-                            in_sync_broker_ids=lambda: [v["brokerId"] for v in ha.in_sync_slaves()],
+                            in_sync_broker_ids=ha.in_sync_slave_ids,
                             slave_nodes=slave_nodes,
                             leader_epochs=bool(store.broker_config.enable_controller_mode),
                             master_epoch=lambda: ha.master_epoch)
 
 
-class ArrivalHub:
-    """Wakes long-polling fetches when the store appends to a queue they wait on.
-
-    The store calls ``on_arrival`` from its dispatch thread; only when some fetch waits on that
-    (topic, queue) is a wake-up scheduled onto the loop, so idle queues cost one dict lookup.
-    Kafka produces also call ``appended`` on the loop (what another protocol or a slave's
-    replication stores still arrives through the dispatcher).
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
-
-    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        if self.waiters.get((topic, queue_id)):
-            self.loop.call_soon_threadsafe(self._wake, topic, queue_id)
-
-    def _wake(self, topic: str, queue_id: int) -> None:
-        for ev in self.waiters.get((topic, queue_id), ()):
-            ev.set()
-
-    def appended(self, topic: str, queue_id: int) -> None:
-        """On the loop, right after a produce stored records (readable once the put returns):
-        the waiting fetches run in the loop's next turn, without the dispatcher's thread hop."""
-        if self.waiters.get((topic, queue_id)):
-            self._wake(topic, queue_id)
-
-    def register(self, keys: list[tuple[str, int]], ev: asyncio.Event) -> None:
-        for k in keys:
-            self.waiters[k].add(ev)
-
-    def unregister(self, keys: list[tuple[str, int]], ev: asyncio.Event) -> None:
-        for k in keys:
-            s = self.waiters.get(k)
-            if s is not None:
-                s.discard(ev)
-                if not s:
-                    del self.waiters[k]
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 class KafkaGateway:
     name = "kafka"
 
-    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, send_queue: Any = None):
+    def __init__(self, store: Any, config: Any, guard: ListenerGuard | None = None, put_path: PutPath | None = None):
         self.store = store
         self.config = config
         self.log = log
@@ -224,10 +249,8 @@ class KafkaGateway:
 
         self.security = security.for_store(store, config)  # who is this, may it (docs/design/security.md)
         self.guard = guard or ListenerGuard(config.limits)  # the node passes the one all listeners share
-        from engine.send_queue import SendQueue
-
-        self._owns_send_queue = send_queue is None  # flow control for puts that may wait on disk
-        self.send_queue = send_queue or SendQueue.from_config(config.broker)
+        # the node's one put path (write scheduling, flow control); its own when started alone
+        self.writes, self._owns_writes = PutPath.for_gateway(store, config, put_path)
         self.port: int | None = None
         self.cluster: ClusterView | None = None
         # how topics reach other broker groups (topic_placement.RemoteGroups); None: this group only
@@ -291,7 +314,7 @@ class KafkaGateway:
         apis.load_all()
         loop = self._loop = asyncio.get_running_loop()
         self.arrivals = ArrivalHub(loop)
-        self.store.add_arrival_listener(self.arrivals.on_arrival)
+        self.arrivals.attach(self.store)
         await self.txn.start()
         self.coordinator.restore()
         self.group_configs.restore()
@@ -301,7 +324,9 @@ class KafkaGateway:
         self.streams_groups.restore()
         await self._start_listeners()
         primary = self.settings.listeners[0]
-        host = primary.advertised_host or self.settings.advertised_host or self._default_advertised_host()
+        # a listener bound to loopback is reachable there only: never advertised on another address
+        host = (primary.advertised_host or (primary.host if _is_loopback(primary.host) else None)
+                or self.settings.advertised_host or self._default_advertised_host())
         self.cluster = ClusterView(self.settings.cluster_id, self.settings.node_id, host,
                                    primary.advertised_port or self.settings.advertised_port or self.port,
                                    rack=self.settings.broker_rack,
@@ -316,8 +341,8 @@ class KafkaGateway:
                  listeners=",".join(f"{s.name}:{s.protocol}:{self.listener_ports[s.name]}" for s in self.settings.listeners))
 
     async def _start_listeners(self) -> None:
-        from engine.listener_limits import ListenerTls
-        from engine.security import tls as sec_tls
+        from broker.listener_limits import ListenerTls
+        from broker import tls as sec_tls
 
         contexts: dict[str, Any] = {}
         for spec in self.settings.listeners:
@@ -355,7 +380,9 @@ class KafkaGateway:
         if spec is None or self.cluster is None or node.node_id != self.cluster.self_node.node_id \
                 or spec is self.settings.listeners[0]:
             return node
-        host = spec.advertised_host or (spec.host if spec.host not in ("0.0.0.0", "::", "") else self.cluster.self_node.host)
+        wildcard_host = (self.cluster.self_node.host if not _is_loopback(self.cluster.self_node.host)
+                         else self.settings.advertised_host or self._default_advertised_host())
+        host = spec.advertised_host or (spec.host if spec.host not in ("0.0.0.0", "::", "") else wildcard_host)
         return BrokerNode(node.node_id, host, spec.advertised_port or self.listener_ports.get(spec.name, node.port),
                           node.rack)
 
@@ -405,9 +432,9 @@ class KafkaGateway:
             await srv.wait_closed()
         await self.txn.stop()
         if self.arrivals is not None:
-            self.store.remove_arrival_listener(self.arrivals.on_arrival)
-        if self._owns_send_queue:
-            self.send_queue.shutdown()
+            self.arrivals.detach(self.store)
+        if self._owns_writes:
+            self.writes.shutdown()
         log.info("kafka_gateway_stopped", port=self.port)
 
     async def connect_node(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -416,7 +443,7 @@ class KafkaGateway:
         (the node's client context: its certificate is presented when asked for), then SASL PLAIN
         with ``innerClientAuthenticationCredentials`` (a super user: cluster action) when the
         listener is SASL_*. PermissionError when the login is refused or cannot be made."""
-        from engine.security.tls import client_context
+        from broker.tls import client_context
         from gateway_kafka.protocol.codec import decode_response, encode_request
 
         spec = self.settings.listeners[0]
@@ -440,12 +467,10 @@ class KafkaGateway:
         return reader, writer
 
     async def put(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """A store write: on the loop when it only copies into the mapped commitlog
-        (``direct_put``), else through the executor (it may wait on disk)."""
-        if self.settings.direct_put and not self.store.put_would_wait:  # never wait for another writer here
-            return fn(*args, **kwargs)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+        """A coordinator's state write through the node's put path (broker.put_path): on the loop
+        when it only copies into the mapped commitlog (``direct_put``), else queued; never
+        refused for waiting (a group or offset record is not a producer that can back off)."""
+        return await self.writes.run(fn, *args, inline=self.settings.direct_put, fast_failure=False, **kwargs)
 
     # -- connections -----------------------------------------------------------------------
     async def _on_connection(self, spec: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -460,7 +485,7 @@ class KafkaGateway:
         self._connections.add(task)
         conn = ConnectionState(str(peer[0]), int(peer[1]), listener=spec)
         if spec.tls:  # a verified client certificate names the principal (SASL may override it)
-            from engine.security import tls as sec_tls
+            from broker import tls as sec_tls
 
             mapper = self.__dict__.get("_principal_mapper")
             if mapper is None:
@@ -482,7 +507,7 @@ class KafkaGateway:
         # the guard's timer (one for the node), which aborts the transport under the reads
         idle_ms = self.settings.connections_max_idle_ms
         watch = self.guard.watch("kafka", f"{conn.peer_host}:{conn.peer_port}", writer.transport.abort,
-                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0)
+                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0, buffered=stream_buffered(reader))
         try:
             await self._serve(conn, reader, writer, watch)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -570,6 +595,8 @@ class KafkaGateway:
                                  header.client_id)
             started = clock()
             body = _authz_refused(ctx, header.api_key, req.body) if header.api_key in _CHECKED else None
+            if body is None and header.api_key in _NAMED_APIS:
+                body = _name_refused(header.api_key, header.api_version, req.body)
             if body is None:
                 body = await spec.handler(ctx, req.body)
             quotas = self.quotas

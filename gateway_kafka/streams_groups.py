@@ -40,7 +40,7 @@ import structlog
 
 from engine.consumer_offset import is_reserved_group
 from gateway_kafka import error_codes as E
-from gateway_kafka.consumer_groups import GroupError
+from gateway_kafka.group_skeleton import GroupError, RecordGroupCoordinator
 from gateway_kafka.protocol import records
 
 log = structlog.get_logger("rockafka.kafka.streams_groups")
@@ -193,83 +193,33 @@ def sticky_assign(tasks: list[tuple[str, int]], members: list[str], current: dic
     return out
 
 
-class StreamsGroupCoordinator:
+class StreamsGroupCoordinator(RecordGroupCoordinator):
+    RECORD_KIND = records.STREAMS_GROUP_KIND
+    EVENT = "streams_group"
+    DECODE_ERRORS = (ValueError, KeyError, TypeError)
+
     def __init__(self, gateway: Any, configs: Any):
-        self.gw = gateway
-        self.configs = configs
-        store = getattr(gateway, "store", None)
-        self.offsets = store.consumer_offsets if store is not None else None
-        self.groups: dict[str, StreamsGroup] = {}
-        self._records: dict[str, bytes | None] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._session_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        super().__init__(gateway, configs, log)
         self._revoke_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._closed = False
 
-    # -- persistence -----------------------------------------------------------------------
-    def restore(self) -> int:
-        if self.offsets is None:
-            return 0
-        for group_id, value in self.offsets.group_records(records.STREAMS_GROUP_KIND).items():
-            try:
-                g = decode_group(group_id, value)
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("streams_group_not_restored", group=group_id, error=str(exc))
-                continue
-            self.groups[group_id] = g
-            self._records[group_id] = bytes(value)
-        log.info("streams_groups_restored", groups=len(self.groups))
-        return len(self.groups)
+    # -- persistence (the skeleton's) --------------------------------------------------------
+    encode_group = staticmethod(encode_group)
+    decode_group = staticmethod(decode_group)
 
-    async def _store(self, g: StreamsGroup) -> None:
-        alive = self.groups.get(g.group_id) is g
-        value = encode_group(g) if alive else None
-        if value == self._records.get(g.group_id):
-            return
-        if self.offsets is not None:
-            res = await self.gw.put(self.offsets.store_group_record, g.group_id, records.STREAMS_GROUP_KIND, value)
-            if not res.stored:
-                log.warning("streams_group_not_stored", group=g.group_id, status=res.status.name, error=res.error)
-                last = self._records.get(g.group_id)
-                if last is None:
-                    self.groups.pop(g.group_id, None)
-                else:
-                    self.groups[g.group_id] = decode_group(g.group_id, last)
-                raise StreamsGroupError(E.COORDINATOR_NOT_AVAILABLE,
-                                        f"the group's state could not be stored ({res.status.name}); retry")
-        self._records[g.group_id] = value
-
-    def lock(self, group_id: str) -> asyncio.Lock:
-        lock = self._locks.get(group_id)
-        if lock is None:
-            lock = self._locks[group_id] = asyncio.Lock()
-        return lock
+    def _timer_tables(self) -> tuple[dict[tuple[str, str], asyncio.TimerHandle], ...]:
+        return (self._session_timers, self._revoke_timers)
 
     # -- queries ---------------------------------------------------------------------------
-    def owns(self, group_id: str) -> bool:
-        return group_id in self.groups
-
     def heartbeat_interval_ms(self, g: StreamsGroup) -> int:
         return self.configs.get_int(g.group_id, "consumer.heartbeat.interval.ms")
 
     def session_timeout_ms(self, g: StreamsGroup) -> int:
         return self.configs.get_int(g.group_id, "consumer.session.timeout.ms")
 
-    def _partitions_of(self, topic: str) -> int:
-        tc = self.gw.store.topic_config.get(topic)
-        return tc.read_queue_nums if tc is not None else 0
-
     # -- timers ----------------------------------------------------------------------------
     def _schedule_session(self, g: StreamsGroup, m: StreamsMember) -> None:
-        key = (g.group_id, m.member_id)
-        old = self._session_timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        if self._closed:
-            return
-        self._session_timers[key] = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms(g) / 1000.0, self._spawn_expire, g.group_id, m.member_id)
+        self._arm(self._session_timers, (g.group_id, m.member_id), self.session_timeout_ms(g) / 1000.0,
+                  self._spawn_expire, g.group_id, m.member_id)
 
     def _schedule_revocation(self, g: StreamsGroup, m: StreamsMember) -> None:
         """A member told to give tasks up must do so within its rebalance timeout, else it is
@@ -284,11 +234,8 @@ class StreamsGroupCoordinator:
             m.rebalance_timeout_ms / 1000.0, self._spawn_expire, g.group_id, m.member_id, m.member_epoch)
 
     def _spawn_expire(self, group_id: str, member_id: str, revoking_epoch: int | None = None) -> None:
-        if self._closed:
-            return
-        task = asyncio.get_running_loop().create_task(self._expire(group_id, member_id, revoking_epoch))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if not self._closed:
+            self._spawn(self._expire, group_id, member_id, revoking_epoch)
 
     async def _expire(self, group_id: str, member_id: str, revoking_epoch: int | None = None) -> None:
         async with self.lock(group_id):
@@ -315,15 +262,6 @@ class StreamsGroupCoordinator:
             if h is not None:
                 h.cancel()
         g.group_epoch += 1
-
-    def close(self) -> None:
-        self._closed = True
-        for timers in (self._session_timers, self._revoke_timers):
-            for h in timers.values():
-                h.cancel()
-            timers.clear()
-        for t in self._tasks:
-            t.cancel()
 
     # -- topology --------------------------------------------------------------------------
     async def _configure(self, g: StreamsGroup) -> bool:

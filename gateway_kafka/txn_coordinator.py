@@ -53,12 +53,23 @@ from typing import Any, Callable
 import structlog
 
 from engine import record_batch as rb
+from engine.consumer_offset import name_problem
 from engine.state_log import (CONSUMER_OFFSETS, TRANSACTION_STATE, StateLog, is_internal, load_checkpoint,
                               positions_from, save_checkpoint)
 from gateway_kafka import error_codes as E
 from gateway_kafka.protocol import records
 
 log = structlog.get_logger("rockafka.kafka.txn")
+
+# Store refusals that pass by themselves (the next attempt may be stored), retried by ``_put``.
+TRANSIENT_PUT_STATUSES = frozenset({"OS_PAGE_CACHE_BUSY", "CREATE_MAPPED_FILE_FAILED", "UNKNOWN_ERROR"})
+STATE_WRITE_RETRY_S = 10.0
+
+
+def _transient_refusal(res: Any) -> bool:
+    status = getattr(res, "status", None)
+    return (status is not None and not getattr(res, "stored", True)
+            and getattr(status, "name", None) in TRANSIENT_PUT_STATUSES)
 
 CHECKPOINT_FILE = "transactionState.json"
 RELAY_CLIENT_ID = "rockafka-producer-id-relay"  # a slave asking its master (never relayed again)
@@ -321,7 +332,25 @@ class TransactionCoordinator:
 
     # -- writing ---------------------------------------------------------------------------------
     async def _put(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
-        return await self.gw.put(fn, *args, **kwargs)
+        """A store write of coordinator state, retried with a growing pause (up to
+        ``STATE_WRITE_RETRY_S``) while the store refuses it for a passing reason (the put lock
+        busy, a segment not yet created): nothing of a refused put was stored, so writing it
+        again is safe, and the client gets a slower answer instead of an error it did not
+        cause."""
+        res = await self.gw.put(fn, *args, **kwargs)
+        deadline = None
+        pause = 0.02
+        while _transient_refusal(res):
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + STATE_WRITE_RETRY_S
+            if now >= deadline:
+                break
+            log.info("txn_state_write_retried", status=res.status.name, pause_ms=int(pause * 1000))
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
+            res = await self.gw.put(fn, *args, **kwargs)
+        return res
 
     async def _write(self, tid: str, new: TxnMetadata | None) -> bool:
         """Record ``new`` as the state of ``tid`` (None: delete it), then make it the state;
@@ -504,6 +533,8 @@ class TransactionCoordinator:
         """TxnOffsetCommit: the offsets become transactional records of the group's partition."""
         if self.not_serving():
             return self.not_serving()
+        if name_problem("group id", group) is not None:  # no offset record can hold it
+            return E.INVALID_GROUP_ID
         if self.foreign(producer_id):
             # the group's coordinator is here, the transaction's on another broker group (which
             # added the group's partition in AddOffsetsToTxn): staged, its marker decides

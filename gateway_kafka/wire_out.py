@@ -18,6 +18,10 @@ queued; otherwise, and when the socket does not take a run at once, ``loop.sendf
 it after the transport has sent what is queued (reading from the client waits meanwhile). Runs
 are read into memory only where no plain socket takes them (TLS, encoders that copy).
 
+A run that ``sendfile`` refuses for a reason other than the connection going away (the
+kernel out of memory for it under load, ``SendfileNotAvailableError``) is sent as a copy instead:
+the client sees a normal answer, only the connection's own errors close it.
+
 Falls back to ``writelines`` unchanged for TLS (the bytes must be encrypted by the transport),
 when the transport already holds unsent bytes (they must go first), or when the transport does
 not expose a plain socket descriptor.
@@ -26,7 +30,12 @@ not expose a plain socket descriptor.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+
+import structlog
+
+log = structlog.get_logger("rockafka.kafka.wire")
 
 # writev takes at most IOV_MAX buffers (1024 on Linux); longer lists are written in slices
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") and "SC_IOV_MAX" in os.sysconf_names else 16
@@ -138,6 +147,21 @@ def has_runs(chunks: list) -> bool:
     return any(type(c) is FileRun for c in chunks)
 
 
+_GONE_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ESHUTDOWN, errno.EBADF,
+                          errno.ECONNABORTED})
+
+
+def _connection_gone(exc: OSError) -> bool:
+    return isinstance(exc, ConnectionError) or exc.errno in _GONE_ERRNOS
+
+
+def _copy_rest(writer: asyncio.StreamWriter, run: FileRun, done: int, exc: BaseException) -> None:
+    """Send what ``sendfile`` did not of ``run`` as a copy through the transport (after what it
+    holds, so the order on the wire stays)."""
+    log.info("fetch_sendfile_fell_back", error=str(exc) or type(exc).__name__, bytes=run.length - done)
+    writer.write(run.materialize(done))
+
+
 async def send_with_runs(writer: asyncio.StreamWriter, chunks: list, fd: int) -> None:
     """Write a response holding ``FileRun`` s on a plain TCP connection (``fd`` from ``plain_fd``):
     memory buffers with ``writev``, runs with ``sendfile`` (the kernel copies from the page
@@ -163,13 +187,20 @@ async def send_with_runs(writer: asyncio.StreamWriter, chunks: list, fd: int) ->
                         done += sent
                 except (BlockingIOError, InterruptedError):
                     pass
-                except OSError:  # reset or closed: the next read of the connection sees it
-                    transport.abort()
-                    return
+                except OSError as exc:
+                    if _connection_gone(exc):  # reset or closed: the next read of the connection sees it
+                        transport.abort()
+                        return
+                    # sendfile itself failed (no memory for it, a file system that cannot):
+                    # the rest of the run goes as a copy, the client never notices
+                    _copy_rest(writer, c, done, exc)
+                    done = c.length
             if done < c.length:
                 try:
                     await loop.sendfile(transport, _RunFile(c.ref.fd), c.pos + done, c.length - done, fallback=False)
-                except (ConnectionError, OSError):
+                except asyncio.SendfileNotAvailableError as exc:  # raised before any byte went out
+                    _copy_rest(writer, c, done, exc)
+                except (ConnectionError, OSError):  # part may have gone out: the stream is broken
                     transport.abort()
                     return
             i += 1

@@ -31,9 +31,12 @@ from typing import Any
 
 import structlog
 
+from broker.replication import Replication
+from engine.topic_config import PERM_INHERIT, PERM_READ, PERM_WRITE
+
 from . import broker_stats
 from .dispatch import RemotingServer
-from .remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
+from .remoting.codes import RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand
 from .subscription import SubscriptionData
 from .transport import Connection, ConnectionClosedError, RemotingTimeoutError, open_connection
@@ -226,14 +229,14 @@ class Broker:
     name = "broker"
 
     def __init__(self, store: Any, config: Any, *, namesrv_addrs: list[str] | None = None,
-                 namesrv_resolver: Any = None, guard: Any = None, send_queue: Any = None):
+                 namesrv_resolver: Any = None, guard: Any = None, put_path: Any = None):
         self.store = store
         self.config = config
         self.broker_config = config.broker
         self.host = config.host
         from .processors import BROKER_PROCESSORS  # the table imports this module's types
 
-        from engine.listener_limits import ListenerGuard
+        from broker.listener_limits import ListenerGuard
 
         self.server = RemotingServer("broker", config.host, config.broker_port, BROKER_PROCESSORS, self,
                                      guard=guard or ListenerGuard(config.limits))
@@ -253,11 +256,11 @@ class Broker:
         # round trip to the slaves does not cap the whole broker at four sends in flight
         workers = 32 if getattr(store, "master_role", config.store.broker_role) == "SYNC_MASTER" else 4
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="broker-store")
-        # sends that may wait on the disk (flow control: engine.send_queue); the node shares one
-        from engine.send_queue import SendQueue
+        # the node's one put path (write scheduling, flow control: broker.put_path); its own when
+        # the broker is started alone
+        from broker.put_path import PutPath
 
-        self._owns_send_queue = send_queue is None
-        self.send_queue = send_queue or SendQueue.from_config(config.broker)
+        self.writes, self._owns_writes = PutPath.for_gateway(store, config, put_path)
         self.channel_expired_ms = config.extra_int("channel_expired_timeout", 120_000)
         self.short_polling_ms = config.extra_int("short_polling_time_mills", 1000)
         self.data_version_counter = 0
@@ -316,7 +319,7 @@ class Broker:
 
     @property
     def ha_server_addr(self) -> str:
-        port = getattr(getattr(self.store, "ha", None), "port", None) or self.config.ha_port
+        port = Replication(self.store).listen_port or self.config.ha_port
         return f"{self.advertised_ip}:{port}"
 
     def namesrv_addrs(self) -> list[str]:
@@ -370,8 +373,8 @@ class Broker:
         self.pull_hold.wake_all()
         await self.server.stop()
         self.executor.shutdown(wait=True)
-        if self._owns_send_queue:
-            self.send_queue.shutdown()
+        if self._owns_writes:
+            self.writes.shutdown()
 
     def ensure_system_topics(self) -> None:
         from engine.topic_config import TopicConfig
@@ -446,7 +449,7 @@ class Broker:
                 if not self.is_master and self.replicas is None:
                     master_ha = resp.ext_fields.get("haServerAddr") if resp.ext_fields else None
                     if master_ha:
-                        self.store.ha.update_master_address(str(master_ha))
+                        Replication(self.store).update_master_address(str(master_ha))
             except (ConnectionClosedError, RemotingTimeoutError, OSError, ValueError) as exc:
                 log.warning("register_broker_failed", namesrv=addr, error=str(exc))
         await asyncio.gather(*(one(a) for a in self.namesrv_addrs()))
@@ -479,10 +482,10 @@ class Broker:
                 pass
 
     def _ha_state_version(self) -> int:
-        return int(getattr(getattr(self.store, "ha", None), "state_version", 0))
+        return Replication(self.store).state_version
 
     def _knows_master(self) -> bool:
-        info = self.store.ha.runtime_info()
+        info = Replication(self.store).runtime_info()
         return bool(info.get("masterAddress"))
 
     def _store_topics_version(self) -> int:
@@ -530,26 +533,21 @@ class Broker:
     async def run_blocking(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-    async def put(self, fn: Any, *args: Any) -> Any:
-        """A store write: inline under ASYNC_FLUSH (it only touches mapped memory, and a thread hop
-        per message would halve throughput), through the send queue when it may wait for a flush
-        or, SYNC_MASTER, for the slaves (unless the caller waits for them itself:
-        ``sync_replicas=False``, see processors/send.py): one that waited there longer than
-        waitTimeMillsInSendQueue is answered SYSTEM_BUSY ``[TIMEOUT_CLEAN_QUEUE]...`` unstored
-        (RocketMQ's fast failure)."""
-        no_replica_wait = isinstance(fn, functools.partial) and fn.keywords.get("sync_replicas") is False
-        if self.config.store.flush_disk_type == "ASYNC_FLUSH" and (
-                no_replica_wait or self.store.config.broker_role != "SYNC_MASTER") \
-                and not self.store.put_would_wait:  # never wait for another writer on the event loop
-            return fn(*args)
-        from engine.send_queue import SendQueueBusy
+    async def put(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A store write through the node's put path (broker.put_path): inline under ASYNC_FLUSH
+        when it waits for nothing, else through the send queue; one that waited there longer
+        than waitTimeMillsInSendQueue is answered SYSTEM_BUSY ``[TIMEOUT_CLEAN_QUEUE]...``
+        unstored (RocketMQ's fast failure). Pass ``sync_replicas=False`` when the caller waits
+        for the slaves itself (processors/send.py)."""
+        from broker.put_path import PutStatus
 
         from .dispatch import ProcessorError
+        from .processors.common import PUT_STATUS
 
-        try:
-            return await self.send_queue.run(fn, *args)
-        except SendQueueBusy as exc:
-            raise ProcessorError(R.SYSTEM_BUSY, str(exc)) from None
+        status, result = await self.writes.put(fn, *args, **kwargs)
+        if status is PutStatus.SEND_QUEUE_BUSY:
+            raise ProcessorError(PUT_STATUS[status][0], str(result)) from None
+        return result
 
 
 def interface_addresses() -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import structlog
 
 from engine import metrics
-from engine.listener_limits import ListenerGuard, start_server, stream_protocol_factory
+from broker.listener_limits import ListenerGuard, start_server, stream_protocol_factory
 
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import MAX_FRAME_SIZE
@@ -63,7 +63,7 @@ class RemotingServer:
         self.port = port
         self.table = table
         self.context = context
-        # connection and request limits (engine.listener_limits), shared by the node's listeners
+        # connection and request limits (broker.listener_limits), shared by the node's listeners
         self.guard = guard or ListenerGuard()
         limits = self.guard.limits
         self.max_frame_size = min(max_frame_size, limits.frame_max_length)
@@ -76,7 +76,7 @@ class RemotingServer:
         self.on_connection_closed: list[Callable[[Connection], None]] = []
         # authentication and authorization before any processor (gateway_native/security.py)
         self.gate: Any = None
-        # TLS (engine.listener_limits.ListenerTls: permissive or enforcing) and the mapping of
+        # TLS (broker.listener_limits.ListenerTls: permissive or enforcing) and the mapping of
         # client certificates to principals
         self.tls: Any = None
         self.principal_mapper: Any = None
@@ -98,7 +98,7 @@ class RemotingServer:
             conn = Connection(reader, writer, self._gated if self.gate is not None else self._dispatch,
                               max_frame_size=self.max_frame_size, role=self.name, guard=self.guard, idle_s=self.idle_s)
             if self.principal_mapper is not None:
-                from engine.security.tls import peer_principal
+                from broker.tls import peer_principal
 
                 cert = peer_principal(writer.get_extra_info("ssl_object"), self.principal_mapper)
                 if cert is not None:

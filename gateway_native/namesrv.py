@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
 from engine.config_manager import write_atomic
+from engine.topic_config import PERM_WRITE
 
 from . import namesrv_admin
 from .dispatch import ProcessorTable, RemotingServer
 from .remoting.route import decode_route_json  # noqa: F401  (re-exported: the wire form lives in remoting)
-from .remoting.codes import PERM_WRITE, V4_9_4, RequestCode as RC, ResponseCode as R
+from .remoting.codes import V4_9_4, RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand, loads_json
 from .transport import Connection
 
@@ -341,6 +341,92 @@ async def kv_list(ns: "NameServer", conn: Connection, cmd: RemotingCommand) -> R
 from .controller import register_handlers as _register_controller_handlers  # noqa: E402
 
 _register_controller_handlers(NAMESRV_PROCESSORS)
+
+
+class BrokerAuthDelegate:
+    """Route reads for every user on a NameServer that keeps no users (a standalone one).
+
+    Users, secrets and ACLs live in the brokers' logs (``rmq_sys_SECURITY``); a standalone
+    NameServer knows only the inner credentials. When a read of ``CODES`` (a route, the cluster
+    view, the topic list) is signed by an access key it does not know, the gate asks a registered master
+    (AUTH_CHECK_FOR_NAMESRV, signed with the NameServer's inner credentials, TLS when
+    ``tlsEnable``): the master recomputes the signature over the same signed content with the
+    user's secret and authorizes the request's operations (DESCRIBE on the topic) from the
+    client's address; the first master that says yes decides. A yes is remembered for
+    ``TTL_S`` per (access key, signature, request): RocketMQ's route request signature carries no
+    time, so a client asking again costs nothing; a user removed or a grant revoked reaches the
+    NameServer within that time. A no is never remembered (and counts as a failed
+    authentication on the broker, which throttles guessing)."""
+
+    # route reads, and the cluster view and topic list an operator's tools read first (DESCRIBE
+    # on the cluster): nothing that changes the NameServer
+    CODES = frozenset({RC.GET_ROUTEINFO_BY_TOPIC, RC.GET_BROKER_CLUSTER_INFO, RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER})
+    TTL_S = 30.0
+    MAX_REMEMBERED = 10_000
+
+    def __init__(self, ns: "NameServer", config: Any):
+        self.ns = ns
+        self.config = config
+        self._conns: dict[str, Connection] = {}
+        self._yes: dict[tuple, float] = {}
+
+    def _masters(self) -> list[str]:
+        out = []
+        for bd in self.ns.routes.broker_addr_table.values():
+            addr = (bd.get("brokerAddrs") or {}).get(0)
+            if addr:
+                out.append(addr)
+        return sorted(out)
+
+    async def _conn(self, addr: str) -> Connection:
+        from .security import node_client_options
+        from .transport import open_connection
+
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            conn = self._conns[addr] = await open_connection(addr, None, timeout=3.0,
+                                                             **node_client_options(self.config))
+        return conn
+
+    async def __call__(self, conn: Connection, cmd: RemotingCommand) -> tuple[str | None, str]:
+        if cmd.code not in self.CODES:
+            return None, ""
+        from .remoting import acl
+        from .security import _checks
+        from .transport import ConnectionClosedError, RemotingTimeoutError
+
+        ak, sig = str(cmd.ext_fields.get(acl.ACCESS_KEY) or ""), str(cmd.ext_fields.get(acl.SIGNATURE) or "")
+        checks = [[int(op), int(rt), name] for op, rt, name in _checks(cmd)]
+        host = conn.remote_addr.rsplit(":", 1)[0]
+        key = (ak, sig, int(cmd.code), json.dumps(checks), host)
+        now = time.monotonic()
+        if self._yes.get(key, 0.0) > now:
+            return f"User:{ak}", ""
+        fields = {"accessKey": ak, "signature": sig, "host": host, "checks": json.dumps(checks, separators=(",", ":"))}
+        why = f"signature check failed: unknown AccessKey {ak} (no broker registered to check it with)"
+        for addr in self._masters():
+            try:
+                bconn = await self._conn(addr)
+                resp = await bconn.invoke(RemotingCommand.request(RC.AUTH_CHECK_FOR_NAMESRV, fields,
+                                                                  acl.signed_content(cmd), language=0), 3.0)
+            except (ConnectionClosedError, RemotingTimeoutError, OSError, ValueError) as exc:
+                log.warning("namesrv_auth_check_failed", broker=addr, error=str(exc))
+                continue
+            if resp.code == R.SUCCESS:
+                if len(self._yes) >= self.MAX_REMEMBERED:
+                    self._yes.clear()
+                self._yes[key] = now + self.TTL_S
+                return f"User:{ak}", ""
+            why = resp.remark or why
+        return None, why
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            try:
+                conn.close()
+            except Exception:
+                pass
+        self._conns.clear()
 
 
 class NameServer:

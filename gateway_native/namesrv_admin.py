@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
+from engine.topic_config import PERM_WRITE
 
-from .remoting.codes import PERM_WRITE, RequestCode as RC, ResponseCode as R
+from .remoting.codes import RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand
 from .transport import Connection
 

@@ -1,4 +1,4 @@
-"""Read-only operator views of the native broker (engine.ops_view): consumer groups with their
+"""Read-only operator views of the native broker (broker.ops_view): consumer groups with their
 online clients and subscriptions (RocketMQ's ``consumerConnection``), and open connections.
 Queue assignment is decided by the clients, so the broker reports none."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.ops_view import GroupMember, GroupView
+from broker.ops_view import GroupMember, GroupView
 
 from .remoting.codes import LanguageCode
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import structlog
 
+from broker.replication import Replication
 from engine import metrics
 from engine.controller.lease import MasterLease
 
@@ -42,6 +43,7 @@ class ReplicasManager:
     def __init__(self, broker: Any):
         self.broker = broker
         self.store = broker.store
+        self.ha = Replication(self.store)  # what the controller decided goes to the engine through it
         bc = broker.broker_config
         self.bc = bc
         self.broker_id = bc.broker_id  # this replica's identity in the group
@@ -52,8 +54,8 @@ class ReplicasManager:
         self.sync_metadata_s = bc.sync_broker_metadata_period / 1000
         self.master_role = getattr(self.store, "master_role", "ASYNC_MASTER")
         self.lease = MasterLease(bc.master_lease_mills / 1000, on_expired=self._lease_expired)
-        self.store.ha.lease = self.lease
-        self.store.ha.set_sync_state_set(frozenset() if bc.all_ack_in_sync_state_set else None)
+        self.ha.set_lease(self.lease)
+        self.ha.set_sync_state_set(frozenset())  # acknowledgements follow the confirmed set
         self.view: dict[str, Any] = {}  # the group as the controller last answered
         self.controller: str | None = None  # the address that answered as leader last
         self.registered = False
@@ -126,7 +128,9 @@ class ReplicasManager:
                 resp = await conn.invoke(RemotingCommand.request(code, fields, body, language=0), REQUEST_TIMEOUT_S)
             except (ConnectionClosedError, RemotingTimeoutError, OSError, ValueError) as exc:
                 last = f"{addr}: {exc}"
-                self._conns.pop(addr, None)
+                dropped = self._conns.pop(addr, None)
+                if dropped is not None:
+                    dropped.close()
                 continue
             if resp.code == R.CONTROLLER_NOT_LEADER:
                 leader = (resp.ext_fields or {}).get("controllerLeaderAddress")
@@ -157,16 +161,18 @@ class ReplicasManager:
         await self.apply(json.loads(bytes(resp.body)), None)
 
     def _kafka_node_id(self) -> int:
-        ident = getattr(self.store.ha, "identity", {}) or {}
+        ident = self.ha.identity or {}
         return int(ident.get("kafkaNodeId", self.broker_id))
 
     async def heartbeat(self) -> None:
         sent = time.monotonic()
         resp = await self.invoke(RC.BROKER_HEARTBEAT, {
             "clusterName": self.bc.broker_cluster_name, "brokerName": self.group, "brokerId": self.broker_id,
-            "brokerAddr": self.broker.addr, "epoch": self.store.ha.master_epoch,
+            "brokerAddr": self.broker.addr, "epoch": self.ha.master_epoch,
             "maxOffset": self.store.confirmed_offset,
-            "heartbeatTimeoutMills": self.bc.controller_heart_beat_timeout_mills})
+            "heartbeatTimeoutMills": self.bc.controller_heart_beat_timeout_mills,
+            # the controller may count this broker dead that long after its connection closed
+            "masterLeaseMills": self.bc.master_lease_mills})
         if resp.code == R.CONTROLLER_BROKER_METADATA_NOT_EXIST:
             self.registered = False
             return
@@ -205,7 +211,7 @@ class ReplicasManager:
             return
         current = set(int(b) for b in g.get("syncStateSet", []))
         now = time.monotonic()
-        caught_up = set(self.store.ha.local_in_sync_ids())
+        caught_up = set(self.ha.local_in_sync_ids())
         for b in caught_up:
             self._member_seen[b] = now
         # a member leaves only after haMaxTimeSlaveNotCatchup out of sync (RocketMQ's and Kafka's
@@ -229,8 +235,8 @@ class ReplicasManager:
 
     # -- acting on the controller's word -----------------------------------------------------------
     def _apply_sync_state_set(self, g: dict[str, Any]) -> None:
-        if self.bc.all_ack_in_sync_state_set and self.is_master:
-            self.store.ha.set_sync_state_set(b for b in g.get("syncStateSet", []) if int(b) != self.broker_id)
+        if self.is_master:
+            self.ha.set_sync_state_set(b for b in g.get("syncStateSet", []) if int(b) != self.broker_id)
 
     async def apply(self, g: dict[str, Any], sent_at: float | None) -> None:
         async with self._role_lock:
@@ -242,13 +248,13 @@ class ReplicasManager:
         epoch = int(g.get("masterEpoch", 0))
         loop = asyncio.get_running_loop()
         if master == self.broker_id:
-            if not self.is_master or self.store.ha.master_epoch != epoch:
-                if self.store.ha.master_epoch > epoch:
-                    log.error("failover_epoch_regressed", local_epoch=self.store.ha.master_epoch, controller_epoch=epoch)
+            if not self.is_master or self.ha.master_epoch != epoch:
+                if self.ha.master_epoch > epoch:
+                    log.error("failover_epoch_regressed", local_epoch=self.ha.master_epoch, controller_epoch=epoch)
                     return
                 if self.is_master:  # re-elected at a newer epoch: step down and up for a fresh epoch
                     await loop.run_in_executor(None, self.store.change_role, "SLAVE", None)
-                self.store.ha.set_sync_state_set(frozenset() if self.bc.all_ack_in_sync_state_set else None)
+                self.ha.set_sync_state_set(frozenset())
                 self._apply_sync_state_set(g)
                 self._member_seen = {int(b): time.monotonic() for b in g.get("syncStateSet", [])}
                 await loop.run_in_executor(None, lambda: self.store.change_role(self.master_role, None, epoch))
@@ -277,9 +283,9 @@ class ReplicasManager:
                         epoch=epoch, master_ha_address=ha_addr)
             self.broker.on_role_changed()
         elif ha_addr:
-            before = self.store.ha.runtime_info().get("masterAddress")
+            before = self.ha.runtime_info().get("masterAddress")
             if before != ha_addr:
-                self.store.ha.update_master_address(ha_addr)
+                self.ha.update_master_address(ha_addr)
                 log.info("failover_following", master=master, epoch=epoch, master_ha_address=ha_addr)
                 if int(old_view.get("masterBrokerId", -1)) != master:
                     self.broker.on_role_changed()

@@ -47,7 +47,7 @@ _DESCRIBE_GROUP = {RC.GET_CONSUMER_CONNECTION_LIST, RC.GET_CONSUME_STATS, RC.QUE
                    RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS}
 # what only brokers (inner credentials) and super users send: registrations, and the failover
 # controller's broker requests (docs/design/failover.md); its two read-only views need DESCRIBE
-_CLUSTER_ACTION = {RC.REGISTER_BROKER, RC.UNREGISTER_BROKER, RC.BROKER_HEARTBEAT, RC.CONTROLLER_REGISTER_BROKER,
+_CLUSTER_ACTION = {RC.AUTH_CHECK_FOR_NAMESRV, RC.REGISTER_BROKER, RC.UNREGISTER_BROKER, RC.BROKER_HEARTBEAT, RC.CONTROLLER_REGISTER_BROKER,
                    RC.CONTROLLER_GET_REPLICA_INFO, RC.CONTROLLER_ALTER_SYNC_STATE_SET, RC.CONTROLLER_ELECT_MASTER}
 _ALTER_CLUSTER = {RC.UPDATE_BROKER_CONFIG, RC.WIPE_WRITE_PERM_OF_BROKER, RC.ADD_WRITE_PERM_OF_BROKER,
                   RC.UPDATE_NAMESRV_CONFIG, RC.PUT_KV_CONFIG, RC.DELETE_KV_CONFIG, RC.CLEAN_EXPIRED_CONSUMEQUEUE,
@@ -204,12 +204,19 @@ class RemotingGate:
     def __init__(self, security: Any, listener: str):
         self.security = security
         self.listener = listener
+        # a NameServer without users of its own: async (conn, cmd) -> (principal, remark), the
+        # signature and the request's rights checked by a broker (namesrv.BrokerAuthDelegate)
+        self.delegate: Any = None
 
     def principal(self, conn: Any, cmd: RemotingCommand) -> tuple[str | None, str, str]:
         """(principal, failure reason, remark): principal None when the request is refused."""
         sec = self.security
         ak = cmd.ext_fields.get(acl.ACCESS_KEY)
         if ak:
+            wait = sec.throttled(ak, getattr(conn, "remote_addr", None))  # engine.security.throttle
+            if wait:
+                return None, "throttled", (f"too many failed authentications for AccessKey {ak} or this address; "
+                                           f"retry after {max(1, int(wait * 1000))} ms")
             secret = sec.secret_of(ak)
             if secret is None:
                 return None, "unknown_user", f"signature check failed: unknown AccessKey {ak}"
@@ -229,6 +236,12 @@ class RemotingGate:
         """None when the request may go on; else the NO_PERMISSION answer."""
         sec = self.security
         principal, reason, remark = self.principal(conn, cmd)
+        if principal is None and reason == "unknown_user" and self.delegate is not None:
+            delegated, why = await self.delegate(conn, cmd)
+            if delegated is not None:
+                conn.attrs["principal"] = delegated
+                return None  # a broker checked the signature and every right the request needs
+            remark = why or remark
         if principal is None:
             delay = sec.failed(self.listener, reason, conn.remote_addr, cmd.ext_fields.get(acl.ACCESS_KEY),
                                code=cmd.code)
@@ -258,7 +271,7 @@ def node_client_options(config: Any) -> dict[str, Any]:
     """How this node connects to other nodes (broker -> NameServer): signed with the inner
     credentials, over TLS when ``tlsEnable``."""
     from engine.security import parse_pair
-    from engine.security.tls import client_context
+    from broker.tls import client_context
 
     inner = parse_pair(config.security.inner_client_authentication_credentials, "accessKey", "secretKey")
     return {"signer": acl.signer(*inner) if inner else None,
@@ -268,8 +281,8 @@ def node_client_options(config: Any) -> dict[str, Any]:
 def secure_server(server: Any, security: Any, config: Any) -> None:
     """Put a remoting server (NameServer or broker) under the node's security: the gate, and
     TLS as ``tlsServerMode`` says (permissive, the default as in RocketMQ, takes both)."""
-    from engine.listener_limits import ListenerTls
-    from engine.security import tls as sec_tls
+    from broker.listener_limits import ListenerTls
+    from broker import tls as sec_tls
 
     server.gate = RemotingGate(security, server.name)
     mode = sec_tls.tls_mode(config)

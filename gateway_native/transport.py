@@ -10,7 +10,7 @@ every pending request fails with ``ConnectionClosedError`` when the connection e
 caller waits forever; requests are handed to ``dispatch`` in arrival order (the dispatcher
 decides whether a request may run concurrently, e.g. a long-polling pull).
 
-On the server side a ``ListenerGuard`` (``engine.listener_limits``) bounds what the peer can
+On the server side a ``ListenerGuard`` (``broker.listener_limits``) bounds what the peer can
 take: the frame's bytes are read only once the node's request budget has room for them (no
 socket reads while waiting), and are given back when the request was handed over; a frame
 must arrive within ``request_receive_timeout_ms`` of its length prefix; a connection with
@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
-from engine.listener_limits import BUSY, ListenerGuard
+from broker.listener_limits import BUSY, ListenerGuard, stream_buffered
 
 from .remoting.codes import FLAG_RESPONSE
 from .remoting.command import (
@@ -82,7 +82,8 @@ class Connection:
         guard = self.guard
         if guard is None:
             return await self._run(None, None)
-        watch = guard.watch(self.role, self.remote_addr, self.writer.transport.abort, self.idle_s)
+        watch = guard.watch(self.role, self.remote_addr, self.writer.transport.abort, self.idle_s,
+                            buffered=stream_buffered(self.reader))
         try:
             await self._run(guard, watch)
         finally:

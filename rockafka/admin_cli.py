@@ -85,6 +85,14 @@ def add_admin_parser(sub: Any) -> None:
     admin.add_argument("--secret-key", default=os.environ.get("ROCKAFKA_SECRET_KEY"),
                        help="the user's remoting secret key (default $ROCKAFKA_SECRET_KEY)")
     admin.add_argument("--tls", action="store_true", help="speak TLS to the NameServer and brokers")
+    admin.add_argument("--cert", dest="tls_cert", default=os.environ.get("ROCKAFKA_TLS_CERT"),
+                       help="with --tls: a client certificate (PEM) to present, e.g. under "
+                            "tlsServerNeedClientAuth=require (default $ROCKAFKA_TLS_CERT)")
+    admin.add_argument("--key", dest="tls_key", default=os.environ.get("ROCKAFKA_TLS_KEY"),
+                       help="with --tls: the client certificate's private key (PEM; default $ROCKAFKA_TLS_KEY)")
+    admin.add_argument("--ca", dest="tls_ca", default=os.environ.get("ROCKAFKA_TLS_CA"),
+                       help="with --tls: verify the node's certificate against these CAs (PEM; default: not "
+                            "verified, as RocketMQ's tls.test.mode.enable)")
     what = admin.add_subparsers(dest="admin_command", metavar="WHAT")
 
     cl = what.add_parser("cluster", help="broker groups with their members' roles, in-sync state and replication lag",
@@ -214,6 +222,35 @@ def _message_row(m: Any) -> dict[str, Any]:
             "body": m.body.decode("utf-8", "replace")}
 
 
+def _tls_context(args: argparse.Namespace) -> Any:
+    """None (plaintext), True (TLS, any server certificate) or a context carrying ``--cert`` /
+    ``--key`` (a client certificate) and ``--ca`` (verify the node)."""
+    cert, key, ca = getattr(args, "tls_cert", None), getattr(args, "tls_key", None), getattr(args, "tls_ca", None)
+    if not args.tls:
+        if cert or key or ca:
+            raise AdminCliError("--cert, --key and --ca go with --tls")
+        return None
+    if bool(cert) != bool(key):
+        raise AdminCliError("--cert and --key go together")
+    if not (cert or ca):
+        return True
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # nodes are addressed by IP; the CA is what is checked
+    try:
+        if ca:
+            ctx.load_verify_locations(cafile=ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        else:
+            ctx.verify_mode = ssl.CERT_NONE
+        if cert:
+            ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise AdminCliError(f"cannot use the TLS files ({cert or ''} {key or ''} {ca or ''}): {exc}") from None
+    return ctx
+
+
 def run(args: argparse.Namespace) -> int:
     from gateway_native.client import Admin
 
@@ -224,7 +261,8 @@ def run(args: argparse.Namespace) -> int:
         print("rockafka admin: --access-key and --secret-key go together", file=sys.stderr)
         return 2
     credentials = (args.access_key, args.secret_key) if args.access_key else None
-    admin = Admin(args.namesrv, timeout_ms=args.timeout_ms, credentials=credentials, tls=True if args.tls else None)
+    tls = _tls_context(args)
+    admin = Admin(args.namesrv, timeout_ms=args.timeout_ms, credentials=credentials, tls=tls)
     admin.start()
     try:
         return _dispatch(admin, args)

@@ -49,7 +49,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from engine import metrics
 from engine.config import NodeConfig
-from engine.listener_limits import ListenerGuard, start_server
+from broker.listener_limits import ListenerGuard, start_server
 from engine.resource_metrics import ResourceCollector
 from engine.store import MessageStore
 
@@ -176,6 +176,9 @@ class AdminHttp:
         r.add_post("/api/dlq/{group}/resend", self.dlq_resend)
         r.add_get("/api/ha", self.ha)
         r.add_get("/metrics", self.metrics)
+        from .admin_security import add_routes
+
+        add_routes(app, self.security)
         Console(self).add_routes(app)
         return app
 
@@ -194,8 +197,8 @@ class AdminHttp:
         # the node's accept loop (not TCPSite), so every accepted connection passes the guard
         tls = None
         if self.config.security.admin_tls_enable:  # HTTPS with the node's certificate
-            from engine.listener_limits import ListenerTls
-            from engine.security import tls as sec_tls
+            from broker.listener_limits import ListenerTls
+            from broker import tls as sec_tls
 
             tls = ListenerTls(sec_tls.server_context(self.config, self.config.security.admin_host), "enforcing")
         # loopback unless adminHost says otherwise (docs/design/security.md, "Safe defaults")
@@ -299,7 +302,7 @@ class AdminHttp:
         with the inner credentials (the HTTP user was authorized here), over TLS when the
         remoting ports require it."""
         from engine.security import parse_pair
-        from engine.security.tls import client_context, tls_mode
+        from broker.tls import client_context, tls_mode
 
         inner = parse_pair(self.config.security.inner_client_authentication_credentials, "accessKey", "secretKey")
         tls = client_context(self.config) if tls_mode(self.config) == "enforcing" or self.config.security.tls_enable \

@@ -16,6 +16,12 @@
   application/json`` (a cross-site form cannot, without a preflight the node never answers);
   a console form POST must carry the ``csrf_token`` field equal to the ``rockafka_csrf`` cookie
   (double submit, the cookie SameSite=Strict). Refusals are 403 with the reason.
+- **Throttled guessing**: a login is checked only when the node's limiter says a check is due
+  (``engine.security.throttle``, shared with every listener); otherwise 429 with
+  ``Retry-After``, the password unchecked.
+- **Key rotation**: ``POST /api/security/rotate-key`` (ALTER on the cluster) gives the node a new
+  key for the remoting secrets sealed in the log and re-seals them all through the log's one
+  writer; ``rockafka security rotate-key`` is its command line.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from aiohttp import web
 
 from engine.security import CLUSTER_NAME, Operation as Op, ResourceType as RT, principal_of
 
+ROTATE_KEY_PATH = "/api/security/rotate-key"
 CSRF_COOKIE = "rockafka_csrf"
 CSRF_FIELD = "csrf_token"
 _OPEN = ("/api/health", "/static/")
@@ -93,6 +100,8 @@ def _basic(request: web.Request) -> tuple[str, bytes] | None:
 
 def _needs(request: web.Request) -> list[tuple[Op, RT, str]]:
     path, info = request.path, request.match_info
+    if path == ROTATE_KEY_PATH:
+        return [(Op.ALTER, RT.CLUSTER, CLUSTER_NAME)]
     if request.method == "POST" and path.endswith("/resend"):
         return [(Op.READ, RT.GROUP, info.get("group", ""))]
     if request.method == "POST" and path.endswith("/reset"):
@@ -116,6 +125,12 @@ def middleware(security: Any):
             # a login given is always checked (a wrong password is never ignored), as remoting
             # signatures are; without authenticationEnabled a request without one is ANONYMOUS
             peer = request.remote or "?"
+            wait = security.throttled(login[0], peer) if login is not None else 0.0
+            if wait:  # engine.security.throttle: no password checked while no check is due
+                security.failed("admin", "throttled", peer, login[0])
+                await asyncio.sleep(security.throttled_hold(wait))
+                return web.json_response({"error": "too many failed authentications for this user or address"},
+                                         status=429, headers={"Retry-After": str(max(1, int(wait + 0.999)))})
             if login is None or not security.verify_password(login[0], login[1]):
                 reason = "not_authenticated" if login is None else "bad_password"
                 delay = security.failed("admin", reason, peer, login[0] if login else None) if login else 0.0
@@ -134,3 +149,72 @@ def middleware(security: Any):
         set_csrf_cookie(request, response)
         return response
     return guard
+
+
+def add_routes(app: web.Application, security: Any) -> None:
+    """The security routes of the admin HTTP (behind ``middleware``)."""
+    async def rotate_key(request: web.Request) -> web.Response:
+        from engine.security import SecretBoxError, SecurityStateError
+
+        try:
+            kid = await asyncio.get_running_loop().run_in_executor(None, security.rotate_key)
+        except (SecretBoxError, SecurityStateError) as exc:
+            return web.json_response({"error": str(exc)}, status=409)
+        return web.json_response({"kid": kid, "resealed": len(security.state.secrets),
+                                  "keyFile": security.box.path if security.box.source == "file" else None})
+
+    app.router.add_post(ROTATE_KEY_PATH, rotate_key)
+
+
+def add_security_parser(sub: Any) -> None:
+    import argparse
+    import os
+
+    sec = sub.add_parser("security", help="operate the node's security (rotate the key sealing the secrets)")
+    what = sec.add_subparsers(dest="security_command", metavar="ACTION")
+    rot = what.add_parser("rotate-key", help="a new key for the remoting secrets sealed in the log; every secret is "
+                                             "re-sealed with it (the previous key leaves the key file)",
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          description="Asks a running node (its admin HTTP) to make a new sealing key and re-seal "
+                                      "every remoting secret with it. Copy the new key file to the group's slaves.")
+    rot.add_argument("--admin-url", default=os.environ.get("ROCKAFKA_ADMIN_URL", "http://127.0.0.1:8080"),
+                     help="the node's admin HTTP (default $ROCKAFKA_ADMIN_URL or http://127.0.0.1:8080)")
+    rot.add_argument("--user", default=os.environ.get("ROCKAFKA_ADMIN_USER"), help="a user with ALTER on the cluster")
+    rot.add_argument("--password", default=os.environ.get("ROCKAFKA_ADMIN_PASSWORD"),
+                     help="its password (default $ROCKAFKA_ADMIN_PASSWORD)")
+    rot.add_argument("--ca", help="CA file to verify an HTTPS admin listener (default: the system's)")
+
+
+def security_main(args: Any) -> int:
+    import json
+    import ssl
+    import sys
+    import urllib.error
+    import urllib.request
+
+    if getattr(args, "security_command", None) != "rotate-key":
+        print("rockafka security: missing action; see `rockafka security --help`", file=sys.stderr)
+        return 2
+    req = urllib.request.Request(args.admin_url.rstrip("/") + ROTATE_KEY_PATH, data=b"{}", method="POST",
+                                 headers={"Content-Type": "application/json"})
+    if args.user:
+        token = base64.b64encode(f"{args.user}:{args.password or ''}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+    ctx = ssl.create_default_context(cafile=args.ca) if args.ca else None
+    if ctx is not None:
+        ctx.check_hostname = False  # nodes are addressed by IP; the CA is what is checked
+    try:
+        with urllib.request.urlopen(req, timeout=60, context=ctx) as r:
+            doc = json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            why = json.loads(exc.read()).get("error", "")
+        except ValueError:
+            why = ""
+        print(f"rockafka security: {exc.code} {why}".rstrip(), file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"rockafka security: cannot reach {args.admin_url}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
+        return 1
+    print(f"key {doc['kid']}: {doc['resealed']} secrets re-sealed" + (f"; key file {doc['keyFile']}" if doc.get("keyFile") else ""))
+    return 0

@@ -1,7 +1,7 @@
 """What the admin listener shows, read off the store and the gateways' read-only views.
 
 ``NodeViews`` is the small read-only interface the node wiring (rockafka/app.py) hands the admin
-component: functions that return the gateways' consumer groups (engine.ops_view.GroupView),
+component: functions that return the gateways' consumer groups (broker.ops_view.GroupView),
 their open connection counts and the node's identity. The admin component never imports a
 gateway's internals to get them, and nothing here writes: the two writes the console offers
 (resend a dead letter, reset a group's offsets) go through the node's own NameServer and broker
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine.ops_view import GroupView
+from broker.ops_view import GroupView
 from engine.store import MessageStore
 
 from .message_view import message_rows, unit_rows

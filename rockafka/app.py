@@ -16,8 +16,10 @@ from typing import Any, Protocol
 import structlog
 
 from engine.config import NodeConfig
-from engine.listener_limits import ListenerGuard
-from engine.send_queue import SendQueue
+from broker.listener_limits import ListenerGuard
+from broker.put_path import PutPath
+from broker.send_queue import SendQueue
+from engine.errors import StoreError
 from engine.store import MessageStore
 
 from .loop_thread import OwnLoop
@@ -41,7 +43,7 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     # the same node-wide connection counts), and one send queue (flow control) for the writes
     # of both protocols
     guard = ListenerGuard(config.limits)
-    send_queue = SendQueue.from_config(config.broker)
+    put_path = PutPath(store, SendQueue.from_config(config.broker))  # the one put path of every gateway
     # -- native gateway (NameServer first: the broker registers with it) --
     from gateway_native.broker import Broker
     from gateway_native.namesrv import NameServer
@@ -55,7 +57,7 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     # its own loop and thread: a route query never waits behind broker or Kafka work
     components.append(OwnLoop(namesrv))
     broker = Broker(store, config, namesrv_resolver=lambda: [f"{own_host}:{namesrv.port}"], guard=guard,
-                    send_queue=send_queue)
+                    put_path=put_path)
     components.append(broker)
     # -- security: one model every listener asks (docs/design/security.md) --
     from engine import security as engine_security
@@ -63,11 +65,16 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
 
     security = engine_security.for_store(store, config)
     secure_server(namesrv.server, security, config)
+    if config.security.authentication_enabled:
+        # users of other broker groups registering here are checked by their own masters
+        from gateway_native.namesrv import BrokerAuthDelegate
+
+        namesrv.server.gate.delegate = BrokerAuthDelegate(namesrv, config)
     secure_server(broker.server, security, config)
     # -- kafka gateway --
     from gateway_kafka.server import KafkaGateway
 
-    kafka = KafkaGateway(store, config, guard=guard, send_queue=send_queue)
+    kafka = KafkaGateway(store, config, guard=guard, put_path=put_path)
     components.append(kafka)
     # a native offset reset must not rewind a Kafka group that has live members
     broker.foreign_group_state = kafka.coordinator.state_of
@@ -88,7 +95,7 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
     # -- RocketMQ 5 gRPC proxy front --
     from gateway_grpc.server import GrpcGateway
 
-    grpc = GrpcGateway(store, config, guard=guard)
+    grpc = GrpcGateway(store, config, guard=guard, put_path=put_path)
     components.append(grpc)
     # -- admin http: sees the gateways only through these read-only views --
     from gateway_kafka import ops_view as kafka_view
@@ -115,24 +122,24 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
                       node_info=node_info,
                       # the NameServers the broker registers with (a group's shared one when namesrvAddr is set)
                       namesrv_addr=lambda: (broker.namesrv_addrs() or [f"{own_host}:{namesrv.port}"])[0])
-    components.append(AdminHttp(store, config, views, guard=guard, send_queue=send_queue))
-    components.insert(0, _SharedServices(send_queue))  # started first, stopped after every listener
+    components.append(AdminHttp(store, config, views, guard=guard, send_queue=put_path.send_queue))
+    components.insert(0, _SharedServices(put_path))  # started first, stopped after every listener
     return components
 
 
 class _SharedServices:
-    """What the listeners share and nobody else stops: the send queue's threads."""
+    """What the listeners share and nobody else stops: the put path's send-queue threads."""
 
     name = "shared"
 
-    def __init__(self, send_queue: SendQueue):
-        self.send_queue = send_queue
+    def __init__(self, put_path: PutPath):
+        self.put_path = put_path
 
     async def start(self) -> None:
         pass
 
     async def stop(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.send_queue.shutdown)
+        await asyncio.get_running_loop().run_in_executor(None, self.put_path.shutdown)
 
 
 def _loopback(host: str) -> bool:
@@ -165,7 +172,7 @@ def secure_replication(store: MessageStore, config: NodeConfig) -> None:
     says, a slave's HELLO signed with the inner credentials (or a client certificate) of a
     principal allowed CLUSTER_ACTION; required when authenticationEnabled."""
     from engine import security as engine_security
-    from engine.security import tls as sec_tls
+    from broker import tls as sec_tls
 
     ha = store.ha
     sec_cfg = config.security
@@ -233,6 +240,13 @@ class Node:
             sec.inner_client_authentication_credentials = f"node-{secrets.token_hex(4)}:{secrets.token_urlsafe(24)}"
             log.info("inner_credentials_generated",
                      hint="set innerClientAuthenticationCredentials (the same on every node) for broker groups")
+        from broker.tls import tls_mode
+
+        if tls_mode(config) == "enforcing" and not sec.tls_enable and not config.broker.namesrv_addr:
+            # the broker registers with this node's own NameServer, which takes TLS only: its
+            # own connections speak TLS too (RocketMQ would need tls.enable for that)
+            sec.tls_enable = True
+            log.info("tls_enable_implied", reason="tlsServerMode=enforcing and the node's own NameServer")
         self.store = MessageStore(config.store, broker_config=config.broker)
         if config.broker.enable_controller_mode:
             # the controller says who leads (docs/design/failover.md): start as a slave that knows
@@ -262,6 +276,7 @@ class Node:
             for comp in self.components:
                 await comp.start()
                 started.append(comp)
+            self._check_registered()
         except BaseException:
             for comp in reversed(started):
                 await comp.stop()
@@ -276,6 +291,23 @@ class Node:
         gc.freeze()
         ports = {c.name: getattr(c, "port", None) for c in self.components}
         log.info("node_ready", data_dir=self.config.data_dir, host=self.config.host, **{f"{k}_port": v for k, v in ports.items()})
+
+    def _check_registered(self) -> None:
+        """A lone node (no ``namesrvAddr``) is ready only once its broker is in its own
+        NameServer's routes: otherwise no RocketMQ client could find it (e.g. TLS or
+        credentials the NameServer refuses); the node stops with the reason instead."""
+        if self.config.broker.namesrv_addr:
+            return
+        from gateway_native.namesrv import NameServer
+
+        names = [getattr(c, "component", c) for c in self.components]
+        ns = next((c for c in names if isinstance(c, NameServer)), None)
+        if ns is None or self.config.broker.enable_controller_mode:
+            return
+        if self.config.broker.broker_name not in ns.routes.broker_addr_table:
+            raise StoreError(f"the broker could not register with this node's own NameServer (see "
+                             f"register_broker_refused/register_broker_failed above): check "
+                             f"tlsServerMode/tlsEnable and innerClientAuthenticationCredentials")
 
     async def stop(self) -> None:
         loop = asyncio.get_running_loop()

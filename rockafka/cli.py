@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from engine.config import ConfigError, NodeConfig, load_node_config
 from engine.errors import StoreError
-from engine.security.tls import TlsError
+from broker.tls import TlsError
 
 from . import __version__
 from . import logging as rlog
@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .admin_cli import add_admin_parser
 
     add_admin_parser(sub)
+    from .admin_security import add_security_parser
+
+    add_security_parser(sub)
     from .cluster_launcher import add_cluster_parser
 
     add_cluster_parser(sub)
@@ -182,7 +185,21 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         security = engine_security.SecurityService(None, sec_config)
         security.start()
         secure_server(ns.server, security, sec_config)
-        if sec_config.security.authentication_enabled and security.inner is not None:
+        if sec_config.security.authentication_enabled:
+            # no users here: route reads signed by a broker's users are checked by a broker
+            from gateway_native.namesrv import BrokerAuthDelegate
+
+            ns.server.gate.delegate = BrokerAuthDelegate(ns, sec_config)
+        from broker.tls import tls_mode
+
+        secured = (sec_config.security.authentication_enabled or sec_config.security.authorization_enabled
+                   or tls_mode(sec_config) == "enforcing")
+        if secured and controller.enable_controller_in_namesrv:
+            if security.inner is None:
+                raise ConfigError("enableControllerInNamesrv with security on (authenticationEnabled, "
+                                  "authorizationEnabled or tlsServerMode=enforcing) needs "
+                                  "innerClientAuthenticationCredentials, the same on every controller: the "
+                                  "controllers' Raft traffic is encrypted and authenticated with its secret")
             # the controllers' Raft traffic encrypted and authenticated with the cluster's inner secret
             ns.controller_raft_password = security.inner[1]
         stop = asyncio.Event()
@@ -276,6 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .admin_cli import main as admin_main
 
             return admin_main(args)
+        if args.command == "security":
+            from .admin_security import security_main
+
+            return security_main(args)
         if args.command == "cluster":
             from .cluster_launcher import main as cluster_main
 

@@ -18,6 +18,7 @@ command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 command -v promtool >/dev/null || need_apt+=(prometheus)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v curl >/dev/null || need_apt+=(curl)
+command -v openssl >/dev/null || need_apt+=(openssl)  # deploy/dev/make-certs.sh (README security transcript)
 command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v systemd-analyze >/dev/null || need_apt+=(systemd)  # verifies deploy/systemd units
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -12,8 +12,14 @@
   read path;
 - *changes*: SCRAM credentials, remoting secrets and ACL bindings, recorded in the log
   (``state.SecurityState``) and refused on a slave;
-- *failures*: ``failed(listener, reason, ...)`` counts and logs a failed authentication and
-  returns how long to hold the answer (``connection.failed.authentication.delay.ms``).
+- *failures*: ``throttled(user, peer)`` says whether a credential may be checked now (the
+  node's ``throttle.AuthThrottle``, across connections and listeners); ``failed(listener,
+  reason, ...)`` counts and logs a failed authentication, feeds the throttle and returns how
+  long to hold the answer (``connection.failed.authentication.delay.ms``).
+
+Secrets: SCRAM credentials are salted keys; remoting secrets are sealed in the log
+(``secret_box.SecretBox``, a key outside the log) and open only in memory. Nothing here logs,
+answers or counts a password or a secret.
 
 Gateways map their protocol to this model and never keep users or ACLs of their own. The
 engine knows no wire format: principals are strings ``User:<name>``.
@@ -36,11 +42,13 @@ from .acl import (ANONYMOUS, CLUSTER_NAME, AclBinding, AclError, AclFilter, Oper
                   ResourceType, parse_principals)
 from .credentials import MECHANISMS, CredentialError, ScramCredential, ScramSession
 from . import reads
+from .secret_box import SecretBox, SecretBoxError, default_key_path
 from .state import SECURITY_TOPIC, SecurityLog, SecurityState, SecurityStateError
+from .throttle import AuthThrottle
 
 __all__ = ["ANONYMOUS", "CLUSTER_NAME", "AclBinding", "AclError", "AclFilter", "CredentialError", "MECHANISMS",
            "Operation", "PatternType", "hello_signature", "Permission", "ResourceType", "SECURITY_TOPIC", "ScramCredential",
-           "SecurityService", "SecurityStateError", "for_store", "principal_of", "user_of", "parse_pair"]
+           "SecurityService", "SecurityStateError", "SecretBoxError", "MASKED", "for_store", "principal_of", "user_of", "parse_pair"]
 
 log = structlog.get_logger("rockafka.engine.security")
 
@@ -49,10 +57,15 @@ AUTH_FAILURES = Counter("rockafka_authentication_failures", "Failed authenticati
                         ["listener", "reason"], registry=metrics.REGISTRY)
 AUTH_SUCCESSES = Counter("rockafka_authentication_successes", "Successful authentications, by listener and "
                          "mechanism.", ["listener", "mechanism"], registry=metrics.REGISTRY)
+# a presented credential that was checked and failed: what feeds the throttle ("not_authenticated"
+# presented none, "throttled" was refused unchecked, a TLS failure names no user)
+GUESS_REASONS = frozenset({"bad_password", "unknown_user", "bad_signature", "malformed_token", "authzid_differs"})
+
 AUTHZ_DENIALS = Counter("rockafka_authorization_denials", "Requests (or resources of a request) refused by the "
                         "authorizer, by listener and operation.", ["listener", "operation"], registry=metrics.REGISTRY)
 
 HELLO_MAX_SKEW_MS = 5 * 60 * 1000
+MASKED = "******"  # what a stored password or secret reads back as
 
 USER_SUPER, USER_NORMAL = "Super", "Normal"  # RocketMQ 5's UserType names
 USER_ENABLED, USER_DISABLED = "enable", "disable"  # and UserStatus names
@@ -128,7 +141,13 @@ class SecurityService:
         retention_ms = int(self.config.store.file_reserved_time) * 3600 * 1000
         from .state import NoLog
 
-        self.state = SecurityState(SecurityLog(store) if store is not None else NoLog(), retention_ms)
+        self.throttle = AuthThrottle(sec.authentication_failure_rate_per_user, sec.authentication_failure_rate_per_source,
+                                     sec.authentication_lockout_threshold, sec.authentication_lockout_window_ms)
+        # the store's own root (it may differ from the node config's in embedded use)
+        root = getattr(getattr(store, "config", None), "store_path_root_dir", None) or self.config.data_dir
+        key_path = sec.auth_secret_key_path or (default_key_path(root) if store is not None else None)
+        self.box = SecretBox(key_path)
+        self.state = SecurityState(SecurityLog(store) if store is not None else NoLog(), retention_ms, self.box)
         self._started = False
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -165,12 +184,34 @@ class SecurityService:
     def _bootstrap(self) -> None:
         if self.init_user and not self.state.users():
             user, password = self.init_user
-            # SCRAM only: a remoting secret is a credential of its own (the password never
-            # lands in the log in clear), set with mqadmin updateAclConfig or `rockafka admin`
-            self.state.write([("scram", ScramCredential.from_password(m, password).to_doc(user)) for m in MECHANISMS])
-            log.info("security_init_user_created", user=user, mechanisms=list(MECHANISMS))
-        if self.state.snapshot_due():
+            # salted SCRAM keys, and the password as the user's remoting/gRPC secret, sealed
+            # (secret_box.py): the bootstrap user signs RocketMQ requests as it logs in over Kafka
+            self.state.write([("scram", ScramCredential.from_password(m, password).to_doc(user)) for m in MECHANISMS]
+                             + [("secret", self.state.sealed_secret_doc(user, password))])
+            log.info("security_init_user_created", user=user, mechanisms=list(MECHANISMS), remoting_secret=True)
+        if self.state.reseal_needed:
+            # secrets in clear (written by an earlier version) or sealed with a retired key:
+            # re-written sealed with the current key (a snapshot: replay starts there)
+            users = sorted(self.state.reseal_needed)
             self.state.write_snapshot()
+            if not self.state.reseal_needed:
+                self.box.forget_previous()
+            log.info("security_secrets_resealed", users=len(users), kid=self.box.current_kid)
+        elif self.state.snapshot_due():
+            self.state.write_snapshot()
+
+    def rotate_key(self) -> str:
+        """A new sealing key (``secret_box.SecretBox.rotate``) and every secret re-sealed with it
+        by a snapshot appended through the one writer; then the old key leaves the key file.
+        Returns the new key id. Master only."""
+        if self.store is None or self.store.is_slave:
+            raise SecurityStateError("this broker is a slave: rotate the key on the master")
+        kid = self.box.rotate()
+        self.state.write_snapshot()
+        if not self.state.reseal_needed:
+            self.box.forget_previous()
+        log.info("security_secrets_resealed", users=len(self.state.secrets), kid=kid)
+        return kid
 
     def _role_changed(self, role: str, _epoch: int) -> None:
         """A slave became master (failover; every broker under a controller starts as a slave):
@@ -292,11 +333,24 @@ class SecurityService:
         return self.authorize(principal, op, ResourceType.CLUSTER, CLUSTER_NAME, host, listener)
 
     # -- failures ---------------------------------------------------------------------------------
+    def throttled(self, user: str | None, peer: str | None) -> float:
+        """0.0 when a credential of ``user`` presented from ``peer`` may be checked now; else
+        the seconds until one would be (refuse it unchecked: a guess is not evaluated)."""
+        return self.throttle.admit(user, peer)
+
     def failed(self, listener: str, reason: str, peer: str = "?", user: str | None = None, **fields: Any) -> float:
-        """Count and log a failed authentication; returns the seconds to hold the answer."""
+        """Count and log a failed authentication (a guess feeds the throttle); returns the
+        seconds to hold the answer."""
         AUTH_FAILURES.labels(listener, reason).inc()
+        if reason in GUESS_REASONS:
+            self.throttle.failed(user, peer)
         log.warning("authentication_failed", listener=listener, reason=reason, peer=peer, user=user, **fields)
         return self.failure_delay_s
+
+    def throttled_hold(self, wait_s: float) -> float:
+        """How long to hold a refusal for throttling: the failure delay, up to a second while
+        checks are not due (each guessing connection waits for its answer)."""
+        return max(self.failure_delay_s, min(wait_s, 1.0))
 
     def succeeded(self, listener: str, mechanism: str, principal: str, peer: str = "?",
                   reauthenticated: bool = False) -> None:
@@ -326,10 +380,10 @@ class SecurityService:
     def set_secret(self, user: str, secret: str) -> None:
         if not user or not secret:
             raise CredentialError("access key and secret key must not be empty")
-        self.state.write([("secret", {"v": 1, "user": user, "secret": secret})])
+        self.state.write([("secret", self.state.sealed_secret_doc(user, secret))])
 
     def delete_secret(self, user: str) -> bool:
-        if user not in self.state.secrets:
+        if user not in self.state.secrets and user not in self.state.sealed_kept:
             return False
         self.state.write([("secret-", {"v": 1, "user": user})])
         return True
@@ -337,12 +391,13 @@ class SecurityService:
     # -- users as RocketMQ 5 (ACL 2.0) sees them: one password, a type, a status --------------
     def user_info(self, user: str) -> dict[str, str] | None:
         """``{username, password, userType, userStatus}`` of a stored user, else None. The
-        password is the remoting secret (the signature is keyed with it, so it is kept; empty
-        for a user that has SCRAM credentials only)."""
+        password is never shown: ``******`` when the user has a remoting secret, empty for a
+        user that has SCRAM credentials only (RocketMQ shows it; a secret read back over the
+        wire is a secret leaked)."""
         if user not in self.state.users():
             return None
         profile = self.state.profiles.get(user) or {"type": "Normal", "status": USER_ENABLED}
-        return {"username": user, "password": self.state.secrets.get(user, ""), "userType": profile["type"],
+        return {"username": user, "password": MASKED if user in self.state.secrets or user in self.state.sealed_kept else "", "userType": profile["type"],
                 "userStatus": profile["status"]}
 
     def list_users(self, name_filter: str | None = None) -> list[dict[str, str]]:
@@ -365,6 +420,8 @@ class SecurityService:
         old = self.user_info(user)
         if old is None:
             raise CredentialError("The user is not exist")
+        if password == MASKED:
+            password = None  # a getUser answer sent back unchanged keeps the password
         self._write_user(user, password or None, _user_type(user_type) or old["userType"],
                          _user_status(status) or old["userStatus"])
 
@@ -372,7 +429,7 @@ class SecurityService:
         records: list[tuple[str, dict]] = []
         if password:
             records += [("scram", ScramCredential.from_password(m, password).to_doc(user)) for m in MECHANISMS]
-            records.append(("secret", {"v": 1, "user": user, "secret": password}))
+            records.append(("secret", self.state.sealed_secret_doc(user, password)))
         records.append(("profile", {"v": 1, "user": user, "type": user_type, "status": status}))
         self.state.write(records)
 
@@ -382,7 +439,7 @@ class SecurityService:
             return False
         records: list[tuple[str, dict]] = [("scram-", {"v": 1, "user": user, "mechanism": m})
                                            for (u, m) in self.state.scram if u == user]
-        if user in self.state.secrets:
+        if user in self.state.secrets or user in self.state.sealed_kept:
             records.append(("secret-", {"v": 1, "user": user}))
         if user in self.state.profiles:
             records.append(("profile-", {"v": 1, "user": user}))

@@ -32,13 +32,14 @@ import structlog
 
 from .acl import AclBinding, AclTable
 from .credentials import ScramCredential
+from .secret_box import SecretBox, SecretBoxError
 
 log = structlog.get_logger("rockafka.engine.security")
 
 SECURITY_TOPIC = "rmq_sys_SECURITY"
 QUEUE_ID = 0
 READER_GROUP = "CID_RMQ_SYS_SECURITY"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: remoting secrets sealed (secret_box.py); 1 kept them in clear
 
 
 def _profile(doc: dict) -> dict[str, str]:
@@ -142,11 +143,21 @@ class NoLog:
 class SecurityState:
     """The state the records build, and the one writer that appends them."""
 
-    def __init__(self, log_: SecurityLog, retention_ms: int):
+    def __init__(self, log_: SecurityLog, retention_ms: int, box: SecretBox | None = None):
         self.log = log_
         self.retention_ms = retention_ms
+        self.box = box if box is not None else SecretBox(None, env={})
         self.scram: dict[tuple[str, str], ScramCredential] = {}
-        self.secrets: dict[str, str] = {}
+        self.secrets: dict[str, str] = {}  # opened, in memory only; the log holds them sealed
+        # users whose live secret came from a record in clear (an earlier version) or sealed with
+        # a key that is not the current one: the master re-seals them (a snapshot) at start
+        self.reseal_needed: set[str] = set()
+        # user -> why their last sealed secret did not open (no such key here); reported once
+        # replay is done, as a record before the last snapshot may be replaced by it
+        self.unopenable: dict[str, str] = {}
+        # and their sealed form, carried into snapshots unchanged: a node without the key (a
+        # slave promoted before its key file was copied) must not drop secrets it cannot read
+        self.sealed_kept: dict[str, dict] = {}
         self.profiles: dict[str, dict[str, str]] = {}  # user -> {"type": Super|Normal, "status": enable|disable}
         self.acls = AclTable()
         self.applied = 0
@@ -172,6 +183,8 @@ class SecurityState:
                 n += 1
             if n:
                 self.version += 1
+            for user, why in sorted(self.unopenable.items()) if n else ():
+                log.warning("security_secret_unopenable", user=user, error=why)
         return n
 
     def _apply(self, kind: str, doc: dict, ts: int) -> None:
@@ -179,7 +192,9 @@ class SecurityState:
             if kind == "snapshot":
                 self.snapshot_position = self._applying
                 self.scram = {(d["user"], d["mechanism"]): ScramCredential.from_doc(d) for d in doc.get("scram", ())}
-                self.secrets = {str(k): str(v) for k, v in (doc.get("secrets") or {}).items()}
+                self.secrets, self.reseal_needed, self.unopenable, self.sealed_kept = {}, set(), {}, {}
+                for user, value in (doc.get("secrets") or {}).items():
+                    self._apply_secret(str(user), value)
                 self.profiles = {str(k): _profile(v) for k, v in (doc.get("profiles") or {}).items()}
                 self.acls.replace(AclBinding.from_list(b) for b in doc.get("acls", ()))
                 self.oldest_dependency_ms = ts
@@ -191,9 +206,12 @@ class SecurityState:
             elif kind == "scram-":
                 self.scram.pop((doc["user"], doc["mechanism"]), None)
             elif kind == "secret":
-                self.secrets[str(doc["user"])] = str(doc["secret"])
+                self._apply_secret(str(doc["user"]), doc["sealed"] if "sealed" in doc else doc["secret"])
             elif kind == "secret-":
                 self.secrets.pop(str(doc["user"]), None)
+                self.reseal_needed.discard(str(doc["user"]))
+                self.unopenable.pop(str(doc["user"]), None)
+                self.sealed_kept.pop(str(doc["user"]), None)
             elif kind == "profile":
                 self.profiles[str(doc["user"])] = _profile(doc)
             elif kind == "profile-":
@@ -206,6 +224,32 @@ class SecurityState:
                 log.warning("security_record_unknown", kind=kind)
         except (KeyError, ValueError, TypeError) as exc:
             log.warning("security_record_rejected", kind=kind, error=str(exc))
+
+    def _apply_secret(self, user: str, value: Any) -> None:
+        """A sealed secret (``{"kid","nonce","ct"}``) or, from format 1, the secret in clear."""
+        if isinstance(value, dict):
+            try:
+                self.secrets[user] = self.box.open(user, value)
+            except SecretBoxError as exc:
+                self.secrets.pop(user, None)
+                self.unopenable[user] = str(exc)
+                self.sealed_kept[user] = dict(value)
+                return
+            self.unopenable.pop(user, None)
+            self.sealed_kept.pop(user, None)
+            if self.box.is_current(value):
+                self.reseal_needed.discard(user)
+            else:
+                self.reseal_needed.add(user)
+        else:
+            self.secrets[user] = str(value)
+            self.reseal_needed.add(user)
+            self.unopenable.pop(user, None)
+            self.sealed_kept.pop(user, None)
+
+    def sealed_secret_doc(self, user: str, secret: str) -> dict:
+        """The ``secret`` record of ``user``: the secret sealed with the current key."""
+        return {"v": 2, "user": user, "sealed": self.box.seal(user, secret)}
 
     def start(self) -> None:
         self.log.ensure_topic()
@@ -228,7 +272,7 @@ class SecurityState:
             self._guard = None
 
     def users(self) -> set[str]:
-        return {u for u, _m in self.scram} | set(self.secrets) | set(self.profiles)
+        return {u for u, _m in self.scram} | set(self.secrets) | set(self.sealed_kept) | set(self.profiles)
 
     def is_empty(self) -> bool:
         return not self.scram and not self.secrets and not self.profiles and not len(self.acls)
@@ -249,7 +293,7 @@ class SecurityState:
         with self._lock:
             return {"v": FORMAT_VERSION,
                     "scram": [c.to_doc(u) for (u, _m), c in sorted(self.scram.items())],
-                    "secrets": dict(sorted(self.secrets.items())),
+                    "secrets": {**self.sealed_kept, **{u: self.box.seal(u, s) for u, s in sorted(self.secrets.items())}},
                     "profiles": dict(sorted(self.profiles.items())),
                     "acls": [b.to_list() for b in self.acls.bindings()]}
 

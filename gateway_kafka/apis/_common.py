@@ -14,8 +14,9 @@ import struct
 import uuid
 from typing import Any, Callable
 
+from broker import topics
+from broker.read_path import is_internal  # noqa: F401  (Kafka's Topic.isInternal: the handlers' name for it)
 from engine import message as msg
-from engine.state_log import is_internal  # noqa: F401  (Kafka's Topic.isInternal: the handlers' name for it)
 from engine.topic_config import TopicConfig
 from engine.topic_config import topic_name_error as engine_topic_name_error
 from gateway_kafka import error_codes as E
@@ -208,9 +209,7 @@ async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
         # with other groups in the view, the ids are stored and registered: every node then
         # knows this group holds the topic (one without ids is visible on its own group only)
         tc.attributes[PARTITION_IDS] = format_partition_ids(list(range(tc.read_queue_nums)))
-    await blocking(gateway.store.topic_config.create_or_update, tc)
-    gateway.log.info("topic_auto_created", topic=name, partitions=tc.read_queue_nums)
-    return tc
+    return await topics.create(gateway.store, tc, via="kafka")
 
 
 def stored_batch(unit: Any) -> Any | None:

@@ -43,8 +43,8 @@ GROUP_RESOURCE = 32
 
 _RECORDED = "Recorded only: "
 _ONE_LOG = "all topics share one commitlog, so "
-_COMPACTION = ("a compacted topic's superseded records go when retention deletes their commitlog segment, "
-               "the only time they free space (docs/design/compaction.md).")
+_CLEANER = ("The cleaner's trigger: once it has run, consumers read only each key's latest record "
+            "(docs/design/compaction.md).")
 
 
 class ConfigDef(NamedTuple):
@@ -75,7 +75,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "leader.replication.throttled.replicas": ConfigDef(TYPE_LIST, (), _RECORDED + "replication is not throttled."),
     "local.retention.bytes": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
     "local.retention.ms": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
-    "max.compaction.lag.ms": ConfigDef(TYPE_LONG, (), _RECORDED + _COMPACTION),
+    "max.compaction.lag.ms": ConfigDef(TYPE_LONG, (), _CLEANER, True),
     "max.decompressed.message.bytes": ConfigDef(TYPE_INT, (), _RECORDED + "batches are not decompressed on produce."),
     "max.message.bytes": ConfigDef(TYPE_INT, (), "Largest record batch the topic takes.", True),
     "message.timestamp.after.max.ms": ConfigDef(TYPE_LONG, (), "When set on the topic: batches whose latest timestamp is "
@@ -84,8 +84,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
                                                  "is further in the past are refused (INVALID_TIMESTAMP).", True),
     "message.timestamp.type": ConfigDef(TYPE_STRING, ("CreateTime", "LogAppendTime"),
                                         "LogAppendTime: the broker's append time replaces the producer's.", True),
-    "min.cleanable.dirty.ratio": ConfigDef(TYPE_DOUBLE, (), _RECORDED + _COMPACTION),
-    "min.compaction.lag.ms": ConfigDef(TYPE_LONG, (), _RECORDED + _COMPACTION),
+    "min.cleanable.dirty.ratio": ConfigDef(TYPE_DOUBLE, (), _CLEANER, True),
+    "min.compaction.lag.ms": ConfigDef(TYPE_LONG, (), _CLEANER, True),
     "min.insync.replicas": ConfigDef(TYPE_INT, (), "acks=all needs this many in-sync replicas.", True),
     "preallocate": ConfigDef(TYPE_BOOLEAN, (), _RECORDED + _ONE_LOG + "preallocation is warmMapedFileEnable."),
     "remote.copy.lag.bytes": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
@@ -96,10 +96,13 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "retention.bytes": ConfigDef(TYPE_LONG, (), "Largest size of a partition; older records go first.", True),
     "retention.ms": ConfigDef(TYPE_LONG, (), "Records stored longer ago are deleted (never longer than the store's "
                               "fileReservedTime, except the latest of each key of a compacted topic).", True),
-    "segment.bytes": ConfigDef(TYPE_INT, (), _RECORDED + _ONE_LOG + "segments are mapedFileSizeCommitLog."),
+    "segment.bytes": ConfigDef(TYPE_INT, (), _ONE_LOG + "segments are mapedFileSizeCommitLog; on a compacted "
+                               "topic the cleaner never cleans the newest segment.bytes of records (Kafka's active "
+                               "segment).", True),
     "segment.index.bytes": ConfigDef(TYPE_INT, (), _RECORDED + _ONE_LOG + "consume queues are fixed size."),
     "segment.jitter.ms": ConfigDef(TYPE_LONG, (), _RECORDED + _ONE_LOG + "segments roll by size."),
-    "segment.ms": ConfigDef(TYPE_LONG, (), _RECORDED + _ONE_LOG + "segments roll by size."),
+    "segment.ms": ConfigDef(TYPE_LONG, (), _ONE_LOG + "segments roll by size; on a compacted topic the "
+                            "cleaner replays Kafka's time roll to find the active segment it never cleans.", True),
     "unclean.leader.election.enable": ConfigDef(TYPE_BOOLEAN, (), _RECORDED + "a slave becomes master only in sync."),
 }
 # accepted for topics copied from older clusters (Kafka < 4.0), never reported unless set

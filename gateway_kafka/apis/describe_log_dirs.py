@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from broker import store_view
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
@@ -24,7 +25,7 @@ def partition_size(store, topic: str, queue_id: int) -> int:
     cq = store.find_consume_queue(topic, queue_id)
     if cq is None:
         return 0
-    cl_min = store.commitlog.min_offset
+    cl_min = store_view.commitlog_min_offset(store)
     total, last_phy = 0, -1
     index, end = cq.min_offset, cq.max_offset
     while index < end:

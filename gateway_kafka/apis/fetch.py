@@ -40,6 +40,7 @@ import struct
 from engine import metrics
 from engine.message import BORNHOST_V6_FLAG, INNER_BATCH_FLAG, STOREHOST_V6_FLAG
 from engine.record_batch import iter_batches, record_count
+from broker import store_view
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
@@ -100,12 +101,11 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     parts = []
     size = 0
     last_offset = fetch_offset
-    cl = store.commitlog
     for unit, ref in zip(res.messages, res.units):
         if ref.queue_offset >= end:
             break  # read_committed: nothing at or past the last stable offset
         if len(unit) < ref.size:  # only the head was read: serve the batch from the file
-            batch = _file_batch(cl, unit, ref, files)
+            batch = _file_batch(store, unit, ref, files)
             if batch is None:
                 break  # gone meanwhile (retention): the client asks again from here
         else:
@@ -127,7 +127,7 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     return resp, size
 
 
-def _file_batch(cl, head, ref, files: dict):
+def _file_batch(store, head, ref, files: dict):
     """The batch of a unit of which only ``head`` was read: a ``FileRun`` when it is a stored
     Kafka batch large enough, else its bytes (read now); None when the unit is gone."""
     sys_flag = _I32.unpack_from(head, _SYSFLAG_POS)[0]
@@ -135,10 +135,10 @@ def _file_batch(cl, head, ref, files: dict):
         body_pos = 72 + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + (20 if sys_flag & STOREHOST_V6_FLAG else 8)
         body_len = _I32.unpack_from(head, body_pos - 4)[0]
         if body_len >= ZERO_COPY_THRESHOLD:
-            run = cl.file_run(ref.commitlog_offset + body_pos, body_len, files)
+            run = store_view.file_run(store, ref.commitlog_offset + body_pos, body_len, files)
             if run is not None:
                 return FileRun(run[0], run[1], body_len, ref.record_count)
-    unit = cl.read(ref.commitlog_offset, ref.size)
+    unit = store_view.read_unit(store, ref.commitlog_offset, ref.size)
     return None if unit is None else batch_of_unit(unit)
 
 

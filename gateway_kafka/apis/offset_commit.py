@@ -11,7 +11,8 @@ while the group has no members (standalone consumers and tools). For a KIP-848 c
 apply (``ModernGroupCoordinator.validate_offset_commit``): the member's current epoch
 (STALE_MEMBER_EPOCH otherwise), v9+ for members of the consumer protocol, anyone with epoch -1
 while the group has no members; a share group's offsets are not committed this way
-(GROUP_ID_NOT_FOUND). v10: UNKNOWN_TOPIC_ID for an id no topic has.
+(GROUP_ID_NOT_FOUND). v10: UNKNOWN_TOPIC_ID for an id no topic has. INVALID_GROUP_ID for a
+group id longer than an offset record's key holds (32,767 UTF-8 bytes).
 
 Per partition: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition,
 OFFSET_METADATA_TOO_LARGE above ``offset_metadata_max_bytes``; COORDINATOR_NOT_AVAILABLE when
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import time
 
-from engine.consumer_offset import OffsetEntry
+from engine.consumer_offset import OffsetEntry, name_problem
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
@@ -58,6 +59,8 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         for t in body.get("topics") or ():
             t["name"] = topic_by_id(gw, t.get("topic_id"))
     max_meta = gw.settings.offset_metadata_max_bytes
+    if top == E.NONE and name_problem("group id", group_id) is not None:
+        top = E.INVALID_GROUP_ID  # longer than an offset record's key can hold
     if top == E.NONE and not authz.group(ctx, authz.Op.READ, group_id):
         top = E.GROUP_AUTHORIZATION_FAILED
     now = int(time.time() * 1000)

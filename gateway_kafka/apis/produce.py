@@ -17,7 +17,7 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
 - acks 0: no response at all (an error closes the connection, as Kafka does, so the producer
   refreshes its metadata); 1: answered once the master stored the batch (durable as
   ``flushDiskType`` promises), whatever ``brokerRole`` says; -1 (all): also waits until every
-  in-sync slave of the broker group acknowledged it (``store.ha.wait_replicated``; a lone node
+  in-sync slave of the broker group acknowledged it (the put path's ``replicated``; a lone node
   is its own full ISR). With fewer in-sync replicas (master included) than the topic's
   ``min.insync.replicas`` (else the broker's): NOT_ENOUGH_REPLICAS before anything is stored,
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it during the wait (the batch is
@@ -63,32 +63,39 @@ offset, ``log_append_time_ms`` -1 (CreateTime is kept) and the log start offset.
 from __future__ import annotations
 
 import asyncio
-import functools
 import struct
 import time
 
+from broker.put_path import PutStatus
+from broker.replication import Replication
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import (blocking, find_topic, is_internal, local_queue, message_limit,
                                         topic_by_id, topic_id, topic_name_error)
 from gateway_kafka.producer_state import check_sequence
-from engine import metrics, trace
+from broker import trace
+from engine import metrics
 from engine.compaction import is_compacted
 from engine.record_batch import (ATTRIBUTES_OFFSET, CRC_OFFSET, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
                                  CorruptRecordError, compute_crc, decode_batch, iter_batches, validate_batch)
-from engine.send_queue import SendQueueBusy
 
 THROTTLE = "throttle_time_ms"  # ConnectionState.extra: answer with it, then mute the connection
 
-_STORE_ERRORS = {
-    "MESSAGE_ILLEGAL": E.CORRUPT_MESSAGE,
-    "PROPERTIES_SIZE_EXCEEDED": E.MESSAGE_TOO_LARGE,
-    "FLUSH_DISK_TIMEOUT": E.REQUEST_TIMED_OUT,
-    "FLUSH_SLAVE_TIMEOUT": E.REQUEST_TIMED_OUT,
-    "SLAVE_NOT_AVAILABLE": E.NOT_ENOUGH_REPLICAS,
-    "SERVICE_NOT_AVAILABLE": E.NOT_LEADER_OR_FOLLOWER,
-    "OS_PAGE_CACHE_BUSY": E.REQUEST_TIMED_OUT,
+# The put path's neutral statuses as Kafka error codes (the one table; anything else:
+# KAFKA_STORAGE_ERROR). Batches are stored with sync_replicas=False, so the replica statuses
+# only come from the replication wait after the append.
+PUT_ERRORS = {
+    PutStatus.OK: E.NONE,
+    PutStatus.MESSAGE_ILLEGAL: E.CORRUPT_MESSAGE,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: E.MESSAGE_TOO_LARGE,
+    PutStatus.FLUSH_DISK_TIMEOUT: E.REQUEST_TIMED_OUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: E.REQUEST_TIMED_OUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    PutStatus.SERVICE_NOT_AVAILABLE: E.NOT_LEADER_OR_FOLLOWER,
+    PutStatus.DISK_FULL: E.KAFKA_STORAGE_ERROR,  # retriable: producers retry until space returns
+    PutStatus.OS_PAGE_CACHE_BUSY: E.REQUEST_TIMED_OUT,
+    PutStatus.SEND_QUEUE_BUSY: E.REQUEST_TIMED_OUT,
 }
 
 
@@ -170,7 +177,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
     gw = ctx.gateway
     queue = index if queue is None else queue
     store = gw.store
-    ha = store.ha
+    ha = Replication(store)
     if not ha.is_master or not ha.lease_valid():
         # before any sequence check (Kafka's order): a retry must find the new leader, not an
         # OUT_OF_ORDER_SEQUENCE_NUMBER from a replica that refused the batch before it
@@ -179,7 +186,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                        message="not the master of this partition's broker group" + (
                            " (its master is down: this replica serves reads only)" if stand_in else
                            "" if not ha.is_master else " (its lease expired: cut off from the failover controller)"))
-    replicate = acks == -1 and ha.is_master and (min_isr > 1 or bool(ha.connections()) or bool(ha.sync_state_set))
+    replicate = acks == -1 and ha.is_master and (min_isr > 1 or ha.has_replicas())
     if replicate and 1 + ha.in_sync_count() < min_isr:
         return _result(index, E.NOT_ENOUGH_REPLICAS,
                        message=f"{1 + ha.in_sync_count()} in-sync replica(s), min.insync.replicas is {min_isr}")
@@ -204,8 +211,6 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
         if why:
             return _result(index, E.INVALID_TIMESTAMP, message=why)
     ps = store.producer_state
-    # inline on the loop only when no other writer holds the commitlog (never wait on it here)
-    sync_put = gw.settings.direct_put and not store.put_would_wait
     born = (ctx.conn.peer_host, ctx.conn.peer_port)
     traced: list[int] | None = [] if trace.enabled(gw.config) else None  # brokerTraceEnable: Pub records
     started = time.monotonic()
@@ -227,24 +232,18 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                     first_offset = verdict.duplicate_of.base_offset
                 end_offset = max(end_offset, store.confirmed_offset)  # it is at or below the log's end
                 continue
-            if sync_put:
-                res = store.put_record_batch(topic, queue, bytes(view), born_host=born, sync_replicas=False,
-                                             max_size=max_bytes)
-            else:
-                try:
-                    res = await gw.send_queue.run(functools.partial(store.put_record_batch, topic, queue, bytes(view),
-                                                                    born_host=born, sync_replicas=False,
-                                                                    max_size=max_bytes))
-                except SendQueueBusy as exc:
-                    _throttle(ctx, exc.waited_ms)
-                    return _result(index, E.REQUEST_TIMED_OUT, message=str(exc))
-            if res.status.name == "OS_PAGE_CACHE_BUSY":
+            # the put path: inline (direct_put) unless another writer holds the commitlog, else
+            # the send queue, whose fast failure answers REQUEST_TIMED_OUT and throttles
+            status, res = await gw.writes.put(store.put_record_batch, topic, queue, bytes(view), born_host=born,
+                                              sync_replicas=False, max_size=max_bytes, inline=gw.settings.direct_put)
+            if status is PutStatus.SEND_QUEUE_BUSY:
+                _throttle(ctx, res.waited_ms)
+                return _result(index, PUT_ERRORS[status], message=str(res))
+            if status is PutStatus.OS_PAGE_CACHE_BUSY:
                 _throttle(ctx, store.config.os_page_cache_busy_time_out_mills)
-            if not res.ok:
-                code = E.KAFKA_STORAGE_ERROR if res.disk_full else _STORE_ERRORS.get(res.status.name, E.KAFKA_STORAGE_ERROR)
-                gw.log.warning("produce_failed", topic=topic, partition=index, status=res.status.name,
-                               error=res.error)
-                return _result(index, code, message=res.error or res.status.name)
+            if status is not PutStatus.OK:
+                gw.log.warning("produce_failed", topic=topic, partition=index, status=status.value, error=res.error)
+                return _result(index, PUT_ERRORS.get(status, E.KAFKA_STORAGE_ERROR), message=res.error or status.value)
             if first_offset < 0:
                 first_offset = res.queue_offset
             end_offset = max(end_offset, res.end_offset)
@@ -257,7 +256,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
     metrics.topic_in("kafka", topic, sum(len(v) for v, _h in batches), sum(h.last_offset_delta + 1 for _v, h in batches))
     result = _result(index, E.NONE, first_offset, store.get_min_offset_in_queue(topic, queue))
     if replicate and end_offset >= 0:  # waited for by ``handle`` after every partition appended
-        result[_WAIT] = ha.wait_replicated(end_offset, min_isr - 1, timeout_ms / 1000)
+        result[_WAIT] = gw.writes.wait_replicated(end_offset, min_isr - 1, timeout_ms / 1000)
     return result
 
 
@@ -265,13 +264,12 @@ _WAIT = "_replication_wait"
 
 
 async def _await_replication(gw, topic: str, result: dict) -> None:
-    status, error = await asyncio.wrap_future(result.pop(_WAIT))
-    gw.store.ha.wake_dispatcher()
-    if status != "PUT_OK":
-        result["error_code"] = (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND if status == "SLAVE_NOT_AVAILABLE"
-                                else E.REQUEST_TIMED_OUT)
+    status, error = await gw.writes.replicated(-1, 0, 0, waiting=result.pop(_WAIT))
+    if status is not PutStatus.OK:
+        result["error_code"] = PUT_ERRORS.get(status, E.REQUEST_TIMED_OUT)
         result["error_message"] = error
-        gw.log.warning("produce_not_replicated", topic=topic, partition=result["index"], status=status, error=error)
+        gw.log.warning("produce_not_replicated", topic=topic, partition=result["index"], status=status.value,
+                       error=error)
 
 
 def _throttle(ctx: RequestContext, ms: int) -> None:

@@ -14,6 +14,14 @@ A failed login answers SASL_AUTHENTICATION_FAILED (Kafka's message), is held for
 ``connection.failed.authentication.delay.ms`` and closes the connection; an unknown user fails
 the same way and at the same step as a wrong password.
 
+Throttled guessing (``engine.security.throttle``): before a password or a SCRAM proof is
+checked the node's limiter is asked (per user and per source address, across connections and
+listeners); when no check is due the login is refused unchecked — SASL_AUTHENTICATION_FAILED
+with "too many failed authentications ... retry after N ms" (SaslAuthenticate has no throttle
+field, so the time is in the message and the answer is held up to a second), connection
+closed. The check and the failure report run with no await between them, so concurrent
+guesses on the loop cannot share one admitted check.
+
 KIP-368 re-authentication: with ``connections.max.reauth.ms`` > 0 a login answers
 ``session_lifetime_ms`` (v1+) and the connection must log in again (SaslHandshake +
 SaslAuthenticate on the same connection) before it ends; a request after the end closes the
@@ -57,6 +65,17 @@ async def _refuse(ctx: RequestContext, reason: str, user: str | None) -> dict:
     return _answer(E.SASL_AUTHENTICATION_FAILED, _FAILED.format(conn.sasl_mechanism))
 
 
+async def _throttled(ctx: RequestContext, user: str | None, wait_s: float) -> dict:
+    conn = ctx.conn
+    security = ctx.gateway.security
+    security.failed("kafka", "throttled", f"{conn.peer_host}:{conn.peer_port}", user, mechanism=conn.sasl_mechanism)
+    await asyncio.sleep(security.throttled_hold(wait_s))
+    conn.extra["close_after_response"] = True
+    return _answer(E.SASL_AUTHENTICATION_FAILED,
+                   f"Authentication failed: too many failed authentications for this user or address; retry after "
+                   f"{max(1, int(wait_s * 1000))} ms")
+
+
 def _logged_in(ctx: RequestContext, user: str, auth_bytes: bytes = b"") -> dict:
     conn = ctx.conn
     gw = ctx.gateway
@@ -92,6 +111,9 @@ async def authenticate(ctx: RequestContext, body: dict) -> dict:
         user = parts[1].decode("utf-8", "replace")
         if parts[0] and parts[0] != parts[1]:
             return await _refuse(ctx, "authzid_differs", user)
+        wait = security.throttled(user, f"{conn.peer_host}:{conn.peer_port}")
+        if wait:
+            return await _throttled(ctx, user, wait)
         if not security.verify_password(user, parts[2]):
             return await _refuse(ctx, "bad_password" if security.knows_user(user) else "unknown_user", user)
         return _logged_in(ctx, user)
@@ -106,9 +128,15 @@ async def authenticate(ctx: RequestContext, body: dict) -> dict:
             server_first = session.first(text)
         except ValueError:
             return await _refuse(ctx, "malformed_token", session.user)
+        wait = security.throttled(session.user, f"{conn.peer_host}:{conn.peer_port}")
+        if wait:
+            return await _throttled(ctx, session.user, wait)
         conn.extra["scram"] = session
         return _answer(E.NONE, None, server_first.encode("utf-8"))
     conn.extra.pop("scram", None)
+    wait = security.throttled(session.user, f"{conn.peer_host}:{conn.peer_port}")  # checked again: the proof is the guess
+    if wait:
+        return await _throttled(ctx, session.user, wait)
     try:
         server_final = session.final(text)
     except ValueError:

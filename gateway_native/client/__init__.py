@@ -7,7 +7,7 @@ queries, consumer progress). The API is synchronous; network work runs on a priv
 """
 
 from .message import (
-    ConsumeStatus, Message, MessageExt, MessageQueue, MessageSelector, MQBrokerError, MQClientError, SendResult, SendStatus,
+    ConsumeStatus, Message, MessageClientExt, MessageQueue, MessageSelector, MQBrokerError, MQClientError, SendResult, SendStatus,
 )
 from .producer import Producer, select_by_hash
 from .push_consumer import ConsumeContext, PushConsumer
@@ -20,7 +20,7 @@ from .rebalance import (
 )
 
 __all__ = [
-    "Producer", "PushConsumer", "ConsumeContext", "Message", "MessageExt", "MessageQueue", "MessageSelector",
+    "Producer", "PushConsumer", "ConsumeContext", "Message", "MessageClientExt", "MessageQueue", "MessageSelector",
     "SendResult", "SendStatus", "ConsumeStatus", "MQClientError", "MQBrokerError", "select_by_hash",
     "AllocateAverage", "AllocateAverageByCircle", "AllocateConsistentHash", "AllocateMachineRoomNearby", "AllocateByConfig",
     "ConsumeOrderlyStatus", "ConsumeOrderlyContext", "TransactionProducer", "TransactionListener", "TransactionSendResult", "LocalTransactionState",

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..remoting.route import decode_route_json
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
-from ..remoting.message_codec import MessageDecodeError, MessageExt, decode_offset_msg_id, decode_units
+from ..remoting.message_codec import MessageDecodeError, MessageClientExt, decode_offset_msg_id, decode_units
 from .message import MessageQueue, MQBrokerError, MQClientError
 from .runtime import ClientRuntime
 
@@ -272,12 +272,12 @@ class Admin:
 
     # -- messages ------------------------------------------------------------------------------
     def query_message_by_key(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
-                             end_ms: int | None = None, unique_key: bool = False) -> list[MessageExt]:
-        async def run() -> list[MessageExt]:
+                             end_ms: int | None = None, unique_key: bool = False) -> list[MessageClientExt]:
+        async def run() -> list[MessageClientExt]:
             route = await self.runtime.update_route(topic)
             if route is None:
                 raise MQClientError(f"No route info of this topic: {topic}")
-            found: list[MessageExt] = []
+            found: list[MessageClientExt] = []
             for bd in route.get("brokerDatas") or []:
                 addr = bd["brokerAddrs"].get("0") or next(iter(bd["brokerAddrs"].values()))
                 fields = {"topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": begin_ms,
@@ -296,7 +296,7 @@ class Admin:
             return found[:max_num]
         return self._call(run())
 
-    def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
+    def view_message(self, msg_id: str, topic: str | None = None) -> MessageClientExt:
         """By client unique id (needs ``topic``) or by offset message id (store host + commitlog offset)."""
         if topic is not None:
             msgs = self.query_message_by_key(topic, msg_id, 1, unique_key=True)
@@ -307,7 +307,7 @@ class Admin:
         except MessageDecodeError as exc:
             raise MQClientError(str(exc)) from None
 
-        async def run() -> MessageExt:
+        async def run() -> MessageClientExt:
             resp = await self._ok(f"{ip}:{port}", RC.VIEW_MESSAGE_BY_ID, {"offset": offset})
             return decode_units(bytes(resp.body))[0]
         if not 0 < port < 65536:  # a client (unique) id decodes to nonsense here
@@ -363,7 +363,7 @@ class Admin:
         for addr in self._masters(None):
             self._call(self._ok(addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body))
 
-    def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageExt]:
+    def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageClientExt]:
         """Messages in ``%DLQ%<group>`` (oldest first), with their origin in RETRY_TOPIC /
         ORIGIN_MESSAGE_ID and how often they were tried in ``reconsume_times``."""
         from ..remoting.subscription import SubscriptionData
@@ -371,13 +371,13 @@ class Admin:
 
         topic = "%DLQ%" + group
 
-        async def run() -> list[MessageExt]:
+        async def run() -> list[MessageClientExt]:
             route = await self.runtime.update_route(topic)
             if route is None:
                 return []
             api = PullAPI(self.runtime, "rockafka_admin")
             sub = SubscriptionData.build(topic, "*")
-            out: list[MessageExt] = []
+            out: list[MessageClientExt] = []
             for mq in ClientRuntime.subscribe_queues(topic, route):
                 offset = await self._queue_offset(RC.GET_MIN_OFFSET, mq)
                 for _ in range(10_000):  # bounded: one pull per batch of messages
@@ -393,7 +393,7 @@ class Admin:
             return out[:max_num]
         return self._call(run())
 
-    def resend_dlq_message(self, group: str, msg_id: str) -> MessageExt:
+    def resend_dlq_message(self, group: str, msg_id: str) -> MessageClientExt:
         """Send a dead letter back where ``dead_letter_origin`` says (reconsume count reset to
         0), so that group — and only it — consumes it again, under its original topic name."""
         found = [m for m in self.dlq_messages(group, 10_000)

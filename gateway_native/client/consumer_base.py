@@ -26,7 +26,7 @@ import structlog
 from engine.sql92 import Sql92Error
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
-from ..remoting.message_codec import MessageExt
+from ..remoting.message_codec import MessageClientExt
 from ..remoting.subscription import SubscriptionData
 from ..transport import ConnectionClosedError, RemotingTimeoutError
 from .message import MessageQueue, MessageSelector, MQBrokerError, MQClientError
@@ -48,13 +48,13 @@ RETRY_PREFIX = "%RETRY%"
 class ProcessQueue:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.msgs: dict[int, MessageExt] = {}
+        self.msgs: dict[int, MessageClientExt] = {}
         self.size = 0
         self.max_offset = -1
         self.dropped = False
         self.last_pull = time.monotonic()
 
-    def put(self, msgs: list[MessageExt]) -> None:
+    def put(self, msgs: list[MessageClientExt]) -> None:
         with self.lock:
             for m in msgs:
                 if m.queue_offset not in self.msgs:
@@ -62,7 +62,7 @@ class ProcessQueue:
                     self.size += len(m.body)
                 self.max_offset = max(self.max_offset, m.queue_offset)
 
-    def remove(self, msgs: list[MessageExt]) -> int:
+    def remove(self, msgs: list[MessageClientExt]) -> int:
         """Drop acknowledged messages; the offset that can be committed now (-1: nothing yet)."""
         with self.lock:
             for m in msgs:

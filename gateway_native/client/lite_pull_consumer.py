@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from ..remoting.codes import RequestCode as RC
-from ..remoting.message_codec import MessageExt
+from ..remoting.message_codec import MessageClientExt
 from ..remoting.subscription import SubscriptionData
 from .consumer_base import ConsumerBase, ProcessQueue
 from .message import MessageQueue, MQClientError
@@ -51,7 +51,7 @@ class LitePullConsumer(ConsumerBase):
         self.auto_commit_interval = auto_commit_interval / 1000
         self.suspend_ms = broker_suspend_max_time_millis
         self.exception_delay = pull_time_delay_millis_when_exception / 1000
-        self._buffer: queue_mod.Queue[tuple[MessageQueue, int, list[MessageExt]]] = queue_mod.Queue(
+        self._buffer: queue_mod.Queue[tuple[MessageQueue, int, list[MessageClientExt]]] = queue_mod.Queue(
             maxsize=max(1, pull_threshold_for_all // max(pull_batch_size, 1)))
         self._states: dict[MessageQueue, _QueueState] = {}
         self._assigned_mode = False
@@ -170,7 +170,7 @@ class LitePullConsumer(ConsumerBase):
                 # the buffer is bounded: wait in a thread so the loop keeps serving other queues
                 await loop.run_in_executor(None, self._put_blocking, item, st)
 
-    def _put_blocking(self, item: tuple[MessageQueue, int, list[MessageExt]], st: _QueueState) -> None:
+    def _put_blocking(self, item: tuple[MessageQueue, int, list[MessageClientExt]], st: _QueueState) -> None:
         while self.running and not st.pq.dropped and item[1] == st.epoch:
             try:
                 self._buffer.put(item, timeout=0.2)
@@ -179,7 +179,7 @@ class LitePullConsumer(ConsumerBase):
                 continue
 
     # -- application API -----------------------------------------------------------------------
-    def poll(self, timeout_ms: int = 5000) -> list[MessageExt]:
+    def poll(self, timeout_ms: int = 5000) -> list[MessageClientExt]:
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
             remaining = deadline - time.monotonic()

@@ -1,7 +1,7 @@
 """SDK value types: Message, MessageQueue, SendResult, statuses, and errors.
 
 A ``Message`` is what a producer sends (topic, body, tags, keys, user properties, delay level);
-a consumed message is ``gateway_native.remoting.message_codec.MessageExt`` (decoded stored unit).
+a consumed message is ``gateway_native.remoting.message_codec.MessageClientExt`` (decoded stored unit).
 ``MessageQueue`` orders by (topic, broker name, queue id), the order rebalancing sorts queues in.
 """
 
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from engine.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_TAGS
 
-from ..remoting.message_codec import (
-    PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_TAGS, MessageExt,
-)
+from ..remoting.message_codec import MessageClientExt
 
-__all__ = ["Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "ConsumeStatus", "MQClientError",
+__all__ = ["Message", "MessageClientExt", "MessageQueue", "SendResult", "SendStatus", "ConsumeStatus", "MQClientError",
            "MQBrokerError", "MessageSelector"]
 
 

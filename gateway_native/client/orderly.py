@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import structlog
+from engine.message import PROPERTY_RETRY_TOPIC
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
-from ..remoting.message_codec import PROPERTY_RETRY_TOPIC, MessageExt
+from ..remoting.message_codec import MessageClientExt
 from ..transport import ConnectionClosedError, RemotingTimeoutError
 from .consumer_base import CLUSTERING, RETRY_PREFIX, ProcessQueue
 from .message import MessageQueue, MQClientError
@@ -55,7 +56,7 @@ class ConsumeOrderlyContext:
     suspend_current_queue_time_millis: int = -1
 
 
-OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
+OrderlyListener = Callable[[list[MessageClientExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
 
 
 class OrderlyConsumer(Protocol):
@@ -72,7 +73,7 @@ class OrderlyConsumer(Protocol):
     max_reconsume_times: int
     reconsume_delay: float
 
-    def _send_back(self, msg: MessageExt, ctx: Any) -> bool: ...
+    def _send_back(self, msg: MessageClientExt, ctx: Any) -> bool: ...
 
 
 class QueueState:
@@ -229,7 +230,7 @@ class OrderlyService:
         except RuntimeError:  # shutting down
             self.state(mq).scheduled = False
 
-    def _take(self, pq: ProcessQueue, st: QueueState, n: int) -> list[MessageExt]:
+    def _take(self, pq: ProcessQueue, st: QueueState, n: int) -> list[MessageClientExt]:
         with pq.lock:
             offsets = sorted(o for o in pq.msgs if o not in st.consuming)[:n]
             batch = [pq.msgs[o] for o in offsets]
@@ -265,7 +266,7 @@ class OrderlyService:
                 if not self._consume(mq, pq, st, msgs):
                     return
 
-    def _consume(self, mq: MessageQueue, pq: ProcessQueue, st: QueueState, msgs: list[MessageExt]) -> bool:
+    def _consume(self, mq: MessageQueue, pq: ProcessQueue, st: QueueState, msgs: list[MessageClientExt]) -> bool:
         """Run the listener on one batch; False when the queue is suspended (rescheduled later)."""
         c = self.consumer
         for m in msgs:
@@ -309,7 +310,7 @@ class OrderlyService:
         self.submit(mq, pq, delay=delay)
         return False
 
-    def _ack(self, mq: MessageQueue, pq: ProcessQueue, st: QueueState, msgs: list[MessageExt]) -> None:
+    def _ack(self, mq: MessageQueue, pq: ProcessQueue, st: QueueState, msgs: list[MessageClientExt]) -> None:
         offset = pq.remove(msgs)
         with pq.lock:
             st.consuming.difference_update(m.queue_offset for m in msgs)

@@ -2,7 +2,7 @@
 
 Sends PULL_MESSAGE with the subscription in the request (SUBSCRIPTION flag), optionally the
 COMMIT_OFFSET flag and long polling (SUSPEND flag + ``suspendTimeoutMillis``), decodes the body
-into ``MessageExt``s, drops those whose tag the subscription does not list (the broker filters
+into ``MessageClientExt``s, drops those whose tag the subscription does not list (the broker filters
 by tag hash only), and stamps MIN_OFFSET / MAX_OFFSET as the Java client does. The broker id
 the broker suggests is remembered per queue for the next pull.
 """
@@ -12,11 +12,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import Any
+from engine.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET
 
 from ..remoting.codes import (
     PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode as RC, ResponseCode as R,
 )
-from ..remoting.message_codec import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, MessageExt, decode_units
+from ..remoting.message_codec import MessageClientExt, decode_units
 from ..remoting.subscription import SubscriptionData
 from .message import MessageQueue, MQBrokerError, MQClientError
 
@@ -34,7 +35,7 @@ class PullResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    messages: list[MessageExt] = field(default_factory=list)
+    messages: list[MessageClientExt] = field(default_factory=list)
 
 
 _CODES = {R.SUCCESS: PullStatus.FOUND, R.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,

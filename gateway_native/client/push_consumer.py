@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import structlog
+from engine.message import PROPERTY_RETRY_TOPIC
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
-from ..remoting.message_codec import PROPERTY_RETRY_TOPIC, MessageExt
+from ..remoting.message_codec import MessageClientExt
 from ..remoting.subscription import SubscriptionData
 from ..transport import ConnectionClosedError, RemotingTimeoutError
 from .consumer_base import CLUSTERING, RETRY_PREFIX, ConsumerBase, ProcessQueue
@@ -46,7 +47,7 @@ class ConsumeContext:
     delay_level_when_next_consume: int = 0
 
 
-Listener = Callable[[list[MessageExt], ConsumeContext], ConsumeStatus]
+Listener = Callable[[list[MessageClientExt], ConsumeContext], ConsumeStatus]
 
 
 class PushConsumer(ConsumerBase):
@@ -188,7 +189,7 @@ class PushConsumer(ConsumerBase):
                 await asyncio.sleep(self.pull_interval)
 
     # -- consuming -----------------------------------------------------------------------------
-    def _submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageClientExt]) -> None:
         assert self.executor is not None
         if self.orderly is not None:
             self.orderly.submit(mq, pq)
@@ -199,7 +200,7 @@ class PushConsumer(ConsumerBase):
             except RuntimeError:  # shutting down; the messages stay unacknowledged
                 return
 
-    def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageClientExt]) -> None:
         if pq.dropped or not self.running:
             return
         for m in msgs:
@@ -231,7 +232,7 @@ class PushConsumer(ConsumerBase):
         if offset >= 0 and not pq.dropped and self.offset_store is not None:
             self.offset_store.update(mq, offset)
 
-    def _consume_later(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _consume_later(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageClientExt]) -> None:
         def resubmit() -> None:
             if self.running and not pq.dropped:
                 self._submit(mq, pq, msgs)
@@ -240,7 +241,7 @@ class PushConsumer(ConsumerBase):
         except RuntimeError:
             pass
 
-    def _send_back(self, msg: MessageExt, ctx: ConsumeContext) -> bool:
+    def _send_back(self, msg: MessageClientExt, ctx: ConsumeContext) -> bool:
         addr = self.runtime.master_addr(msg.broker_name) if msg.broker_name else None
         if addr is None:
             return False

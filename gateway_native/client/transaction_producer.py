@@ -27,12 +27,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
+from engine.message import (
+    PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_ID, PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import (
-    PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, SYSFLAG_TRANSACTION_PREPARED,
-    MessageDecodeError, MessageExt, decode_offset_msg_id, decode_unit,
+    SYSFLAG_TRANSACTION_PREPARED, MessageDecodeError, MessageClientExt, decode_offset_msg_id, decode_unit,
 )
 from ..transport import Connection, ConnectionClosedError, RemotingTimeoutError
 from .message import Message, MQBrokerError, MQClientError, SendResult, SendStatus
@@ -41,9 +44,6 @@ from .runtime import CLIENT_PROCESSORS, ClientRuntime
 
 log = structlog.get_logger("rockafka.client.transaction")
 
-PROPERTY_PRODUCER_GROUP = "PGROUP"
-PROPERTY_TRANSACTION_ID = "__transactionId__"
-PROPERTY_CHECK_IMMUNITY_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 
 
 class LocalTransactionState(enum.Enum):
@@ -55,7 +55,7 @@ class LocalTransactionState(enum.Enum):
 class TransactionListener(Protocol):
     def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState: ...
 
-    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState: ...
+    def check_local_transaction(self, msg: MessageClientExt) -> LocalTransactionState: ...
 
 
 @dataclass
@@ -166,7 +166,7 @@ class TransactionProducer(Producer):
         if resp.code != R.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)
 
-    def _check(self, msg: MessageExt) -> LocalTransactionState:
+    def _check(self, msg: MessageClientExt) -> LocalTransactionState:
         listener = self.listener
         if listener is None:
             return LocalTransactionState.UNKNOW

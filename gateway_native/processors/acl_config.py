@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.security import (AclBinding, AclError, AclFilter, Operation as Op, PatternType, Permission, ResourceType as RT,
-                             SecurityStateError, for_store)
+                             SecretBoxError, SecurityStateError, for_store)
 
 from ..remoting.codes import ResponseCode as R
 from ..remoting.command import RemotingCommand
@@ -76,7 +76,7 @@ async def update_acl_config(broker: Any, conn: Connection, cmd: RemotingCommand)
             await broker.run_blocking(security.create_acls, bindings)
     except AclError as exc:
         return cmd.response(R.SYSTEM_ERROR, f"bad ACL config: {exc}")
-    except SecurityStateError as exc:
+    except (SecurityStateError, SecretBoxError) as exc:
         return cmd.response(R.NO_PERMISSION, str(exc))
     return cmd.response(R.SUCCESS)
 

@@ -27,12 +27,13 @@ signed; changes on a slave answer NO_PERMISSION "this broker is a slave".
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
 from typing import Any
 
 from engine.security import (CLUSTER_NAME, AclBinding, AclError, AclFilter, CredentialError, Operation as Op,
-                             PatternType as PT, Permission, ResourceType as RT, SecurityStateError, for_store,
+                             PatternType as PT, Permission, ResourceType as RT, SecretBoxError, SecurityStateError, for_store,
                              principal_of)
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
@@ -84,7 +85,7 @@ async def _run(broker: Any, cmd: RemotingCommand, fn: Any, *args: Any) -> Remoti
         await broker.run_blocking(fn, *args)
     except (CredentialError, AclError, AuthRequestError) as exc:
         return cmd.response(R.NO_PERMISSION, str(exc))
-    except SecurityStateError as exc:
+    except (SecurityStateError, SecretBoxError) as exc:
         return cmd.response(R.NO_PERMISSION, str(exc))
     return None
 
@@ -342,3 +343,41 @@ async def list_acl(broker: Any, conn: Connection, cmd: RemotingCommand) -> Remot
                 policy["entries"] = [e for e in policy["entries"] if resource_filter in e["resource"]]
         infos = [i for i in infos if i["policies"][0]["entries"]]
     return cmd.response(R.SUCCESS, body=_json(infos) if infos else b"")
+
+
+# -- a NameServer's question (namesrv.BrokerAuthDelegate) ----------------------------------------
+
+@reg(RC.AUTH_CHECK_FOR_NAMESRV)
+async def check_for_namesrv(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """Whether a client's request to a NameServer is signed by a user of this broker and allowed:
+    ``accessKey``, ``signature``, ``host`` (the client's), ``checks`` (JSON ``[[operation,
+    resourceType, name], ...]``, Kafka's enum numbers), body = the signed content. The gate let
+    only principals with CLUSTER_ACTION (the NameServer's inner credentials) in. SUCCESS or
+    NO_PERMISSION with the reason the NameServer passes on to its client."""
+    from ..remoting import acl
+
+    security = _security(broker)
+    ak, given, host = cmd.get_str("accessKey") or "", cmd.get_str("signature") or "", cmd.get_str("host") or "*"
+    try:
+        checks = [(Op(int(o)), RT(int(t)), str(n)) for o, t, n in json.loads(cmd.get_str("checks") or "[]")]
+    except (ValueError, TypeError):
+        return cmd.response(R.INVALID_PARAMETER, "checks must be [[operation, resourceType, name], ...]")
+    wait = security.throttled(ak, host)
+    if wait:
+        security.failed("namesrv", "throttled", host, ak)
+        return cmd.response(R.NO_PERMISSION, f"too many failed authentications for AccessKey {ak} or this address; "
+                                             f"retry after {max(1, int(wait * 1000))} ms")
+    secret = security.secret_of(ak)
+    if secret is None:
+        security.failed("namesrv", "unknown_user", host, ak)
+        return cmd.response(R.NO_PERMISSION, f"signature check failed: unknown AccessKey {ak}")
+    if not given or not hmac.compare_digest(acl.signature(bytes(cmd.body or b""), secret), given):
+        security.failed("namesrv", "bad_signature", host, ak)
+        return cmd.response(R.NO_PERMISSION, f"signature check failed for AccessKey {ak}: the Signature does not "
+                                             "match the request (wrong secret key?)")
+    principal = principal_of(ak)
+    for op, rtype, name in checks:
+        if not security.authorize(principal, op, rtype, name, host, "namesrv"):
+            return cmd.response(R.NO_PERMISSION, f"{principal} may not {op.name} {rtype.name} {name}; grant it "
+                                                 "with an ACL")
+    return cmd.response(R.SUCCESS)

@@ -37,6 +37,8 @@ from typing import Any
 
 import structlog
 
+from broker import store_view
+from broker.replication import Replication
 from engine import config as engine_config
 
 from .. import broker_stats
@@ -176,12 +178,12 @@ def runtime_info(broker: Any) -> dict[str, str]:
     }
     info.update(stats.totals())
     try:
-        info["commitLogMinOffset"] = str(store.commitlog.min_offset)
-        info["commitLogMaxOffset"] = str(store.commitlog.max_offset)
-        info["dispatchBehindBytes"] = str(max(0, store.commitlog.max_offset - (
-            store.dispatcher.reput_offset if store.dispatcher is not None else store.commitlog.max_offset)))
+        figures = store_view.commitlog_figures(store)
+        info["commitLogMinOffset"] = str(figures["min_offset"])
+        info["commitLogMaxOffset"] = str(figures["max_offset"])
+        info["dispatchBehindBytes"] = str(figures["dispatch_behind_bytes"])
         info["commitLogDiskRatio"] = f"{store.disk_used_ratio() / 100:.4f}"
-        info["remainHowManyDataToFlush"] = f"{max(0, store.commitlog.max_offset - store.commitlog.flushed_where)} B"
+        info["remainHowManyDataToFlush"] = f"{figures['unflushed_bytes']} B"
         earliest = _earliest_store_time(store)
         info["earliestMessageTimeStamp"] = str(earliest)
         info["brokerActive"] = str(bool(store.running)).lower()
@@ -196,8 +198,8 @@ def runtime_info(broker: Any) -> dict[str, str]:
 
 
 def _earliest_store_time(store: Any) -> int:
-    lo = store.commitlog.min_offset
-    if store.commitlog.max_offset <= lo:
+    lo = store_view.commitlog_min_offset(store)
+    if store_view.commitlog_max_offset(store) <= lo:
         return 0
     ext = store.look_message_by_offset(lo)
     return int(ext.store_timestamp) if ext is not None else 0
@@ -210,12 +212,12 @@ async def get_broker_runtime_info(broker: Any, conn: Connection, cmd: RemotingCo
 
 
 def ha_status(broker: Any) -> dict[str, Any]:
-    """RocketMQ's ``HARuntimeInfo`` built from ``store.ha.runtime_info()``."""
-    store = broker.store
-    info = store.ha.runtime_info()
+    """RocketMQ's ``HARuntimeInfo`` built from the replication facade's ``runtime_info()``."""
+    ha = Replication(broker.store)
+    info = ha.runtime_info()
     now_ms = int(time.time() * 1000)
     end = int(info.get("commitLogMaxOffset", 0))
-    if store.ha.is_master:
+    if ha.is_master:
         slaves = info.get("slaves") or []
         conns = []
         for s in slaves:

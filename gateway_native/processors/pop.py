@@ -45,17 +45,17 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
 from engine.expression_filter import ExpressionFilter
-from engine.message import encode_properties, encode_unit
+from engine.message import PROPERTY_POP_CK, encode_properties, encode_unit
 from engine.pop import (
     INIT_MODE_MAX, INIT_MODE_MIN, RETRY_PREFIX, TOPIC_TYPE_NORMAL, TOPIC_TYPE_RETRY, AckStatus, Handle, PopError,
     for_store, pop_retry_topic,
 )
 from engine.sql92 import Sql92Error
+from engine.topic_config import PERM_READ
 
 from .. import broker_stats
-from ..remoting.codes import PERM_READ, RequestCode as RC, ResponseCode as R
+from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..transport import Connection
 from . import BROKER_PROCESSORS
@@ -65,7 +65,6 @@ log = structlog.get_logger("rockafka.native.pop")
 POP_ORDER_REVIVE_QUEUE = 999  # KeyBuilder.POP_ORDER_REVIVE_QUEUE: the reviveQid that marks an orderly pop
 MAX_POP_BATCH = 32
 MAX_POLL_MS = 60_000
-PROPERTY_POP_CK = "POP_CK"
 MODE_PULL, MODE_POP = "PULL", "POP"
 _POLLING: dict[tuple[str, str], int] = {}  # (group, topic) -> POP requests held now (POLLING_INFO)
 

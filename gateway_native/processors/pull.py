@@ -36,11 +36,12 @@ import structlog
 
 from engine import metrics, txn_index
 from engine.sql92 import Sql92Error
+from engine.topic_config import PERM_READ
 
 from .. import broker_stats
 from ..dispatch import ProcessorError
 from ..remoting.codes import (
-    PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode as RC, ResponseCode as R,
+    PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode as RC, ResponseCode as R,
 )
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import SYSFLAG_INNER_BATCH, decode_unit

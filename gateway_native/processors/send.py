@@ -17,20 +17,19 @@ with the sending producer group in PGROUP); a prepared batch is refused with MES
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import random
 from typing import Any
 
+from broker.put_path import PutStatus, put_status
 from engine import metrics
-from engine.message import Message
+from engine.message import Message, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from engine.topic_config import PERM_WRITE
 
 from ..dispatch import DeferredResponse, ProcessorError
-from ..remoting.codes import PERM_WRITE, RequestCode as RC, ResponseCode as R
+from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import (
-    PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, SYSFLAG_TRANSACTION_PREPARED,
-    MessageDecodeError, decode_batch_body, string_to_properties,
+    SYSFLAG_TRANSACTION_PREPARED, MessageDecodeError, decode_batch_body, string_to_properties,
 )
 from ..transport import Connection
 from . import BROKER_PROCESSORS
@@ -57,28 +56,30 @@ def _message(broker: Any, conn: Connection, topic: str, queue_id: int, body: byt
 async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id: int) -> RemotingCommand | DeferredResponse:
     """Store ``arg`` with ``put`` (``put_message`` / ``put_messages``) and answer. Under
     SYNC_MASTER the message is stored in arrival order and the answer deferred until the slaves
-    acknowledged it (``store.ha.wait_replicated``), so one connection has many sends in flight
+    acknowledged it (the put path's ``replicated``), so one connection has many sends in flight
     as with RocketMQ; the statuses are the store's own (SEND_OK, SLAVE_NOT_AVAILABLE,
     FLUSH_SLAVE_TIMEOUT)."""
     store = broker.store
     msgs = [arg] if isinstance(arg, Message) else arg
     first = msgs[0]
-    if store.config.broker_role != "SYNC_MASTER":
-        result = await broker.put(put, arg)
-    else:
-        result = await broker.put(functools.partial(put, arg, sync_replicas=False))
+    sync_master = store.config.broker_role == "SYNC_MASTER"
+    if sync_master:
+        refusal = broker.writes.in_sync_refusal()  # RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH: nothing stored
+        if refusal is not None:
+            return cmd.response(R.SYSTEM_ERROR, refusal)
+    result = await (broker.put(put, arg, sync_replicas=False) if sync_master else broker.put(put, arg))
     if result.stored:
         metrics.topic_in("broker", first.topic, sum(len(m.body) for m in msgs), len(msgs))
-    if store.config.broker_role != "SYNC_MASTER":
+    if not sync_master:
         return _response(cmd, broker, result, queue_id, None)
     if not result.ok or (first.properties or {}).get("WAIT") == "false":  # waitStoreMsgOK=false: no wait
         return _response(cmd, broker, result, queue_id, None)
-    waiting = store.ha.wait_replicated(result.end_offset, 1, store.config.sync_flush_timeout / 1000)
+    waiting = broker.writes.wait_replicated(result.end_offset, broker.writes.min_sync_slaves(),
+                                            store.config.sync_flush_timeout / 1000)
 
     async def answer() -> RemotingCommand:
-        status, error = await asyncio.wrap_future(waiting)
-        store.ha.wake_dispatcher()
-        if status != "PUT_OK":
+        status, error = await broker.writes.replicated(-1, 0, 0, waiting=waiting)
+        if status is not PutStatus.OK:
             return _response(cmd, broker, result, queue_id, None, status=status, error=error)
         return _response(cmd, broker, result, queue_id, None)
     return DeferredResponse(answer())
@@ -88,11 +89,10 @@ _ANSWERED_WITH_IDS = frozenset({R.SUCCESS, R.FLUSH_DISK_TIMEOUT, R.FLUSH_SLAVE_T
 
 
 def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn_id: str | None,
-              status: str | None = None, error: str | None = None) -> RemotingCommand:
-    if not status:
-        st = result.status
-        status = st if type(st) is str else getattr(st, "name", None) or str(st)
-    code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status))
+              status: PutStatus | None = None, error: str | None = None) -> RemotingCommand:
+    if status is None:
+        status = put_status(result)
+    code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status.value))
     if code in _ANSWERED_WITH_IDS:
         fields = {"msgId": result.msg_id, "queueId": str(queue_id), "queueOffset": str(result.queue_offset),
                   "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}

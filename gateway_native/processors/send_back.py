@@ -26,23 +26,24 @@ from typing import Any
 
 import structlog
 
-from engine.message import INNER_BATCH_FLAG, Message
-from engine.topic_config import TopicConfig
+from engine.message import (
+    INNER_BATCH_FLAG, Message, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC,
+)
+from engine.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 
-from ..remoting.codes import PERM_READ, PERM_WRITE, RequestCode as RC, ResponseCode as R
+from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..transport import Connection
 from ..security import processor_check
 from . import BROKER_PROCESSORS
+from broker.put_path import put_status
+
 from .common import PUT_STATUS as _STATUS
 
 log = structlog.get_logger("rockafka.native.send_back")
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_DELAY = "DELAY"
 
 
 async def ensure_topic(broker: Any, topic: str, queue_nums: int = 1) -> TopicConfig:
@@ -87,7 +88,7 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
     props = dict(ext.properties)
     props.setdefault(PROPERTY_RETRY_TOPIC, ext.topic)
     props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin_msg_id or ext.msg_id)
-    props.pop(PROPERTY_DELAY, None)
+    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
     props.pop("REAL_TOPIC", None)
     props.pop("REAL_QID", None)
     if ext.reconsume_times >= max_times or delay_level < 0:
@@ -100,7 +101,7 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
         topic = RETRY_PREFIX + group
         tc = await ensure_topic(broker, topic, max(sub_cfg.retry_queue_nums, 1))
         queue_id = random.randrange(max(tc.write_queue_nums, 1))
-        props[PROPERTY_DELAY] = str(delay_level if delay_level > 0 else 3 + ext.reconsume_times)
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level if delay_level > 0 else 3 + ext.reconsume_times)
     tags = props.pop("TAGS", None)
     keys = props.pop("KEYS", None)
     msg = Message(topic=topic, body=ext.body, tags=tags, keys=keys.split(" ") if keys else None, properties=props,
@@ -108,8 +109,7 @@ async def consumer_send_msg_back(broker: Any, conn: Connection, cmd: RemotingCom
                   born_timestamp=ext.born_timestamp, born_host=ext.born_host, store_host=broker.addr,
                   reconsume_times=ext.reconsume_times + 1)
     result = await broker.put(store.put_message, msg)
-    status = getattr(result.status, "name", str(result.status))
-    code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status))
+    code, remark = _STATUS.get(put_status(result), (R.SYSTEM_ERROR, str(result.status)))
     if code in (R.SUCCESS, R.FLUSH_DISK_TIMEOUT, R.FLUSH_SLAVE_TIMEOUT, R.SLAVE_NOT_AVAILABLE):
         return cmd.response(R.SUCCESS)
     return cmd.response(code, result.error or remark)
@@ -128,7 +128,7 @@ async def redirect_retry_send(broker: Any, cmd: RemotingCommand, msg: Message) -
         msg.topic = DLQ_PREFIX + group
         msg.queue_id = 0
         if msg.properties:
-            msg.properties.pop(PROPERTY_DELAY, None)
+            msg.properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
         await ensure_topic(broker, msg.topic)
         log.info("message_to_dlq", group=group, reconsume_times=msg.reconsume_times, via="retry_send")
 

@@ -115,6 +115,9 @@ class RequestCode(IntEnum):
     AUTH_DELETE_ACL = 3008
     AUTH_GET_ACL = 3009
     AUTH_LIST_ACL = 3010
+    # Rockafka: a NameServer asks a broker to check a client's signature and rights (a
+    # standalone NameServer keeps no users; docs/design/security.md, "Standalone NameServer")
+    AUTH_CHECK_FOR_NAMESRV = 3901
 
 
 class ResponseCode(IntEnum):
@@ -216,8 +219,4 @@ PULL_FLAG_SUBSCRIPTION = 1 << 2
 PULL_FLAG_CLASS_FILTER = 1 << 3
 PULL_FLAG_LITE_PULL = 1 << 4
 
-# PermName bits.
-PERM_PRIORITY = 1 << 3
-PERM_READ = 1 << 2
-PERM_WRITE = 1 << 1
-PERM_INHERIT = 1 << 0
+# PermName bits (PERM_READ, PERM_WRITE, ...) are engine.topic_config's: topic permissions are the store's.

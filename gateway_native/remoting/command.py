@@ -142,22 +142,34 @@ class RemotingCommand:
 
     # -- typed access to extFields (header fields) ---------------------------------------
     def get_str(self, name: str, default: str | None = None) -> str | None:
-        return self.ext_fields.get(name, default)
+        value = self.ext_fields.get(name, default)
+        if value is not None and name in NAME_FIELDS:
+            _check_name(name, value)
+        return value
 
     def require_str(self, name: str) -> str:
         value = self.ext_fields.get(name)
         if value is None or value == "":
             raise HeaderFieldError(f"the request header field '{name}' is null")
+        if name in NAME_FIELDS:
+            _check_name(name, value)
         return value
 
     def get_int(self, name: str, default: int | None = None) -> int | None:
         raw = self.ext_fields.get(name)
         if raw is None or raw == "":
             return default
+        if len(raw) > 24:  # no Java long has more characters; int() of a huge string is slow
+            raise HeaderFieldError(f"the request header field '{name}' is not a number: {raw[:40]!r}...")
         try:
-            return int(raw)
+            value = int(raw)
         except ValueError:
             raise HeaderFieldError(f"the request header field '{name}' is not a number: {raw!r}") from None
+        lo, hi = (_INT_MIN, _INT_MAX) if name in INT32_FIELDS else (_LONG_MIN, _LONG_MAX)
+        if not lo <= value <= hi:
+            kind = "int" if name in INT32_FIELDS else "long"
+            raise HeaderFieldError(f"the request header field '{name}' is out of the Java {kind} range: {raw}")
+        return value
 
     def require_int(self, name: str) -> int:
         value = self.get_int(name)
@@ -174,6 +186,31 @@ class RemotingCommand:
 
 class HeaderFieldError(ValueError):
     """A request header field is missing or of the wrong type (answered, not a framing error)."""
+
+
+# Header fields are Java ``Integer``/``Long`` and names in RocketMQ's header classes; a value
+# outside its Java type is refused where it is read, as fastjson refuses it, so nothing behind
+# the decoder meets a number or a name its fixed-width encodings cannot hold (consume queue
+# units, offset records). Fields not listed here are Java longs. The single letters are
+# SEND_MESSAGE_V2's field names (d defaultTopicQueueNums, e queueId, f sysFlag, h flag,
+# j reconsumeTimes, l maxReconsumeTimes; a producerGroup, b topic, c defaultTopic).
+INT32_FIELDS = frozenset({
+    "queueId", "sysFlag", "flag", "reconsumeTimes", "maxReconsumeTimes", "maxMsgNums", "maxNum",
+    "defaultTopicQueueNums", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "delayLevel",
+    "queueNums", "topicFilterType", "initMode", "d", "e", "f", "h", "j", "l"})
+NAME_FIELDS = frozenset({"topic", "consumerGroup", "group", "producerGroup", "groupName", "originTopic",
+                         "retryTopic", "a", "b", "c"})
+# RocketMQ's own names are far shorter (topics 127, groups 255 characters); retry and dead-letter
+# topics add a prefix to a group name, Kafka topics may have 249 characters.
+NAME_MAX_LENGTH = 1024
+_INT_MIN, _INT_MAX = -2**31, 2**31 - 1
+_LONG_MIN, _LONG_MAX = -2**63, 2**63 - 1
+
+
+def _check_name(name: str, value: str) -> None:
+    if len(value) > NAME_MAX_LENGTH:
+        raise HeaderFieldError(f"the request header field '{name}' is {len(value)} characters long, "
+                               f"more than {NAME_MAX_LENGTH}")
 
 
 # -- header (de)serialization ------------------------------------------------------------

@@ -29,12 +29,13 @@ import struct
 import threading
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
-from engine.message import MessageFormatError, decode_message, decode_properties, encode_properties, tags_code
-
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
+from engine.message import (
+    MessageExt, MessageFormatError, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_message,
+    decode_properties, encode_properties, tags_code,
+)
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
 MAGIC_V2 = -626843477  # 0xDAA320AB
@@ -52,26 +53,7 @@ COMPRESSION_LZ4 = 0x1 << 8
 COMPRESSION_ZSTD = 0x2 << 8
 COMPRESSION_ZLIB = 0x3 << 8
 
-# MessageConst property names.
-PROPERTY_KEYS = "KEYS"
-PROPERTY_TAGS = "TAGS"
-PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
-PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_PRODUCER_GROUP = "PGROUP"
-PROPERTY_MIN_OFFSET = "MIN_OFFSET"
-PROPERTY_MAX_OFFSET = "MAX_OFFSET"
-PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
-PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
-PROPERTY_MSG_REGION = "MSG_REGION"
-PROPERTY_TRACE_SWITCH = "TRACE_ON"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+# MessageConst property names are engine.message's (PROPERTY_*): one vocabulary for every protocol.
 
 
 
@@ -176,34 +158,15 @@ class UniqIdGenerator:
 # -- stored units -------------------------------------------------------------------------
 
 @dataclass
-class MessageExt:
-    topic: str
-    body: bytes
-    properties: dict[str, str] = field(default_factory=dict)
-    flag: int = 0
-    queue_id: int = 0
-    queue_offset: int = 0
-    commitlog_offset: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: str = ""
-    store_timestamp: int = 0
-    store_host: str = ""
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    body_crc: int = 0
-    store_size: int = 0
+class MessageClientExt(MessageExt):
+    """A stored message as a client sees it (RocketMQ's ``MessageClientExt``): engine.message's
+    ``MessageExt`` with the hosts as ``ip:port`` text, the body decompressed, the offset message
+    id and the client's message id (its UNIQ_KEY, else the offset id) as ``msg_id``."""
+
+    born_host: Any = ""
+    store_host: Any = ""
     offset_msg_id: str = ""
     broker_name: str = ""
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        raw = self.properties.get(PROPERTY_KEYS)
-        return [k for k in raw.split(" ") if k] if raw else []
 
     @property
     def msg_id(self) -> str:
@@ -231,7 +194,7 @@ def _host_text(host: tuple[str, int]) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-def decode_unit(data: bytes | memoryview, pos: int = 0, *, decompress: bool = True) -> MessageExt:
+def decode_unit(data: bytes | memoryview, pos: int = 0, *, decompress: bool = True) -> MessageClientExt:
     """A stored unit as the client sees it. The layout is parsed by the engine's codec (one
     parser for the stored format); this adds what a client needs on top: decompressed bodies,
     hosts as text and the offset message id."""
@@ -245,7 +208,7 @@ def decode_unit(data: bytes | memoryview, pos: int = 0, *, decompress: bool = Tr
             body = _decompress(body, m.sys_flag)
         except Exception as exc:  # a corrupt body must not kill the consumer
             raise MessageDecodeError(f"cannot decompress message body at {pos}: {exc}") from None
-    return MessageExt(topic=m.topic, body=body, properties=m.properties, flag=m.flag, queue_id=m.queue_id,
+    return MessageClientExt(topic=m.topic, body=body, properties=m.properties, flag=m.flag, queue_id=m.queue_id,
                       queue_offset=m.queue_offset, commitlog_offset=m.commitlog_offset, sys_flag=m.sys_flag,
                       born_timestamp=m.born_timestamp, born_host=_host_text(m.born_host),
                       store_timestamp=m.store_timestamp, store_host=_host_text(m.store_host),
@@ -266,5 +229,5 @@ def iter_units(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
-def decode_units(data: bytes) -> list[MessageExt]:
+def decode_units(data: bytes) -> list[MessageClientExt]:
     return [decode_unit(data, start) for start, _ in iter_units(data)]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
-
 from engine.sql92 import Sql92Filter, compile_sql92
+from engine.message import PROPERTY_TAGS
 
-from .message_codec import PROPERTY_TAGS, tags_hash
+from .message_codec import tags_hash
 
 SUB_ALL = "*"
 TAG = "TAG"

@@ -336,8 +336,8 @@ def test_users_and_acls(node, mqadmin):
         "badAction": ["createAcl", *b, "-s", "User:alice", "-r", "Topic:x", "-a", "Any", "-d", "Allow"],
     }, workers=7)
     assert "The user is existed" in out["again"], out["again"]
-    assert _rows(out["getUser"], "alice") == [["alice", "alice-pw1", "Normal", "enable"]], out["getUser"]
-    assert _rows(out["listUser"], "bob") == [["bob", "bob-pw", "Super", "enable"]], out["listUser"]
+    assert _rows(out["getUser"], "alice") == [["alice", "******", "Normal", "enable"]], out["getUser"]
+    assert _rows(out["listUser"], "bob") == [["bob", "******", "Super", "enable"]], out["listUser"]
     assert not _rows(out["listUser"], "alice"), out["listUser"]  # the filter is a substring of the name
     assert "create acl to" in out["createAcl"] and "success" in out["createAcl"], out["createAcl"]
     assert "create acl to" in out["carolAcl"], out["carolAcl"]
@@ -373,8 +373,8 @@ def test_users_and_acls(node, mqadmin):
     assert sorted(_rows(out["getAcl"], "User:alice")) == [
         ["User:alice", "Custom", "Group:billing*", "[Pub,", "Sub]", "null", "Allow"],
         ["User:alice", "Custom", "Topic:orders", "[Sub]", "[10.0.0.1]", "Deny"]], out["getAcl"]
-    assert _rows(out["listUser"], "alice") == [["alice", "alice-pw2", "Normal", "enable"]], out["listUser"]
-    assert _rows(out["listUser"], "carol") == [["carol", "carol-pw", "Normal", "disable"]], out["listUser"]
+    assert _rows(out["listUser"], "alice") == [["alice", "******", "Normal", "enable"]], out["listUser"]
+    assert _rows(out["listUser"], "carol") == [["carol", "******", "Normal", "disable"]], out["listUser"]
     assert not _rows(out["listUser"], "bob"), out["listUser"]
 
 

@@ -57,7 +57,7 @@ def test_every_key_a_gateway_reads_is_declared():
     """A key read with ``extra_int/extra_str/extra_bool`` but not declared in EXTRA_KEYS could
     never be set (the check would refuse it): the declaration and the readers stay in step."""
     read = set()
-    for package in ("engine", "gateway_kafka", "gateway_native", "gateway_grpc", "rockafka"):
+    for package in ("engine", "broker", "gateway_kafka", "gateway_native", "gateway_grpc", "rockafka"):
         for path in (ROOT / package).rglob("*.py"):
             read.update(re.findall(r"extra_(?:int|str|bool)\(\s*\"([a-z0-9_]+)\"", path.read_text()))
     assert read, "the scan found no reader at all"

@@ -213,3 +213,64 @@ def _batch(i: int) -> bytes:
     from engine import record_batch as rb
 
     return rb.build_batch([rb.Record(0, 0, None, bytes(400), [])])
+
+
+def test_an_entry_no_record_can_hold_never_stops_the_others_being_saved(tmp_path, make_store):
+    """A queue id outside int32 or a name over 32 KiB (from an old offsets file, or a caller that
+    skipped the decoder's checks) is refused or dropped with an error event; every other
+    group's offsets still reach the log, and deleting the topic still works."""
+    import pytest
+
+    from engine.consumer_offset import OffsetKeyError
+
+    huge = "g" * 40_000
+    root = tmp_path / "old"
+    (root / "config").mkdir(parents=True)
+    (root / "config" / "consumerOffset.json").write_text(json.dumps(
+        {"offsetTable": {"T@ok": {"0": 7}, f"T@{huge}": {"0": 1}, "T@wide": {str(2**40): 3}, "T@ok2": {"1": 9}}}))
+    store = make_store(root=root)
+    offs = store.consumer_offsets
+    with pytest.raises(OffsetKeyError):
+        offs.commit("fresh", "T", 2**31, 1)
+    with pytest.raises(OffsetKeyError):
+        offs.commit(huge, "T", 0, 1)
+    offs.commit("fresh", "T", 0, 5)
+    offs.flush_dirty()  # must not raise
+    image = crash_image(store, tmp_path)
+    (image / "config" / "consumerOffset.json").unlink()
+    again = reopen(image)
+    try:
+        saved = again.consumer_offsets
+        assert saved.offsets_of("ok") == {("T", 0): 7}
+        assert saved.offsets_of("ok2") == {("T", 1): 9}
+        assert saved.offsets_of("fresh") == {("T", 0): 5}
+        assert saved.offsets_of("wide") == {}
+    finally:
+        again.shutdown()
+    offs.delete_topic("T")  # tombstones for what records can hold; the rest leaves memory
+    assert offs.groups_of_topic("T") == set()
+
+
+def test_the_cleaner_on_consumer_offsets_keeps_the_state_a_replay_rebuilds(make_store, tmp_path):
+    """``__consumer_offsets`` is compacted: once the cleaner has removed superseded commits
+    (dead-list units in the log), a replay from the log's start -- a crash with no checkpoint --
+    still rebuilds every group's latest offsets, plain and transactional."""
+    store = make_store(state_checkpoint_interval=3_600_000, log_cleaner_backoff_ms=3_600_000)
+    offs = store.consumer_offsets
+    p = offs.partition_of("g")
+    for i in range(700):  # ~100 KB of commits of two keys: past one 64 KiB Kafka segment
+        assert offs.commit_durable("g", {("T", 0): OffsetEntry(i), ("T", 1): OffsetEntry(10 * i)}).ok
+    assert offs.stage_transactional("g", 77, 0, {("T", 2): OffsetEntry(5)}).ok
+    assert offs.complete_transaction(p, 77, 0, True).ok
+    removed = store.compactor.clean()
+    assert removed > 1000, removed
+    records = list(StateLog(store, CONSUMER_OFFSETS, 50).read(p))
+    assert len(records) < 400, len(records)  # what a consumer of the partition reads now
+    image = crash_image(store, tmp_path)
+    (image / "config" / "consumerOffset.json").unlink(missing_ok=True)
+    again = reopen(image)
+    try:
+        assert again.consumer_offsets.offsets_of("g") == {("T", 0): 699, ("T", 1): 6990, ("T", 2): 5}
+        assert len(list(StateLog(again, CONSUMER_OFFSETS, 50).read(p))) == len(records)
+    finally:
+        again.shutdown()

@@ -15,10 +15,10 @@ import time
 import pytest
 
 from engine.file_io import MemoryFileIO, MemorySegment
-from engine.listener_limits import ListenerGuard, RequestBudget
+from broker.listener_limits import ListenerGuard, RequestBudget
 from engine.config import ListenerLimits
 from engine.message import Message
-from engine.send_queue import SendQueue, SendQueueBusy
+from broker.send_queue import SendQueue, SendQueueBusy
 from engine.store import PutMessageStatus
 
 
@@ -65,7 +65,7 @@ def test_a_put_finding_the_commitlog_locked_too_long_is_refused_page_cache_busy(
         assert r.error.startswith("[PC_SYNCHRONIZED]broker busy, start flow control for a while")
         assert time.monotonic() - begin < 10  # answered, not queued behind the stuck writer
         assert store.is_os_page_cache_busy()
-        # once the holder has been in the lock longer than the limit, refusals are immediate
+        # while the holder stays stuck, every put is refused
         assert store.put_message(Message("PC", b"refused")).status is PutMessageStatus.OS_PAGE_CACHE_BUSY
         assert store.page_cache_busy_refused == 2
     finally:
@@ -74,6 +74,34 @@ def test_a_put_finding_the_commitlog_locked_too_long_is_refused_page_cache_busy(
     assert store.put_message(Message("PC", b"after")).ok
     got = store.get_message("g", "PC", 0, 0, 10)
     assert got.message_count == 3  # before, stuck (completed once the disk came back), after
+
+
+def test_a_put_behind_a_slow_holder_is_stored_not_refused(make_store):
+    """A holder slower than one busy window (a machine short of CPU) but done within the put's
+    wait: the waiting put is stored, not refused with OS_PAGE_CACHE_BUSY."""
+    fio = StallingIO()
+    store = make_store(file_io=fio, os_page_cache_busy_time_out_mills=300)
+    assert store.put_message(Message("PC", b"before")).ok
+    fio.stalled.clear()
+    slow = threading.Thread(target=lambda: store.put_message(Message("PC", b"slow")))
+    slow.start()
+    try:
+        assert fio.entered.wait(10)
+        waiter: list = []
+        t = threading.Thread(target=lambda: waiter.append(store.put_message(Message("PC", b"waiting"))))
+        t.start()
+        deadline = time.monotonic() + 10   # the holder stays in the lock past one window
+        while not store.is_os_page_cache_busy() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.is_os_page_cache_busy() and not waiter
+        fio.stalled.set()                   # ... then finishes
+        t.join(10)
+        assert waiter and waiter[0].ok, waiter
+    finally:
+        fio.stalled.set()
+        slow.join(10)
+    assert store.page_cache_busy_refused == 0
+    assert store.get_message("g", "PC", 0, 0, 10).message_count == 3
 
 
 def test_send_queue_refuses_what_waited_too_long_and_runs_the_rest():

@@ -513,3 +513,28 @@ def test_compacted_topic_on_the_slave_follows_the_masters_copies(pair):
             {key: (key, value) for key, (_, value) in latest.items()}
         assert store.get_min_offset_in_queue("C", 0) == 0  # log start of a compacted partition stays
         assert store.get_max_offset_in_queue("C", 0) == 20
+
+
+def test_the_cleaners_removals_reach_the_slave(pair):
+    """The master's cleaner removes superseded records from what its compacted queue serves; the
+    slave, which never cleans, serves the same: the dead list is in the log it replicates."""
+    master, slave = pair
+    m = master(role="ASYNC_MASTER", ha_sync_metadata_interval=50, log_cleaner_backoff_ms=3_600_000)
+    s = slave(m, ha_sync_metadata_interval=50, log_cleaner_backoff_ms=3_600_000)
+    attrs = {"cleanup.policy": "compact", "segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01"}
+    for store in (m, s):
+        store.topic_config.create_or_update(TopicConfig("C", attributes=attrs))
+    latest = {}
+    for r in range(4):
+        for k in range(5):
+            key, value = b"k%d" % k, b"v%d-%d" % (k, r) + b"." * 300
+            res = m.put_record_batch("C", 0, rb.build_batch([rb.Record(0, 0, key, value, [])]))
+            latest[key] = (res.queue_offset, value)
+    for i in range(10):  # the tail rolls the Kafka segments holding the records above
+        m.put_record_batch("C", 0, rb.build_batch([rb.Record(0, 0, b"tail", b"t" * 300, [])]))
+    assert m.compactor.clean() >= 15
+    wait_until(lambda: caught_up(m, s), what="slave has the dead list")
+    for store in (m, s):
+        served = {off for off in range(20) if _record_at(store, "C", off) is not None}
+        assert served == {off for off, _ in latest.values()}, (store is m, sorted(served))
+        assert all(_record_at(store, "C", off) == (key, value) for key, (off, value) in latest.items())

@@ -66,6 +66,9 @@ def test_users_and_acls_survive_a_restart_and_no_password_is_stored(stores, tmp_
     m.shutdown()
     raw = b"".join(p.read_bytes() for p in (tmp_path / "master" / "commitlog").iterdir())
     assert b"alice-pw" not in raw and b"admin-pw" not in raw  # salted keys only
+    assert b"bob-secret" not in raw  # sealed with the key beside the data directory
+    key_file = tmp_path / "rockafka-auth.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
     m2 = MessageStore(m.config, broker_config=m.broker_config)
     m2.start()
     try:
@@ -144,7 +147,8 @@ def test_rocketmq_users_have_one_password_a_type_and_a_status_that_survive_a_res
     try:
         sec2 = S.SecurityService(m2, cfg)
         sec2.start()
-        assert sec2.user_info("dave") == {"username": "dave", "password": "dave-pw", "userType": "Super",
+        assert sec2.secret_of("dave") == "dave-pw"  # sealed in the log, opened with the key file
+        assert sec2.user_info("dave") == {"username": "dave", "password": "******", "userType": "Super",
                                           "userStatus": "enable"}
         assert sec2.user_info("erin")["userStatus"] == "disable" and sec2.secret_of("erin") is None
         assert sec2.delete_user("dave") and sec2.user_info("dave") is None
@@ -152,3 +156,63 @@ def test_rocketmq_users_have_one_password_a_type_and_a_status_that_survive_a_res
         sec2.stop()
     finally:
         m2.shutdown()
+
+
+def test_secrets_in_clear_from_an_earlier_version_are_resealed_at_start_and_a_rotated_key_reseals_all(stores, tmp_path):
+    """Format-1 ``secret`` records (the secret in clear) still open, and a master's start writes
+    them sealed (a snapshot replay starts from); a key rotation re-seals every secret under the
+    new key through the one writer and drops the old key from the key file."""
+    m = stores()
+    cfg = node_config()
+    sec = S.for_store(m, cfg)
+    sec.state.write([("secret", {"v": 1, "user": "old", "secret": "old-clear-secret"})])  # as 1.x wrote it
+    assert sec.state.reseal_needed == {"old"}
+    sec.stop()
+    m.shutdown()
+    m2 = MessageStore(m.config, broker_config=m.broker_config)
+    m2.start()
+    try:
+        sec2 = S.SecurityService(m2, cfg)
+        sec2.start()
+        assert sec2.secret_of("old") == "old-clear-secret" and not sec2.state.reseal_needed
+        last = list(sec2.state.log.read_from(sec2.state.snapshot_position))
+        assert last[0][1] == "snapshot" and "old-clear-secret" not in str(last[0][2])
+        key_file = tmp_path / "rockafka-auth.key"
+        kid_before = sec2.box.current_kid
+        sec2.set_secret("new", "new-secret")
+        kid = sec2.rotate_key()
+        assert kid != kid_before and kid_before not in key_file.read_text() and kid in key_file.read_text()
+        sec2.stop()
+        sec3 = S.SecurityService(m2, cfg)  # replays with the rotated key file only
+        sec3.start()
+        assert sec3.secret_of("old") == "old-clear-secret" and sec3.secret_of("new") == "new-secret"
+        assert not sec3.state.reseal_needed
+        sec3.stop()
+    finally:
+        m2.shutdown()
+
+
+def test_a_node_without_the_key_keeps_the_sealed_secrets_it_cannot_open(stores, tmp_path):
+    """A promoted slave whose key file was not copied cannot open the secrets, and must not drop
+    them: its snapshots carry them sealed; with the key back they open again."""
+    m = stores()
+    sec = S.for_store(m, node_config())
+    sec.set_secret("carol", "carol-secret")
+    sec.stop()
+    keyless = node_config(auth_secret_key_path=str(tmp_path / "elsewhere" / "other.key"))
+    sec2 = S.SecurityService(m, keyless)
+    sec2.start()
+    try:
+        assert sec2.secret_of("carol") is None and "carol" in sec2.state.users()
+        assert sec2.user_info("carol")["password"] == "******"
+        sec2.set_secret("dave", "dave-secret")  # sealed with the other key
+        sec2.state.write_snapshot()
+    finally:
+        sec2.stop()
+    sec3 = S.SecurityService(m, node_config())  # the original key file again
+    sec3.start()
+    try:
+        assert sec3.secret_of("carol") == "carol-secret"
+        assert sec3.secret_of("dave") is None  # sealed with the key only the keyless node had
+    finally:
+        sec3.stop()

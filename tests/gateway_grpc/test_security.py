@@ -153,3 +153,18 @@ def test_consumer_group_without_sub_cannot_receive(secured, app):
         assert exc.value.code == 40300 and "User:app may not READ GROUP C_other" in str(exc.value)
     finally:
         c.shutdown()
+
+
+def test_guessing_a_secret_is_throttled_with_too_many_requests(secured, app, client_log):
+    """Past the per-user rate of failed checks (engine/security/throttle.py, shared with every
+    listener) a signature is not checked: the route lookup answers TOO_MANY_REQUESTS (42900)."""
+    p = Producer(config(secured, "guessed", "a-guess"))
+    p.startup()
+    try:
+        for _ in range(12):
+            with pytest.raises(Exception, match="failed to fetch topic"):
+                p.send(message(app["rw"], b"nope"))
+    finally:
+        p.shutdown()
+    throttled = [line for line in client_log if "42900" in line]
+    assert throttled and "too many failed authentications for access key guessed" in throttled[0], client_log[-5:]

@@ -293,3 +293,32 @@ def test_group_configs_stored_described_and_used(node):
         assert joined["error_code"] == E.NONE and joined["heartbeat_interval_ms"] == 7000
     finally:
         raw.sock.close()
+
+
+def test_broker_resolved_regex_matches_whole_names_internal_topics_included(node):
+    """KIP-848: the coordinator resolves a subscription regex as Kafka's does -- against the whole
+    topic name, internal topics included (franz-go's Test848RegexBrokerResolves subscribes to
+    ``__consumer_offsets`` this way)."""
+    bs = node.kafka_bootstrap
+    prefix = f"rxw{uuid.uuid4().hex[:8]}"
+    create(bs, f"{prefix}-a", 1)
+    create(bs, f"{prefix}-ab", 1)
+
+    def assignment_of(pattern: str, want) -> set[str]:
+        c = Consumer({"bootstrap.servers": bs, "group.id": unique("grxw"), "group.protocol": "consumer",
+                      "enable.auto.commit": False, "auto.offset.reset": "latest"})
+        try:
+            c.subscribe([pattern])
+
+            def got():
+                c.poll(0.2)
+                topics = {tp.topic for tp in c.assignment()}
+                return topics if want(topics) else None
+            return wait_for(got, 60, what=f"an assignment for {pattern}")
+        finally:
+            c.close()
+
+    internal = assignment_of("^__consumer_offs.*", lambda t: "__consumer_offsets" in t)
+    assert internal == {"__consumer_offsets"}
+    whole = assignment_of(f"^{prefix}-a", lambda t: bool(t))
+    assert whole == {f"{prefix}-a"}, whole

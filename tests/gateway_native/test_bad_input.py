@@ -163,6 +163,17 @@ def test_unknown_request_code_is_answered(node):
     (RC.CHECK_CLIENT_CONFIG, None, R.SUBSCRIPTION_PARSE_FAILED, "SQL92"),
     (RC.HEART_BEAT, None, R.SYSTEM_ERROR, "heartbeat"),
     (RC.UPDATE_AND_CREATE_TOPIC, {"topic": "TBW102"}, R.SYSTEM_ERROR, "system topic"),
+    # values the store's fixed-width records cannot hold: refused where the header is read
+    (RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "BadInputAlive", "queueId": 2**31, "commitOffset": 1},
+     R.SYSTEM_ERROR, "queueId' is out of the Java int range"),
+    (RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "g" * 40_000, "topic": "BadInputAlive", "queueId": 0,
+                                 "commitOffset": 1}, R.SYSTEM_ERROR, "consumerGroup' is 40000 characters long"),
+    (RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "BadInputAlive", "queueId": 0,
+                                 "commitOffset": 2**63}, R.SYSTEM_ERROR, "commitOffset' is out of the Java long range"),
+    (RC.INVOKE_BROKER_TO_RESET_OFFSET, {"group": "g" * 40_000, "topic": "BadInputAlive", "timestamp": -1},
+     R.SYSTEM_ERROR, "group' is 40000 characters long"),
+    (RC.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "BadInputAlive", "queueId": -2**31 - 1},
+     R.SYSTEM_ERROR, "queueId"),
 ])
 def test_bad_header_fields_get_error_answers(node, producer, code, fields, expected, remark_part):
     producer.send(Message("BadInputAlive", b"seed"))
@@ -173,10 +184,12 @@ def test_bad_header_fields_get_error_answers(node, producer, code, fields, expec
         body = json.dumps({"subscriptionData": {"topic": "T", "subString": "a = NULL", "expressionType": "SQL92"}}).encode()
     elif code == RC.HEART_BEAT:
         body = b"[1, 2"
+    tracebacks = node.log_tail(10**8).count("Traceback")
     resp = request(node.broker_addr, RemotingCommand.request(code, fields, body))
     assert resp.code == expected, (resp.code, resp.remark)
     assert remark_part.lower() in (resp.remark or "").lower()
     still_serving(node, producer)
+    assert node.log_tail(10**8).count("Traceback") == tracebacks
 
 
 def test_rocketmq_serialized_requests_get_rocketmq_answers(node, producer):

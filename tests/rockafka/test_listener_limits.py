@@ -340,3 +340,87 @@ def test_near_the_descriptor_limit_new_connections_are_refused_and_the_store_kee
             assert metric(node, "rockafka_connections_refused_total", '{reason="open_files"}') > 0
         log = node.log_tail(10**8)
         assert "Too many open files" not in log and "Traceback" not in log
+
+
+def test_a_flood_of_idle_and_half_open_connections_from_one_address_starves_no_one(make_node):
+    """One address (127.0.0.2) opens more connections than the node takes in all, on the Kafka,
+    broker and NameServer listeners; a third of them send half a length prefix and stop. New
+    clients from 127.0.0.1 (a Kafka producer and consumer, a RocketMQ producer) are still
+    served: the node sheds the flood's oldest idle connections for them; the half-open ones are
+    closed by the request receive timeout, not only after the idle one."""
+    from confluent_kafka import Consumer, Producer as KProducer, TopicPartition
+
+    node = make_node({"max_connections": 150, "request_receive_timeout_ms": 1500})
+    topic = f"flood-{uuid.uuid4().hex[:6]}"
+    create_topic(node.kafka_bootstrap, topic, 1)
+    targets = [("127.0.0.1", node.kafka_port), ("127.0.0.1", node.broker_port), ("127.0.0.1", node.namesrv_port)]
+    flood, half_open = [], []
+    for i in range(240):
+        try:
+            s = connect(targets[i % 3])
+        except OSError:
+            continue
+        if i % 3 == 0 and len(half_open) < 40:
+            s.sendall(b"\x00\x00")  # half of a length prefix, then nothing
+            half_open.append(s)
+        else:
+            flood.append(s)
+    try:
+        p = KProducer({"bootstrap.servers": node.kafka_bootstrap, "linger.ms": 0, "message.timeout.ms": 30_000})
+        p.produce(topic, b"through the flood")
+        assert p.flush(30) == 0, "a new Kafka producer was not served during the flood"
+        c = Consumer({"bootstrap.servers": node.kafka_bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                      "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        got = None
+        while got is None and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got = m.value()
+        c.close()
+        assert got == b"through the flood", "a new Kafka consumer was not served during the flood"
+        np = Producer(f"flood_{uuid.uuid4().hex[:6]}", node.namesrv_addr, send_latency_fault_enable=False).start()
+        try:
+            assert np.send(Message(f"Flood_{uuid.uuid4().hex[:6]}", b"x")).status.name == "SEND_OK"
+        finally:
+            np.shutdown()
+        deadline = time.monotonic() + 30
+        open_ = list(half_open)
+        while open_ and time.monotonic() < deadline:
+            open_ = [s for s in open_ if not closed_by_peer(s, 0.1)]
+        assert not open_, f"{len(open_)} connections with half a length prefix still open"
+        assert metric(node, "rockafka_connections_closed_total", '{reason="shed"}') > 0
+        assert metric(node, "rockafka_connections_closed_total", '{reason="request_receive_timeout"}') >= len(half_open)
+    finally:
+        for s in flood + half_open:
+            s.close()
+    assert "Traceback" not in node.log_tail(10**8)
+
+
+def test_one_address_is_limited_by_default(make_node):
+    """max_connections_per_ip is on by default (1000): past it one address's new connections are
+    refused, while another address is still welcome."""
+    import selectors
+
+    node = make_node({})
+    held = []
+    try:
+        for _ in range(1010):
+            held.append(connect(("127.0.0.1", node.kafka_port), "127.0.0.4"))
+        deadline = time.monotonic() + 30
+        while metric(node, "rockafka_connections_refused_total", '{reason="max_connections_per_ip"}') < 10:
+            assert time.monotonic() < deadline, "no connection refused past the default per-address limit"
+            time.sleep(0.1)
+        sel = selectors.DefaultSelector()
+        for s in held:
+            sel.register(s, selectors.EVENT_READ)
+        closed = {key.fileobj for key, _ in sel.select(timeout=1.0)}  # EOF: readable
+        sel.close()
+        assert len(held) - len(closed) == 1000, f"{len(held) - len(closed)} connections of one address stay"
+        other = connect(("127.0.0.1", node.kafka_port), "127.0.0.3")
+        assert not closed_by_peer(other, 0.3)
+        other.close()
+    finally:
+        for s in held:
+            s.close()

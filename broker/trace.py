@@ -37,10 +37,10 @@ from typing import Any, Iterable
 import structlog
 from prometheus_client import Counter
 
-from . import metrics
-from .message import INNER_BATCH_FLAG, Message
+from engine import metrics
+from engine.message import INNER_BATCH_FLAG, Message
 
-log = structlog.get_logger("rockafka.engine.trace")
+log = structlog.get_logger("rockafka.broker.trace")
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 REGION = "DefaultRegion"
@@ -172,8 +172,8 @@ class TraceWriter:
                 log.exception("trace_write_failed")
 
     def _pub_records(self, offsets: Iterable[int], group: str, cost_ms: int) -> list[str]:
-        from .batch_convert import expand_batch_unit
-        from .message import decode_message
+        from engine.batch_convert import expand_batch_unit
+        from engine.message import decode_message
 
         out = []
         for offset in offsets:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import structlog
 
-log = structlog.get_logger("rockafka.engine.send_queue")
+log = structlog.get_logger("rockafka.broker.send_queue")
 
 
 class SendQueueBusy(Exception):
@@ -57,7 +57,9 @@ class SendQueue:
         return cls(broker_config.send_message_thread_pool_nums, broker_config.wait_time_mills_in_send_queue,
                    broker_config.broker_fast_failure_enable)
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[..., Any], *args: Any, fast_failure: bool = True) -> Any:
+        """Run ``fn(*args)`` on a queue thread; ``fast_failure=False`` for a write that must not be
+        refused for waiting (a coordinator's state record), which only queues."""
         submitted = time.monotonic()
         with self._lock:
             self.queued += 1
@@ -71,7 +73,7 @@ class SendQueue:
                 self.queued -= 1
                 queued = self.queued
             waited = time.monotonic() - submitted
-            if self.fast_failure and waited > self.wait_s:
+            if fast_failure and self.fast_failure and waited > self.wait_s:
                 return SendQueueBusy(int(waited * 1000), queued)
             return fn(*args)
 

@@ -10,11 +10,16 @@ import each other; they know nothing of any wire format.
   descriptor table into EMFILE -- for the store too). EMFILE itself pauses accepting briefly,
   counted and logged once a second, not a traceback per attempt.
 - ``ListenerGuard.admit`` decides whether an accepted connection may stay: node-wide
-  ``max_connections`` and ``max_connections_per_ip`` (Kafka's keys), and the open-files limit:
-  a connection whose descriptor number leaves fewer than ``open_files_reserve`` descriptors
-  below the soft limit is closed at once (Linux hands out the lowest free descriptor, so a
-  high number means the table is nearly full). The store (segment files, flushes) keeps
-  working and existing clients keep being served; new clients are refused until some leave.
+  ``max_connections`` and ``max_connections_per_ip`` (Kafka's keys; per address on by
+  default, and never more than half the descriptors the listeners may use), and the
+  open-files limit: a connection whose descriptor number leaves fewer than
+  ``open_files_reserve`` descriptors below the soft limit (Linux hands out the lowest free
+  descriptor, so a high number means the table is nearly full) or that finds the node at
+  ``max_connections`` takes the place of the oldest idle connection of the address holding
+  the most connections, when that address holds many (``shed_idle``); otherwise it is
+  refused. So a
+  flood of idle connections from one address cannot starve another client, and the store
+  (segment files, flushes) keeps its descriptors.
 - ``RequestBudget`` bounds the memory of requests read but not yet answered, across all
   listeners (``queued_max_request_bytes``). A listener reads a length prefix, then *waits for
   budget* before reading the request itself: while it waits it reads nothing more from that
@@ -23,7 +28,9 @@ import each other; they know nothing of any wire format.
 - ``watch`` registers a connection with the guard's timer: one task for the whole node looks
   a few times a second for connections idle longer than their listener's idle timeout, and
   for requests that have not arrived ``request_receive_timeout_ms`` after their length prefix
-  (a client sending a prefix and then one byte a second), and closes those. A listener only
+  (a client sending a prefix and then one byte a second) -- or after the first bytes of the
+  prefix itself, where the listener says what it holds unread (``buffered``) -- and closes
+  those. A listener only
   stamps two fields per request, instead of arming a timer per read.
 
 Invariants: ``admit``/``release`` and ``acquire``/``release`` pair up (every listener releases
@@ -47,9 +54,9 @@ from typing import Any
 
 import structlog
 
-from .config import ListenerLimits
+from engine.config import ListenerLimits
 
-log = structlog.get_logger("rockafka.engine.listener_limits")
+log = structlog.get_logger("rockafka.broker.listener_limits")
 
 
 def open_files_limit() -> int:
@@ -78,16 +85,38 @@ class Watch:
 
     ``close`` is called (at most once) when a limit is hit and must end the connection's reads."""
 
-    __slots__ = ("listener", "peer", "close", "idle_s", "last_read", "receiving_since", "closed_reason")
+    __slots__ = ("listener", "peer", "ip", "close", "idle_s", "last_read", "receiving_since", "closed_reason",
+                 "buffered", "partial_since", "partial_mark", "loop")
 
-    def __init__(self, listener: str, peer: str, close, idle_s: float, now: float):
+    def __init__(self, listener: str, peer: str, close, idle_s: float, now: float, buffered=None, loop=None):
         self.listener = listener
         self.peer = peer
+        self.ip = peer.rsplit(":", 1)[0] if ":" in peer else peer
         self.close = close
         self.idle_s = idle_s
         self.last_read = now
         self.receiving_since = 0.0
         self.closed_reason: str | None = None
+        # bytes read from the socket but not yet taken by the listener (part of a length
+        # prefix): the scan starts the receive clock when it first sees them
+        self.buffered = buffered
+        self.partial_since = 0.0
+        self.partial_mark = 0.0
+        self.loop = loop
+
+    @property
+    def idle(self) -> bool:
+        """Waiting for a request, with nothing of one read yet."""
+        if self.closed_reason is not None or self.receiving_since != 0.0:
+            return False
+        return self.buffered is None or not self.buffered()
+
+
+def stream_buffered(reader: asyncio.StreamReader):
+    """For ``watch(buffered=...)``: how many bytes ``reader`` holds that nobody read yet."""
+    def buffered() -> int:
+        return len(getattr(reader, "_buffer", b""))
+    return buffered
 
 
 BUSY = -1.0
@@ -172,6 +201,7 @@ class ConnectionBook:
         self.closed: collections.Counter[str] = collections.Counter()  # idle / slow request, by reason
         self.last_log = 0.0
         self.unlogged = 0
+        self.watches: set[Watch] = set()  # of every loop's guard: where an idle one is shed from
 
 
 class ListenerGuard:
@@ -186,10 +216,19 @@ class ListenerGuard:
         queued = self.limits.queued_max_request_bytes
         self.budget = RequestBudget(queued if queued > 0 else 2**62)  # -1: unbounded (Kafka's default)
         self.open_files_limit = open_files_limit()
+        # One address may hold at most half of the descriptors the listeners can use, whatever
+        # max_connections_per_ip says: a flood from one address then always leaves room for
+        # the others (the oldest idle connections are shed for them, see ``shed_idle``).
+        self._per_ip_cap = max(16, (self.open_files_limit - self.fd_reserve) // 2)
         self.book = book or ConnectionBook()
         self._watched: set[Watch] = set()
         self._timer: asyncio.Task[None] | None = None
         self._interval = 1.0
+
+    @property
+    def per_ip_limit(self) -> int:
+        """``max_connections_per_ip`` (it may change at run time), capped as said above."""
+        return max(1, min(self.limits.max_connections_per_ip, self._per_ip_cap))
 
     def sibling(self) -> ListenerGuard:
         return ListenerGuard(self.limits, self.book)
@@ -215,22 +254,65 @@ class ListenerGuard:
         return max(16, min(self.limits.open_files_reserve, self.open_files_limit // 4))
 
     def admit(self, listener: str, ip: str, fileno: int = -1) -> Ticket | None:
-        """A slot for a new connection, or None (the caller closes it) with the reason counted."""
+        """A slot for a new connection, or None (the caller closes it) with the reason counted.
+
+        An address at ``max_connections_per_ip`` is refused. When the node as a whole is full
+        (``max_connections``, or descriptors), the oldest idle connection of the address
+        holding the most is shed instead, so a flood of idle connections cannot starve
+        another client; only when none is idle is the new connection refused."""
         lim, book = self.limits, self.book
         with book.lock:
-            if fileno >= 0 and fileno >= self.open_files_limit - self.fd_reserve:
-                reason = "open_files"
-            elif book.total >= lim.max_connections:
-                reason = "max_connections"
-            elif book.per_ip[ip] >= lim.max_connections_per_ip:
+            if book.per_ip[ip] >= self.per_ip_limit:
                 reason = "max_connections_per_ip"
+            elif fileno >= 0 and fileno >= self.open_files_limit - self.fd_reserve // 2:
+                reason = "open_files"  # (the accept loop sheds for descriptors above the reserve)
+            elif book.total >= lim.max_connections:
+                reason = "max_connections" if not self._shed_locked(ip, "max_connections") else None
             else:
+                reason = None
+            if reason is None:
                 book.total += 1
                 book.per_ip[ip] += 1
                 book.per_listener[listener] += 1
                 return Ticket(listener, ip)
         self.refuse(listener, ip, reason, fileno)
         return None
+
+    def shed_idle(self, for_ip: str, reason: str) -> bool:
+        """Close the oldest idle connection of the address holding the most connections, if
+        that address holds at least ``SHED_MIN_CONNECTIONS`` (an ordinary client, a few
+        connections per address, is never shed: a node full of many such clients refuses the
+        newcomer instead); True when one was closed."""
+        with self.book.lock:
+            return self._shed_locked(for_ip, reason)
+
+    def _shed_locked(self, for_ip: str, reason: str) -> bool:
+        book = self.book
+        best: Watch | None = None
+        best_key: tuple[int, float] | None = None
+        for w in book.watches:
+            held = book.per_ip.get(w.ip, 0)
+            if held < SHED_MIN_CONNECTIONS or not w.idle:
+                continue
+            key = (-held, w.last_read)  # the biggest holder first, its oldest idle connection
+            if best_key is None or key < best_key:
+                best, best_key = w, key
+        if best is None:
+            return False
+        best.closed_reason = "shed"
+        book.watches.discard(best)
+        book.closed["shed"] += 1
+        log.info("connection_shed", listener=best.listener, peer=best.peer, reason=reason, for_ip=for_ip,
+                 connections_of_peer=book.per_ip.get(best.ip, 0))
+        loop = best.loop
+        try:
+            if loop is not None and loop is not _running_loop():
+                loop.call_soon_threadsafe(best.close)
+            else:
+                best.close()
+        except Exception:  # already torn down, or its loop closed
+            pass
+        return True
 
     def release(self, ticket: Ticket | None) -> None:
         if ticket is None:
@@ -263,11 +345,16 @@ class ListenerGuard:
         log.info("connection_closed_by_limit", listener=listener, peer=peer, reason=reason, **fields)
 
     # -- timeouts --------------------------------------------------------------------------
-    def watch(self, listener: str, peer: str, close, idle_s: float = 0.0) -> Watch:
-        """Watch a connection for idleness (``idle_s``, 0 = never) and slow requests."""
+    def watch(self, listener: str, peer: str, close, idle_s: float = 0.0, buffered=None) -> Watch:
+        """Watch a connection for idleness (``idle_s``, 0 = never) and slow requests.
+        ``buffered`` (e.g. ``stream_buffered(reader)``): bytes of a request read but not yet
+        taken, so a client that sends part of a length prefix and stops is closed by the
+        receive timeout too, not only after the idle one."""
         loop = asyncio.get_running_loop()
-        w = Watch(listener, peer, close, idle_s, loop.time())
+        w = Watch(listener, peer, close, idle_s, loop.time(), buffered, loop)
         self._watched.add(w)
+        with self.book.lock:
+            self.book.watches.add(w)
         shortest = min(x for x in (idle_s, self.limits.request_receive_timeout_ms / 1000.0) if x > 0) \
             if idle_s > 0 or self.limits.request_receive_timeout_ms else 4.0
         self._interval = max(0.05, min(self._interval, shortest / 4))
@@ -278,6 +365,8 @@ class ListenerGuard:
     def unwatch(self, w: Watch | None) -> None:
         if w is not None:
             self._watched.discard(w)
+            with self.book.lock:
+                self.book.watches.discard(w)
 
     async def _scan(self) -> None:
         loop = asyncio.get_running_loop()
@@ -292,12 +381,23 @@ class ListenerGuard:
                     if receive_s and now - w.receiving_since > receive_s:
                         self._close(w, "request_receive_timeout", waited_ms=int((now - w.receiving_since) * 1000),
                                     limit_ms=self.limits.request_receive_timeout_ms)
-                elif w.receiving_since == 0 and w.idle_s and now - w.last_read > w.idle_s:
-                    self._close(w, "idle", idle_ms=int(w.idle_s * 1000))
+                elif w.receiving_since == 0:
+                    if w.buffered is not None and receive_s and w.buffered():
+                        # part of a length prefix is in: the request has begun arriving
+                        if w.partial_mark != w.last_read:
+                            w.partial_since, w.partial_mark = now, w.last_read
+                        elif now - w.partial_since > receive_s:
+                            self._close(w, "request_receive_timeout", waited_ms=int((now - w.partial_since) * 1000),
+                                        limit_ms=self.limits.request_receive_timeout_ms, part="length_prefix")
+                            continue
+                    if w.idle_s and now - w.last_read > w.idle_s:
+                        self._close(w, "idle", idle_ms=int(w.idle_s * 1000))
 
     def _close(self, w: Watch, reason: str, **fields) -> None:
         w.closed_reason = reason
         self._watched.discard(w)
+        with self.book.lock:
+            self.book.watches.discard(w)
         self.connection_closed(w.listener, w.peer, reason, **fields)
         try:
             w.close()
@@ -314,10 +414,22 @@ class ListenerGuard:
             "request_bytes_in_flight": self.budget.used, "request_bytes_in_flight_peak": self.budget.peak,
             "request_budget_waits": self.budget.waits, "requests_waiting_for_budget": self.budget.waiting,
             "open_files_limit": self.open_files_limit, "open_files_reserve": self.fd_reserve,
-            "max_connections": lim.max_connections, "max_connections_per_ip": lim.max_connections_per_ip,
+            "max_connections": lim.max_connections, "max_connections_per_ip": self.per_ip_limit,
             "queued_max_request_bytes": lim.queued_max_request_bytes,
             "request_receive_timeout_ms": lim.request_receive_timeout_ms,
         }
+
+
+# An address holding fewer connections than this is never shed for a newcomer (a client
+# application holds a handful: bootstrap, brokers, NameServer); a flood holds hundreds.
+SHED_MIN_CONNECTIONS = 32
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
@@ -402,9 +514,14 @@ class GuardedServer:
                 continue
             fd = conn.fileno()
             if fd >= guard.open_files_limit - guard.fd_reserve:
-                conn.close()
-                guard.refuse(self.listener, str(addr[0]) if addr else "?", "open_files", fd)
-                continue
+                ip = str(addr[0]) if addr else "?"
+                # room for the newcomer: the oldest idle connection of the biggest holder goes
+                # (a descriptor or two of the reserve, until its close is read); none idle:
+                # the newcomer is refused
+                if fd >= guard.open_files_limit - guard.fd_reserve // 2 or not guard.shed_idle(ip, "open_files"):
+                    conn.close()
+                    guard.refuse(self.listener, ip, "open_files", fd)
+                    continue
             conn.setblocking(False)
             if self.tls is not None:  # the handshake must not hold up other accepts
                 task = loop.create_task(self._connect_tls(conn, addr))
@@ -431,9 +548,16 @@ class GuardedServer:
             conn.close()
             return
         use_tls = True
+        sniffing: Watch | None = None
         try:
             if tls.mode == "permissive":
                 wait = tls.first_byte_timeout or tls.handshake_timeout
+                # silent so far: idle, and shed like any idle connection (``shed_idle``)
+                task = asyncio.current_task()
+                sniffing = Watch(self.listener, peer, task.cancel if task is not None else conn.close, 0.0,
+                                 loop.time(), None, loop)
+                with guard.book.lock:
+                    guard.book.watches.add(sniffing)
 
                 def closed_early() -> None:  # the slot goes back in the same loop pass as the FIN
                     nonlocal ticket
@@ -449,6 +573,8 @@ class GuardedServer:
                 if first is None:  # closed before sending anything
                     conn.close()
                     return
+                with guard.book.lock:
+                    guard.book.watches.discard(sniffing)
                 use_tls = first == TLS_HANDSHAKE
             if not use_tls:
                 guard.release(ticket)  # the handler admits it from here on
@@ -468,6 +594,9 @@ class GuardedServer:
             else:
                 log.info("tls_handshake_failed", listener=self.listener, peer=peer, reason=str(reason))
         finally:
+            if sniffing is not None:
+                with guard.book.lock:
+                    guard.book.watches.discard(sniffing)
             guard.release(ticket)
 
     def close(self) -> None:

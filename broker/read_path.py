@@ -1,0 +1,77 @@
+"""The read path's shared rules: which topics clients never read or write directly (the internal
+topics), and the long-poll wake-ups.
+
+``ArrivalHub`` wakes long-polling reads when the store appends to what they wait on. The store
+calls ``on_arrival`` from its dispatch thread; only when some read waits on that key is a
+wake-up scheduled onto the loop, so idle queues cost one dict lookup. A waiter registers keys
+that are either ``(topic, queue_id)`` (a Kafka fetch) or a bare ``topic`` (a gRPC receive, which
+takes from any queue of the topic). Writes on the loop call ``appended`` to wake readers in the
+loop's next turn without the dispatcher's thread hop (what another protocol or a slave's
+replication stores still arrives through the dispatcher).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any, Hashable, Iterable
+
+from engine.state_log import CONSUMER_OFFSETS, TRANSACTION_STATE, is_internal  # noqa: F401  (the rule)
+
+
+class ArrivalHub:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
+        self.loop = loop  # set before the first wake-up; None: wake-ups from threads are dropped
+        self.waiters: dict[Hashable, set[asyncio.Event]] = defaultdict(set)
+
+    def attach(self, store: Any) -> None:
+        store.add_arrival_listener(self.on_arrival)
+
+    def detach(self, store: Any) -> None:
+        store.remove_arrival_listener(self.on_arrival)
+
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int, *_: Any) -> None:
+        """Store arrival listener (dispatch thread)."""
+        if self.waiters.get((topic, queue_id)) or self.waiters.get(topic):
+            self._call_soon(self._wake, topic, queue_id)
+
+    def topic_changed(self, topic: str) -> None:
+        """From any thread: readers of ``topic`` should look again (e.g. an orderly queue unlocked)."""
+        if self.waiters.get(topic):
+            self._call_soon(self._wake, topic, None)
+
+    def _call_soon(self, fn: Any, *args: Any) -> None:
+        if self.loop is None:
+            return
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # loop closed during shutdown
+            pass
+
+    def _wake(self, topic: str, queue_id: int | None) -> None:
+        for key in ((topic, queue_id), topic) if queue_id is not None else (topic,):
+            for ev in self.waiters.get(key, ()):
+                ev.set()
+
+    def appended(self, topic: str, queue_id: int) -> None:
+        """On the loop, right after a write stored records (readable once the put returns)."""
+        if self.waiters.get((topic, queue_id)) or self.waiters.get(topic):
+            self._wake(topic, queue_id)
+
+    def register(self, keys: Iterable[Hashable], ev: asyncio.Event) -> None:
+        for k in keys:
+            self.waiters[k].add(ev)
+
+    def wake_all(self) -> None:
+        """On the loop: every waiting read returns (shutdown)."""
+        for evs in list(self.waiters.values()):
+            for ev in evs:
+                ev.set()
+
+    def unregister(self, keys: Iterable[Hashable], ev: asyncio.Event) -> None:
+        for k in keys:
+            s = self.waiters.get(k)
+            if s is not None:
+                s.discard(ev)
+                if not s:
+                    del self.waiters[k]
