@@ -114,6 +114,15 @@ class PutPath:
         return put_status(result), result
 
     # -- replication -------------------------------------------------------------------------
+    def min_sync_slaves(self) -> int:
+        """Slaves a SYNC_MASTER put waits for (minInSyncReplicas less the master; engine.ha)."""
+        return self.store.ha.min_sync_slaves()
+
+    def in_sync_refusal(self) -> str | None:
+        """Why a SYNC_MASTER put is refused before it is stored (the SyncStateSet is below
+        minInSyncReplicas), or None."""
+        return self.store.ha.in_sync_refusal()
+
     def wait_replicated(self, end_offset: int, min_replicas: int, timeout_s: float) -> Future:
         """A future of ``(status name, error)`` once every in-sync slave acknowledged
         ``end_offset`` and at least ``min_replicas`` did (see engine.ha)."""

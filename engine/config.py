@@ -134,9 +134,26 @@ class BrokerConfig:
     # -- failover controller (docs/design/failover.md); RocketMQ 5's keys --
     enable_controller_mode: bool = False  # roles come from the controller quorum
     controller_addr: str | None = None  # `;`-separated controller addresses (NameServers with the controller)
-    # Acknowledge when every SyncStateSet member has the bytes. RocketMQ: false; true keeps the
-    # promise that no acknowledged message is lost when a SyncStateSet member is elected.
+    # In-sync rules of a SYNC_MASTER in controller mode (RocketMQ 5's keys and defaults;
+    # docs/design/failover.md, "What each protocol promises"). A put is acknowledged when every
+    # member of the controller-confirmed SyncStateSet has the bytes — the set shrinks (a member
+    # fell behind or its connection closed) and regrows (it caught up) through the controller.
+    # allAckInSyncStateSet=true also waits for a member whose HA connection has closed until the
+    # controller confirmed its removal (no acknowledged message is lost even when that member is
+    # elected later); false (RocketMQ's default) stops waiting for it at once and proposes its
+    # removal: writes resume without the controller's round trip, and an acknowledgement made
+    # in that round trip is on every member except the departed one -- lost if the master dies
+    # before the controller confirmed the removal and elects the departed member. The default
+    # here is therefore true: no acknowledged message is lost is the promise SYNC_MASTER makes.
     all_ack_in_sync_state_set: bool = True
+    # Refuse a SYNC_MASTER put before storing it (RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH, answered
+    # SYSTEM_ERROR "in-sync replicas not enough") while the SyncStateSet, master included, has
+    # fewer members than this — the promise Kafka's min.insync.replicas makes for acks=all.
+    min_in_sync_replicas: int = 1
+    # Without a controller: a SYNC_MASTER with no in-sync slave acknowledges on the master alone
+    # while that is at least minInSyncReplicas copies (RocketMQ's automatic downgrade), instead of
+    # SLAVE_NOT_AVAILABLE. In controller mode the SyncStateSet is that automatic adjustment.
+    enable_auto_in_sync_replicas: bool = False
     sync_broker_metadata_period: int = 5000  # ms: re-read the group's replica info from the controller
     check_sync_state_set_period: int = 1000  # ms: a master proposes SyncStateSet changes (RocketMQ: 5000)
     broker_heartbeat_interval: int = 1000  # ms between heartbeats to the controller
@@ -340,6 +357,8 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "enable_controller_mode": ("bool", "roles come from the controller quorum"),
     "controller_addr": ("host:port", "controller addresses, `;`-separated"),
     "all_ack_in_sync_state_set": ("bool", "SYNC_MASTER: every in-sync replica acknowledges"),
+    "min_in_sync_replicas": ("count", "SYNC_MASTER refuses a put below this many in-sync copies"),
+    "enable_auto_in_sync_replicas": ("bool", "no controller: ack on the master alone when allowed"),
     "sync_broker_metadata_period": ("ms", "time between re-reads of the group's replica info"),
     "check_sync_state_set_period": ("ms", "time between a master's SyncStateSet checks"),
     "broker_heartbeat_interval": ("ms", "time between heartbeats to the controller"),
@@ -747,6 +766,8 @@ def validate(config: NodeConfig) -> None:
             raise ConfigError(f"masterLeaseMills ({b.master_lease_mills}) must be positive and shorter than "
                               f"controllerHeartBeatTimeoutMills ({b.controller_heart_beat_timeout_mills}): a master "
                               "must stop acknowledging before the controller may elect another")
+        if b.min_in_sync_replicas < 1:
+            raise ConfigError(f"minInSyncReplicas counts the master and must be >= 1, got {b.min_in_sync_replicas}")
         for key in ("broker_heartbeat_interval", "sync_broker_metadata_period", "check_sync_state_set_period"):
             if getattr(b, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(b, key)}")

@@ -377,7 +377,8 @@ class StorePuts:
                 log.warning("flush_disk_timeout", topic=topic, queue_id=queue_id, offset=end)
         if status is PutMessageStatus.PUT_OK and wait and (
                 sync_replicas or (sync_replicas is None and self.config.broker_role == "SYNC_MASTER")):
-            name, error = self.ha.wait_replicated_blocking(end, 1, self.config.sync_flush_timeout / 1000.0)
+            name, error = self.ha.wait_replicated_blocking(end, self.ha.min_sync_slaves(),
+                                                          self.config.sync_flush_timeout / 1000.0)
             self.ha.wake_dispatcher()
             status = PutMessageStatus[name]
         return PutMessageResult(status=status, msg_id=",".join(ids), queue_offset=first_qoff,

@@ -29,7 +29,12 @@ CONTROLLER_NOT_LEADER with the leader's address (``controllerLeaderAddress``) wh
 Liveness (not replicated, RocketMQ's ``BrokerHeartbeatManager``): the leader keeps each
 broker's last heartbeat with its epoch and log end. Every ``scanNotActiveBrokerInterval`` it
 proposes an election for a group whose master was not heard for the master's
-``heartbeatTimeoutMills``, or that has no master and an alive member. A controller that has
+``heartbeatTimeoutMills``, or that has no master and an alive member. A lost connection is
+evidence too: when the connection a broker's last heartbeat came on closes (its process died,
+or the broker closed it) and no heartbeat follows, the broker counts as dead as soon as the
+lease that heartbeat can have granted has run out (``masterLeaseMills`` after it arrived, plus
+5 % and 50 ms for clock rates), without waiting out the heartbeat timeout; a scan is scheduled
+for that moment. A stalled master keeps its connection open and is still judged by the timeout. A controller that has
 just become leader counts every broker as heard at that moment (it does not know when the old
 leader last heard them), so it never elects before a full timeout has passed.
 """
@@ -68,6 +73,15 @@ class BrokerLive:
     max_offset: int
     timeout_s: float
     address: str
+    lease_s: float | None = None  # the broker's masterLeaseMills, when its heartbeat says it
+    conn: Any = None  # the connection the heartbeat came on
+    lost: bool = False  # that connection closed and no heartbeat followed
+
+    def dead_at(self) -> float:
+        """When this broker counts as dead if nothing more is heard."""
+        if self.lost and self.lease_s is not None:
+            return self.last_seen + min(self.lease_s * 1.05 + 0.05, self.timeout_s)
+        return self.last_seen + self.timeout_s
 
 
 class ControllerUnavailable(Exception):
@@ -200,9 +214,36 @@ class ControllerService:
             raise ControllerUnavailable(R.SYSTEM_BUSY, "the controller quorum did not commit in time") from None
 
     # -- liveness --------------------------------------------------------------------------------
-    def heartbeat(self, group: str, broker_id: int, epoch: int, max_offset: int, timeout_ms: int, address: str) -> None:
-        self.live[(group, broker_id)] = BrokerLive(time.monotonic(), epoch, max_offset,
-                                                   max(timeout_ms, 1) / 1000, address)
+    def heartbeat(self, group: str, broker_id: int, epoch: int, max_offset: int, timeout_ms: int, address: str,
+                  lease_ms: int | None = None, conn: Any = None) -> None:
+        key = (group, broker_id)
+        before = self.live.get(key)
+        self.live[key] = BrokerLive(time.monotonic(), epoch, max_offset, max(timeout_ms, 1) / 1000, address,
+                                    lease_ms / 1000 if lease_ms and lease_ms > 0 else None, conn)
+        if conn is not None and (before is None or before.conn is not conn):
+            conn.on_close(lambda closed, key=key: self.connection_lost(key, closed))
+
+    def connection_lost(self, key: tuple[str, int], conn: Any) -> None:
+        """The connection ``key``'s heartbeats came on closed: unless another heartbeat arrives,
+        the broker is dead once the lease it may hold ran out; scan then."""
+        live = self.live.get(key)
+        if live is None or live.conn is not conn or self.raft is None or not self.raft.is_leader:
+            return
+        live.lost = True
+        delay = max(0.0, live.dead_at() - time.monotonic())
+        log.info("controller_broker_connection_lost", group=key[0], broker_id=key[1],
+                 dead_in_s=round(delay, 3), lease_known=live.lease_s is not None)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_later(delay + 0.01, lambda: asyncio.ensure_future(self._scan_now()))
+
+    async def _scan_now(self) -> None:
+        try:
+            await self.scan()
+        except ControllerUnavailable:
+            pass
+        except Exception:
+            log.exception("controller_scan_failed")
 
     def _alive(self, group: str, broker_id: int, now: float, g: dict[str, Any] | None = None) -> bool:
         live = self.live.get((group, broker_id))
@@ -212,13 +253,13 @@ class ControllerService:
             info = ((g or {}).get("replicas") or {}).get(str(broker_id)) or {}
             timeout_ms = int(info.get("heartbeatTimeoutMills") or DEFAULT_TIMEOUT_MS)
             return now - self.leader_since < timeout_ms / 1000
-        return now - live.last_seen <= live.timeout_s
+        return now <= live.dead_at()
 
     def alive_members(self, group: str, g: dict[str, Any], now: float) -> dict[str, dict[str, int]]:
         out = {}
         for bid in g.get("replicas", {}):
             live = self.live.get((group, int(bid)))
-            if live is not None and now - live.last_seen <= live.timeout_s:
+            if live is not None and now <= live.dead_at():
                 out[str(bid)] = {"epoch": live.epoch, "maxOffset": live.max_offset}
         return out
 
@@ -243,7 +284,9 @@ class ControllerService:
             alive = self.alive_members(name, g, now)
             if not alive:
                 continue
-            reason = "no master" if master < 0 else f"master {master} not heard for its heartbeat timeout"
+            lost = master >= 0 and getattr(self.live.get((name, master)), "lost", False)
+            reason = ("no master" if master < 0 else f"master {master} lost its connection and its lease ran out"
+                      if lost else f"master {master} not heard for its heartbeat timeout")
             result = await self.propose({"op": "elect", "group": name, "alive": alive, "designated": None,
                                          "unclean": self.config.enable_elect_unclean_master, "reason": reason})
             if not result.get("ok"):
@@ -358,7 +401,7 @@ def register_handlers(table: Any) -> None:
                                 f"broker {bid} of {name} has not registered with the controller")
         c.heartbeat(name, bid, cmd.get_int("epoch", 0) or 0, cmd.get_int("maxOffset", 0) or 0,
                     cmd.get_int("heartbeatTimeoutMills", DEFAULT_TIMEOUT_MS) or DEFAULT_TIMEOUT_MS,
-                    cmd.get_str("brokerAddr") or "")
+                    cmd.get_str("brokerAddr") or "", cmd.get_int("masterLeaseMills", 0) or None, conn)
         return cmd.response(R.SUCCESS, None, _replica_fields(g), _json(g))
 
     @handler(RC.CONTROLLER_ALTER_SYNC_STATE_SET)

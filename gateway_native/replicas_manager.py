@@ -55,7 +55,7 @@ class ReplicasManager:
         self.master_role = getattr(self.store, "master_role", "ASYNC_MASTER")
         self.lease = MasterLease(bc.master_lease_mills / 1000, on_expired=self._lease_expired)
         self.ha.set_lease(self.lease)
-        self.ha.set_sync_state_set(frozenset() if bc.all_ack_in_sync_state_set else None)
+        self.ha.set_sync_state_set(frozenset())  # acknowledgements follow the confirmed set
         self.view: dict[str, Any] = {}  # the group as the controller last answered
         self.controller: str | None = None  # the address that answered as leader last
         self.registered = False
@@ -128,7 +128,9 @@ class ReplicasManager:
                 resp = await conn.invoke(RemotingCommand.request(code, fields, body, language=0), REQUEST_TIMEOUT_S)
             except (ConnectionClosedError, RemotingTimeoutError, OSError, ValueError) as exc:
                 last = f"{addr}: {exc}"
-                self._conns.pop(addr, None)
+                dropped = self._conns.pop(addr, None)
+                if dropped is not None:
+                    dropped.close()
                 continue
             if resp.code == R.CONTROLLER_NOT_LEADER:
                 leader = (resp.ext_fields or {}).get("controllerLeaderAddress")
@@ -168,7 +170,9 @@ class ReplicasManager:
             "clusterName": self.bc.broker_cluster_name, "brokerName": self.group, "brokerId": self.broker_id,
             "brokerAddr": self.broker.addr, "epoch": self.ha.master_epoch,
             "maxOffset": self.store.confirmed_offset,
-            "heartbeatTimeoutMills": self.bc.controller_heart_beat_timeout_mills})
+            "heartbeatTimeoutMills": self.bc.controller_heart_beat_timeout_mills,
+            # the controller may count this broker dead that long after its connection closed
+            "masterLeaseMills": self.bc.master_lease_mills})
         if resp.code == R.CONTROLLER_BROKER_METADATA_NOT_EXIST:
             self.registered = False
             return
@@ -231,7 +235,7 @@ class ReplicasManager:
 
     # -- acting on the controller's word -----------------------------------------------------------
     def _apply_sync_state_set(self, g: dict[str, Any]) -> None:
-        if self.bc.all_ack_in_sync_state_set and self.is_master:
+        if self.is_master:
             self.ha.set_sync_state_set(b for b in g.get("syncStateSet", []) if int(b) != self.broker_id)
 
     async def apply(self, g: dict[str, Any], sent_at: float | None) -> None:
@@ -250,7 +254,7 @@ class ReplicasManager:
                     return
                 if self.is_master:  # re-elected at a newer epoch: step down and up for a fresh epoch
                     await loop.run_in_executor(None, self.store.change_role, "SLAVE", None)
-                self.ha.set_sync_state_set(frozenset() if self.bc.all_ack_in_sync_state_set else None)
+                self.ha.set_sync_state_set(frozenset())
                 self._apply_sync_state_set(g)
                 self._member_seen = {int(b): time.monotonic() for b in g.get("syncStateSet", [])}
                 await loop.run_in_executor(None, lambda: self.store.change_role(self.master_role, None, epoch))

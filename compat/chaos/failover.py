@@ -76,7 +76,9 @@ class NativeWriter(threading.Thread):
         from gateway_native.client import Message, Producer
 
         i = 0
-        with Producer("failover-native", self.namesrv, retry_times_when_send_failed=2, send_msg_timeout=3000) as p:
+        # no resend after a lost answer (the send may have been stored: a resend would store it
+        # twice); the SDK itself waits out a failover when nothing was sent (docs/design/failover.md)
+        with Producer("failover-native", self.namesrv, retry_times_when_send_failed=0, send_msg_timeout=10000) as p:
             while not self.stop_event.is_set():
                 body = f"native-{i:08d}".encode() * 3
                 i += 1
@@ -161,6 +163,19 @@ class Harness:
         out += [a[0] for a in (self.kafka.acked if self.kafka else [])]
         return out
 
+    def resumed_after(self, t0: float, timeout: float = 60.0) -> dict[str, float | None]:
+        """Per protocol: seconds from ``t0`` (the fault) to its first acknowledgement after it."""
+        out: dict[str, float | None] = {}
+        for label, writer in (("native", self.native), ("kafka", self.kafka)):
+            def first(writer=writer) -> float | None:
+                later = [a[0] for a in (writer.acked if writer else []) if a[0] > t0]
+                return min(later) if later else None
+            try:
+                out[label] = round(wait_until(first, timeout, 0.05, f"a {label} write acknowledged") - t0, 3)
+            except AssertionError:
+                out[label] = None
+        return out
+
     def first_ack_after(self, t0: float, timeout: float = 60.0) -> float | None:
         def first() -> float | None:
             later = [t for t in self.all_acks() if t > t0]
@@ -228,6 +243,7 @@ class Harness:
         if new is not None:
             rec["new_master"] = new.data_dir.name
         rec["first_ack_after_s"] = round(ack - t0, 3) if ack is not None else None
+        rec["resumed_s"] = self.resumed_after(t0)
         g.wait_settled(120)
         self.log(f"cycle {n}: {fault} of {rec.get('controller') or rec['master']} -> "
                  f"{rec.get('new_master', 'same master')}, first ack after {rec['first_ack_after_s']} s")
@@ -253,8 +269,16 @@ class Harness:
             ts = [c["first_ack_after_s"] for c in self.cycles if c["fault"] == fault and c["first_ack_after_s"] is not None]
             by_fault[fault] = {"runs": len(ts), "median_s": statistics.median(ts) if ts else None,
                                "min_s": min(ts) if ts else None, "max_s": max(ts) if ts else None}
+        resumed: dict[str, dict[str, Any]] = {}
+        for fault in sorted({c["fault"] for c in self.cycles}):
+            for label in ("native", "kafka"):
+                ts = [c["resumed_s"][label] for c in self.cycles
+                      if c["fault"] == fault and c["resumed_s"].get(label) is not None]
+                resumed.setdefault(fault, {})[label] = {
+                    "runs": len(ts), "median_s": statistics.median(ts) if ts else None,
+                    "min_s": min(ts) if ts else None, "max_s": max(ts) if ts else None}
         return {"cycles": len(self.cycles), "faults": dict(Counter(c["fault"] for c in self.cycles)),
-                "first_ack_by_fault": by_fault,
+                "first_ack_by_fault": by_fault, "resumed_by_fault": resumed,
                 "native_acked": len(self.native.acked), "kafka_acked": len(self.kafka.acked),
                 "native_statuses": dict(self.native.statuses), "kafka_statuses": dict(self.kafka.statuses),
                 "kafka_fatal": self.kafka.fatal, "duplicates": dupes, "problems": problems,

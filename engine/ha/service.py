@@ -20,8 +20,14 @@ What the rest of the node uses:
 
 Controller mode (``docs/design/failover.md``): ``sync_state_set`` holds the slave broker ids of
 the SyncStateSet the controller confirmed (None without a controller). Then a slave counts as in
-sync only while it is a member, and a wait needs the acks of every member (allAckInSyncStateSet);
+sync only while it is a member, and a wait needs the acks of every member — with
+``allAckInSyncStateSet=false`` (RocketMQ's default) every member whose HA connection still
+streams, with ``true`` every member until the controller confirmed its removal.
 ``local_in_sync_ids()`` is what the master itself sees, which it proposes to the controller.
+``min_sync_slaves()`` is how many slaves a SYNC_MASTER put needs (``minInSyncReplicas`` - 1 with a
+controller, so a master whose SyncStateSet is itself alone acknowledges, as Kafka's acks=all does
+on an ISR of one; 1 without, 0 with ``enableAutoInSyncReplicas``), and ``in_sync_refusal()`` the
+reason to refuse a put before storing it (RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH), if any.
 ``lease`` (an ``engine.controller.lease.MasterLease``) fences a master the controller no longer
 confirms: with an expired lease no wait completes with PUT_OK.
 
@@ -287,9 +293,34 @@ class HAService:
             return conn.broker_id in sss and conn.state == "TRANSFER"
         return conn.in_sync(now)
 
+    def _all_ack(self) -> bool:
+        return bool(getattr(self.store.broker_config, "all_ack_in_sync_state_set", False))
+
     def in_sync_slaves(self) -> list[dict[str, Any]]:
         now = time.monotonic()
         return [c.view(now) for c in self.connections() if self.is_in_sync(c, now)]
+
+    def min_sync_slaves(self) -> int:
+        """Slaves (besides the master) a SYNC_MASTER put needs in sync: RocketMQ 5's
+        ``minInSyncReplicas`` counts the master; without a controller a SYNC_MASTER needs one
+        slave unless ``enableAutoInSyncReplicas`` lets it go down to ``minInSyncReplicas``."""
+        bc = self.store.broker_config
+        floor = max(int(getattr(bc, "min_in_sync_replicas", 1)) - 1, 0)
+        if self.sync_state_set is not None or getattr(bc, "enable_auto_in_sync_replicas", False):
+            return floor
+        return max(floor, 1)
+
+    def in_sync_refusal(self) -> str | None:
+        """Why a SYNC_MASTER put must be refused before it is stored (controller mode: the
+        SyncStateSet, master included, is smaller than ``minInSyncReplicas``), or None."""
+        sss = self.sync_state_set
+        if sss is None:
+            return None
+        need = self.min_sync_slaves()
+        if len(sss) < need:
+            return (f"in-sync replicas not enough: the SyncStateSet has {len(sss) + 1} member(s), "
+                    f"minInSyncReplicas is {need + 1}")
+        return None
 
     def in_sync_count(self) -> int:
         sss = self.sync_state_set
@@ -364,9 +395,11 @@ class HAService:
         keep: list[_Waiter] = []
         acked = min((c.ack_offset for c in in_sync), default=None)
         n = len(in_sync)
-        if sss is not None:  # every member of the confirmed set must ack; a missing one holds the wait
+        if sss is not None:
             n = len(sss)
-            if {c.broker_id for c in in_sync} != set(sss):
+            # allAckInSyncStateSet: a member without a streaming connection holds the wait until
+            # the controller confirmed its removal; otherwise the streaming members decide
+            if self._all_ack() and {c.broker_id for c in in_sync} != set(sss):
                 acked = -1 if sss else None
         fenced = not self.lease_valid()
         for w in self._waiters:

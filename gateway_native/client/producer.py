@@ -16,11 +16,22 @@ COMPRESSED), as the Java client does. Every message gets a client unique id (UNI
 
 Latency fault tolerance: an attempt that took longer than 550/1000/2000/3000/15000 ms, or failed,
 marks its broker unavailable for 30/60/120/180/600 s (a failure counts as the 30 s level), and
-``select_queue`` skips such brokers while others remain.
+``select_queue`` skips such brokers while others remain. The mark belongs to the master address
+that failed: once the route names another master for the group (a failover), or the marked
+address answers again, the group is used again at once.
+
+Following a failover with a chosen queue (``send(msg, mq)``, a selector, ``send_orderly``), or
+when every queue of the topic is on one group: the send cannot move to another group. When the master cannot be
+reached (no connection could be opened: nothing was sent) or answers that it is not the master
+(SERVICE_NOT_AVAILABLE: refused before storing), the send re-reads the route at once and tries
+the group's master again, with a back-off (0.05 s doubling to 1 s), until ``send_msg_timeout``.
+A request lost with its connection after it was written may have been stored, so it is not sent
+again (the caller decides): a failover costs such a sender at most the one send in flight.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import itertools
 import time
@@ -68,24 +79,35 @@ def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> Me
 
 
 class LatencyFaultTolerance:
-    def __init__(self) -> None:
-        self._until: dict[str, float] = {}
+    """Broker name -> (unavailable until, the master address that was slow or failed)."""
 
-    def update(self, broker_name: str, latency_ms: float, isolation: bool) -> None:
+    def __init__(self) -> None:
+        self._until: dict[str, tuple[float, str | None]] = {}
+
+    def update(self, broker_name: str, latency_ms: float, isolation: bool, addr: str | None = None) -> None:
         latency = 30000 if isolation else latency_ms
         duration = 0
         for i in range(len(_LATENCY_MAX) - 1, -1, -1):
             if latency >= _LATENCY_MAX[i]:
                 duration = _NOT_AVAILABLE[i]
                 break
-        if duration:
-            self._until[broker_name] = time.monotonic() + duration / 1000
+        if duration:  # only a failure ties the mark to the address (a slow master stays slow)
+            self._until[broker_name] = (time.monotonic() + duration / 1000, addr if isolation else None)
         else:
             self._until.pop(broker_name, None)
 
-    def is_available(self, broker_name: str) -> bool:
-        until = self._until.get(broker_name)
-        return until is None or time.monotonic() >= until
+    def is_available(self, broker_name: str, addr: str | None = None, recovered: Callable[[str], bool] | None = None) -> bool:
+        """Available when not marked, the mark ran out, the route names another master than the
+        marked one (``addr``), or ``recovered(marked address)`` says it answered since."""
+        entry = self._until.get(broker_name)
+        if entry is None:
+            return True
+        until, marked = entry
+        if time.monotonic() >= until or (marked is not None and addr is not None and addr != marked) or \
+                (marked is not None and recovered is not None and recovered(marked)):
+            del self._until[broker_name]
+            return True
+        return False
 
 
 class Producer:
@@ -216,13 +238,16 @@ class Producer:
             await self.runtime.send_heartbeat_to_all()
         return queues
 
+    def _available(self, broker_name: str) -> bool:
+        return self.fault.is_available(broker_name, self.runtime.master_addr(broker_name), self.runtime.answers_again)
+
     def _select(self, queues: list[MessageQueue], last_broker: str | None) -> MessageQueue:
         n = len(queues)
         if self.send_latency_fault_enable:
             for _ in range(n):
                 mq = queues[next(self._counter) % n]
-                if self.fault.is_available(mq.broker_name) and (last_broker is None or mq.broker_name != last_broker or
-                                                                len({q.broker_name for q in queues}) == 1):
+                if self._available(mq.broker_name) and (last_broker is None or mq.broker_name != last_broker or
+                                                        len({q.broker_name for q in queues}) == 1):
                     return mq
         for _ in range(n):
             mq = queues[next(self._counter) % n]
@@ -263,59 +288,103 @@ class Producer:
         topic, fields, body, uniq = self._encode(msg)
         is_batch = isinstance(msg, list)
         deadline = time.monotonic() + timeout
-        attempts = 1 if (queue is not None or selector is not None) else 1 + max(retries, 0)
+        pinned = queue is not None or selector is not None
+        attempts = 1 if pinned else 1 + max(retries, 0)
         last_broker: str | None = None
         last_exc: Exception | None = None
-        for attempt in range(attempts):
+        pinned_mq: MessageQueue | None = None
+        only_group = False  # every queue of the topic is on one group: nowhere else to go
+        backoff = 0.05
+        attempt = 0
+        while attempt < attempts:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            queues = await self._publish_queues(topic, refresh=attempt > 0 and last_exc is not None)
-            if queue is not None:
-                mq = queue
-            elif selector is not None:
-                mq = selector(queues, msg if not is_batch else msg[0], arg)
+            if pinned_mq is not None:  # a chosen queue whose master could not take the send yet
+                await asyncio.sleep(min(backoff, remaining))
+                backoff = min(backoff * 2, 1.0)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    await self.runtime.update_route(topic)
+                except (MQClientError, MQBrokerError) as exc:
+                    last_exc = exc
+                    continue
+                mq = pinned_mq
             else:
-                mq = self._select(queues, last_broker)
+                queues = await self._publish_queues(topic, refresh=attempt > 0 and last_exc is not None)
+                if queue is not None:
+                    mq = queue
+                elif selector is not None:
+                    mq = selector(queues, msg if not is_batch else msg[0], arg)
+                else:
+                    mq = self._select(queues, last_broker)
+                only_group = len({q.broker_name for q in queues}) == 1
             addr = self.runtime.master_addr(mq.broker_name)
             if addr is None:
                 await self.runtime.update_route(topic)
                 addr = self.runtime.master_addr(mq.broker_name)
                 if addr is None:
                     # the group lost its master (the route still names its queues): as the Java
-                    # client, count it as a failed attempt and move on to another group
+                    # client, count it as a failed attempt and move on to another group; a chosen
+                    # queue waits for the route to name the group's next master
                     last_exc = MQClientError(f"The broker[{mq.broker_name}] not exist")
                     self.fault.update(mq.broker_name, 0, True)
                     last_broker = mq.broker_name
-                    if queue is not None or selector is not None:
-                        raise last_exc
+                    if pinned or only_group:
+                        pinned_mq = mq
+                    else:
+                        attempt += 1
                     continue
             f = dict(fields, e=mq.queue_id, b=mq.topic)
             code = RC.SEND_BATCH_MESSAGE if is_batch else RC.SEND_MESSAGE_V2
             started = time.monotonic()
             try:
-                resp = await self.runtime.invoke(addr, self.runtime.request(code, f, body), remaining)
-            except (ConnectionClosedError, RemotingTimeoutError, OSError) as exc:
-                self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, True)
+                conn = await self.runtime.connection(addr)
+            except (ConnectionClosedError, OSError) as exc:  # nothing was sent
+                self.runtime.broker_failed(addr)
+                self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, True, addr)
                 last_exc, last_broker = exc, mq.broker_name
                 log.info("send_attempt_failed", broker=mq.broker_name, topic=topic, attempt=attempt, error=str(exc))
+                if pinned or only_group:
+                    pinned_mq = mq
+                else:
+                    attempt += 1
                 continue
+            try:
+                resp = await self.runtime.invoke(addr, self.runtime.request(code, f, body), remaining)
+            except (ConnectionClosedError, RemotingTimeoutError, OSError) as exc:  # it may have been stored
+                self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, True, addr)
+                last_exc, last_broker = exc, mq.broker_name
+                log.info("send_attempt_failed", broker=mq.broker_name, topic=topic, attempt=attempt, error=str(exc))
+                attempt += 1
+                continue
+            del conn
             self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, False)
             status = _STATUS.get(resp.code)
             if status is None:
                 err = MQBrokerError(resp.code, resp.remark, addr)
+                if (pinned or only_group) and resp.code == R.SERVICE_NOT_AVAILABLE:
+                    # refused before storing (a slave, or a master whose lease ran out): the
+                    # route is about to name the group's next master
+                    self.runtime.broker_failed(addr)
+                    last_exc, pinned_mq = err, mq
+                    continue
                 if resp.code in _RETRY_CODES and attempt + 1 < attempts:
-                    self.fault.update(mq.broker_name, 0, True)
+                    self.fault.update(mq.broker_name, 0, True, addr)
                     last_exc, last_broker = err, mq.broker_name
+                    attempt += 1
                     continue
                 raise err
             result = SendResult(status, uniq, resp.get_str("msgId") or "", MessageQueue(topic, mq.broker_name, int(resp.get_int("queueId", mq.queue_id))),
                                 resp.get_int("queueOffset", -1) or 0, resp.get_str("MSG_REGION"), resp.get_str("transactionId"))
             if status != SendStatus.SEND_OK and self.retry_another_broker_when_not_store_ok and attempt + 1 < attempts:
                 last_broker = mq.broker_name
+                attempt += 1
                 continue
             return result
-        if isinstance(last_exc, MQClientError):
+        if isinstance(last_exc, (MQClientError, MQBrokerError)) and (pinned or isinstance(last_exc, MQClientError)):
             raise last_exc
         raise MQClientError(f"Send [{attempts}] times, still failed, cost [{int((timeout - max(deadline - time.monotonic(), 0)) * 1000)}]ms, "
                             f"Topic: {topic}: {last_exc or 'timed out'}")

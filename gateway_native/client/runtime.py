@@ -6,7 +6,11 @@ Owns:
   (``call``), async sends complete ``concurrent.futures.Future``s;
 - one ``Connection`` per address (NameServers and brokers), reopened on demand;
 - topic routes fetched from the NameServers (failing over between them) and refreshed every
-  ``poll_name_server_interval`` ms; broker address lookup by name and id;
+  ``poll_name_server_interval`` ms, and at once (``broker_failed``) for the topics of a broker a
+  request could not reach or that did not answer, with a back-off per address (0.1 s doubling to
+  2 s while it keeps failing, reset by an answer) — so a failover reaches every producer and
+  consumer of the runtime as soon as the NameServer names the new master, not at the next poll;
+  broker address lookup by name and id;
 - heartbeats to every broker of every known route every ``heartbeat_broker_interval`` ms;
 - answers to broker requests: NOTIFY_CONSUMER_IDS_CHANGED (rebalance now),
   GET_CONSUMER_RUNNING_INFO (a JSON summary).
@@ -80,6 +84,11 @@ class ClientRuntime:
         self._conns: dict[str, Connection] = {}
         self._conn_locks: dict[str, asyncio.Lock] = {}
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
+        # address -> (monotonic time of the next allowed route re-read, back-off step): brokers
+        # that failed a request since they last answered one
+        self._failing: dict[str, tuple[float, float]] = {}
+        self._route_refresh: asyncio.Task[None] | None = None
+        self._probing: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -189,8 +198,79 @@ class ClientRuntime:
                                        serialize_type=self.serialize_type)
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
-        conn = await self.connection(addr)
-        return await conn.invoke(cmd, timeout or self.timeout)
+        try:
+            conn = await self.connection(addr)
+            resp = await conn.invoke(cmd, timeout or self.timeout)
+        except (ConnectionClosedError, RemotingTimeoutError, OSError):
+            self.broker_failed(addr)
+            raise
+        if self._failing:
+            self._failing.pop(addr, None)
+        return resp
+
+    # -- following a failover ------------------------------------------------------------------
+    def broker_failed(self, addr: str) -> None:
+        """A request to ``addr`` failed (no connection, closed, or no answer in time): re-read
+        the routes that name it now, then at most once per back-off step while it keeps failing."""
+        now = time.monotonic()
+        next_at, step = self._failing.get(addr, (0.0, 0.1))
+        if now < next_at:
+            return
+        self._failing[addr] = (now + step, min(step * 2, 2.0))
+        if addr in self.namesrv_addrs:
+            return
+        topics = [t for t, r in self.routes.items()
+                  if any(addr in (bd.get("brokerAddrs") or {}).values() for bd in r.get("brokerDatas") or [])]
+        if not topics or (self._route_refresh is not None and not self._route_refresh.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._route_refresh = loop.create_task(self._refresh_topics(topics, addr))
+
+    def failing(self, addr: str | None) -> bool:
+        """``addr`` failed a request since it last answered one."""
+        return addr is not None and addr in self._failing
+
+    def answers_again(self, addr: str) -> bool:
+        """Whether ``addr``, which failed, answered since; while it has not, a connection attempt
+        is made in the background at most once per back-off step (its success clears the mark)."""
+        if addr not in self._failing:
+            return True
+        next_at, step = self._failing[addr]
+        now = time.monotonic()
+        if now >= next_at and addr not in self._probing:
+            self._failing[addr] = (now + step, min(step * 2, 2.0))
+            self._probing.add(addr)
+            try:
+                asyncio.get_running_loop().create_task(self._probe(addr))
+            except RuntimeError:
+                self._probing.discard(addr)
+        return False
+
+    async def _probe(self, addr: str) -> None:
+        try:
+            await self.connection(addr)
+            self._failing.pop(addr, None)
+            log.info("broker_answers_again", broker=addr)
+        except (ConnectionClosedError, OSError):
+            pass
+        finally:
+            self._probing.discard(addr)
+
+    def route_backoff(self, addr: str) -> float:
+        """Seconds until ``addr``'s next route re-read is allowed (0: now)."""
+        next_at, _ = self._failing.get(addr, (0.0, 0.1))
+        return max(0.0, next_at - time.monotonic())
+
+    async def _refresh_topics(self, topics: list[str], addr: str) -> None:
+        for topic in topics:
+            try:
+                await self.update_route(topic)
+            except (MQClientError, MQBrokerError) as exc:
+                log.info("route_refresh_after_failure_failed", topic=topic, broker=addr, error=str(exc))
+        log.info("route_refreshed_after_failure", broker=addr, topics=len(topics))
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         conn = await self.connection(addr)

@@ -63,6 +63,10 @@ async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id
     msgs = [arg] if isinstance(arg, Message) else arg
     first = msgs[0]
     sync_master = store.config.broker_role == "SYNC_MASTER"
+    if sync_master:
+        refusal = broker.writes.in_sync_refusal()  # RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH: nothing stored
+        if refusal is not None:
+            return cmd.response(R.SYSTEM_ERROR, refusal)
     result = await (broker.put(put, arg, sync_replicas=False) if sync_master else broker.put(put, arg))
     if result.stored:
         metrics.topic_in("broker", first.topic, sum(len(m.body) for m in msgs), len(msgs))
@@ -70,7 +74,8 @@ async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id
         return _response(cmd, broker, result, queue_id, None)
     if not result.ok or (first.properties or {}).get("WAIT") == "false":  # waitStoreMsgOK=false: no wait
         return _response(cmd, broker, result, queue_id, None)
-    waiting = broker.writes.wait_replicated(result.end_offset, 1, store.config.sync_flush_timeout / 1000)
+    waiting = broker.writes.wait_replicated(result.end_offset, broker.writes.min_sync_slaves(),
+                                            store.config.sync_flush_timeout / 1000)
 
     async def answer() -> RemotingCommand:
         status, error = await broker.writes.replicated(-1, 0, 0, waiting=waiting)
