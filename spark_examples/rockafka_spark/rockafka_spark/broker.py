@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from gateway_native.client import Admin, MessageExt, MessageQueue
+from gateway_native.client import Admin, MessageClientExt, MessageQueue
 from gateway_native.client.offset_store import RemoteBrokerOffsetStore
 from gateway_native.client.pull_api import PullAPI, PullStatus
 from gateway_native.remoting.subscription import SubscriptionData
@@ -49,7 +49,7 @@ class BrokerClient:
         return self.admin.search_offset(mq, timestamp_ms)
 
     def pull_range(self, mq: MessageQueue, start: int, end: int, expression_type: str,
-                   expression: str) -> Iterator[MessageExt]:
+                   expression: str) -> Iterator[MessageClientExt]:
         """Messages of ``mq`` in [start, end) that match the subscription, filtered at the broker."""
         sub = SubscriptionData.build(mq.topic, expression, expression_type)
         offset = start
@@ -68,7 +68,7 @@ class BrokerClient:
                 return  # nothing more below ``end`` (the range ends at the log's end)
             offset = result.next_begin_offset
 
-    def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int) -> list[MessageExt]:
+    def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int) -> list[MessageClientExt]:
         return self.admin.query_message_by_key(topic, key, max_num=64 * 1024, begin_ms=begin_ms, end_ms=end_ms)
 
     def commit_offsets(self, offsets: dict[MessageQueue, int]) -> None:
