@@ -54,16 +54,12 @@ from engine.resource_metrics import ResourceCollector
 from engine.store import MessageStore
 
 from .admin_state import AdminState, NodeViews, with_members
-from .http_params import BadRequest, int_param, time_param
+from .http_params import BadRequest, Forbidden, int_param, time_param
 from .ha_metrics import HACollector
 from .history import History
 
 log = structlog.get_logger("rockafka.admin")
 
-
-
-class Forbidden(Exception):
-    """The user may not read what was asked (403, or the console's error line)."""
 
 class NodeCollector:
     """Scrape-time gauges from the gateways' read-only views: open connections per listener,

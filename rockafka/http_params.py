@@ -7,6 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 
+class Forbidden(Exception):
+    """The user may not read what was asked (403, or the console's error line)."""
+
+
 class BadRequest(ValueError):
     """A parameter a person must fix; answered 400 (API) or shown on the page (console)."""
 

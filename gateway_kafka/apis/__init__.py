@@ -17,10 +17,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from gateway_kafka.server import KafkaGateway
 
 Handler = Callable[["RequestContext", dict], Awaitable[dict | None]]
 
@@ -58,7 +56,7 @@ class ConnectionState:
 
 @dataclass
 class RequestContext:
-    gateway: "KafkaGateway"
+    gateway: Any  # the KafkaGateway (server.py) that dispatched the request
     conn: ConnectionState
     api_key: int
     api_version: int

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jinja2
 from aiohttp import web
@@ -32,9 +32,6 @@ from aiohttp import web
 from .. import __version__
 from ..admin_security import csrf_token
 from .charts import line_chart
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..admin_http import AdminHttp
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -81,7 +78,7 @@ def node_health(info: dict[str, Any], store: Any) -> dict[str, Any]:
 
 
 class Console:
-    def __init__(self, admin: "AdminHttp"):
+    def __init__(self, admin: Any):  # the AdminHttp (admin_http.py) that owns the routes
         self.admin = admin
 
     def add_routes(self, app: web.Application) -> None:
@@ -169,7 +166,7 @@ class Console:
         return self.render(request, "topic.html", title=f"Topic {name}", topic=doc)
 
     async def messages(self, request: web.Request) -> web.Response:
-        from ..admin_http import Forbidden
+        from ..http_params import Forbidden
         from ..http_params import BadRequest
 
         query = request.query
