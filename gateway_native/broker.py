@@ -35,6 +35,7 @@ from broker.replication import Replication
 from engine.topic_config import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 from . import broker_stats
+from .channels import ClientChannel, topic_config_json
 from .dispatch import RemotingServer
 from .remoting.codes import RequestCode as RC, ResponseCode as R
 from .remoting.command import RemotingCommand
@@ -47,15 +48,6 @@ AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-
-
-@dataclass
-class ClientChannel:
-    client_id: str
-    conn: Connection
-    language: int
-    version: int
-    last_update: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -215,12 +207,6 @@ class PullHoldService:
     @property
     def held(self) -> int:
         return sum(len(s) for s in self._waiters.values())
-
-
-def topic_config_json(tc: Any) -> dict[str, Any]:
-    return {"topicName": tc.topic_name, "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums,
-            "perm": tc.perm, "topicFilterType": tc.topic_filter_type, "topicSysFlag": tc.topic_sys_flag,
-            "order": bool(tc.order), "attributes": dict(tc.attributes or {})}
 
 
 class Broker:

@@ -19,7 +19,7 @@ from typing import Any
 from engine.sql92 import Sql92Error
 from engine.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 
-from ..broker import ClientChannel
+from ..channels import ClientChannel
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand, loads_json
 from ..subscription import SubscriptionData

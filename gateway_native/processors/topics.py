@@ -15,7 +15,7 @@ from typing import Any
 from engine.state_log import is_internal
 from engine.topic_config import TopicConfig
 
-from ..broker import topic_config_json
+from ..channels import topic_config_json
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..transport import Connection
