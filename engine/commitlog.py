@@ -38,6 +38,29 @@ _I32 = struct.Struct(">i")
 MIN_UNIT_SIZE = 91  # fixed fields (IPv4) + 1 topic byte + 2 properties-length bytes
 
 
+class SplitUnit:
+    """A unit held in three pieces so a large body is never copied in the interpreter: ``head``
+    (a bytearray: the fixed fields and the body's first ``len(head) - body_pos`` bytes, which
+    the put path patches: a Kafka batch's base offset and leader epoch), ``rest`` (the rest of
+    the body: a view of the request it arrived in, read-only) and ``tail`` (topic and
+    properties). The bytes written are ``head + rest + tail``, exactly a contiguous unit's."""
+
+    __slots__ = ("head", "rest", "tail", "size")
+
+    def __init__(self, head: bytearray, rest, tail: bytes):
+        self.head = head
+        self.rest = rest
+        self.tail = tail
+        self.size = len(head) + len(rest) + len(tail)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def joined(self) -> bytearray:
+        """The unit as one buffer (tests, tools)."""
+        return bytearray().join((self.head, self.rest, self.tail))
+
+
 class CommitLog:
     def __init__(self, fio: FileIO, store_path: str, file_size: int):
         self.mfq = MappedFileQueue(fio, store_path, file_size, log_writes=True)
@@ -80,14 +103,23 @@ class CommitLog:
 
     @staticmethod
     def write_unit(f: MappedFile, unit) -> int:
-        """Write a complete unit at the write position, TOTALSIZE last; return its log offset.
-        Space is reserved first: ``OSError(ENOSPC)`` leaves nothing written."""
+        """Write a complete unit (a buffer, or a ``SplitUnit``) at the write position, TOTALSIZE
+        last; return its log offset. Space is reserved first: ``OSError(ENOSPC)`` leaves nothing
+        written. TOTALSIZE goes the way the rest went (``pwrite`` or the mapping)."""
         pos = f.wrote_position
-        f.segment.reserve(pos, len(unit))
-        mv = memoryview(unit)
-        f.write_at(pos + 4, mv[4:])
-        f.write_at(pos, mv[:4])
-        f.wrote_position = pos + len(unit)
+        seg = f.segment
+        if type(unit) is SplitUnit:
+            size = unit.size
+            head = memoryview(unit.head)
+            parts = (head[4:], unit.rest, unit.tail)
+        else:
+            size = len(unit)
+            head = memoryview(unit)
+            parts = (head[4:],)
+        seg.reserve(pos, size)
+        through_fd = seg.write_parts(pos + 4, parts)
+        seg.write_parts(pos, (head[:4],), through_fd)
+        f.wrote_position = pos + size
         return f.file_from_offset + pos
 
     # -- reading -----------------------------------------------------------------------------
