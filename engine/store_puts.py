@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import struct
 import time
-import zlib
 
 import structlog
 
 from . import batch_delay, metrics, record_batch
 from .commitlog import SplitUnit
 from .disk_space import is_disk_full
-from .message import INNER_BATCH_FLAG, Message, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, body_crc, encode_properties, encode_unit, parse_host, patch_unit, tags_code
+from .message import INNER_BATCH_FLAG, crc32, Message, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, body_crc, encode_properties, encode_unit, parse_host, patch_unit, tags_code
 from .state_log import INTERNAL_TOPICS
 from .store_types import PUT_LOCK_MAX_WAIT_FACTOR, PutMessageResult, PutMessageStatus, _I32, _MAX_QUEUE_ID, _body_pos, _now_ms, _tail_len, _unit_msg_id
 from .timer_message import TIMER_PROPERTIES, TimerMessageError
@@ -47,7 +46,7 @@ def _unit_body(unit) -> memoryview | bytes:
 def _unit_body_crc(unit, body_pos: int) -> int:
     """BODYCRC of a unit (engine.message.body_crc), across a split unit's pieces."""
     if type(unit) is SplitUnit:
-        return zlib.crc32(unit.rest, zlib.crc32(memoryview(unit.head)[body_pos:])) & 0x7FFFFFFF
+        return crc32(unit.rest, crc32(memoryview(unit.head)[body_pos:])) & 0x7FFFFFFF
     return body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)])
 
 
