@@ -90,7 +90,7 @@ def may_have_delay_headers(batch: bytes, header: rb.BatchHeader) -> bool:
         return _contains_mark(batch)
     payload = memoryview(batch)[rb.HEADER_SIZE:header.size]
     try:
-        return _contains_mark(rb.decompress(header.compression, payload))
+        return _contains_mark(rb.decompress(header.compression, payload, view=_contains_compiled is not None))
     except (ValueError, rb.CorruptRecordError):
         return False  # stored as is; readers report the corruption as for any batch
 
