@@ -17,6 +17,7 @@ writer whose bytes the one fsync covered (group commit), so concurrent puts shar
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import threading
@@ -61,10 +62,26 @@ class SplitUnit:
         return bytearray().join((self.head, self.rest, self.tail))
 
 
+def _advise(f: MappedFile | None, advice: int | None) -> None:
+    buf = getattr(f.segment, "buf", None) if f is not None else None
+    if advice is not None and isinstance(buf, mmap.mmap):
+        try:
+            buf.madvise(advice)
+        except (OSError, ValueError):  # unmapped meanwhile (retention): nothing to advise
+            pass
+
+
 class CommitLog:
+    """The log of segments. The segment being written is mapped ``MADV_RANDOM``: readers (the
+    dispatcher, Fetch of small batches) read it right behind the writer, and a fault there
+    otherwise reads ahead over the holes past the write position, which the kernel fills with
+    zeros (that zeroing was a fifth of the broker's CPU while producing 1 KiB records). A
+    segment written to its end gets its default read-ahead back for consumers catching up."""
+
     def __init__(self, fio: FileIO, store_path: str, file_size: int):
         self.mfq = MappedFileQueue(fio, store_path, file_size, log_writes=True)
         self.file_size = file_size
+        self._writing: MappedFile | None = None  # the segment mapped MADV_RANDOM
 
     def load(self) -> None:
         self.mfq.load()
@@ -99,6 +116,10 @@ class CommitLog:
             f.write_at(pos, _I32.pack(blank))
             f.wrote_position = f.file_size
             f = self.mfq.last_for_write()
+        if f is not self._writing:
+            _advise(self._writing, getattr(mmap, "MADV_NORMAL", None))
+            _advise(f, getattr(mmap, "MADV_RANDOM", None))
+            self._writing = f
         return f
 
     @staticmethod
