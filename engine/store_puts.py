@@ -2,6 +2,11 @@
 lock, and the write refusals (slave, lease, disk full, page-cache busy). Part of
 ``engine.store.MessageStore`` (a mixin: every method runs on the store itself; the lock, the
 invariants and the facade are documented in engine/store.py).
+
+A Kafka batch of ``SPLIT_MIN`` bytes or more is never copied here: it may be a read-only view of
+the request it arrived in, and its unit is a ``commitlog.SplitUnit`` whose small head (fixed
+fields and the batch header) is the only part patched; the bytes written equal a contiguous
+unit's.
 """
 
 from __future__ import annotations
