@@ -247,6 +247,7 @@ class Broker:
         from broker.put_path import PutPath
 
         self.writes, self._owns_writes = PutPath.for_gateway(store, config, put_path)
+        self.replication = Replication(store)
         self.channel_expired_ms = config.extra_int("channel_expired_timeout", 120_000)
         self.short_polling_ms = config.extra_int("short_polling_time_mills", 1000)
         self.data_version_counter = 0
