@@ -96,11 +96,11 @@ def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn
         status = put_status(result)
     code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status.value))
     if code in _ANSWERED_WITH_IDS:
-        fields = {"msgId": result.msg_id, "queueId": str(queue_id), "queueOffset": str(result.queue_offset),
+        fields = {"msgId": str(result.msg_id), "queueId": str(queue_id), "queueOffset": str(result.queue_offset),
                   "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
         if txn_id:
-            fields["transactionId"] = txn_id
-        return cmd.response(code, error or remark, fields)
+            fields["transactionId"] = str(txn_id)
+        return cmd.response_with(code, error or remark, fields)  # every value a str already
     return cmd.response(code, result.error or remark)
 
 
