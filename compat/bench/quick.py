@@ -12,7 +12,10 @@ Each case runs ``--reps`` times (median printed) in records/s. The run is compar
 ``--baseline`` (default compat/bench/results/quick-baseline.json, rec/s per case from an earlier
 run; ``--save-baseline`` writes it) and with the peers when they ran. ``--peers none`` skips the
 peers (about a minute); ``--profile produce|fetch`` samples Rockafka with py-spy during that case
-and prints the top functions.
+and prints the top functions. ``--case native`` (one ASYNC_MASTER node) and ``--case sync-master``
+(a SYNC_MASTER master + slave) run only the native sync send, no peers, and print each broker's
+CPU microseconds per message (less load-dependent than rec/s); ``--native-profile FILE`` adds a
+``py-spy --native`` profile of the first rep.
 
 Nothing here asserts anything; it only measures (tests never run it).
 """
