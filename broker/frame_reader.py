@@ -9,9 +9,10 @@ transport's write buffer behave as before).
 Why: ``asyncio.StreamReader`` costs two copies of every byte in the interpreter thread --
 ``feed_data`` appends what ``recv`` returned to its buffer, ``readexactly`` copies it out
 again. Here the kernel writes into our buffer (``recv_into``), and once a frame's size is
-known and its body has not fully arrived, the rest of the body is received straight into the
-frame's own ``bytearray``: a large produce request is copied by nobody. A frame that arrived
-whole with its neighbours is copied out once.
+known and its body (64 KiB or more) has not fully arrived, the rest of the body is received
+straight into the frame's own ``bytearray``: a large produce request is copied by nobody. A
+smaller frame is gathered in the head buffer, together with whatever follows it in the same
+receive, and copied out once.
 
 Invariants:
 - A frame returned to the caller is never written to again (it is its own object; the shared
@@ -31,6 +32,7 @@ from asyncio import streams
 from typing import Any, Awaitable, Callable
 
 HEAD_BUFFER = 256 * 1024  # what one recv may take while no frame body is awaited
+IN_PLACE_FROM = 64 * 1024  # a frame body at least this large is received into its own buffer
 
 
 class FrameReader:
@@ -138,6 +140,18 @@ class FrameReader:
     async def frame(self, size: int) -> bytes | bytearray:
         """The next ``size`` bytes, as an object of their own."""
         held = self._end - self._start
+        if held < size <= IN_PLACE_FROM:
+            # small: gather it in the head buffer, where a recv also takes what follows it (a
+            # receive sized to the frame would leave the next frame for one more syscall)
+            while self._end - self._start < size:
+                if self._eof:
+                    raise asyncio.IncompleteReadError(bytes(self._buf[self._start:self._end]), size)
+                self._want = size
+                try:
+                    await self._wait()
+                finally:
+                    self._want = 0
+            held = self._end - self._start
         if held >= size:
             start = self._start
             out = self._buf[start:start + size]
@@ -224,4 +238,4 @@ def frame_protocol_factory(handler: Callable[[FrameReader, asyncio.StreamWriter]
     return factory
 
 
-__all__ = ["FrameProtocol", "FrameReader", "frame_protocol_factory", "HEAD_BUFFER"]
+__all__ = ["FrameProtocol", "FrameReader", "frame_protocol_factory", "HEAD_BUFFER", "IN_PLACE_FROM"]
