@@ -79,7 +79,13 @@ def _source_importable() -> None:
     starts. An installed package wins."""
     try:
         import rockafka_spark
+        installed = getattr(rockafka_spark, "__file__", None) is not None
     except ImportError:
+        installed = False
+    if not installed:
+        # absent, or a script run as ``python spark_examples/x.py`` found the project directory
+        # ``spark_examples/rockafka_spark`` (no __init__) as a namespace package: the package is inside
+        sys.modules.pop("rockafka_spark", None)
         sys.path.insert(0, str(SOURCE_PKG))
         import rockafka_spark
     if not Path(rockafka_spark.__file__).resolve().is_relative_to(SOURCE_PKG):
