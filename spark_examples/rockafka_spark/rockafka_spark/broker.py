@@ -8,14 +8,15 @@ Used on the driver (planning, streaming offsets, commits) and in each executor t
 Reads need no master (RocketMQ's rule for consumers): every read call — queue min / max
 offsets, offset by time, key lookups, pulls — goes to the broker group's members as the
 NameServer's route lists them, master (brokerId 0) first, then the slaves by id. A member that
-refuses the connection or times out is marked down for this client and the next one is asked,
-so a group whose master was killed is read from its slave (which holds every message the
-master acknowledged under SYNC_MASTER). A pull follows the broker's ``suggestWhichBrokerId``
+refuses the connection or times out is asked last by this client for ``DOWN_FOR_S`` seconds and
+the next one is asked, so a group whose master was killed is read from its slave (which holds
+every message the master acknowledged under SYNC_MASTER). A pull follows the broker's ``suggestWhichBrokerId``
 unless that member is down. Writes and offset commits stay with the master.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Awaitable, Callable, Iterator
 
 from gateway_native.client import Admin, MessageClientExt, MessageQueue
@@ -27,6 +28,7 @@ from gateway_native.remoting.message_codec import decode_units
 from gateway_native.remoting.subscription import SubscriptionData
 
 PULL_BATCH = 256
+DOWN_FOR_S = 30.0  # a member that failed a read is asked last for this long (a master coming back)
 
 
 class BrokerClient:
@@ -36,14 +38,17 @@ class BrokerClient:
         self.runtime = self.admin.runtime
         self.pulls = PullAPI(self.runtime, group)
         self.pulled = 0  # messages the broker sent to this client
-        self._down: set[str] = set()  # members that refused or timed out, asked last
+        self._down_until: dict[str, float] = {}  # member -> monotonic time it is asked last until
 
     # -- the group member that answers a read ----------------------------------------------------
     def _members(self, broker_name: str) -> list[tuple[int, str]]:
         """(brokerId, address) of ``broker_name``'s group as routed, live ones first, master first."""
         addrs = self.runtime.broker_addrs.get(broker_name) or {}
         ordered = sorted(addrs.items())
-        return [m for m in ordered if m[1] not in self._down] + [m for m in ordered if m[1] in self._down]
+        return [m for m in ordered if not self._is_down(m[1])] + [m for m in ordered if self._is_down(m[1])]
+
+    def _is_down(self, addr: str) -> bool:
+        return self._down_until.get(addr, 0.0) > time.monotonic()
 
     async def _on_member(self, topic: str, broker_name: str, call: Callable[[str], Awaitable[Any]],
                          first: int | None = None) -> Any:
@@ -51,7 +56,7 @@ class BrokerClient:
             await self.runtime.update_route(topic)
         members = self._members(broker_name)
         if first is not None:  # the broker's suggestion, unless that member is down
-            members.sort(key=lambda m: (m[1] in self._down, m[0] != first))
+            members.sort(key=lambda m: (self._is_down(m[1]), m[0] != first))
         if not members:
             raise MQClientError(f"The broker[{broker_name}] not exist")
         last: Exception | None = None
@@ -59,7 +64,7 @@ class BrokerClient:
             try:
                 return await call(addr)
             except OSError as exc:  # refused, closed or timed out: the next member of the group
-                self._down.add(addr)
+                self._down_until[addr] = time.monotonic() + DOWN_FOR_S
                 last = exc
         raise MQClientError(f"no member of broker group {broker_name} answers: {last}")
 
