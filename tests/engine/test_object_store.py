@@ -183,3 +183,37 @@ def test_short_range_answer_is_an_error():
         with pytest.raises(ValueError):
             await store.get_range("k", 4, 4)
     run(scenario())
+
+
+# -- the broker's keys ---------------------------------------------------------------------
+
+def test_broker_without_a_remote_tier_builds_no_object_store():
+    from engine.config import load_node_config
+    from engine.tiered import object_store_from_config
+    assert object_store_from_config(load_node_config(overrides={}).store) is None
+
+
+def test_rocketmq_tiered_store_keys_reach_a_working_store_and_the_secret_is_masked(s3):
+    from engine.config import ConfigError, describe, load_node_config
+    from engine.tiered import object_store_from_config
+    s3.make_bucket("fromkeys")
+    keys = {"tieredBackendServiceProvider": "s3", "objectStoreEndpoint": s3.endpoint,
+            "objectStoreBucket": "fromkeys", "objectStoreAccessKey": ACCESS_KEY,
+            "objectStoreSecretKey": SECRET_KEY, "tieredStoreFilePath": "cluster-a"}
+    config = load_node_config(overrides=keys)
+    shown = {row["key"]: row["value"] for row in describe(config)}
+    assert shown["objectStoreSecretKey"] == "******" and shown["objectStoreBucket"] == "fromkeys"
+    store = object_store_from_config(config.store)
+
+    async def scenario():
+        await store.put("orders/0/x.log", b"via the broker keys")
+        assert await store.get("orders/0/x.log") == b"via the broker keys"
+        await store.close()
+    run(scenario())
+    assert (s3.data / "fromkeys" / "cluster-a" / "orders" / "0" / "x.log").read_bytes() \
+        == b"via the broker keys"   # the prefix is the key's first path segment in the bucket
+
+    with pytest.raises(ConfigError, match="objectStoreEndpoint"):
+        load_node_config(overrides={"tieredBackendServiceProvider": "s3", "objectStoreBucket": "b"})
+    with pytest.raises(ConfigError, match="tieredBackendServiceProvider"):
+        load_node_config(overrides={"tieredBackendServiceProvider": "hdfs"})
