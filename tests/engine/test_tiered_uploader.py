@@ -6,6 +6,7 @@ failed upload is swept before its range is uploaded again."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from engine.record_batch import Record, build_batch
 from engine.tiered.manifest import Manifest
@@ -36,11 +37,20 @@ def test_upload_survives_a_stopped_store_and_the_guard_holds_until_recorded(make
     uploader = Uploader(store, manifest, objects, segment_bytes=32 * 1024)
     first_phy = store.get_message("", "orders", 0, 0, 1).units[0].commitlog_offset
     assert uploader.retention_floor() == first_phy
+    store.add_retention_guard(uploader.retention_floor)
+    local_units, o = {}, 0            # what the disk serves before anything is deleted
+    while o < store.get_max_offset_in_queue("orders", 0):
+        res = store.get_message("", "orders", 0, o, 1)
+        local_units[o] = bytes(res.messages[0])
+        o = res.next_begin_offset
+    later = (time.time() + 100 * 3600) * 1000  # every closed segment past fileReservedTime
 
     # the store is not running: nothing committed, nothing released, one orphan recorded
     assert asyncio.run(uploader.upload_pass()) == 0
     assert uploader.retention_floor() == first_phy
     assert manifest.remote_end("orders", 0) is None and len(manifest.orphans()) == 1
+    store.clean_expired_files(force=True, now_ms=later)
+    assert store.commitlog.min_offset == 0    # expired, but not uploaded: kept
 
     server.start()
     try:
@@ -64,7 +74,21 @@ def test_upload_survives_a_stopped_store_and_the_guard_holds_until_recorded(make
                 o = local.next_begin_offset
             keys = {i.key for i in await objects.list("orders/0/") if i.etag is not None}
             assert keys == {k for s in segs for k in (s.log_key, s.idx_key)}   # no orphan left
+            return segs
+
+        segs = asyncio.run(upload_and_read())
+        store.clean_expired_files(force=True, now_ms=later)
+        assert 0 < store.commitlog.min_offset <= uploader.retention_floor()   # uploaded: deleted
+        assert store.get_min_offset_in_queue("orders", 0) > 0
+
+        async def read_offloaded():   # offsets that left the disk, from the object store
+            for o, data in local_units.items():
+                if o >= segs[-1].end:
+                    break
+                seg = manifest.segment_for("orders", 0, o)
+                index = SegmentIndex.parse(await objects.get(seg.idx_key))
+                assert bytes((await read_units(objects, seg.log_key, index, o, 1))[0]) == data
             await objects.close()
-        asyncio.run(upload_and_read())
+        asyncio.run(read_offloaded())
     finally:
         server.stop()
