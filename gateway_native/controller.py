@@ -76,9 +76,12 @@ class BrokerLive:
     lease_s: float | None = None  # the broker's masterLeaseMills, when its heartbeat says it
     conn: Any = None  # the connection the heartbeat came on
     lost: bool = False  # that connection closed and no heartbeat followed
+    gone_at: float | None = None  # when its ports were found refusing (the process is gone)
 
     def dead_at(self) -> float:
         """When this broker counts as dead if nothing more is heard."""
+        if self.lost and self.gone_at is not None:
+            return self.gone_at
         if self.lost and self.lease_s is not None:
             return self.last_seen + min(self.lease_s * 1.05 + 0.05, self.timeout_s)
         return self.last_seen + self.timeout_s
@@ -236,6 +239,31 @@ class ControllerService:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_later(delay + 0.01, lambda: asyncio.ensure_future(self._scan_now()))
+            loop.call_soon(lambda: asyncio.ensure_future(self._probe_gone(key, live)))
+
+    async def _probe_gone(self, key: tuple[str, int], live: BrokerLive) -> None:
+        """Certain evidence of death: every port the broker registered (broker and HA) refuses
+        connections in two rounds in a row -> it counts as dead now and a scan runs. An accepted
+        or unanswered connect proves nothing; the lease wait stands (``engine/controller/probe.py``)."""
+        from engine.controller.probe import ports_refused
+
+        info = ((self.replica_info(key[0]) or {}).get("replicas") or {}).get(str(key[1])) or {}
+        addresses = [a for a in (info.get("brokerAddress") or live.address, info.get("haAddress")) if a]
+        try:
+            gone, rounds = await ports_refused(
+                addresses, live.dead_at(),
+                lambda: self.live.get(key) is live and live.lost and self.raft is not None and self.raft.is_leader)
+        except Exception:
+            log.exception("controller_broker_probe_failed", group=key[0], broker_id=key[1])
+            return
+        if not gone:
+            log.info("controller_broker_probe_inconclusive", group=key[0], broker_id=key[1], rounds=len(rounds),
+                     last=rounds[-1] if rounds else None)
+            return
+        live.gone_at = time.monotonic()
+        log.info("controller_broker_gone", group=key[0], broker_id=key[1], evidence=rounds,
+                 lease_left_s=round(max(0.0, live.last_seen + (live.lease_s or live.timeout_s) - live.gone_at), 3))
+        await self._scan_now()
 
     async def _scan_now(self) -> None:
         try:
@@ -284,8 +312,12 @@ class ControllerService:
             alive = self.alive_members(name, g, now)
             if not alive:
                 continue
-            lost = master >= 0 and getattr(self.live.get((name, master)), "lost", False)
-            reason = ("no master" if master < 0 else f"master {master} lost its connection and its lease ran out"
+            gone_live = self.live.get((name, master)) if master >= 0 else None
+            lost = getattr(gone_live, "lost", False)
+            gone = lost and getattr(gone_live, "gone_at", None) is not None
+            reason = ("no master" if master < 0
+                      else f"master {master} lost its connection and its ports refuse connections (process gone)"
+                      if gone else f"master {master} lost its connection and its lease ran out"
                       if lost else f"master {master} not heard for its heartbeat timeout")
             result = await self.propose({"op": "elect", "group": name, "alive": alive, "designated": None,
                                          "unclean": self.config.enable_elect_unclean_master, "reason": reason})
