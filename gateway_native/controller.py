@@ -34,7 +34,10 @@ evidence too: when the connection a broker's last heartbeat came on closes (its 
 or the broker closed it) and no heartbeat follows, the broker counts as dead as soon as the
 lease that heartbeat can have granted has run out (``masterLeaseMills`` after it arrived, plus
 5 % and 50 ms for clock rates), without waiting out the heartbeat timeout; a scan is scheduled
-for that moment. A stalled master keeps its connection open and is still judged by the timeout. A controller that has
+for that moment. Sooner on certain evidence: the leader then probes the broker's registered
+broker and HA ports, and if every one refuses connections in two rounds in a row (the process is
+gone; ``engine/controller/probe.py``) the broker is dead at once; an accepted or unanswered
+connect leaves the lease wait. A stalled master keeps its connection open and is still judged by the timeout. A controller that has
 just become leader counts every broker as heard at that moment (it does not know when the old
 leader last heard them), so it never elects before a full timeout has passed.
 """

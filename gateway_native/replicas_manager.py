@@ -2,7 +2,8 @@
 
 Owns this broker's conversation with the failover controller (``docs/design/failover.md``):
 registration (CONTROLLER_REGISTER_BROKER), a heartbeat every ``brokerHeartbeatInterval``
-(BROKER_HEARTBEAT, with this store's epoch and log end) and, as master, SyncStateSet proposals
+(BROKER_HEARTBEAT, with this store's epoch and log end; every 0.1 s for a slave whose
+replication link to its master dropped, for at most a heartbeat timeout) and, as master, SyncStateSet proposals
 every ``checkSyncStateSetPeriod`` (CONTROLLER_ALTER_SYNC_STATE_SET). Every answer carries the
 group's replica info, and ``apply`` acts on it:
 
@@ -65,6 +66,7 @@ class ReplicasManager:
         self._role_lock = asyncio.Lock()
         self._last_sss_check = 0.0
         self._last_metadata = 0.0
+        self._link_lost_at: float | None = None  # when this slave's replication link was found down
         # SyncStateSet member -> when this master last saw it in sync (or took office)
         self._member_seen: dict[int, float] = {}
         self.not_catchup_s = self.store.config.ha_max_time_slave_not_catchup / 1000
@@ -312,7 +314,28 @@ class ReplicasManager:
                 if str(exc) != self.last_error:
                     log.warning("failover_controller_unreachable", error=str(exc))
                 self.last_error = str(exc)
-            await asyncio.sleep(max(0.0, self.heartbeat_s - (time.monotonic() - started)))
+            await asyncio.sleep(max(0.0, self._interval() - (time.monotonic() - started)))
+
+    def _interval(self) -> float:
+        """The heartbeat interval; a slave whose replication link to its master dropped asks the
+        controller every 0.1 s (for at most a heartbeat timeout), so it learns an election at once
+        instead of at its next regular heartbeat (``docs/design/failover.md``)."""
+        if self.is_master or not self.registered or int(self.view.get("masterBrokerId", -1)) < 0:
+            self._link_lost_at = None
+            return self.heartbeat_s
+        try:
+            connected = bool(self.ha.runtime_info().get("connected"))
+        except Exception:
+            connected = True
+        now = time.monotonic()
+        if connected:
+            self._link_lost_at = None
+            return self.heartbeat_s
+        if self._link_lost_at is None:
+            self._link_lost_at = now
+        if now - self._link_lost_at < self.bc.controller_heart_beat_timeout_mills / 1000:
+            return min(self.heartbeat_s, 0.1)
+        return self.heartbeat_s
 
     def runtime_info(self) -> dict[str, Any]:
         return {"controllerMode": True, "controller": self.controller, "controllerAddr": self.addrs,

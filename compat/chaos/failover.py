@@ -163,12 +163,15 @@ class Harness:
         out += [a[0] for a in (self.kafka.acked if self.kafka else [])]
         return out
 
-    def resumed_after(self, t0: float, timeout: float = 60.0) -> dict[str, float | None]:
-        """Per protocol: seconds from ``t0`` (the fault) to its first acknowledgement after it."""
+    def resumed_after(self, t0: float, timeout: float = 60.0, after: float | None = None) -> dict[str, float | None]:
+        """Per protocol: seconds from ``t0`` (the fault) to its first acknowledgement after
+        ``after`` (default ``t0``; the moment the new master was known, so that answers the old
+        master sent just before it died do not count as the new master's)."""
         out: dict[str, float | None] = {}
+        since = t0 if after is None else after
         for label, writer in (("native", self.native), ("kafka", self.kafka)):
             def first(writer=writer) -> float | None:
-                later = [a[0] for a in (writer.acked if writer else []) if a[0] > t0]
+                later = [a[0] for a in (writer.acked if writer else []) if a[0] > since]
                 return min(later) if later else None
             try:
                 out[label] = round(wait_until(first, timeout, 0.05, f"a {label} write acknowledged") - t0, 3)
@@ -212,14 +215,16 @@ class Harness:
         if fault == "kill":
             master.kill()
             new = g.wait_master(not_=master)
-            ack = self.first_ack_after(time.monotonic())
+            known_at = time.monotonic()
+            ack = self.first_ack_after(known_at)
             master.start()  # comes back as a slave, truncates, follows
         elif fault == "stop":
             assert master.proc is not None
             _signal_group(master.proc, signal.SIGSTOP)
             try:
                 new = g.wait_master(not_=master)
-                ack = self.first_ack_after(time.monotonic())
+                known_at = time.monotonic()
+                ack = self.first_ack_after(known_at)
             finally:
                 _signal_group(master.proc, signal.SIGCONT)
         elif fault == "partition":
@@ -227,7 +232,8 @@ class Harness:
             self.net.isolate(master)
             try:
                 new = g.wait_master(not_=master)
-                ack = self.first_ack_after(time.monotonic())
+                known_at = time.monotonic()
+                ack = self.first_ack_after(known_at)
             finally:
                 self.net.heal(master)
         elif fault == "controller":
@@ -236,6 +242,7 @@ class Harness:
             leader.kill()
             g.quorum.wait_leader(not_=leader)
             new = None
+            known_at = t0
             ack = self.first_ack_after(t0)
             leader.start()
         else:
@@ -243,7 +250,7 @@ class Harness:
         if new is not None:
             rec["new_master"] = new.data_dir.name
         rec["first_ack_after_s"] = round(ack - t0, 3) if ack is not None else None
-        rec["resumed_s"] = self.resumed_after(t0)
+        rec["resumed_s"] = self.resumed_after(t0, after=known_at)
         g.wait_settled(120)
         self.log(f"cycle {n}: {fault} of {rec.get('controller') or rec['master']} -> "
                  f"{rec.get('new_master', 'same master')}, first ack after {rec['first_ack_after_s']} s")

@@ -24,7 +24,7 @@ Following a failover with a chosen queue (``send(msg, mq)``, a selector, ``send_
 when every queue of the topic is on one group: the send cannot move to another group. When the master cannot be
 reached (no connection could be opened: nothing was sent) or answers that it is not the master
 (SERVICE_NOT_AVAILABLE: refused before storing), the send re-reads the route at once and tries
-the group's master again, with a back-off (0.05 s doubling to 1 s), until ``send_msg_timeout``.
+the group's master again, with a back-off (0.05 s doubling to 0.2 s), until ``send_msg_timeout``.
 A request lost with its connection after it was written may have been stored, so it is not sent
 again (the caller decides): a failover costs such a sender at most the one send in flight.
 """
@@ -302,7 +302,7 @@ class Producer:
                 break
             if pinned_mq is not None:  # a chosen queue whose master could not take the send yet
                 await asyncio.sleep(min(backoff, remaining))
-                backoff = min(backoff * 2, 1.0)
+                backoff = min(backoff * 2, 0.2)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
