@@ -151,11 +151,17 @@ def _pack_host(host: Host) -> tuple[bytes, int, bool]:
 
 def parse_host(host: Any) -> Host:
     """Accept ``("1.2.3.4", 80)``, ``"1.2.3.4:80"`` or ``"[::1]:80"``; None means 127.0.0.1:0."""
+    if type(host) is str:  # a connection's peer or the broker's own address: the same few, per message
+        return _parse_host_text(host)
     if host is None:
         return DEFAULT_HOST
     if isinstance(host, tuple):
         return (str(host[0]), int(host[1]))
-    text = str(host)
+    return _parse_host_text(str(host))
+
+
+@lru_cache(maxsize=4096)
+def _parse_host_text(text: str) -> Host:
     if text.startswith("["):
         ip, _, port = text[1:].partition("]:")
         return (ip, int(port or 0))
