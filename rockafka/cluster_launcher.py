@@ -319,7 +319,7 @@ def _spawn(member: dict[str, Any]) -> int:
 
 
 def _forget_pid(member: dict[str, Any]) -> None:
-    if not alive(member):
+    if "log" in member and not alive(member):  # a member of a cluster (not a bare process)
         with contextlib.suppress(FileNotFoundError):
             pid_file(member).unlink()
 
