@@ -173,7 +173,9 @@ def plan_cluster(directory: Path, *, groups: int, replicas: int, namesrvs: int, 
             "replicas": replicas, "namesrvs": namesrvs, "controllers": controllers, "role": role,
             "basePort": base_port,
             "namesrvAddr": namesrv_addr,
-            "kafkaBootstrap": ",".join(f"{reach}:{base_port + 100 * (g + 1)}" for g in range(groups)),
+            # under a controller any member may lead: every broker is a bootstrap server
+            "kafkaBootstrap": ",".join(f"{reach}:{m['ports']['kafka']}" for m in members if m["kind"] == "broker")
+            if controllers else ",".join(f"{reach}:{base_port + 100 * (g + 1)}" for g in range(groups)),
             "members": members}
 
 
@@ -597,12 +599,28 @@ def _existing(directory: Path) -> dict[str, Any]:
 SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
 
 
+def _master_of(state: dict[str, Any], group: str) -> dict[str, Any]:
+    """The member the controller names master of ``group`` now."""
+    if not state.get("controllers"):
+        raise LauncherError("--master-of needs a cluster started with --controllers")
+    if group not in {m["brokerName"] for m in state["members"] if m["kind"] == "broker"}:
+        raise LauncherError(f"no group {group!r} in this cluster")
+    view = controller_view(state) or {}
+    master = int((view.get(group) or {}).get("masterBrokerId") or -1)
+    for m in state["members"]:
+        if m["brokerName"] == group and m["brokerId"] == master:
+            return m
+    raise LauncherError(f"the controller names no master of {group} now")
+
+
 def cmd_kill(args: argparse.Namespace) -> int:
     """A signal to one member, for drills: KILL (default, as kill -9), TERM, STOP (hang it), CONT."""
     directory = Path(args.dir).resolve()
     with locked(directory):
         state = _existing(directory)
-        m = _member(state, args.member)
+        if (args.member is None) == (args.master_of is None):
+            raise LauncherError("name a MEMBER or --master-of GROUP (one of them)")
+        m = _member(state, args.member) if args.member else _master_of(state, args.master_of)
         if not alive(m):
             raise LauncherError(f"{m['name']} is not running")
         os.kill(m["pid"], SIGNALS[args.signal])
@@ -723,7 +741,9 @@ def add_cluster_parser(sub: Any) -> None:
     restart.add_argument("--timeout", type=float, default=60.0,
                          help="seconds to stop it (SIGKILL after) and again to wait until it is ready (default 60)")
     kill = what.add_parser("kill", parents=[common], help="send one member a signal, for failure drills")
-    kill.add_argument("member", help="a member's name as `status` lists it")
+    kill.add_argument("member", nargs="?", help="a member's name as `status` lists it")
+    kill.add_argument("--master-of", metavar="GROUP", help="instead of MEMBER: the member the controller names "
+                                                          "master of this group (broker-a, ...) now")
     kill.add_argument("--signal", default="KILL", choices=sorted(SIGNALS),
                       help="KILL (default: as kill -9), TERM, STOP (the process hangs), CONT (it resumes)")
 

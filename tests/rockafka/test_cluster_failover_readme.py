@@ -93,6 +93,7 @@ def test_the_readme_failover_transcript_runs(tmp_path):
         assert {m["name"]: m["pid"] for m in json.loads((directory / STATE_FILE).read_text())["members"]} == pids
         # bad input: the CLI's message and a non-zero exit
         for args, message in [(["kill", "broker-z-9"], "no member 'broker-z-9'"),
+                              (["kill", "--master-of", "broker-q"], "no group 'broker-q'"),
                               (["restart", "nobody"], "no member 'nobody'")]:
             out = cli(env, tmp_path, *args, "--dir", "./failover")
             assert out.returncode == 2 and message in out.stderr, (args, out.stderr)
@@ -109,14 +110,17 @@ def test_the_readme_failover_transcript_runs(tmp_path):
             subprocess.run(["rockafka", "cluster", "down", "--dir", str(directory), "--timeout", "10"], env=env,
                            capture_output=True, timeout=120)
     text = "\n".join(outputs)
-    assert "SEND_OK" in outputs[1] and "partition led by broker-a-1: 0" in outputs[1]
-    # the record to broker-a's partition was acknowledged, so broker-a-2 leads it now
+    assert "SEND_OK" in outputs[1]
+    first = int(re.search(r"partition 0 led by node (\d)", outputs[1]).group(1))
+    killed, other = f"broker-a-{first}", f"broker-a-{3 - first}"
+    assert f"{killed}: SIGKILL sent" in text  # --master-of found the elected member
+    # the record to broker-a's partition was acknowledged, so the other member leads it now
     assert "kafka acks=all after the kill: [(None, 0)]" in text and "native after the kill: SEND_OK" in text
     status = next(o for o in outputs if "controller's view" in o)
-    assert "status exit 3" in status  # broker-a-1 was down
-    assert re.search(r"broker-a\s+broker-a-2\s+2\s+127\.0\.0\.1:\d+\s+\d+\s+\[2\]", status), status
-    assert re.search(r"broker-a-1\s+NO", status), status
-    assert "broker-a-1: was not running; started again" in text
+    assert "status exit 3" in status  # the killed member was down
+    assert re.search(rf"broker-a\s+{other}\s+{3 - first}\s+127\.0\.0\.1:\d+\s+\d+\s+\[{3 - first}\]", status), status
+    assert re.search(rf"{killed}\s+NO", status), status
+    assert f"{killed}: was not running; started again" in text
     for name in ("controller-0", "controller-1", "controller-2", "broker-a-1", "broker-a-2", "broker-b-1",
                  "broker-b-2"):
         assert f"{name}: stopped" in text
