@@ -74,6 +74,11 @@ class Replication:
         """What this node, as a slave, tells its master about itself (addresses)."""
         return self._store.ha.identity
 
+    def wake_dispatcher(self) -> None:
+        """Replicated writes were answered: let the dispatcher index them now (engine.ha
+        leaves it asleep during the round trip to the slaves)."""
+        self._store.ha.wake_dispatcher()
+
     # -- what the failover controller and the NameServer decided ---------------------------
     def update_master_address(self, address: str | None) -> None:
         self._store.ha.update_master_address(address)

@@ -15,7 +15,11 @@
  * Each record is read up to its key (length, attributes, timestamp delta, offset delta, key)
  * and then skipped by its length. Varints are read up to the buffer's end, record fields up to
  * the record's end, exactly as the Python walk does.
+ *
+ * contains(buffer, needle) -> bool: the put path's delay-header scan (engine.batch_delay), on
+ * any bytes-like buffer without copying it; engine.batch_delay falls back to Python's search.
  */
+#define _GNU_SOURCE /* memmem */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -136,8 +140,30 @@ fail:
     return NULL;
 }
 
+/* contains(buffer, needle) -> bool: whether needle occurs in buffer (memmem). Any bytes-like
+ * buffer, read-only views included (a produce request's batch is a view of the request), so the
+ * put path's delay-header scan copies nothing; the search runs without the GIL. */
+static PyObject *contains(PyObject *self, PyObject *args)
+{
+    Py_buffer hay, needle;
+    void *found;
+    if (!PyArg_ParseTuple(args, "y*y*", &hay, &needle))
+        return NULL;
+    if (hay.len >= 65536) {
+        Py_BEGIN_ALLOW_THREADS
+        found = memmem(hay.buf, (size_t)hay.len, needle.buf, (size_t)needle.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        found = memmem(hay.buf, (size_t)hay.len, needle.buf, (size_t)needle.len);
+    }
+    PyBuffer_Release(&hay);
+    PyBuffer_Release(&needle);
+    return PyBool_FromLong(found != NULL);
+}
+
 static PyMethodDef methods[] = {
     {"walk_keys", walk_keys, METH_VARARGS, "walk_keys(buffer, pos, end, count) -> list of the records' keys"},
+    {"contains", contains, METH_VARARGS, "contains(buffer, needle) -> whether needle occurs in buffer"},
     {NULL, NULL, 0, NULL},
 };
 

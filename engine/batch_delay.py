@@ -32,6 +32,7 @@ producer can see what it sent.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from . import batch_convert as bc
@@ -61,12 +62,25 @@ def _libc_memmem() -> Any:
 
 
 _memmem = _libc_memmem()
+_MARK_RE = re.compile(re.escape(_MARK))
+
+try:  # the compiled search takes any buffer, read-only views too (engine/_recordwalk.c)
+    from ._recordwalk import contains as _contains_compiled
+except ImportError:  # built without a C compiler: the searches below
+    _contains_compiled = None
 
 
 def _contains_mark(data: Any) -> bool:
-    if _memmem is not None and isinstance(data, bytes) and len(data) >= _MEMMEM_MIN:
-        return _memmem(data, len(data), _MARK, len(_MARK)) is not None
-    return _MARK in data
+    """Whether the delay headers' common prefix occurs in ``data``: bytes, bytearray or a view
+    (a produce request's batch arrives as a read-only view of the request: ``in`` on a
+    memoryview compares single bytes, never a subsequence, so views are searched explicitly)."""
+    if _contains_compiled is not None:
+        return _contains_compiled(data, _MARK)
+    if isinstance(data, bytes):
+        if _memmem is not None and len(data) >= _MEMMEM_MIN:
+            return _memmem(data, len(data), _MARK, len(_MARK)) is not None
+        return _MARK in data
+    return _MARK_RE.search(data) is not None  # re reads any buffer without copying it
 
 
 def may_have_delay_headers(batch: bytes, header: rb.BatchHeader) -> bool:
@@ -76,7 +90,7 @@ def may_have_delay_headers(batch: bytes, header: rb.BatchHeader) -> bool:
         return _contains_mark(batch)
     payload = memoryview(batch)[rb.HEADER_SIZE:header.size]
     try:
-        return _contains_mark(rb.decompress(header.compression, payload))
+        return _contains_mark(rb.decompress(header.compression, payload, view=_contains_compiled is not None))
     except (ValueError, rb.CorruptRecordError):
         return False  # stored as is; readers report the corruption as for any batch
 

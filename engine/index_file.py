@@ -11,8 +11,10 @@ Files: ``<root>/index/<yyyyMMddHHmmssSSS>`` named by creation time. Layout (big-
 - timeDiff = seconds since the file's beginTimestamp; prevIndex chains entries of a slot, so a
   walk from the slot visits entries newest first.
 - indexCount starts at 1 (entry 0 is never used: 0 in a slot or prevIndex means "none").
-- Per entry the write order is entry, slot, header; a slot value above indexCount is ignored,
-  so a torn put never leads a query astray. After a crash the dispatcher re-adds entries for
+- Per entry the write order is entry, slot, header; a slot value at or above indexCount is
+  ignored, so a torn put never leads a query astray, and opening a file puts back the slot of a
+  put killed between its slot and header writes (the uncounted entry names its slot and the
+  slot's previous head), before the next put overwrites that entry and cuts the slot's chain. After a crash the dispatcher re-adds entries for
   units at or after the last file's endPhyOffset; queries drop duplicate offsets.
 - A file is full at indexCount == maxIndexNum; the next key goes to a new file.
 - Format version: 1 (RocketMQ's layout, no extra fields).
@@ -70,6 +72,31 @@ class IndexFile:
          self.hash_slot_count, self.index_count) = _HEADER.unpack(self.segment.pread(0, HEADER_SIZE))
         if self.index_count <= 0:
             self.index_count = 1  # written with the first entry (a new file takes no space until then)
+        elif self.index_count < index_num:
+            self._repair_torn_put()
+
+    def _repair_torn_put(self) -> None:
+        """Undo a put killed between its slot write and its header write.
+
+        Such a put leaves its slot pointing at entry ``index_count``, which the header does not
+        count. The next put (of any key) writes its own entry there, and the slot's chain -- every
+        earlier key of that slot -- would then lead into another slot's chain and be lost. The
+        torn entry itself says which slot it went to (its key hash) and what that slot held
+        before (its prev), so the slot is put back."""
+        count = self.index_count
+        entry = self.segment.pread(HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE + count * INDEX_SIZE, INDEX_SIZE)
+        if len(entry) < INDEX_SIZE:
+            return
+        h, _, _, prev = _ENTRY.unpack(entry)
+        if h < 0:
+            return
+        slot_pos = HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE
+        if _I32.unpack(self.segment.pread(slot_pos, HASH_SLOT_SIZE))[0] != count:
+            return
+        restored = prev if INVALID_INDEX < prev < count else INVALID_INDEX
+        self.segment.reserve(slot_pos, HASH_SLOT_SIZE)
+        self.segment.write(slot_pos, _I32.pack(restored))
+        log.info("index_torn_put_repaired", path=self.path, slot=h % self.slot_num, entry=count)
 
     def _write_header(self) -> None:
         self.segment.write(0, _HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,

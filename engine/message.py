@@ -32,7 +32,6 @@ from __future__ import annotations
 import ipaddress
 import struct
 import time
-import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
@@ -152,11 +151,17 @@ def _pack_host(host: Host) -> tuple[bytes, int, bool]:
 
 def parse_host(host: Any) -> Host:
     """Accept ``("1.2.3.4", 80)``, ``"1.2.3.4:80"`` or ``"[::1]:80"``; None means 127.0.0.1:0."""
+    if type(host) is str:  # a connection's peer or the broker's own address: the same few, per message
+        return _parse_host_text(host)
     if host is None:
         return DEFAULT_HOST
     if isinstance(host, tuple):
         return (str(host[0]), int(host[1]))
-    text = str(host)
+    return _parse_host_text(str(host))
+
+
+@lru_cache(maxsize=4096)
+def _parse_host_text(text: str) -> Host:
     if text.startswith("["):
         ip, _, port = text[1:].partition("]:")
         return (ip, int(port or 0))
@@ -170,8 +175,14 @@ def _unpack_host(raw: bytes, port: int) -> Host:
     return (str(ipaddress.ip_address(raw)), port)
 
 
+try:  # the same CRC-32 as zlib's, with carry-less multiplication: ~20x faster on a 1 MB batch
+    from isal.isal_zlib import crc32 as crc32
+except ImportError:  # pragma: no cover - isal is a dependency; zlib gives identical values
+    from zlib import crc32 as crc32
+
+
 def body_crc(body: bytes) -> int:
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def encode_properties(props: dict[str, str] | None) -> bytes:

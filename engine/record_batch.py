@@ -587,12 +587,13 @@ def uncompressed_size_bound(codec: int, data, limit: int = MAX_DECOMPRESSED_SIZE
         return len(data)
     if codec == COMPRESSION_GZIP:
         return len(data) * _DEFLATE_MAX_RATIO
-    data = bytes(data)
     try:
+        if codec == COMPRESSION_LZ4:  # read in place: a produce request's batch is a view of it
+            view = memoryview(data)
+            return _lz4_size_bound(view if view.format == "B" and view.ndim == 1 else view.cast("B"), limit)
+        data = bytes(data)
         if codec == COMPRESSION_SNAPPY:
             return _snappy_size(data)
-        if codec == COMPRESSION_LZ4:
-            return _lz4_size_bound(data, limit)
         if codec == COMPRESSION_ZSTD:
             return _zstd_size_bound(data, limit)
     except CorruptRecordError:
@@ -619,9 +620,10 @@ def _gzip_decompress(data: bytes, limit: int) -> bytes:
     return b"".join(out)
 
 
-def decompress(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE) -> bytes:
+def decompress(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE, view: bool = False) -> bytes:
     """Decompress a batch's records block; CorruptRecordError when the codec rejects it or
-    the output could exceed ``max_size``."""
+    the output could exceed ``max_size``. ``view``: an lz4 block comes back as the codec's own
+    buffer, not copied into bytes (for a scan that only reads it)."""
     try:
         if codec == COMPRESSION_NONE:
             return bytes(data)
@@ -635,7 +637,8 @@ def decompress(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE) -> bytes
         if codec == COMPRESSION_SNAPPY:
             return _snappy_decompress(data)
         if codec == COMPRESSION_LZ4:
-            return bytes(_cramjam.lz4.decompress(bytes(data)))
+            out = _cramjam.lz4.decompress(data)  # reads any buffer: no copy of a view first
+            return out if view else bytes(out)
         if codec == COMPRESSION_ZSTD:
             return bytes(_cramjam.zstd.decompress(bytes(data)))
     except CorruptRecordError:

@@ -2,6 +2,11 @@
 lock, and the write refusals (slave, lease, disk full, page-cache busy). Part of
 ``engine.store.MessageStore`` (a mixin: every method runs on the store itself; the lock, the
 invariants and the facade are documented in engine/store.py).
+
+A Kafka batch of ``SPLIT_MIN`` bytes or more is never copied here: it may be a read-only view of
+the request it arrived in, and its unit is a ``commitlog.SplitUnit`` whose small head (fixed
+fields and the batch header) is the only part patched; the bytes written equal a contiguous
+unit's.
 """
 
 from __future__ import annotations
@@ -12,14 +17,42 @@ import time
 import structlog
 
 from . import batch_delay, metrics, record_batch
+from .commitlog import SplitUnit
 from .disk_space import is_disk_full
-from .message import INNER_BATCH_FLAG, Message, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, body_crc, encode_properties, encode_unit, parse_host, patch_unit, tags_code
+from .message import INNER_BATCH_FLAG, crc32, Message, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, body_crc, encode_properties, encode_unit, parse_host, patch_unit, tags_code
 from .state_log import INTERNAL_TOPICS
 from .store_types import PUT_LOCK_MAX_WAIT_FACTOR, PutMessageResult, PutMessageStatus, _I32, _MAX_QUEUE_ID, _body_pos, _now_ms, _tail_len, _unit_msg_id
 from .timer_message import TIMER_PROPERTIES, TimerMessageError
 from .topic_config import topic_name_error
 
 log = structlog.get_logger("rockafka.engine.store")  # the store's events, one logger
+
+# A Kafka batch of this many bytes or more is not copied into its unit: the unit is written as
+# a ``SplitUnit`` (fixed fields + the batch header, then the rest of the batch as it arrived,
+# then topic and properties) with one ``pwritev`` (commitlog segments: file_io.PWRITE_MIN).
+SPLIT_MIN = 4096
+
+
+def _head(unit):
+    """The buffer holding a unit's fixed fields (the whole unit unless it is split)."""
+    return unit.head if type(unit) is SplitUnit else unit
+
+
+def _unit_body(unit) -> memoryview | bytes:
+    """A unit's body: a view of it, or (split) the body joined (small control batches only are
+    ever split this way in practice: read for transaction markers)."""
+    if type(unit) is SplitUnit:
+        head = unit.head
+        return bytes(memoryview(head)[_body_pos(head):]) + bytes(unit.rest)
+    body_pos = _body_pos(unit)
+    return memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]
+
+
+def _unit_body_crc(unit, body_pos: int) -> int:
+    """BODYCRC of a unit (engine.message.body_crc), across a split unit's pieces."""
+    if type(unit) is SplitUnit:
+        return crc32(unit.rest, crc32(memoryview(unit.head)[body_pos:])) & 0x7FFFFFFF
+    return body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)])
 
 
 class StorePuts:
@@ -260,12 +293,38 @@ class StorePuts:
         if count <= 0:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
                                       f"record batch has lastOffsetDelta {header.last_offset_delta}")
-        msg = Message(topic=topic, body=batch, properties=properties, queue_id=queue_id, born_host=born_host,
-                      store_host=store_host, born_timestamp=header.max_timestamp if header.max_timestamp > 0 else None)
+        born_ts = header.max_timestamp if header.max_timestamp > 0 else None
+        n = len(batch)
+        split = n >= SPLIT_MIN
+        if split:
+            limit = self.config.max_message_size if max_size is None else max_size
+            if n > limit:
+                what = f"maxMessageSize {limit}" if max_size is None else f"the topic's limit {limit}"
+                return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
+                                          f"message body is {n} bytes, more than {what}")
+            view = memoryview(batch)
+            if view.ndim != 1 or view.itemsize != 1:
+                view = view.cast("B")
+            body = view[:record_batch.HEADER_SIZE]  # encoded as the body, the rest joined on write
+            max_size = None
+        else:
+            body = batch
+        msg = Message(topic=topic, body=body, properties=properties, queue_id=queue_id, born_host=born_host,
+                      store_host=store_host, born_timestamp=born_ts)
         unit, refused, _ = self._encode(msg, sys_flag=INNER_BATCH_FLAG, crc=0,  # BODYCRC set once offsets are known
                                         max_size=max_size)
         if refused:
             return None, refused
+        if split:
+            body_end = _body_pos(unit) + record_batch.HEADER_SIZE
+            rest = view[record_batch.HEADER_SIZE:]
+            _I32.pack_into(unit, 0, len(unit) + len(rest))  # TOTALSIZE and BODYLEN of the whole batch
+            _I32.pack_into(unit, body_end - record_batch.HEADER_SIZE - 4, n)
+            if not self.commitlog.fits_in_segment(len(unit) + len(rest)):
+                return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
+                                          f"message unit is {len(unit) + len(rest)} bytes, larger than a commitlog "
+                                          f"segment (mappedFileSizeCommitLog {self.config.mapped_file_size_commit_log})")
+            unit = SplitUnit(unit[:body_end], rest, bytes(memoryview(unit)[body_end:]))
         return (unit, tags_code((properties or {}).get(PROPERTY_TAGS)), count), None
 
     @staticmethod
@@ -286,12 +345,14 @@ class StorePuts:
         if batch:
             unit = units[0][0]
             guess = self._queue_offsets.get(key, 0)
-            body_pos = _body_pos(unit)
-            record_batch.set_base_offset(memoryview(unit)[body_pos:], guess)
+            head = _head(unit)
+            body_pos = _body_pos(head)
+            record_batch.set_base_offset(memoryview(head)[body_pos:], guess)
             if self.broker_config.enable_controller_mode:  # as Kafka brokers stamp the leader epoch
                 for u, _t, _c in units:
-                    record_batch.set_partition_leader_epoch(memoryview(u)[_body_pos(u):], self.ha.master_epoch)
-            _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
+                    h = _head(u)
+                    record_batch.set_partition_leader_epoch(memoryview(h)[_body_pos(h):], self.ha.master_epoch)
+            _I32.pack_into(head, 8, _unit_body_crc(unit, body_pos))
         if not self._lock_for_put():
             self.page_cache_busy_refused += 1
             return self._refuse(PutMessageStatus.OS_PAGE_CACHE_BUSY,
@@ -329,11 +390,12 @@ class StorePuts:
                 except OSError as exc:
                     return self._refuse_write_error(exc, cl.mfq.store_path)
                 phy = f.file_from_offset + f.wrote_position
-                patch_unit(unit, qoff, phy, now)
+                head = _head(unit)
+                patch_unit(head, qoff, phy, now)
                 if batch and (n or qoff != guess):  # only the first was patched ahead, with a guess
-                    body_pos = _body_pos(unit)
-                    record_batch.set_base_offset(memoryview(unit)[body_pos:], qoff)
-                    _I32.pack_into(unit, 8, body_crc(memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)]))
+                    body_pos = _body_pos(head)
+                    record_batch.set_base_offset(memoryview(head)[body_pos:], qoff)
+                    _I32.pack_into(head, 8, _unit_body_crc(unit, body_pos))
                 pos = f.wrote_position
                 try:
                     cl.write_unit(f, unit)
@@ -348,12 +410,11 @@ class StorePuts:
                     cq.mfq.truncate_dirty(qoff * 20)
                     return self._refuse_write_error(exc, f"consume queue {topic}/{queue_id}")
                 if headers is not None and headers[n] is not None and headers[n].producer_id >= 0:
-                    body_pos = _body_pos(unit)
                     self.producer_state.apply(topic, queue_id, headers[n], qoff, now,
-                                              memoryview(unit)[body_pos:len(unit) - _tail_len(unit, body_pos)])
+                                              _unit_body(unit) if headers[n].is_control else None)
                 if first_phy < 0:
                     first_phy, first_qoff = phy, qoff
-                ids.append(_unit_msg_id(unit, phy))
+                ids.append(_unit_msg_id(head, phy))
                 qoff += count
                 records += count
                 wrote += size

@@ -31,6 +31,7 @@ from typing import Any
 
 import structlog
 
+from broker.put_path import PutStatus
 from broker.replication import Replication
 from engine.topic_config import PERM_INHERIT, PERM_READ, PERM_WRITE
 
@@ -247,6 +248,7 @@ class Broker:
         from broker.put_path import PutPath
 
         self.writes, self._owns_writes = PutPath.for_gateway(store, config, put_path)
+        self.replication = Replication(store)
         self.channel_expired_ms = config.extra_int("channel_expired_timeout", 120_000)
         self.short_polling_ms = config.extra_int("short_polling_time_mills", 1000)
         self.data_version_counter = 0
@@ -525,15 +527,16 @@ class Broker:
         than waitTimeMillsInSendQueue is answered SYSTEM_BUSY ``[TIMEOUT_CLEAN_QUEUE]...``
         unstored (RocketMQ's fast failure). Pass ``sync_replicas=False`` when the caller waits
         for the slaves itself (processors/send.py)."""
-        from broker.put_path import PutStatus
-
-        from .dispatch import ProcessorError
-        from .processors.common import PUT_STATUS
-
         status, result = await self.writes.put(fn, *args, **kwargs)
-        if status is PutStatus.SEND_QUEUE_BUSY:
+        if status is _SEND_QUEUE_BUSY:
+            from .dispatch import ProcessorError
+            from .processors.common import PUT_STATUS
+
             raise ProcessorError(PUT_STATUS[status][0], str(result)) from None
         return result
+
+
+_SEND_QUEUE_BUSY = PutStatus.SEND_QUEUE_BUSY
 
 
 def interface_addresses() -> list[str]:

@@ -16,7 +16,7 @@ from broker.listener_limits import ListenerGuard, start_server, stream_protocol_
 
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import MAX_FRAME_SIZE
-from .remoting.processor_table import DeferredResponse, Processor, ProcessorError, ProcessorTable
+from .remoting.processor_table import DeferredResponse, Processor, ProcessorError, ProcessorTable, ReplyWhenDone
 from .transport import Connection
 
 log = structlog.get_logger("rockafka.native.dispatch")

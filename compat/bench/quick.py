@@ -12,7 +12,10 @@ Each case runs ``--reps`` times (median printed) in records/s. The run is compar
 ``--baseline`` (default compat/bench/results/quick-baseline.json, rec/s per case from an earlier
 run; ``--save-baseline`` writes it) and with the peers when they ran. ``--peers none`` skips the
 peers (about a minute); ``--profile produce|fetch`` samples Rockafka with py-spy during that case
-and prints the top functions.
+and prints the top functions. ``--case native`` (one ASYNC_MASTER node) and ``--case sync-master``
+(a SYNC_MASTER master + slave) run only the native sync send, no peers, and print each broker's
+CPU microseconds per message (less load-dependent than rec/s); ``--native-profile FILE`` adds a
+``py-spy --native`` profile of the first rep.
 
 Nothing here asserts anything; it only measures (tests never run it).
 """
@@ -137,6 +140,74 @@ def export_source(ref: str, dest: Path) -> Path:
     return dest
 
 
+def native_only(args) -> int:
+    """``--case native`` / ``--case sync-master``: the native sync send alone (1 thread, 1 KiB, 8 queues)
+    against one ASYNC_MASTER node or a SYNC_MASTER master + slave, with each broker's CPU per message."""
+    from tests.support.group import http_json, wait_until
+    from tests.support.node import RunningNode
+
+    tmp_root = BENCH / "results" / "tmp"
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="quick-", dir=tmp_root))
+    load_at_start = os.getloadavg()[0]
+    master = slave = None
+    rates: list[float] = []
+    p50s: list[float] = []
+    cpu: dict[str, list[float]] = {"master": [], "slave": []}
+    try:
+        role = "SYNC_MASTER" if args.case == "sync-master" else "ASYNC_MASTER"
+        master = RunningNode(work / "master" / "data", settings=dict(ROCKAFKA_SETTINGS, brokerRole=role),
+                             ready_timeout=120)
+        master.start()
+        if args.case == "sync-master":
+            slave = RunningNode(work / "slave" / "data", ready_timeout=120, settings=dict(
+                ROCKAFKA_SETTINGS, brokerRole="SLAVE", brokerId=1, namesrvAddr=master.namesrv_addr))
+            slave.start()
+            wait_until(lambda: http_json(f"{master.admin_url}/api/ha").get("inSyncSlaves") == 1, 60,
+                       what="the slave in sync")
+        native_wl.build()
+        topic = native_topic(master.namesrv_addr)
+        native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=1, threads=1)  # warm-up
+        for rep in range(args.reps):
+            prof = None
+            if rep == 0 and args.native_profile:
+                from compat.bench.workloads.profile import py_spy
+
+                # --native cannot sample --nonblocking: py-spy pauses the process for each sample
+                prof = [subprocess.Popen([py_spy(), "record", "--pid", str(p.proc.pid), "--duration",
+                                          str(args.native_seconds + 3), "--rate", "100", "--native",
+                                          "--format", "raw", "--output", out],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        for p, out in ((master, args.native_profile), (slave, args.native_profile + ".slave"))
+                        if p is not None]
+                time.sleep(1.5)
+            before = {n: cpu_seconds(p.proc.pid) for n, p in (("master", master), ("slave", slave)) if p}
+            r = native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=args.native_seconds, threads=1)
+            n = r.get("sent") or r.get("messages") or r["msgs_per_s"] * args.native_seconds
+            for name, p in (("master", master), ("slave", slave)):
+                if p:
+                    cpu[name].append((cpu_seconds(p.proc.pid) - before[name]) * 1e6 / n)
+            rates.append(r["msgs_per_s"])
+            p50s.append(r.get("p50_ms", 0.0))
+            for pr in prof or ():
+                pr.send_signal(2)
+                pr.wait(60)
+    finally:
+        stop_systems((("rockafka-slave", slave), ("rockafka", master)))
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\nbench-quick --case {args.case}, median of {args.reps}; load average {load_at_start:.1f} at start")
+    print(f"native sync send, 1 thread: {statistics.median(rates):,.0f} msg/s (runs: "
+          + ", ".join(f"{x:,.0f}" for x in rates) + f"), p50 {statistics.median(p50s):.3f} ms")
+    for name, v in cpu.items():
+        if v:
+            print(f"broker CPU per message ({name}): {statistics.median(v):.1f} us (runs: "
+                  + ", ".join(f"{x:.1f}" for x in v) + ")")
+    for what, out in (("master", args.native_profile), ("slave", args.native_profile + ".slave")):
+        if out and Path(out).exists():
+            print(render_profile(f"{what} broker, py-spy --native (all busy threads)", Path(out).read_text(), n=25))
+    return 0
+
+
 def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
@@ -154,7 +225,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", default="", metavar="GIT_REF",
                     help="also run a node of this commit (e.g. main) side by side: before/after in one run")
     ap.add_argument("--json", type=Path, default=None, help="also write the medians here")
+    ap.add_argument("--case", choices=("all", "native", "sync-master"), default="all",
+                    help="native: only the native sync send case; sync-master: only a native sync send to a "
+                         "SYNC_MASTER master + slave (no peers); both print broker CPU microseconds per message")
+    ap.add_argument("--native-profile", default="", metavar="FILE",
+                    help="with --case native|sync-master: py-spy --native collapsed stacks of the (master) "
+                         "broker during the first rep, written to FILE, top frames printed")
     args = ap.parse_args(argv)
+    if args.case != "all":
+        return native_only(args)
     peers = set() if args.peers == "none" else set(filter(None, args.peers.split(",")))
     if args.no_native:
         peers.discard("rocketmq")

@@ -234,7 +234,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
                 continue
             # the put path: inline (direct_put) unless another writer holds the commitlog, else
             # the send queue, whose fast failure answers REQUEST_TIMED_OUT and throttles
-            status, res = await gw.writes.put(store.put_record_batch, topic, queue, bytes(view), born_host=born,
+            status, res = await gw.writes.put(store.put_record_batch, topic, queue, view, born_host=born,
                                               sync_replicas=False, max_size=max_bytes, inline=gw.settings.direct_put)
             if status is PutStatus.SEND_QUEUE_BUSY:
                 _throttle(ctx, res.waited_ms)

@@ -121,6 +121,18 @@ def _suggest_broker(broker: Any, group: str, result: Any) -> int:
     return int(getattr(sg, "broker_id", 0) or 0)
 
 
+def _has_batches(units: list[Any], refs: list[Any]) -> bool:
+    """Some unit holds more than one record (a Kafka batch, an inner batch): it is expanded."""
+    for r in refs:
+        if getattr(r, "record_count", 1) > 1:
+            return True
+    unpack = _SYSFLAG.unpack_from
+    for u in units:
+        if unpack(u, 36)[0] & SYSFLAG_INNER_BATCH:
+            return True
+    return False
+
+
 def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_msgs: int, sub: SubscriptionData,
           max_bytes: int | None) -> tuple[int, dict[str, Any], bytes]:
     store = broker.store
@@ -143,13 +155,12 @@ def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_m
     if status == "FOUND":
         units = list(result.messages)
         refs = list(getattr(result, "units", []) or [])
-        if any(getattr(r, "record_count", 1) > 1 for r in refs) or any(
-                _SYSFLAG.unpack_from(u, 36)[0] & SYSFLAG_INNER_BATCH for u in units):
+        if _has_batches(units, refs):
             aborted = ((lambda pid, off: txn.is_aborted(topic, queue_id, pid, off))
                        if txn.has_aborted(topic, queue_id) else None)
             units = _expand(units, refs, offset, sub, aborted)
         if units:
-            body = b"".join(bytes(u) for u in units)
+            body = b"".join(units)  # one copy: join takes the views as they are
             metrics.topic_out("broker", topic, len(body), len(units))  # every SUCCESS read is sent
             broker_stats.for_broker(broker).got(group, topic, len(units))
             return R.SUCCESS, fields, body

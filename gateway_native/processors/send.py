@@ -8,7 +8,7 @@ client sent them, so a compressed body stays compressed), and answers msgId (the
 queueId, queueOffset plus MSG_REGION / TRACE_ON. Put statuses map to RocketMQ's response codes
 (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE keep the stored message's ids).
 Under SYNC_MASTER a send is stored at once and its answer deferred until the in-sync slaves
-have it (``DeferredResponse``), so the next request on the connection is not held up.
+have it (``ReplyWhenDone``: built when the HA ack reader resolves the wait), so the next request on the connection is not held up.
 A batch body is ``MessageDecoder.encodeMessages``; all of it lands contiguously in one queue.
 
 Prepared (transactional) messages go to ``transaction.py``'s service (stored in the half topic,
@@ -25,7 +25,7 @@ from engine import metrics
 from engine.message import Message, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from engine.topic_config import PERM_WRITE
 
-from ..dispatch import DeferredResponse, ProcessorError
+from ..dispatch import ProcessorError, ReplyWhenDone
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import (
@@ -53,7 +53,7 @@ def _message(broker: Any, conn: Connection, topic: str, queue_id: int, body: byt
                    born_host=conn.remote_addr, store_host=broker.addr, reconsume_times=reconsume)
 
 
-async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id: int) -> RemotingCommand | DeferredResponse:
+async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id: int) -> RemotingCommand | ReplyWhenDone:
     """Store ``arg`` with ``put`` (``put_message`` / ``put_messages``) and answer. Under
     SYNC_MASTER the message is stored in arrival order and the answer deferred until the slaves
     acknowledged it (the put path's ``replicated``), so one connection has many sends in flight
@@ -77,12 +77,14 @@ async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id
     waiting = broker.writes.wait_replicated(result.end_offset, broker.writes.min_sync_slaves(),
                                             store.config.sync_flush_timeout / 1000)
 
-    async def answer() -> RemotingCommand:
-        status, error = await broker.writes.replicated(-1, 0, 0, waiting=waiting)
+    def answer(outcome: tuple[str, str | None]) -> RemotingCommand:
+        status_name, error = outcome
+        status = put_status(status_name)
         if status is not PutStatus.OK:
             return _response(cmd, broker, result, queue_id, None, status=status, error=error)
         return _response(cmd, broker, result, queue_id, None)
-    return DeferredResponse(answer())
+    # answered on the loop right after the HA ack reader resolved the wait, without a task
+    return ReplyWhenDone(waiting, answer, broker.replication.wake_dispatcher)
 
 
 _ANSWERED_WITH_IDS = frozenset({R.SUCCESS, R.FLUSH_DISK_TIMEOUT, R.FLUSH_SLAVE_TIMEOUT, R.SLAVE_NOT_AVAILABLE})
@@ -94,11 +96,11 @@ def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn
         status = put_status(result)
     code, remark = _STATUS.get(status, (R.SYSTEM_ERROR, status.value))
     if code in _ANSWERED_WITH_IDS:
-        fields = {"msgId": result.msg_id, "queueId": str(queue_id), "queueOffset": str(result.queue_offset),
+        fields = {"msgId": str(result.msg_id), "queueId": str(queue_id), "queueOffset": str(result.queue_offset),
                   "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
         if txn_id:
-            fields["transactionId"] = txn_id
-        return cmd.response(code, error or remark, fields)
+            fields["transactionId"] = str(txn_id)
+        return cmd.response_with(code, error or remark, fields)  # every value a str already
     return cmd.response(code, result.error or remark)
 
 

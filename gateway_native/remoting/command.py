@@ -132,6 +132,12 @@ class RemotingCommand:
                                ext_fields=ext, body=body, language=LanguageCode.JAVA, version=SERVER_VERSION,
                                serialize_type=self.serialize_type if serialize_type is None else serialize_type)
 
+    def response_with(self, code: int, remark: str | None, ext_fields: dict[str, str]) -> "RemotingCommand":
+        """``response`` for a caller whose ``ext_fields`` values are all ``str`` already (taken
+        as is, not copied): the answer to every send is built with it."""
+        return RemotingCommand(int(code), self.opaque, FLAG_RESPONSE, remark, ext_fields, b"", LanguageCode.JAVA,
+                               SERVER_VERSION, self.serialize_type)
+
     @property
     def is_response(self) -> bool:
         return bool(self.flag & FLAG_RESPONSE)

@@ -69,7 +69,9 @@ def properties_to_string(props: dict[str, str] | None) -> str:
 
 
 def string_to_properties(text: str | None) -> dict[str, str]:
-    return {k: v for k, v in decode_properties(text or "").items() if k}
+    props = decode_properties(text or "")
+    props.pop("", None)  # a nameless property is dropped (the same dict, not a filtered copy)
+    return props
 
 
 def tags_hash(tags: str | None) -> int:

@@ -12,9 +12,14 @@ producer's sends are stored in the order it sent them. A processor registered wi
 answers are matched by opaque and a held pull must not block the requests behind it. A
 processor may also return a ``DeferredResponse``: its work in order is done (a SYNC_MASTER send
 is stored), only the answer waits (for the slaves) while the next request is processed, as
-RocketMQ's asynchronous send processing does.
+RocketMQ's asynchronous send processing does. A ``ReplyWhenDone`` is the same without a task: the
+answer is built when a ``concurrent.futures.Future`` (a replication wait) resolves; the thread
+that resolves it (the HA ack reader) posts the completion to the event loop, and every reply one
+acknowledgement completes goes out in one loop turn -- one wake-up of the loop per ack, not a
+task, a coroutine and an asyncio future per message. Replies are sent in the order their
+futures resolved (the HA service resolves waits in log order).
 
-The dispatcher only needs a connection object with ``send_and_drain``, ``closed`` and
+The dispatcher only needs a connection object with ``send_and_drain``, ``send``, ``closed`` and
 ``remote_addr`` (``gateway_native.transport.Connection``). A server may set ``observer`` to be
 told of every request it answered (``observer(code, seconds, response_code)``, response code
 ``None`` for no answer): the server shell counts and times requests with it, the SDK does not.
@@ -23,7 +28,9 @@ told of every request it answered (``observer(code, seconds, response_code)``, r
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -52,7 +59,87 @@ class DeferredResponse:
         self.answer = answer
 
 
-Handler = Callable[[Any, Any, RemotingCommand], Awaitable["RemotingCommand | DeferredResponse | None"]]
+class ReplyWhenDone:
+    """A processor's answer built by ``finish(waiting.result())`` once the concurrent future
+    ``waiting`` resolved, on the event loop; ``after`` (optional) runs once per loop turn that
+    sent such replies (e.g. wake the store's dispatcher after the answers went out)."""
+
+    __slots__ = ("waiting", "finish", "after")
+
+    def __init__(self, waiting: Future, finish: Callable[[Any], RemotingCommand | None],
+                 after: Callable[[], None] | None = None):
+        self.waiting = waiting
+        self.finish = finish
+        self.after = after
+
+
+class _Completions:
+    """Per event loop: replies whose futures resolved in other threads, sent in one loop turn.
+    ``post`` may run in any thread; only the first post of a batch wakes the loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._items: list[tuple] = []
+        self._scheduled = False
+
+    def post(self, item: tuple) -> None:
+        with self._lock:
+            self._items.append(item)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self.loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed (shutdown): nobody is left to answer
+            with self._lock:
+                self._items.clear()
+                self._scheduled = False
+
+    def _drain(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+            self._scheduled = False
+        afters: dict[Any, None] = {}
+        for reply, conn, cmd, observer, start in items:
+            try:
+                resp = reply.finish(reply.waiting.result())
+            except Exception as exc:
+                log.exception("processor_failed", code=cmd.code, peer=conn.remote_addr)
+                resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            if observer is not None:
+                observer(cmd.code, time.perf_counter() - start, None if resp is None else resp.code)
+            if resp is not None and not cmd.is_oneway and not conn.closed:
+                try:
+                    conn.send(resp)  # coalesced with the other replies of this turn
+                except ConnectionError:
+                    pass
+            if reply.after is not None:
+                afters[reply.after] = None
+        for after in afters:
+            try:
+                after()
+            except Exception:
+                log.exception("reply_after_failed")
+
+
+_completions: dict[asyncio.AbstractEventLoop, _Completions] = {}
+
+
+def _when_done(reply: ReplyWhenDone, conn: Any, cmd: RemotingCommand,
+               observer: Callable[[int, float, int | None], None] | None, start: float) -> None:
+    loop = asyncio.get_running_loop()
+    poster = _completions.get(loop)
+    if poster is None:
+        for old in [lp for lp in _completions if lp.is_closed()]:
+            del _completions[old]
+        poster = _completions[loop] = _Completions(loop)
+    item = (reply, conn, cmd, observer, start)
+    reply.waiting.add_done_callback(lambda _fut: poster.post(item))
+
+
+Handler = Callable[[Any, Any, RemotingCommand],
+                   Awaitable["RemotingCommand | DeferredResponse | ReplyWhenDone | None"]]
 
 
 @dataclass(frozen=True)
@@ -145,6 +232,9 @@ async def _run(proc: Processor, context: Any, conn: Any, cmd: RemotingCommand,
     except Exception as exc:
         log.exception("processor_failed", code=cmd.code, peer=conn.remote_addr)
         resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    if isinstance(resp, ReplyWhenDone):
+        _when_done(resp, conn, cmd, observer, start)
+        return
     if isinstance(resp, DeferredResponse):
         task = asyncio.ensure_future(_deferred(resp, conn, cmd, observer, start))
         _background.add(task)

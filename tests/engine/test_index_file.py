@@ -68,3 +68,32 @@ def test_a_put_killed_between_slot_and_header_keeps_the_older_chain():
     assert find("T#a") == [100] and find("T#b") == [200] and find("T#c") == []
     restarted.put_key("T#d", 400, 1_000)  # overwrites the uncounted entry
     assert find("T#a") == [100] and find("T#b") == [200] and find("T#d") == [400]
+
+
+def test_a_torn_put_is_undone_before_a_put_of_another_slot_overwrites_it():
+    """The same kill, but the next put after the restart hashes to another slot: it writes its
+    entry where the torn one was, so a slot still pointing there would lead into the other
+    slot's chain and lose every older key of its own."""
+    slots = 4
+    keys = [f"T#k{i}" for i in range(64)]
+    first = [k for k in keys if key_hash(k) % slots == 1][:3]
+    other = next(k for k in keys if key_hash(k) % slots == 2)
+    fio = MemoryFileIO()
+    f = IndexFile(fio, "/i/x", slot_num=slots, index_num=16)
+    f.put_key(first[0], 100, 1_000)
+    f.put_key(first[1], 200, 1_000)
+    count = f.index_count  # the interrupted put of first[2]: entry, then slot, no header
+    f.segment.write(HEADER_SIZE + slots * 4 + count * 20, struct.pack(">iqii", key_hash(first[2]), 300, 0, count - 1))
+    f.segment.write(HEADER_SIZE + 1 * 4, struct.pack(">i", count))
+    restarted = IndexFile(fio.crash(power_loss=False), "/i/x", slot_num=slots, index_num=16)
+
+    def find(key):
+        out: list[int] = []
+        restarted.select(key, 10, 0, 10_000, out)
+        return out
+
+    restarted.put_key(other, 400, 1_000)  # takes the entry position the torn put had written
+    assert find(first[0]) == [100] and find(first[1]) == [200] and find(other) == [400]
+    assert find(first[2]) == []
+    restarted.put_key(first[2], 300, 1_000)  # recovery adds the torn key again
+    assert find(first[2]) == [300] and find(first[0]) == [100]

@@ -48,6 +48,24 @@ def test_sync_master_sends_are_on_the_slave_byte_for_byte(group):
         assert commitlog_bytes(slave.data_dir, phy, size) == commitlog_bytes(group.master.data_dir, phy, size)
 
 
+def test_pipelined_sync_master_sends_are_answered_in_order_once_the_slave_has_them(group):
+    """Many sends in flight on one connection: each is answered SEND_OK, in the order stored, and
+    only once the slave holds it (right after the last answer the slave already has its bytes)."""
+    with Producer("ha-pipelined", group.namesrv_addr, retry_times_when_send_failed=0) as p:
+        p.send(Message("HaPipelined", b"first"))  # route known, the topic created
+        queue = p.fetch_publish_queues("HaPipelined")[0]
+        answered: list = []
+        futures = [p.send_async(Message("HaPipelined", f"p{i}".encode()), lambda r, e: answered.append(r or e),
+                                queue=queue) for i in range(200)]
+        results = [f.result(60) for f in futures]
+        slave_max = group.ha(group.slaves[0])["commitLogMaxOffset"]
+    assert {r.status for r in results} == {SendStatus.SEND_OK}
+    offsets = [r.queue_offset for r in answered]
+    assert offsets == sorted(offsets) and len(set(offsets)) == 200
+    last_phy = max(decode_message_id(r.offset_msg_id)[1] for r in results)
+    assert slave_max > last_phy
+
+
 def test_group_is_registered_with_roles_and_the_slave_learns_its_master_from_the_namesrv(group):
     def registered():
         with Admin(group.namesrv_addr) as admin:

@@ -41,6 +41,22 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def _worker_share(start: int, stop: int) -> tuple[int, int]:
+    """This process's part of [start, stop) when the suite runs in several pytest worker
+    processes (pytest-xdist sets PYTEST_XDIST_WORKER=gwN and PYTEST_XDIST_WORKER_COUNT): each
+    worker picks from its own part, so two workers never hand out the same port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        index = int(worker.removeprefix("gw"))
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    except ValueError:
+        return start, stop
+    if count <= 1 or not 0 <= index < count:
+        return start, stop
+    width = (stop - start) // count
+    return start + index * width, start + (index + 1) * width
+
+
 def free_port() -> int:
     """A loopback port no other caller in this test run has been given.
 
@@ -52,8 +68,9 @@ def free_port() -> int:
     low, _ = _ephemeral_range()
     if low > 11000:
         rng = random.Random()
+        start, stop = _worker_share(10000, low)
         for _ in range(2000):
-            port = rng.randrange(10000, low)
+            port = rng.randrange(start, stop)
             if port not in _ISSUED_PORTS and _bindable(port):
                 _ISSUED_PORTS.add(port)
                 return port
