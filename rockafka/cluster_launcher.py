@@ -1,4 +1,12 @@
-"""``rockafka cluster up|down|status``: broker groups and NameServers on one machine.
+"""``rockafka cluster up|down|status|restart|kill``: broker groups and NameServers on one machine.
+
+With ``--controllers K`` the NameServers run the failover controller (Raft between them, port
+base + 50 + k) and the brokers run in controller mode (brokerIds 1..R, named ``broker-a-1``..);
+``up`` then also waits for the controller to name each group's master with every member in the
+SyncStateSet, and ``status`` adds the controller's view. ``restart MEMBER`` and ``kill MEMBER
+[--signal]`` (or ``kill --master-of GROUP``) are for drills. Invariant: a member whose recorded
+process (pid and start time) still runs is never started again, so its pid (``cluster.json``,
+``<dir>/pids/<name>.pid``) is never overwritten while it lives.
 
 For trying a cluster and testing against one: ``up`` starts K standalone NameServers
 (``rockafka namesrv``) and N broker groups of M replicas each (``rockafka serve``: brokerId 0
