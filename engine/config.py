@@ -98,6 +98,21 @@ class MessageStoreConfig:
     state_checkpoint_interval: int = 30_000
     # Reserve a segment's blocks when it is created (posix_fallocate) instead of sparse files.
     warm_mapped_file_enable: bool = False
+    # The remote tier (docs/design/tiered-storage.md): RocketMQ tiered-store names, then
+    # Rockafka's own. "none": no object store, topics cannot set remote.storage.enable.
+    tiered_backend_service_provider: str = "none"  # none | s3
+    tiered_store_file_path: str = ""  # key prefix inside the bucket
+    object_store_endpoint: str = ""
+    object_store_region: str = "us-east-1"
+    object_store_bucket: str = ""
+    object_store_access_key: str = ""
+    object_store_secret_key: str = ""
+    tiered_store_file_reserved_time: int = 72  # hours a tiered topic without retention.ms keeps remotely; -1 forever
+    tiered_store_group_commit_size: int = 64 * MiB  # largest remote segment
+    tiered_store_upload_concurrency: int = 2
+    tiered_store_upload_bandwidth: int = 0  # bytes/s over all uploads; 0 = unlimited
+    tiered_store_read_cache_size: int = 256 * MiB
+    tiered_store_op_timeout: int = 30_000  # ms, every object-store call
 
     @property
     def store_path_commit_log(self) -> str:
@@ -299,6 +314,19 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "max_topic_length": ("chars", "longest topic name on every protocol"),
     "max_properties_length": ("bytes", "largest encoded message properties"),
     "file_reserved_time": ("hours", "age after which commitlog segments may be deleted"),
+    "tiered_backend_service_provider": ("enum", "remote tier: none, or s3 (an S3-compatible object store)"),
+    "tiered_store_file_path": ("text", "remote tier: key prefix inside the bucket"),
+    "object_store_endpoint": ("url", "remote tier: the S3 endpoint, e.g. http://127.0.0.1:8333"),
+    "object_store_region": ("text", "remote tier: the S3 region"),
+    "object_store_bucket": ("text", "remote tier: the bucket (it must exist)"),
+    "object_store_access_key": ("text", "remote tier: the S3 access key id"),
+    "object_store_secret_key": ("secret", "remote tier: the S3 secret key (never shown)"),
+    "tiered_store_file_reserved_time": ("hours", "remote tier: how long a tiered topic without retention.ms keeps records; -1 forever"),
+    "tiered_store_group_commit_size": ("bytes", "remote tier: largest remote segment"),
+    "tiered_store_upload_concurrency": ("uploads", "remote tier: uploads at once"),
+    "tiered_store_upload_bandwidth": ("bytes/s", "remote tier: upload bandwidth over all uploads; 0 unlimited"),
+    "tiered_store_read_cache_size": ("bytes", "remote tier: local cache of remote reads"),
+    "tiered_store_op_timeout": ("ms", "remote tier: deadline of every object-store call"),
     "delete_when": ("hours", "hours of day (`;`-separated) when expired files are deleted"),
     "disk_max_used_space_ratio": ("percent", "disk use above which expired files go at any hour"),
     "clean_resource_interval": ("ms", "time between retention passes"),
@@ -753,6 +781,21 @@ def validate(config: NodeConfig) -> None:
                 "ha_max_time_slave_not_catchup", "ha_sync_metadata_interval"):
         if getattr(s, key) <= 0:
             raise ConfigError(f"{key} must be positive, got {getattr(s, key)}")
+    if s.tiered_backend_service_provider not in ("none", "s3"):
+        raise ConfigError("tieredBackendServiceProvider must be none or s3, "
+                          f"got {s.tiered_backend_service_provider!r}")
+    if s.tiered_backend_service_provider == "s3":
+        for key in ("object_store_endpoint", "object_store_bucket"):
+            if not getattr(s, key):
+                raise ConfigError(f"tieredBackendServiceProvider=s3 needs {camel_case(key)}")
+        if not s.object_store_endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"objectStoreEndpoint must be an http(s) URL, got {s.object_store_endpoint!r}")
+    for key in ("tiered_store_group_commit_size", "tiered_store_upload_concurrency", "tiered_store_op_timeout"):
+        if getattr(s, key) <= 0:
+            raise ConfigError(f"{key} must be positive, got {getattr(s, key)}")
+    for key in ("tiered_store_upload_bandwidth", "tiered_store_read_cache_size"):
+        if getattr(s, key) < 0:
+            raise ConfigError(f"{key} must be 0 or more, got {getattr(s, key)}")
     if not 0 <= s.access_message_in_memory_max_ratio <= 100:
         raise ConfigError(f"accessMessageInMemoryMaxRatio is a percentage 0..100, got {s.access_message_in_memory_max_ratio}")
     b = config.broker

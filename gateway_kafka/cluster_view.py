@@ -101,6 +101,7 @@ class ClusterView(LocalCluster):
         self._conflicts: set[tuple[str, int]] = set()
         # ids this node just wrote to another group, until that group's registration shows them
         self._pending: dict[tuple[str, str], tuple[int, ...] | None] = {}
+        self._seen_of: dict[str, set[int]] = {}  # other group -> node ids of every member it reported
 
     def note_partitions(self, broker_name: str, topic: str, ids: list[int] | None) -> None:
         """This node stored ``ids`` of ``topic`` on group ``broker_name`` (None: deleted it there,
@@ -128,6 +129,8 @@ class ClusterView(LocalCluster):
                 # its master is down: the coordinator state it held stays its own (those groups
                 # answer COORDINATOR_NOT_AVAILABLE until it returns), never restarts elsewhere
                 others[name] = replace(g, coordinator_partitions=old.coordinator_partitions)
+        for name, g in others.items():
+            self._seen_of.setdefault(name, set()).update(m.node.node_id for m in g.members)
         for (name, topic), ids in list(self._pending.items()):
             g = others.get(name)
             registered = (g.partitions or {}).get(topic) if g is not None else None
@@ -250,6 +253,12 @@ class ClusterView(LocalCluster):
         g = self._group(topic, partition)
         if g is True or not g:
             return super().replicas(topic, partition)
+        if self.local.leader_epochs:
+            # under a failover controller the order is the preference and the same on every node
+            # (Kafka's preferred replica is the first): lowest node id first, every member this
+            # node saw, as LocalCluster.replicas orders this node's own group; never the
+            # registration order, which puts whoever registers as master (brokerId 0) first
+            return sorted({m.node.node_id for m in g.members} | self._seen_of.get(g.broker_name, set()))
         return [m.node.node_id for m in g.members]  # sorted by brokerId: the master first
 
     def isr(self, topic: str, partition: int) -> list[int]:
@@ -267,7 +276,10 @@ class ClusterView(LocalCluster):
         g = self._group(topic, partition)
         if g is True or not g:
             return super().offline_replicas(topic, partition)
-        return self.replicas(topic, partition) if g.broker_name in self.gone else []
+        if g.broker_name in self.gone:
+            return self.replicas(topic, partition)
+        live = {m.node.node_id for m in g.members}
+        return [nid for nid in self.replicas(topic, partition) if nid not in live]
 
     # -- coordinators ----------------------------------------------------------------------------
     def coordinator_owner(self, topic: str, partition: int) -> str:

@@ -2,8 +2,9 @@
 
 Per connection the loop is: read the 4-byte size, refuse (close) a size that is not positive
 or above ``socket_request_max_bytes`` *before* buffering anything, wait for that many bytes of
-the node's request budget (``broker.listener_limits``: no more socket reads meanwhile),
-``readexactly`` the frame within ``request_receive_timeout_ms``, decode it, await the handler
+the node's request budget (``broker.listener_limits``: meanwhile the socket is read only
+until the connection's 256 KiB head buffer is full), receive the frame into a buffer of its own
+(``broker.frame_reader``) within ``request_receive_timeout_ms``, decode it, await the handler
 registered for the API key, write the response, give the budget back.
 
 Limits (``engine.config.ListenerLimits``, node-wide): a connection over ``max_connections``,
@@ -51,8 +52,8 @@ from gateway_kafka.cluster import BrokerNode, LocalReplication
 from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
 from gateway_kafka.wire_out import has_runs, plain_fd, send_with_runs, write_chunks
-from broker.listener_limits import (BUSY, ListenerGuard, Watch, read_exactly, start_server, stream_buffered,
-                                   stream_protocol_factory)
+from broker.frame_reader import FrameReader, frame_protocol_factory
+from broker.listener_limits import BUSY, ListenerGuard, Watch, start_server
 
 log = structlog.get_logger("rockafka.kafka")
 
@@ -356,11 +357,10 @@ class KafkaGateway:
                                                             "none" if spec.sasl else None)
                 tls = ListenerTls(contexts[kind], "enforcing", on_failure=self._tls_failed)
             try:
-                # a 1 MiB read buffer, as the remoting listener: with 64 KiB a 1 MB produce paused
-                # and resumed the socket's reading eight times on its way in
+                # requests are received into their own buffers (broker/frame_reader.py): a large
+                # produce is copied by nobody on its way in
                 server = await start_server(self.guard, "kafka", spec.host, spec.port,
-                                            stream_protocol_factory(functools.partial(self._on_connection, spec),
-                                                                    limit=1 << 20),
+                                            frame_protocol_factory(functools.partial(self._on_connection, spec)),
                                             tls=tls)
             except BaseException:
                 for srv in self._servers:
@@ -473,7 +473,7 @@ class KafkaGateway:
         return await self.writes.run(fn, *args, inline=self.settings.direct_put, fast_failure=False, **kwargs)
 
     # -- connections -----------------------------------------------------------------------
-    async def _on_connection(self, spec: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(self, spec: Any, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("?", 0)
         sock = writer.get_extra_info("socket")
         ticket = self.guard.admit("kafka", str(peer[0]), sock.fileno() if sock is not None else -1)
@@ -507,7 +507,7 @@ class KafkaGateway:
         # the guard's timer (one for the node), which aborts the transport under the reads
         idle_ms = self.settings.connections_max_idle_ms
         watch = self.guard.watch("kafka", f"{conn.peer_host}:{conn.peer_port}", writer.transport.abort,
-                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0, buffered=stream_buffered(reader))
+                                 idle_ms / 1000.0 if idle_ms > 0 else 0.0, buffered=reader.buffered)
         try:
             await self._serve(conn, reader, writer, watch)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -526,7 +526,7 @@ class KafkaGateway:
             except Exception:
                 pass
 
-    async def _serve(self, conn: ConnectionState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    async def _serve(self, conn: ConnectionState, reader: FrameReader, writer: asyncio.StreamWriter,
                      watch: Watch) -> None:
         from gateway_kafka.protocol import (MalformedRequestError, UnsupportedVersionError, decode_request,
                                             encode_response_chunks)
@@ -546,17 +546,16 @@ class KafkaGateway:
             budget.release(extra.pop(_HELD, 0))  # the previous request is answered
             watch.last_read, watch.receiving_since = clock(), 0.0
             try:
-                head = await reader.readexactly(4)
+                size = await reader.frame_size()
             except asyncio.IncompleteReadError:
                 return  # clean close between requests (or closed by the guard: idle)
-            size = int.from_bytes(head, "big", signed=True)
             if size <= 0 or size > max_bytes:
                 log.warning("request_refused", peer=peer, reason="frame_size", size=size, max=max_bytes)
                 return
             watch.receiving_since = BUSY
             extra[_HELD] = await budget.acquire(size)  # waits (reading nothing) while the node holds too much
             watch.receiving_since = clock()
-            frame = await read_exactly(reader, size)  # a large one held once, not twice
+            frame = await reader.frame(size)  # its own buffer; the body mostly received straight into it
             watch.receiving_since = BUSY
             try:
                 req = decode_request(frame)

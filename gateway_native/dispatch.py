@@ -12,7 +12,8 @@ from typing import Any, Callable
 import structlog
 
 from engine import metrics
-from broker.listener_limits import ListenerGuard, start_server, stream_protocol_factory
+from broker.frame_reader import FrameReader, frame_protocol_factory
+from broker.listener_limits import ListenerGuard, start_server
 
 from .remoting.codes import RequestCode, ResponseCode
 from .remoting.command import MAX_FRAME_SIZE
@@ -83,11 +84,11 @@ class RemotingServer:
 
     async def start(self) -> None:
         self._server = await start_server(self.guard, self.name, self.host, self.port,
-                                          stream_protocol_factory(self._accept, limit=1 << 20), tls=self.tls)
+                                          frame_protocol_factory(self._accept), tls=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("remoting_listening", server=self.name, host=self.host, port=self.port)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("?", 0)
         sock = writer.get_extra_info("socket")
         ticket = self.guard.admit(self.name, str(peer[0]), sock.fileno() if sock is not None else -1)

@@ -46,10 +46,11 @@ class RemotingTimeoutError(TimeoutError):
 
 
 class Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dispatch: Dispatch | None, *,
+    def __init__(self, reader: Any, writer: asyncio.StreamWriter, dispatch: Dispatch | None, *,
                  max_frame_size: int = MAX_FRAME_SIZE, role: str = "server", guard: ListenerGuard | None = None,
                  idle_s: float = 0.0, signer: Callable[[RemotingCommand], None] | None = None):
-        self.reader = reader
+        self.reader = reader  # asyncio.StreamReader (client side) or broker.frame_reader.FrameReader
+        self._unread = getattr(reader, "buffered", None) or stream_buffered(reader)  # bytes received, not yet read
         self.signer = signer  # signs every request this side sends (remoting/acl.py)
         self.guard = guard
         self.idle_s = idle_s
@@ -83,7 +84,7 @@ class Connection:
         if guard is None:
             return await self._run(None, None)
         watch = guard.watch(self.role, self.remote_addr, self.writer.transport.abort, self.idle_s,
-                            buffered=stream_buffered(self.reader))
+                            buffered=self._unread)
         try:
             await self._run(guard, watch)
         finally:
@@ -145,7 +146,7 @@ class Connection:
         # An answer with nothing queued before it and no further request already received
         # (the read loop would answer that in this same step) goes out at once: one loop
         # iteration less per request for a client that waits for each answer.
-        if cmd.flag & FLAG_RESPONSE and not self._out and not self.reader._buffer and not self._closed.is_set():
+        if cmd.flag & FLAG_RESPONSE and not self._out and not self._unread() and not self._closed.is_set():
             self.writer.write(encode(cmd))
             return
         self._out.append(encode(cmd))

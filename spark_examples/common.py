@@ -5,7 +5,8 @@ Invariants:
   Maven Central, same version as the installed PySpark) and is handed to Spark with
   ``spark.jars``: a job never downloads anything (no ``spark.jars.packages``);
 - a missing or mismatched jar set is reported with the command that fixes it, before any JVM
-  is started.
+  is started, to a job that needs the Kafka connector; a job that only uses the ``rockafka``
+  source runs without it.
 """
 
 from __future__ import annotations
@@ -34,16 +35,26 @@ def connector_jars() -> list[str]:
     return sorted(str(p) for p in JARS_DIR.glob("*.jar"))
 
 
-def spark_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
-    """A SparkSession with the Kafka connector on its class path."""
+def spark_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None,
+                  kafka: bool = True):
+    """A SparkSession with the Kafka connector on its class path (``kafka=False``: only when its
+    jars are there; the ``rockafka`` source needs no jar)."""
     from pyspark.sql import SparkSession
 
     # Python workers (Python data sources, UDFs) run the driver's interpreter, not whatever
     # ``python3`` is first on PATH: the one that has pyspark, pyarrow and rockafka installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     _source_importable()
-    builder = (SparkSession.builder.appName(app_name)
-               .config("spark.jars", ",".join(connector_jars()))
+    try:
+        jars = connector_jars()
+    except ConnectorJarsMissing:
+        if kafka:
+            raise
+        jars = []
+    builder = SparkSession.builder.appName(app_name)
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    builder = (builder
                # Small jobs on a small machine: Spark's default of 200 shuffle partitions turns
                # every stateful micro-batch into 200 tasks.
                .config("spark.sql.shuffle.partitions", os.environ.get("SPARK_SHUFFLE_PARTITIONS", "4"))
@@ -68,7 +79,13 @@ def _source_importable() -> None:
     starts. An installed package wins."""
     try:
         import rockafka_spark
+        installed = getattr(rockafka_spark, "__file__", None) is not None
     except ImportError:
+        installed = False
+    if not installed:
+        # absent, or a script run as ``python spark_examples/x.py`` found the project directory
+        # ``spark_examples/rockafka_spark`` (no __init__) as a namespace package: the package is inside
+        sys.modules.pop("rockafka_spark", None)
         sys.path.insert(0, str(SOURCE_PKG))
         import rockafka_spark
     if not Path(rockafka_spark.__file__).resolve().is_relative_to(SOURCE_PKG):
@@ -79,8 +96,9 @@ def _source_importable() -> None:
 
 
 def rockafka_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
-    """``spark_session`` with the ``rockafka`` format registered (and filter pushdown on)."""
-    spark = spark_session(app_name, master, conf)
+    """``spark_session`` with the ``rockafka`` format registered (and filter pushdown on); the
+    Kafka connector jars are added when ``build.sh`` fetched them, and not needed otherwise."""
+    spark = spark_session(app_name, master, conf, kafka=False)
     import rockafka_spark
 
     rockafka_spark.register(spark)

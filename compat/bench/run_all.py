@@ -5,7 +5,9 @@ What runs (sizes per ``--size``; the results file records the ones used):
 - Kafka protocol, confluent-kafka against Rockafka and Apache Kafka 4.4 (KRaft, one node):
   produce throughput for 1 KiB and 100 B records x acks=1/all x none/lz4; consume throughput
   from a backlog; end-to-end latency p50/p99/p99.9 at a fixed rate; a Spark batch read of a
-  topic (rows/s); produce throughput on topics of 8 .. 10,000 partitions; recovery time after
+  topic (rows/s), and Spark reading 1 tag of 10 from a 1 GiB topic with the ``rockafka`` source
+  (tag pushed) vs the Kafka source (filtered in Spark) on one Rockafka node (``--spark-pushdown-mib``
+  for a quicker size); produce throughput on topics of 8 .. 10,000 partitions; recovery time after
   kill -9 with a large log.
 - Native protocol, the stock RocketMQ Java client (compat/bench/rocketmq-bench/) against
   Rockafka and Apache RocketMQ 5.5 (NameServer + broker): sync and async send of 1 KiB,
@@ -68,11 +70,11 @@ ROCKETMQ_OVERRIDES = {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "ASYNC_MASTE
 SIZES = {
     # development: every path once, a couple of minutes
     "tiny": dict(reps=3, p1k=3_000, p100=10_000, consume=10_000, lat_rate=200, lat_seconds=2,
-                 spark_mib=4, native_seconds=2, scale_queues=[8, 256], scale_records=3_000, scale_seconds=3,
+                 spark_mib=4, spark_pushdown_mib=16, native_seconds=2, scale_queues=[8, 256], scale_records=3_000, scale_seconds=3,
                  scale_native_seconds=2, scale_minutes=3, recovery_mib=32, recovery_reps=3, profile_records=10_000),
     # the real run: about 20 minutes on a 2-core machine
     "full": dict(reps=3, p1k=60_000, p100=200_000, consume=200_000, lat_rate=500, lat_seconds=6,
-                 spark_mib=128, native_seconds=3, scale_queues=[8, 256, 4096, 10_000],
+                 spark_mib=128, spark_pushdown_mib=1024, native_seconds=3, scale_queues=[8, 256, 4096, 10_000],
                  scale_records=30_000, scale_seconds=5, scale_native_seconds=3, scale_minutes=4, recovery_mib=2048, recovery_reps=3,
                  profile_records=400_000),
 }
@@ -234,10 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", choices=sorted(SIZES), default="full")
     ap.add_argument("--budget", type=float, default=24.0, help="minutes before remaining cases are skipped")
     ap.add_argument("--out", default=None, help="results file (default compat/bench/results/<date>.md)")
+    ap.add_argument("--spark-pushdown-mib", type=int, default=None,
+                    help="topic size of the Spark pushdown row (default: 1024 full, 16 tiny)")
     ap.add_argument("--only", default="",
                     help="comma list of sections: kafka,spark,scale,recovery,profile,native,replication")
     args = ap.parse_args(argv)
-    sz = SIZES[args.size]
+    sz = dict(SIZES[args.size])
+    if args.spark_pushdown_mib:
+        sz["spark_pushdown_mib"] = args.spark_pushdown_mib
     only = set(filter(None, args.only.split(",")))
 
     def want(section: str) -> bool:
@@ -425,6 +431,7 @@ def kafka_part(sz, want, budget, systems, failed, tables, profiles, notes, node,
 
     if want("spark"):
         spark_part(sz, budget, systems, mark, tables)
+        spark_pushdown_part(sz, budget, tables)
     if want("recovery"):
         recovery_part(sz, budget, systems, mark, tables, node, kafka)
 
@@ -528,6 +535,37 @@ def spark_part(sz, budget, systems, mark, tables) -> None:
     table.notes.append("One SparkSession (local[2], spark_examples/common.py) for all runs; the time covers "
                        "planning, fetching and aggregating every value (count and sum of lengths).")
     mark(table)
+    tables.append(table)
+
+
+def spark_pushdown_part(sz, budget, tables) -> None:
+    """Reading 1 tag of 10 with the ``rockafka`` source (tag pushed to the broker) vs Spark's Kafka
+    source filtering in Spark: same fresh node, same topic, same session (spark_pushdown_bench)."""
+    from compat.bench import spark_pushdown_bench as bench
+
+    mib = sz["spark_pushdown_mib"]
+    table = Table(f"Spark reading 1 tag of 10 from a {mib:,} MiB topic: pushdown vs Kafka source",
+                  "as named in the case", "Kafka source", "lower")
+    reps = max(1, sz["reps"] - 1)  # a warm-up round comes first; each round reads the topic twice
+    if budget.left() < 60:
+        table.add("seconds", "rockafka", Failure("skipped: time budget spent"))
+    else:
+        try:
+            result = bench.measure(mib, reps, log=lambda text: log("spark_pushdown", text=text))
+            for secs, nbytes, _ in result["runs"][bench.PUSHDOWN]:
+                table.add("seconds", "rockafka", secs)
+                table.add("MiB served by the broker", "rockafka", nbytes / 2**20)
+            for secs, nbytes, _ in result["runs"][bench.KAFKA]:
+                table.add("seconds", "Kafka source", secs)
+                table.add("MiB served by the broker", "Kafka source", nbytes / 2**20)
+            table.notes.append(bench.render(result).splitlines()[-1])
+            log("spark_pushdown", ratio=bench.render(result).splitlines()[-1])
+        except Exception as e:
+            table.add("seconds", "rockafka", Failure(f"{type(e).__name__}: {e}"))
+    table.notes.append("Rockafka column: `spark.read.format(\"rockafka\")` with `tags = 'T3'` pushed (the "
+                       "broker filters); Kafka source column: `spark.read.format(\"kafka\")` on the same node "
+                       "and topic, the tag matched in Spark on the `rmq.tags` header. local[2], one warm-up "
+                       "round first; served bytes from the node's `rockafka_topic_bytes_out` counters.")
     tables.append(table)
 
 

@@ -2,7 +2,7 @@
 # Installs what the test suite needs beyond Python packages: Debian packages (kcat, Java, Maven,
 # headless Chromium and its driver for the console tests, promtool from the prometheus package
 # for the metrics test, iproute2 for network namespaces, systemd-analyze for the unit files) and
-# the Maven-built Java runners under compat/. Idempotent; safe to run on every `make test`.
+# the Maven-built Java runners under compat/ and the s3proxy object-store server. Idempotent; safe to run on every `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -31,6 +31,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
         $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
     fi
 fi
+
+# The S3-compatible server of the tiered-storage tests (s3proxy jar from Maven Central, cached).
+bash deploy/dev/install-object-store.sh
 
 # Java runners and jars (each directory with a build.sh builds itself with Maven).
 for script in compat/*/build.sh spark_examples/build.sh; do

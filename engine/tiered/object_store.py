@@ -238,7 +238,9 @@ class S3ObjectStore(ObjectStore):
             return ObjectNotFound(op, key, "no such object")
         if isinstance(exc, (self._generic, OSError)):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            if "timed out" in first.lower() or "timeout" in first.lower():
+            # "retry_timeout: 30s" is in every retried error's text: only a real time-out counts
+            low = first.lower().replace("retry_timeout", "")
+            if "timed out" in low or "timeout" in low:
                 return ObjectStoreTimeout(op, key, first)
             return ObjectStoreUnavailable(op, key, first)
         return None

@@ -92,7 +92,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "remote.copy.lag.ms": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
     "remote.log.copy.disable": ConfigDef(TYPE_BOOLEAN, (), _RECORDED + "there is no tiered storage."),
     "remote.log.delete.on.disable": ConfigDef(TYPE_BOOLEAN, (), _RECORDED + "there is no tiered storage."),
-    "remote.storage.enable": ConfigDef(TYPE_BOOLEAN, (), _RECORDED + "there is no tiered storage."),
+    "remote.storage.enable": ConfigDef(TYPE_BOOLEAN, (), "true is refused (INVALID_CONFIG) until the remote tier is "
+                                       "served (docs/design/tiered-storage.md); false is recorded."),
     "retention.bytes": ConfigDef(TYPE_LONG, (), "Largest size of a partition; older records go first.", True),
     "retention.ms": ConfigDef(TYPE_LONG, (), "Records stored longer ago are deleted (never longer than the store's "
                               "fileReservedTime, except the latest of each key of a compacted topic).", True),
@@ -232,6 +233,9 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     why = validate_typed(name, value, d)
     if why:
         return why
+    if name == "remote.storage.enable" and value.lower() == "true":  # docs/design/tiered-storage.md
+        return ("remote.storage.enable=true is refused: this broker has no remote tier yet, so the "
+                "topic's history would not be kept beyond local retention")
     if name == "min.cleanable.dirty.ratio" and not 0 <= float(value) <= 1:
         return f"invalid value {value!r} for {name!r}: must be between 0 and 1"
     if name in ("delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",

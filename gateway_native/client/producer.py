@@ -342,7 +342,9 @@ class Producer:
             started = time.monotonic()
             try:
                 conn = await self.runtime.connection(addr)
-            except (ConnectionClosedError, OSError) as exc:  # nothing was sent
+                if self.runtime.failing(addr):  # failed since it last answered: answered first
+                    await self.runtime.confirm_alive(addr, min(remaining, self.runtime.timeout))
+            except (ConnectionClosedError, RemotingTimeoutError, OSError) as exc:  # nothing was sent
                 self.runtime.broker_failed(addr)
                 self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, True, addr)
                 last_exc, last_broker = exc, mq.broker_name

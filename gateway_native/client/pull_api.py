@@ -4,7 +4,8 @@ Sends PULL_MESSAGE with the subscription in the request (SUBSCRIPTION flag), opt
 COMMIT_OFFSET flag and long polling (SUSPEND flag + ``suspendTimeoutMillis``), decodes the body
 into ``MessageClientExt``s, drops those whose tag the subscription does not list (the broker filters
 by tag hash only), and stamps MIN_OFFSET / MAX_OFFSET as the Java client does. The broker id
-the broker suggests is remembered per queue for the next pull.
+the broker suggests is remembered per queue for the next pull; a caller that knows better (that
+member is down) names the address itself with ``addr``.
 """
 
 from __future__ import annotations
@@ -48,10 +49,15 @@ class PullAPI:
         self.group = group
         self._suggest: dict[MessageQueue, int] = {}
 
+    def suggested(self, mq: MessageQueue) -> int:
+        """The brokerId the last pull of ``mq`` was told to use next (0, the master, at first)."""
+        return self._suggest.get(mq, 0)
+
     async def pull(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
-                   commit_offset: int = -1, suspend_ms: int = 0, timeout_ms: int = 30_000) -> PullResult:
+                   commit_offset: int = -1, suspend_ms: int = 0, timeout_ms: int = 30_000,
+                   addr: str | None = None) -> PullResult:
         broker_id = self._suggest.get(mq, 0)
-        addr = self.runtime.broker_addr_in_subscribe(mq.broker_name, broker_id)
+        addr = addr or self.runtime.broker_addr_in_subscribe(mq.broker_name, broker_id)
         if addr is None:
             await self.runtime.update_route(mq.topic)
             addr = self.runtime.broker_addr_in_subscribe(mq.broker_name, broker_id)

@@ -249,12 +249,20 @@ class ClientRuntime:
                 self._probing.discard(addr)
         return False
 
+    async def confirm_alive(self, addr: str, timeout: float | None = None) -> None:
+        """Before a message is written to ``addr`` after it failed: a heartbeat must be answered.
+        A connection alone proves nothing: a broker killed with -9 closes its sockets one by one
+        while the kernel tears it down, so a connect can still succeed and the request written on
+        it then fails as "closed" (a second failed send for one failover). Raises as ``invoke``
+        does; an answer (any code) clears the failing mark."""
+        await self.invoke(addr, self.request(RC.HEART_BEAT, None, self.heartbeat_body()), timeout)
+        if self._failing.pop(addr, None) is not None:
+            log.info("broker_answers_again", broker=addr)
+
     async def _probe(self, addr: str) -> None:
         try:
-            await self.connection(addr)
-            self._failing.pop(addr, None)
-            log.info("broker_answers_again", broker=addr)
-        except (ConnectionClosedError, OSError):
+            await self.confirm_alive(addr)
+        except (ConnectionClosedError, RemotingTimeoutError, OSError):
             pass
         finally:
             self._probing.discard(addr)

@@ -1,7 +1,7 @@
 """A streaming job run as its own process by the kill test (test_stream_kill.py).
 
 ``python -m spark_examples.tests.stream_job NAMESRV TOPIC GROUP OUT CKPT [HOLD_BODY MARKER]``
-reads TOPIC with the ``rockafka`` source (tag ``keep``, 10 messages per micro-batch, available
+reads TOPIC with the ``rockafka`` source (tag ``keep``, 20 offsets per micro-batch, available
 now) and writes ``body`` to a parquet file sink at OUT with its checkpoint at CKPT. With
 HOLD_BODY, the task that meets that body writes MARKER and then waits to be killed: the driver
 is then SIGKILLed by the test while that micro-batch is being written (other tasks of the batch
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
 
     q = (spark.readStream.format("rockafka").option("namesrv", namesrv).option("topic", topic)
          .option("group", group).option("startingOffsets", "earliest").option("tags", "keep")
-         .option("maxMessagesPerTrigger", "10").load()
+         .option("maxMessagesPerTrigger", "20").load()
          .select(hold("body").alias("body"), "queue", "offset")
          .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
          .trigger(availableNow=True).start())

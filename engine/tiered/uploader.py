@@ -1,0 +1,127 @@
+"""The uploader: closed data of tiered queues copied to the object store and recorded.
+
+What it owns: one upload pass (``upload_pass``) and the retention guard it registers
+(``retention_floor``), docs/design/tiered-storage.md.
+
+A queue is tiered when its topic's attribute ``remote.storage.enable`` is ``true``. A pass
+walks each tiered queue from the end of its committed remote range: builds a segment of closed
+data (units whose bytes lie below the active commitlog segment), records ``started``, PUTs
+``.log`` then ``.idx``, and records ``committed``. Uploads run at most ``concurrency`` at once.
+
+Invariants:
+- ``retention_floor()`` is the lowest commitlog offset of a tiered record not yet committed
+  remotely; registered with ``MessageStore.add_retention_guard``, retention never deletes it,
+  so a store that is down or slow delays deletion, never loses data.
+- A failed upload leaves a ``started`` record whose objects are swept (deleted, then
+  ``forget_orphan``) at the start of the next pass, before that range is uploaded again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import os
+import time
+from typing import Any
+from urllib.parse import quote
+
+import structlog
+
+from .manifest import Manifest, RemoteSegment
+from .object_store import ObjectNotFound, ObjectStore, ObjectStoreError
+from .segment import build_segment
+
+log = structlog.get_logger("rockafka.engine.tiered")
+
+REMOTE_STORAGE_ENABLE = "remote.storage.enable"
+
+
+def object_key(topic: str, queue_id: int, base: int, upload_id: str, ext: str) -> str:
+    return f"{quote(topic, safe='')}/{queue_id}/{base:020d}-{upload_id}.{ext}"
+
+
+class Uploader:
+    def __init__(self, store: Any, manifest: Manifest, objects: ObjectStore, *,
+                 segment_bytes: int = 64 << 20, concurrency: int = 2):
+        self.store = store
+        self.manifest = manifest
+        self.objects = objects
+        self.segment_bytes = segment_bytes
+        self._sem = asyncio.Semaphore(max(1, concurrency))
+        self._ids = itertools.count()
+        self._epoch = f"{int(time.time() * 1000):x}{os.getpid():x}"
+
+    # -- which queues --------------------------------------------------------------------
+    def tiered_queues(self) -> list[tuple[str, int]]:
+        tiered = {t for t, tc in self.store.topic_config.all().items()
+                  if str((tc.attributes or {}).get(REMOTE_STORAGE_ENABLE, "")).lower() == "true"}
+        return sorted(k for k in list(self.store._cqs) if k[0] in tiered)
+
+    def _closed_limit(self) -> int:
+        """Commitlog offset below which data is closed: the start of the active segment."""
+        files = self.store.commitlog.mfq.files
+        return files[-1].file_from_offset if files else 0
+
+    # -- the guard -------------------------------------------------------------------------
+    def retention_floor(self) -> int | None:
+        floor = None
+        for topic, queue_id in self.tiered_queues():
+            cq = self.store.find_consume_queue(topic, queue_id)
+            if cq is None:
+                continue
+            start = max(self.manifest.remote_end(topic, queue_id) or 0, cq.min_offset)
+            units = cq.read_units(start, 64) if start < cq.max_offset else []
+            phy = next((u[0] for u in units if u[0] >= 0 and u[1] > 0), None)
+            if phy is not None and (floor is None or phy < floor):
+                floor = phy
+        return floor
+
+    # -- a pass ----------------------------------------------------------------------------
+    async def upload_pass(self) -> int:
+        """Sweep orphans, then upload every closed, unrecorded range; returns segments committed.
+        Raises nothing for a store that is down: the next pass retries."""
+        for orphan in self.manifest.orphans():
+            try:
+                for key in (orphan.log_key, orphan.idx_key):
+                    try:
+                        await self.objects.delete(key)
+                    except ObjectNotFound:
+                        pass
+                self.manifest.forget_orphan(orphan.key)
+                log.info("tiered_orphan_swept", key=orphan.key, upload_id=orphan.upload_id)
+            except ObjectStoreError as exc:
+                log.warning("tiered_orphan_sweep_failed", key=orphan.key, error=str(exc))
+                return 0
+        queues = self.tiered_queues()
+        done = await asyncio.gather(*(self._upload_queue(t, q) for t, q in queues))
+        return sum(done)
+
+    async def _upload_queue(self, topic: str, queue_id: int) -> int:
+        committed = 0
+        limit = self._closed_limit()
+        while True:
+            cq = self.store.find_consume_queue(topic, queue_id)
+            base = max(self.manifest.remote_end(topic, queue_id) or 0, cq.min_offset if cq else 0)
+            built = await asyncio.to_thread(build_segment, self.store, topic, queue_id, base,
+                                            max_bytes=self.segment_bytes, commitlog_limit=limit)
+            if built is None:
+                return committed
+            upload_id = f"{self._epoch}-{next(self._ids)}"
+            seg = RemoteSegment(topic=topic, queue_id=queue_id, base=built.base, end=built.end,
+                                upload_id=upload_id, state="",
+                                log_key=object_key(topic, queue_id, built.base, upload_id, "log"),
+                                idx_key=object_key(topic, queue_id, built.base, upload_id, "idx"))
+            seg = self.manifest.start(seg)
+            try:
+                async with self._sem:
+                    put_log = await self.objects.put(seg.log_key, built.log)
+                    put_idx = await self.objects.put(seg.idx_key, built.idx)
+            except ObjectStoreError as exc:
+                log.warning("tiered_upload_failed", key=seg.key, error=str(exc))
+                return committed
+            self.manifest.commit(dataclasses.replace(
+                seg, log_size=len(built.log), log_crc32c=put_log.crc32c, idx_crc32c=put_idx.crc32c,
+                first_timestamp=built.first_timestamp, last_timestamp=built.last_timestamp,
+                commitlog_end=built.commitlog_end))
+            committed += 1
