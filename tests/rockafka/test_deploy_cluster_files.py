@@ -4,6 +4,8 @@
   --check-config``; the NameServer's starts a real ``rockafka namesrv``; the controller
   NameServer's keys load through the controller's own loader; in every file a misspelt key is
   refused, naming the key.
+- the controller cluster: ``rockafka-controller@nK`` loads as controller nK of three, and
+  broker-controller.conf is a member in controller mode under those three.
 - deploy/systemd/: ``systemd-analyze verify`` finds nothing wrong but the missing install
   (/opt/rockafka); ExecStart lines are valid ``rockafka`` commands whose config files are the
   examples above; a dedicated user, a restart policy, LimitNOFILE.
@@ -125,7 +127,8 @@ def unit(path: Path) -> dict[str, dict[str, list[str]]]:
     return sections
 
 
-UNITS = {"rockafka-namesrv.service": [None], "rockafka-broker@.service": ["broker-master", "broker-slave"]}
+UNITS = {"rockafka-namesrv.service": [None],
+         "rockafka-broker@.service": ["broker-master", "broker-slave", "broker-controller"]}
 
 
 @pytest.mark.parametrize("name", sorted(UNITS))
@@ -158,6 +161,43 @@ def test_systemd_units_run_rockafka_with_the_example_configs(name, tmp_path):
     problems = [line for line in (out.stdout + out.stderr).splitlines()
                 if line.strip() and "Command /opt/rockafka/bin/rockafka is not executable" not in line]
     assert problems == []
+
+
+def test_controller_unit_and_broker_example_make_a_controller_cluster(tmp_path):
+    """rockafka-controller@nK runs a NameServer with the controller whose keys load as the
+    controller's, its id the instance; broker-controller.conf is a member in controller mode
+    whose controllers are three NameServers (what `rockafka cluster up --controllers 3` starts)."""
+    name = "rockafka-controller@.service"
+    service = unit(DEPLOY / "systemd" / name)["Service"]
+    assert service["User"] == ["rockafka"] and service["Restart"] == ["on-failure"]
+    assert service["EnvironmentFile"] == ["/etc/rockafka/controller.env"]
+    peers = "n0-10.0.0.1:9878;n1-10.0.0.2:9878;n2-10.0.0.3:9878"
+    for instance in ("n0", "n1", "n2"):
+        (line,) = service["ExecStart"]
+        argv = shlex.split(line.replace("%i", instance).replace("${CONTROLLER_PEERS}", peers))
+        assert argv[0] == "/opt/rockafka/bin/rockafka"
+        args = build_parser().parse_args(argv[1:])
+        assert args.command == "namesrv" and Path(args.data_dir) == Path("/var/lib") / service["StateDirectory"][0]
+        values = dict(item.split("=", 1) for item in args.set)
+        assert all(engine_config.is_controller_key(k) for k in values)
+        controller = engine_config.load_controller_config(values)
+        assert controller.enable_controller_in_namesrv and sorted(controller.peers()) == ["n0", "n1", "n2"]
+        assert controller.controller_d_leger_self_id == instance
+    target = tmp_path / "rockafka-controller@n0.service"
+    target.write_text((DEPLOY / "systemd" / name).read_text())
+    out = subprocess.run(["systemd-analyze", "verify", str(target)], capture_output=True, text=True, timeout=60)
+    problems = [line for line in (out.stdout + out.stderr).splitlines()
+                if line.strip() and "Command /opt/rockafka/bin/rockafka is not executable" not in line]
+    assert problems == []
+    cfg = load_node_config(str(CONFIG / "broker-controller.conf"), {}, environ={})
+    assert cfg.broker.enable_controller_mode and cfg.broker.broker_id == 1
+    values = read_broker_conf(CONFIG / "broker-controller.conf")
+    assert values["enableControllerMode"] == "true" and int(values["brokerId"]) >= 1
+    assert values["controllerAddr"] == values["namesrvAddr"] and len(values["controllerAddr"].split(";")) == 3
+    for key, bad in misspelt(CONFIG / "broker-controller.conf", tmp_path):
+        out = subprocess.run(rockafka_command() + ["serve", "--config", str(bad), "--check-config"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and key in out.stdout + out.stderr, key
 
 
 def test_systemd_verify_does_catch_a_misspelt_directive(tmp_path):
