@@ -17,13 +17,15 @@
   NameServer pods run the controller with one peer list in which each is ``n<ordinal>`` at its
   stable name; broker pods are controller-mode members (brokerId = ordinal) whose namesrvAddr
   and controllerAddr are those three; each StatefulSet's first pod passes ``--check-config``;
-  and edited copies that break the cluster are refused.
+  edited copies that break the cluster are refused; and the three NameServer pods' commands,
+  run on loopback, elect a controller leader.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import re
 import shlex
@@ -463,3 +465,55 @@ def test_dockerfile_runs_the_user_and_command_the_manifests_expect():
     packages = {p.split("*")[0] for p in re.findall(r'"(\w+)\*?"', (ROOT / "pyproject.toml").read_text().split(
         "[tool.setuptools.packages.find]")[1].split("\n\n")[0])}
     assert copied == packages  # every package the install needs is in the image
+
+
+def test_k8s_controller_pods_elect_a_leader(tmp_path):
+    """The three NameServer pods' commands, run here with each pod's stable name mapped to
+    loopback and its two ports to free ones (the same mapping in every peer list), form one Raft
+    quorum: each starts its controller as n<ordinal> and one of them becomes the leader."""
+    from tests.support.node import free_port
+
+    docs = manifests()
+    (sts,) = [s for s in by_kind(docs, "StatefulSet") if s["metadata"]["name"] == "rockafka-namesrv"]
+    configmaps = {cm["metadata"]["name"]: cm for cm in by_kind(docs, "ConfigMap")}
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    local_ports = {i: (free_port(), free_port()) for i in pods(sts)}
+
+    def local(arg: str, ordinal: int) -> str:
+        for i, (ns, raft) in local_ports.items():
+            arg = arg.replace(f"rockafka-namesrv-{i}.{sts['spec']['serviceName']}:{ports['raft']}", f"127.0.0.1:{raft}")
+        return str(local_ports[ordinal][0]) if arg == str(ports["namesrv"]) else arg.replace("/var/lib/", f"{tmp_path}/{ordinal}/")
+
+    procs, logs = [], []
+    try:
+        for i in pods(sts):
+            argv, env = pod_command(sts, container, i)
+            args = build_parser().parse_args(argv)
+            conf = mounted_config(sts, container, args, configmaps, tmp_path)
+            argv = [str(conf) if a == args.config else local(a, i) for a in argv]
+            logs.append(tmp_path / f"namesrv-{i}.log")
+            with open(logs[-1], "wb") as out:
+                procs.append(subprocess.Popen(rockafka_command() + argv + ["--host", "127.0.0.1"], stdout=out,
+                                              stderr=subprocess.STDOUT, env={**os.environ, **env}))
+        deadline = time.monotonic() + 60
+        while True:
+            texts = [log.read_text() for log in logs]
+            started = [json.loads(line) for t in texts for line in t.splitlines()
+                       if line.startswith("{") and '"controller_started"' in line]
+            leaders = [t for t in texts if "controller_became_leader" in t]
+            if len(started) == len(procs) and leaders:
+                break
+            assert all(p.poll() is None for p in procs) and time.monotonic() < deadline, "\n".join(texts)
+            time.sleep(0.2)
+        assert sorted(e["self_id"] for e in started) == [f"n{i}" for i in pods(sts)]
+        assert all(e["peers"] == started[0]["peers"] for e in started)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
