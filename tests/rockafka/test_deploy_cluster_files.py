@@ -17,8 +17,8 @@
   NameServer pods run the controller with one peer list in which each is ``n<ordinal>`` at its
   stable name; broker pods are controller-mode members (brokerId = ordinal) whose namesrvAddr
   and controllerAddr are those three; each StatefulSet's first pod passes ``--check-config``;
-  edited copies that break the cluster are refused; and the three NameServer pods' commands,
-  run on loopback, elect a controller leader.
+  edited copies that break the cluster are refused; and the three NameServer pods' and broker
+  group broker-a's pods' commands, run on loopback, elect a controller leader and a master.
 """
 
 from __future__ import annotations
@@ -467,47 +467,74 @@ def test_dockerfile_runs_the_user_and_command_the_manifests_expect():
     assert copied == packages  # every package the install needs is in the image
 
 
-def test_k8s_controller_pods_elect_a_leader(tmp_path):
-    """The three NameServer pods' commands, run here with each pod's stable name mapped to
-    loopback and its two ports to free ones (the same mapping in every peer list), form one Raft
-    quorum: each starts its controller as n<ordinal> and one of them becomes the leader."""
+def test_k8s_pods_run_a_controller_cluster(tmp_path):
+    """The three NameServer pods' and broker group broker-a's pods' commands, run here with each
+    pod's stable name mapped to loopback and its ports to free ones (the same mapping everywhere),
+    make one cluster: each NameServer starts its controller as n<ordinal>, one becomes the
+    leader, and the controller makes one broker-a pod master and the other its slave."""
     from tests.support.node import free_port
 
     docs = manifests()
-    (sts,) = [s for s in by_kind(docs, "StatefulSet") if s["metadata"]["name"] == "rockafka-namesrv"]
+    sts_by_name = {s["metadata"]["name"]: s for s in by_kind(docs, "StatefulSet")}
     configmaps = {cm["metadata"]["name"]: cm for cm in by_kind(docs, "ConfigMap")}
-    (container,) = sts["spec"]["template"]["spec"]["containers"]
-    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    local_ports = {i: (free_port(), free_port()) for i in pods(sts)}
+    ns_sts, broker_sts = sts_by_name["rockafka-namesrv"], sts_by_name["rockafka-broker-a"]
+    (ns_container,) = ns_sts["spec"]["template"]["spec"]["containers"]
+    (broker_container,) = broker_sts["spec"]["template"]["spec"]["containers"]
+    ns_ports = {p["name"]: p["containerPort"] for p in ns_container["ports"]}
+    local_ports = {i: (free_port(), free_port()) for i in pods(ns_sts)}
 
-    def local(arg: str, ordinal: int) -> str:
+    def local_names(text: str) -> str:
         for i, (ns, raft) in local_ports.items():
-            arg = arg.replace(f"rockafka-namesrv-{i}.{sts['spec']['serviceName']}:{ports['raft']}", f"127.0.0.1:{raft}")
-        return str(local_ports[ordinal][0]) if arg == str(ports["namesrv"]) else arg.replace("/var/lib/", f"{tmp_path}/{ordinal}/")
+            name = f"rockafka-namesrv-{i}.{ns_sts['spec']['serviceName']}"
+            text = text.replace(f"{name}:{ns_ports['raft']}", f"127.0.0.1:{raft}")
+            text = text.replace(f"{name}:{ns_ports['namesrv']}", f"127.0.0.1:{ns}")
+        return text
 
     procs, logs = [], []
-    try:
-        for i in pods(sts):
-            argv, env = pod_command(sts, container, i)
-            args = build_parser().parse_args(argv)
-            conf = mounted_config(sts, container, args, configmaps, tmp_path)
-            argv = [str(conf) if a == args.config else local(a, i) for a in argv]
-            logs.append(tmp_path / f"namesrv-{i}.log")
-            with open(logs[-1], "wb") as out:
-                procs.append(subprocess.Popen(rockafka_command() + argv + ["--host", "127.0.0.1"], stdout=out,
-                                              stderr=subprocess.STDOUT, env={**os.environ, **env}))
+
+    def start(sts: dict, container: dict, ordinal: int, argv_edit, conf_edit=lambda t: t, env_edit=None) -> None:
+        argv, env = pod_command(sts, container, ordinal)
+        args = build_parser().parse_args(argv)
+        conf = mounted_config(sts, container, args, configmaps, tmp_path)
+        conf = conf.rename(conf.with_name(f"{ordinal}-{conf.name}"))
+        conf.write_text(conf_edit(local_names(conf.read_text()).replace("/var/lib/", f"{tmp_path}/{sts['metadata']['name']}-{ordinal}/")))
+        argv = [str(conf) if a == args.config else argv_edit(local_names(a).replace(
+            "/var/lib/", f"{tmp_path}/{sts['metadata']['name']}-{ordinal}/")) for a in argv]
+        logs.append(tmp_path / f"{sts['metadata']['name']}-{ordinal}.log")
+        with open(logs[-1], "wb") as out:
+            procs.append(subprocess.Popen(rockafka_command() + argv, stdout=out, stderr=subprocess.STDOUT,
+                                          env={**os.environ, **env, **(env_edit or {})}))
+
+    def events(name: str) -> list[dict]:
+        return [json.loads(line) for log in logs for line in log.read_text().splitlines()
+                if line.startswith("{") and f'"{name}"' in line]
+
+    def wait_for(done, what: str) -> None:
         deadline = time.monotonic() + 60
-        while True:
-            texts = [log.read_text() for log in logs]
-            started = [json.loads(line) for t in texts for line in t.splitlines()
-                       if line.startswith("{") and '"controller_started"' in line]
-            leaders = [t for t in texts if "controller_became_leader" in t]
-            if len(started) == len(procs) and leaders:
-                break
-            assert all(p.poll() is None for p in procs) and time.monotonic() < deadline, "\n".join(texts)
+        while not done():
+            assert all(p.poll() is None for p in procs) and time.monotonic() < deadline, (
+                what + "\n" + "\n".join(log.read_text()[-3000:] for log in logs))
             time.sleep(0.2)
-        assert sorted(e["self_id"] for e in started) == [f"n{i}" for i in pods(sts)]
+
+    try:
+        for i in pods(ns_sts):
+            start(ns_sts, ns_container, i, lambda a, i=i: str(local_ports[i][0]) if a == str(ns_ports["namesrv"]) else a)
+        wait_for(lambda: len(events("controller_started")) == 3 and events("controller_became_leader"),
+                 "a controller leader")
+        started = events("controller_started")
+        assert sorted(e["self_id"] for e in started) == [f"n{i}" for i in pods(ns_sts)]
         assert all(e["peers"] == started[0]["peers"] for e in started)
+        port_keys = ("kafkaPort", "listenPort", "haListenPort", "grpcProxyPort", "adminPort")
+        for i in pods(broker_sts):
+            mine = {k: free_port() for k in port_keys}
+            start(broker_sts, broker_container, i, lambda a: a,
+                  lambda t, mine=mine: re.sub(r"^(%s)=\d+$" % "|".join(port_keys), lambda m: f"{m.group(1)}={mine[m.group(1)]}",
+                                              t, flags=re.M).replace("adminHost=0.0.0.0", "adminHost=127.0.0.1"),
+                  # a node's own NameServer port (the pod's 9876 is its own; here it must be free)
+                  {"ROCKAFKA_BROKER_IP1": "127.0.0.1", "ROCKAFKA_ADVERTISED_HOST": "127.0.0.1",
+                   "ROCKAFKA_NAMESRV_PORT": str(free_port())})
+        wait_for(lambda: events("failover_became_master") and events("failover_following"), "a master and its slave")
+        assert len(events("failover_became_master")) == 1
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
