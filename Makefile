@@ -11,7 +11,7 @@ HTMX   := rockafka/console/static/htmx.min.js
 
 ARGS   ?=
 
-.PHONY: serve test test-deps bench bench-cluster bench-quick bench-tls chaos clean grpc compat-peer
+.PHONY: serve test test-deps bench bench-cluster bench-quick bench-tls chaos clean grpc compat-peer compat-librdkafka
 
 $(BIN)/rockafka: pyproject.toml setup.py engine/_recordwalk.c
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,12 @@ bench-tls: test-deps
 # Central) in a private network namespace; not part of `make test`
 compat-peer: test-deps
 	$(BIN)/python -m tests.compat.peer_scenarios
+
+# librdkafka's own tests (2.12.1, from the rdkafka-sys 4.10.0 crate, fetched and built once under
+# ~/.cache/rockafka/librdkafka) against a fresh Rockafka node and Apache Kafka 4.4 side by side;
+# TESTS="0041 0018" by default; not part of `make test`
+compat-librdkafka: test-deps
+	PYTHON=$(BIN)/python bash compat/librdkafka/run.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -275,6 +275,8 @@ class GroupCoordinator:
                 # leaves no ghost member behind (the pending id simply expires).
                 group.pending_members[new_id] = self._loop.call_later(
                     session_timeout_ms / 1000.0, self._expire_pending, group_id, new_id)
+                log.info("member_id_required", group=group_id, member=new_id, client_id=client_id,
+                         state=group.state, pending=len(group.pending_members))
                 return self._join_error(E.MEMBER_ID_REQUIRED, new_id)
             if len(group.members) >= self.max_group_size:
                 return self._join_error(E.GROUP_MAX_SIZE_REACHED, member_id)
@@ -613,6 +615,7 @@ class GroupCoordinator:
     def _expire_pending(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         if group is not None and group.pending_members.pop(member_id, None) is not None:
+            log.info("pending_member_expired", group=group_id, member=member_id)
             self._try_complete_join(group)
 
     def _drop_member(self, group: Group, member: Member) -> None:

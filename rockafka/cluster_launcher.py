@@ -1,4 +1,12 @@
-"""``rockafka cluster up|down|status``: broker groups and NameServers on one machine.
+"""``rockafka cluster up|down|status|restart|kill``: broker groups and NameServers on one machine.
+
+With ``--controllers K`` the NameServers run the failover controller (Raft between them, port
+base + 50 + k) and the brokers run in controller mode (brokerIds 1..R, named ``broker-a-1``..);
+``up`` then also waits for the controller to name each group's master with every member in the
+SyncStateSet, and ``status`` adds the controller's view. ``restart MEMBER`` and ``kill MEMBER
+[--signal]`` (or ``kill --master-of GROUP``) are for drills. Invariant: a member whose recorded
+process (pid and start time) still runs is never started again, so its pid (``cluster.json``,
+``<dir>/pids/<name>.pid``) is never overwritten while it lives.
 
 For trying a cluster and testing against one: ``up`` starts K standalone NameServers
 (``rockafka namesrv``) and N broker groups of M replicas each (``rockafka serve``: brokerId 0
@@ -64,10 +72,12 @@ DEFAULT_BASE_PORT = 20000
 BROKER_LISTENERS = ("kafka", "broker", "ha", "admin", "grpc", "namesrv")
 MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
 # what the launcher decides per member; a --set of one of these would break the plan
+RAFT_OFFSET = 50  # controller k's Raft port is base + 50 + k (inside the NameServers' hundred)
 LAUNCHER_KEYS = frozenset({
     "host", "kafka_port", "namesrv_port", "admin_port", "listen_port", "ha_listen_port", "grpc_proxy_port",
     "grpc_server_port", "store_path_root_dir", "broker_cluster_name", "broker_name", "broker_id", "broker_role",
     "namesrv_addr", "ha_master_address", "listeners", "advertised_listeners", "kafka_node_id",
+    "enable_controller_mode", "controller_addr",
 })
 
 
@@ -91,13 +101,18 @@ def broker_name(group: int) -> str:
 
 def plan_cluster(directory: Path, *, groups: int, replicas: int, namesrvs: int, role: str, host: str,
                  base_port: int, cluster_name: str, config_file: str | None, settings: Sequence[str],
-                 command: Sequence[str]) -> dict[str, Any]:
+                 command: Sequence[str], controllers: int = 0) -> dict[str, Any]:
     """The state document of a cluster not yet started: every member's ports, paths and argv.
-    LauncherError when the counts, the ports or a setting cannot make a working cluster."""
+    ``controllers`` > 0: that many NameServers run the failover controller (Raft between them)
+    and replace ``namesrvs``; the brokers run in controller mode. LauncherError when the counts,
+    the ports or a setting cannot make a working cluster."""
     for what, value, low, high in (("--groups", groups, 1, MAX_GROUPS), ("--replicas", replicas, 1, MAX_REPLICAS),
-                                   ("--namesrvs", namesrvs, 1, MAX_NAMESRVS)):
+                                   ("--namesrvs", namesrvs, 1, MAX_NAMESRVS),
+                                   ("--controllers", controllers, 0, MAX_NAMESRVS)):
         if not low <= value <= high:
             raise LauncherError(f"{what} must be {low}..{high}, got {value}")
+    if controllers:
+        namesrvs = controllers
     if role not in MASTER_ROLES:
         raise LauncherError(f"--role must be SYNC_MASTER or ASYNC_MASTER, got {role!r}")
     top = base_port + 100 * MAX_GROUPS + 10 * (MAX_REPLICAS - 1) + len(BROKER_LISTENERS)
@@ -109,13 +124,21 @@ def plan_cluster(directory: Path, *, groups: int, replicas: int, namesrvs: int, 
     reach = connect_host(host)
     namesrv_addr = ";".join(f"{reach}:{base_port + k}" for k in range(namesrvs))
     members: list[dict[str, Any]] = []
+    raft_peers = ";".join(f"n{k}-{reach}:{base_port + RAFT_OFFSET + k}" for k in range(controllers))
     for k in range(namesrvs):
-        name = f"namesrv-{k}"
+        name = f"controller-{k}" if controllers else f"namesrv-{k}"
         data = directory / name
-        argv = list(command) + ["namesrv", "--host", host, "--port", str(base_port + k),
-                                "--kv-config", str(data / "kvConfig.json")]
-        members.append({"name": name, "kind": "namesrv", "brokerName": None, "brokerId": None, "role": "NAMESRV",
-                        "ports": {"namesrv": base_port + k}, "dataDir": str(data),
+        ports = {"namesrv": base_port + k}
+        argv = list(command) + ["namesrv", "--host", host, "--port", str(base_port + k)]
+        if controllers:
+            ports["raft"] = base_port + RAFT_OFFSET + k
+            argv += ["--data-dir", str(data), "--set", "enableControllerInNamesrv=true",
+                     "--set", f"controllerDLegerPeers={raft_peers}", "--set", f"controllerDLegerSelfId=n{k}"]
+        else:
+            argv += ["--kv-config", str(data / "kvConfig.json")]
+        members.append({"name": name, "kind": "namesrv", "brokerName": None, "brokerId": None,
+                        "role": "CONTROLLER" if controllers else "NAMESRV",
+                        "ports": ports, "dataDir": str(data),
                         "log": str(directory / "logs" / f"{name}.log"), "argv": argv, "pid": None,
                         "startTicks": None})
     for g in range(groups):
@@ -124,13 +147,21 @@ def plan_cluster(directory: Path, *, groups: int, replicas: int, namesrvs: int, 
         for r in range(replicas):
             block = base_port + 100 * (g + 1) + 10 * r
             ports = {listener: block + i for i, listener in enumerate(BROKER_LISTENERS)}
-            name = f"{bname}-{r}"
+            name = f"{bname}-{r + 1}" if controllers else f"{bname}-{r}"  # named by its brokerId
             data = directory / name
-            member_role = role if r == 0 else "SLAVE"
-            # every node of the cluster its own Kafka node id (docs/design/cluster.md): 100 * group + brokerId
-            keys = {"brokerClusterName": cluster_name, "brokerName": bname, "brokerId": str(r),
-                    "brokerRole": member_role, "namesrvAddr": namesrv_addr, "kafka_node_id": str(100 * g + r)}
-            if r:
+            if controllers:
+                # controller mode: brokerIds 1..R, each the role the controller gives it; every
+                # member a SYNC_MASTER (or ASYNC_MASTER) when elected (docs/design/failover.md)
+                member_role = role
+                keys = {"brokerClusterName": cluster_name, "brokerName": bname, "brokerId": str(r + 1),
+                        "brokerRole": role, "namesrvAddr": namesrv_addr, "enableControllerMode": "true",
+                        "controllerAddr": namesrv_addr, "kafka_node_id": str(100 * g + r + 1)}
+            else:
+                member_role = role if r == 0 else "SLAVE"
+                # every node of the cluster its own Kafka node id (docs/design/cluster.md): 100 * group + brokerId
+                keys = {"brokerClusterName": cluster_name, "brokerName": bname, "brokerId": str(r),
+                        "brokerRole": member_role, "namesrvAddr": namesrv_addr, "kafka_node_id": str(100 * g + r)}
+            if r and not controllers:
                 keys["haMasterAddress"] = f"{reach}:{master_ha}"
             argv = list(command) + [
                 "serve", "--host", host, "--data-dir", str(data), "--kafka-port", str(ports["kafka"]),
@@ -142,13 +173,17 @@ def plan_cluster(directory: Path, *, groups: int, replicas: int, namesrvs: int, 
             for key, value in list(keys.items()) + list(overrides.items()):
                 argv += ["--set", f"{key}={value}"]
             _check_member_config(name, config_file, {**overrides, **keys})
-            members.append({"name": name, "kind": "broker", "brokerName": bname, "brokerId": r, "role": member_role,
+            members.append({"name": name, "kind": "broker", "brokerName": bname,
+                            "brokerId": r + 1 if controllers else r, "role": member_role,
                             "ports": ports, "dataDir": str(data), "log": str(directory / "logs" / f"{name}.log"),
                             "argv": argv, "pid": None, "startTicks": None})
     return {"format": STATE_FORMAT, "state": "planned", "host": host, "clusterName": cluster_name, "groups": groups,
-            "replicas": replicas, "namesrvs": namesrvs, "role": role, "basePort": base_port,
+            "replicas": replicas, "namesrvs": namesrvs, "controllers": controllers, "role": role,
+            "basePort": base_port,
             "namesrvAddr": namesrv_addr,
-            "kafkaBootstrap": ",".join(f"{reach}:{base_port + 100 * (g + 1)}" for g in range(groups)),
+            # under a controller any member may lead: every broker is a bootstrap server
+            "kafkaBootstrap": ",".join(f"{reach}:{m['ports']['kafka']}" for m in members if m["kind"] == "broker")
+            if controllers else ",".join(f"{reach}:{base_port + 100 * (g + 1)}" for g in range(groups)),
             "members": members}
 
 
@@ -267,7 +302,15 @@ def alive(member: dict[str, Any]) -> bool:
     return member.get("startTicks") is None or stat[1] == member["startTicks"]
 
 
+def pid_file(member: dict[str, Any]) -> Path:
+    """``<dir>/pids/<name>.pid``: for tools that want a pid file (systemd, scripts)."""
+    return Path(member["log"]).parent.parent / "pids" / f"{member['name']}.pid"
+
+
 def _spawn(member: dict[str, Any]) -> int:
+    """Start one member; never while the process it recorded still runs (its pid file stays)."""
+    if alive(member):
+        raise LauncherError(f"{member['name']} is still running (pid {member['pid']}); not started twice")
     Path(member["dataDir"]).mkdir(parents=True, exist_ok=True)
     log_path = Path(member["log"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -277,7 +320,18 @@ def _spawn(member: dict[str, Any]) -> int:
                                 env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
     member["pid"] = proc.pid
     member["startTicks"] = start_ticks(proc.pid)
+    pf = pid_file(member)
+    pf.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pf.with_suffix(".tmp")
+    tmp.write_text(f"{proc.pid}\n")
+    os.replace(tmp, pf)
     return proc.pid
+
+
+def _forget_pid(member: dict[str, Any]) -> None:
+    if "log" in member and not alive(member):  # a member of a cluster (not a bare process)
+        with contextlib.suppress(FileNotFoundError):
+            pid_file(member).unlink()
 
 
 def _log_since(member: dict[str, Any]) -> str:
@@ -308,6 +362,34 @@ def _ready(member: dict[str, Any]) -> bool:
     return event in _log_since(member)
 
 
+def controller_view(state: dict[str, Any], timeout_ms: int = 2000) -> dict[str, Any] | None:
+    """The controller's replicasInfoTable (per group: masterBrokerId, masterAddress, epochs,
+    inSyncReplicas, notInSyncReplicas); None when no controller leader answers."""
+    if not state.get("controllers"):
+        return None
+    from gateway_native.client import Admin
+
+    addrs = state["namesrvAddr"].split(";")
+    admin = Admin(addrs, timeout_ms=timeout_ms)
+    admin.start()
+    try:
+        return admin.sync_state_data(addrs)
+    except Exception:
+        return None
+    finally:
+        admin.shutdown()
+
+
+def _group_settled(state: dict[str, Any], table: dict[str, Any] | None, bname: str,
+                   members: list[dict[str, Any]]) -> bool:
+    """The controller named a master of the group and every running member is in its SyncStateSet."""
+    group = (table or {}).get(bname) or {}
+    if int(group.get("masterBrokerId") or -1) < 1:
+        return False
+    in_sync = {r["brokerId"] for r in group.get("inSyncReplicas", [])}
+    return all(m["brokerId"] in in_sync for m in members if m["brokerName"] == bname and alive(m))
+
+
 def _replication_connected(state: dict[str, Any], member: dict[str, Any]) -> bool:
     """A master has every slave of its group connected on the HA port."""
     if member["kind"] != "broker" or member["brokerId"] != 0 or state["replicas"] < 2:
@@ -320,13 +402,24 @@ def wait_ready(state: dict[str, Any], members: list[dict[str, Any]], deadline: f
     """Until every member logged its ready event and every master has its slaves connected;
     LauncherError(code 1) naming the first member that exited or was not ready in time."""
     pending = list(members)
-    while pending:
+    while True:
         for m in list(pending):
             if not alive(m):
                 raise LauncherError(f"{m['name']} exited during start-up; the end of {m['log']}:\n{log_tail(m)}",
                                     code=1)
             if _ready(m) and _replication_connected(state, m):
                 pending.remove(m)
+        if not pending and state.get("controllers") and any(m["kind"] == "broker" for m in members):
+            table = controller_view(state)
+            unsettled = [g for g in sorted({m["brokerName"] for m in members if m["kind"] == "broker"})
+                         if not _group_settled(state, table, g, state["members"])]
+            if not unsettled:
+                return
+            if time.monotonic() > deadline:
+                raise LauncherError(f"the controller did not elect a master of {', '.join(unsettled)} with every "
+                                    f"member in sync within the --timeout (view: {json.dumps(table)})", code=1)
+            time.sleep(0.2)
+            continue
         if not pending:
             return
         if time.monotonic() > deadline:
@@ -345,6 +438,7 @@ def stop_members(members: list[dict[str, Any]], timeout: float) -> dict[str, str
     for m in running:
         with contextlib.suppress(ProcessLookupError):
             os.kill(m["pid"], signal.SIGTERM)
+            os.kill(m["pid"], signal.SIGCONT)  # a member stopped by `cluster kill --signal STOP` too
     deadline = time.monotonic() + timeout
     while any(alive(m) for m in running) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -358,6 +452,10 @@ def stop_members(members: list[dict[str, Any]], timeout: float) -> dict[str, str
     kill_deadline = time.monotonic() + 10
     while any(alive(m) for m in running) and time.monotonic() < kill_deadline:
         time.sleep(0.05)
+    for m in members:
+        if alive(m):
+            outcome[m["name"]] = f"STILL RUNNING (pid {m['pid']})"
+        _forget_pid(m)
     return outcome
 
 
@@ -379,6 +477,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 def cmd_up(args: argparse.Namespace) -> int:
     directory = Path(args.dir).resolve()
     state = plan_cluster(directory, groups=args.groups, replicas=args.replicas, namesrvs=args.namesrvs,
+                         controllers=args.controllers,
                          role=args.role, host=args.host, base_port=args.base_port, cluster_name=args.cluster_name,
                          config_file=args.config, settings=args.set, command=rockafka_command())
     with locked(directory):
@@ -396,7 +495,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                                 + "; choose another --base-port or stop what listens there")
         if not args.json:
             print(f"cluster {state['clusterName']} in {directory}: {args.groups} group(s) x {args.replicas} "
-                  f"replica(s), {args.role}, {args.namesrvs} NameServer(s)")
+                  f"replica(s), {args.role}, "
+                  + (f"{args.controllers} NameServer(s) with the failover controller" if args.controllers
+                     else f"{args.namesrvs} NameServer(s)"))
             emit([_flat(m) for m in state["members"]], False,
                  ["name", "role", "kafka", "broker", "ha", "admin", "grpc", "namesrv", "log"])
             sys.stdout.flush()
@@ -458,6 +559,8 @@ def status_rows(state: dict[str, Any]) -> list[dict[str, Any]]:
                "log": m["log"], "dataDir": m["dataDir"], "replication": None, "summary": ""}
         if not up:
             row["summary"] = "not running"
+        elif (_proc_stat(m["pid"]) or ("",))[0] == "T":
+            row["summary"] = "stopped (SIGSTOP; `cluster kill --signal CONT` resumes it)"
         elif m["kind"] == "broker":
             info = admin_get(m, "/api/cluster")
             if info is None:
@@ -471,6 +574,92 @@ def status_rows(state: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def controller_groups(state: dict[str, Any], table: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """Per group the controller's master (and which member that is) and SyncStateSet."""
+    if table is None:
+        return None
+    by_id = {(m["brokerName"], m["brokerId"]): m["name"] for m in state["members"] if m["kind"] == "broker"}
+    out = []
+    for bname, g in sorted(table.items()):
+        master = int(g.get("masterBrokerId") or -1)
+        out.append({"brokerName": bname, "masterBrokerId": master, "master": by_id.get((bname, master), ""),
+                    "masterAddress": g.get("masterAddress"), "masterEpoch": g.get("masterEpoch"),
+                    "syncStateSet": sorted(r["brokerId"] for r in g.get("inSyncReplicas", [])),
+                    "syncStateSetEpoch": g.get("syncStateSetEpoch")})
+    return out
+
+
+def _member(state: dict[str, Any], name: str) -> dict[str, Any]:
+    for m in state["members"]:
+        if m["name"] == name:
+            return m
+    raise LauncherError(f"no member {name!r} in this cluster; members: "
+                        + ", ".join(m["name"] for m in state["members"]))
+
+
+def _existing(directory: Path) -> dict[str, Any]:
+    state = read_state(directory)
+    if state is None:
+        raise LauncherError(f"no cluster in {directory} (no {STATE_FILE})")
+    return state
+
+
+SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
+
+
+def _master_of(state: dict[str, Any], group: str) -> dict[str, Any]:
+    """The member the controller names master of ``group`` now."""
+    if not state.get("controllers"):
+        raise LauncherError("--master-of needs a cluster started with --controllers")
+    if group not in {m["brokerName"] for m in state["members"] if m["kind"] == "broker"}:
+        raise LauncherError(f"no group {group!r} in this cluster")
+    view = controller_view(state) or {}
+    master = int((view.get(group) or {}).get("masterBrokerId") or -1)
+    for m in state["members"]:
+        if m["brokerName"] == group and m["brokerId"] == master:
+            return m
+    raise LauncherError(f"the controller names no master of {group} now")
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    """A signal to one member, for drills: KILL (default, as kill -9), TERM, STOP (hang it), CONT."""
+    directory = Path(args.dir).resolve()
+    with locked(directory):
+        state = _existing(directory)
+        if (args.member is None) == (args.master_of is None):
+            raise LauncherError("name a MEMBER or --master-of GROUP (one of them)")
+        m = _member(state, args.member) if args.member else _master_of(state, args.master_of)
+        if not alive(m):
+            raise LauncherError(f"{m['name']} is not running")
+        os.kill(m["pid"], SIGNALS[args.signal])
+        if args.signal == "KILL":
+            deadline = time.monotonic() + 10
+            while alive(m) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            _forget_pid(m)
+    print(f"{m['name']}: SIG{args.signal} sent to pid {m['pid']}")
+    return 0
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    """Stop one member (SIGTERM, SIGKILL after --timeout; nothing when it is not running) and
+    start it again with the same command line, store and ports; returns once it is ready."""
+    directory = Path(args.dir).resolve()
+    with locked(directory):
+        state = _existing(directory)
+        m = _member(state, args.member)
+        outcome = stop_members([m], args.timeout)[m["name"]]
+        busy = [f"{port} ({listener})" for listener, port in m["ports"].items() if not port_free(state["host"], port)]
+        if busy:
+            raise LauncherError(f"{m['name']}: ports in use: {', '.join(busy)}")
+        _spawn(m)
+        write_state(directory, state)
+        wait_ready(state, [m], time.monotonic() + args.timeout)
+        write_state(directory, state)
+    print(f"{m['name']}: {outcome}; started again, pid {m['pid']}")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     directory = Path(args.dir).resolve()
     state = read_state(directory)
@@ -478,14 +667,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise LauncherError(f"no cluster in {directory} (no {STATE_FILE}); `rockafka cluster up --dir {args.dir}` "
                             "starts one")
     rows = status_rows(state)
+    table = controller_view(state) if any(m["kind"] == "namesrv" and alive(m) for m in state["members"]) else None
+    groups = controller_groups(state, table)
     if args.json:
         emit({"state": state["state"], "dir": str(directory), "kafkaBootstrap": state["kafkaBootstrap"],
-              "namesrvAddr": state["namesrvAddr"], "members": rows}, True)
+              "namesrvAddr": state["namesrvAddr"], "members": rows, "controller": groups}, True)
     else:
         print(f"cluster {state['clusterName']} in {directory} ({state['state']}): Kafka bootstrap "
               f"{state['kafkaBootstrap']}; NameServers {state['namesrvAddr']}")
         emit([{**_flat(r), "alive": "yes" if r["alive"] else "NO"} for r in rows], False, ["name", "pid", "alive", "role", "kafka", "broker", "ha", "admin", "grpc", "namesrv",
                            "summary"])
+        if state.get("controllers"):
+            if table is None:
+                print("controller: no leader answers")
+            else:
+                print("controller's view:")
+                emit(groups, False, ["brokerName", "master", "masterBrokerId", "masterAddress", "masterEpoch",
+                                     "syncStateSet", "syncStateSetEpoch"])
     # as `systemctl status`: 3 when something that should run does not
     return 0 if all(alive(m) for m in state["members"]) else 3
 
@@ -526,6 +724,9 @@ def add_cluster_parser(sub: Any) -> None:
     up.add_argument("--replicas", type=int, default=2,
                     help=f"members per group, master included, 1..{MAX_REPLICAS} (default 2)")
     up.add_argument("--namesrvs", type=int, default=1, help=f"NameServers, 1..{MAX_NAMESRVS} (default 1)")
+    up.add_argument("--controllers", type=int, default=0,
+                    help=f"NameServers running the failover controller (Raft between them), 0..{MAX_NAMESRVS}, "
+                         "in place of --namesrvs; the brokers then run in controller mode (default 0: none)")
     up.add_argument("--role", default="SYNC_MASTER", choices=list(MASTER_ROLES), help="the masters' brokerRole")
     up.add_argument("--host", default="127.0.0.1", help="listen address of every process (default 127.0.0.1)")
     up.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT,
@@ -543,13 +744,23 @@ def add_cluster_parser(sub: Any) -> None:
     down = what.add_parser("down", parents=[common], help="stop every process (SIGTERM, SIGKILL after --timeout)")
     down.add_argument("--timeout", type=float, default=30.0,
                       help="seconds a process has to stop after SIGTERM before SIGKILL (default 30)")
+    restart = what.add_parser("restart", parents=[common], help="stop one member and start it again")
+    restart.add_argument("member", help="a member's name as `status` lists it (broker-a-0, controller-1, ...)")
+    restart.add_argument("--timeout", type=float, default=60.0,
+                         help="seconds to stop it (SIGKILL after) and again to wait until it is ready (default 60)")
+    kill = what.add_parser("kill", parents=[common], help="send one member a signal, for failure drills")
+    kill.add_argument("member", nargs="?", help="a member's name as `status` lists it")
+    kill.add_argument("--master-of", metavar="GROUP", help="instead of MEMBER: the member the controller names "
+                                                          "master of this group (broker-a, ...) now")
+    kill.add_argument("--signal", default="KILL", choices=sorted(SIGNALS),
+                      help="KILL (default: as kill -9), TERM, STOP (the process hangs), CONT (it resumes)")
 
 
 def main(args: argparse.Namespace) -> int:
-    commands = {"up": cmd_up, "status": cmd_status, "down": cmd_down}
+    commands = {"up": cmd_up, "status": cmd_status, "down": cmd_down, "kill": cmd_kill, "restart": cmd_restart}
     command = commands.get(args.cluster_command or "")
     if command is None:
-        print("rockafka cluster: missing action (up, status or down); see `rockafka cluster --help`", file=sys.stderr)
+        print("rockafka cluster: missing action (up, status, down, restart or kill); see `rockafka cluster --help`", file=sys.stderr)
         return 2
     try:
         return command(args)
