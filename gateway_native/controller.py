@@ -322,6 +322,9 @@ class ControllerService:
                       else f"master {master} lost its connection and its ports refuse connections (process gone)"
                       if gone else f"master {master} lost its connection and its lease ran out"
                       if lost else f"master {master} not heard for its heartbeat timeout")
+            if gone_live is not None:  # when its lease (at most) ended: the last heartbeat received + lease
+                log.info("controller_electing", group=name, master=master, reason=reason,
+                         last_heartbeat_ago_s=round(now - gone_live.last_seen, 3), lease_s=gone_live.lease_s)
             result = await self.propose({"op": "elect", "group": name, "alive": alive, "designated": None,
                                          "unclean": self.config.enable_elect_unclean_master, "reason": reason})
             if not result.get("ok"):

@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import sys
@@ -48,6 +49,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +73,11 @@ class NativeWriter(threading.Thread):
         self.stop_event = threading.Event()
         self.acked: list[tuple[float, int, int, bytes]] = []  # ack time, queue id, queue offset, body
         self.statuses: Counter[str] = Counter()
+        self.acked_by: list[tuple[float, int]] = []  # ack time, port of the store that acknowledged
 
     def run(self) -> None:
         from gateway_native.client import Message, Producer
+        from gateway_native.remoting.message_codec import decode_offset_msg_id
 
         i = 0
         # no resend after a lost answer (the send may have been stored: a resend would store it
@@ -90,7 +94,12 @@ class NativeWriter(threading.Thread):
                     continue
                 self.statuses[r.status.name] += 1
                 if r.status.name == "SEND_OK":
-                    self.acked.append((time.monotonic(), r.message_queue.queue_id, r.queue_offset, body))
+                    now = time.monotonic()
+                    self.acked.append((now, r.message_queue.queue_id, r.queue_offset, body))
+                    try:
+                        self.acked_by.append((now, decode_offset_msg_id(r.offset_msg_id)[1]))
+                    except Exception:
+                        self.acked_by.append((now, -1))
                 else:
                     self.stop_event.wait(0.02)
 
@@ -143,8 +152,87 @@ def _signal_group(proc: Any, sig: int) -> None:
     os.killpg(proc.pid, sig)
 
 
+def _log_time(line: str) -> float | None:
+    m = re.search(r"timestamp='?([0-9:.T-]+)Z?'?", line)
+    if m is None:
+        return None
+    return datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc).timestamp()
+
+
+def controller_events(group: FailoverGroup, event: str) -> list[str]:
+    out: list[str] = []
+    for n in group.quorum.nodes:
+        if n.path.exists():
+            out += [line for line in n.path.read_text("utf-8", "replace").splitlines() if f"event='{event}'" in line]
+    return out
+
+
+def lease_end(group: FailoverGroup, broker_id: int, after_wall: float) -> float | None:
+    """Wall-clock end (at the latest) of the lease of master ``broker_id``, from the first
+    ``controller_electing`` event about it after ``after_wall``: the last heartbeat the
+    controller received from it + its lease (a lease runs from the heartbeat's sending, so it
+    ended no later than this)."""
+    for line in sorted(controller_events(group, "controller_electing"), key=lambda x: _log_time(x) or 0):
+        at = _log_time(line)
+        ago = re.search(r"last_heartbeat_ago_s=([0-9.]+)", line)
+        lease = re.search(r"lease_s=([0-9.]+)", line)
+        if (at is None or at < after_wall or ago is None or lease is None
+                or not re.search(rf"\bmaster={broker_id}\b", line)):
+            continue
+        return at - float(ago.group(1)) + float(lease.group(1))
+    return None
+
+
+def _busy(seconds: float) -> None:  # a hog process: spins at normal priority until its deadline
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def hog(h: "Harness", seconds: float, procs: int = 4) -> dict[str, Any]:
+    """Runs ``procs`` busy processes (normal priority, bounded by ``seconds``, always killed)
+    while the writers keep writing; returns the controller's view before and after and what the
+    logs say about elections and leases in that window."""
+    import multiprocessing
+
+    g = h.group
+    master = g.wait_settled(120)
+    before = g.quorum.replicas_info(g.name)
+    acks_before = (len(h.native.acked) if h.native else 0, len(h.kafka.acked) if h.kafka else 0)
+    elected_before = len(controller_events(g, "controller_elected_master"))
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_busy, args=(seconds,), daemon=True) for _ in range(procs)]
+    t0 = time.monotonic()
+    try:
+        for w in workers:
+            w.start()
+        deadline = t0 + seconds
+        while time.monotonic() < deadline and any(w.is_alive() for w in workers):
+            time.sleep(0.5)  # the hog's duration (injection, not synchronisation)
+    finally:
+        for w in workers:
+            if w.is_alive():
+                w.kill()
+        for w in workers:
+            w.join(10)
+    hogged = round(time.monotonic() - t0, 1)
+    after = g.quorum.replicas_info(g.name)
+    elections = controller_events(g, "controller_elected_master")[elected_before:]
+    broker_events: Counter[str] = Counter()
+    for b in g.brokers:
+        broker_events.update(e for e in b.log_events()
+                             if e in ("failover_became_master", "failover_became_slave", "failover_lease_expired"))
+    return {"hog_s": hogged, "hog_procs": procs, "master": master.data_dir.name,
+            "controller_before": {k: (before or {}).get(k) for k in ("masterBrokerId", "masterEpoch", "syncStateSet")},
+            "controller_after": {k: (after or {}).get(k) for k in ("masterBrokerId", "masterEpoch", "syncStateSet")},
+            "elections": elections, "broker_events": dict(broker_events),
+            "acked_during": {"native": (len(h.native.acked) if h.native else 0) - acks_before[0],
+                             "kafka": (len(h.kafka.acked) if h.kafka else 0) - acks_before[1]}}
+
+
 class Harness:
-    def __init__(self, work: Path, seed: int | None, log=print, netns: bool = False, fast: bool = True):
+    def __init__(self, work: Path, seed: int | None, log=print, netns: bool = False, fast: bool = True,
+                 members: int = 3):
         self.work = Path(work)
         self.rng = random.Random(seed)
         self.log = log
@@ -153,7 +241,9 @@ class Harness:
             from compat.chaos.netns import Network
 
             self.net = Network(members=3)
-        self.group = FailoverGroup(self.work, network=self.net, fast=fast)
+        self.members = members
+        self.group = FailoverGroup(self.work, network=self.net, fast=fast, members=members)
+        self.wall_offset = time.time() - time.monotonic()  # monotonic ack times -> the logs' wall clock
         self.native: NativeWriter | None = None
         self.kafka: KafkaWriter | None = None
         self.cycles: list[dict[str, Any]] = []
@@ -194,7 +284,8 @@ class Harness:
         self.group.start()
         bootstrap = ",".join(b.kafka_bootstrap for b in self.group.brokers)
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        fut = admin.create_topics([NewTopic(KAFKA_TOPIC, KAFKA_PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+        fut = admin.create_topics([NewTopic(KAFKA_TOPIC, KAFKA_PARTITIONS, min(3, self.members),
+                                            config={"min.insync.replicas": "2"})],
                                   request_timeout=15)[KAFKA_TOPIC]
         fut.result(30)
         self.native = NativeWriter(self.group.namesrv_addr)
@@ -220,6 +311,7 @@ class Harness:
             master.start()  # comes back as a slave, truncates, follows
         elif fault == "stop":
             assert master.proc is not None
+            stop_wall = time.time()
             _signal_group(master.proc, signal.SIGSTOP)
             try:
                 new = g.wait_master(not_=master)
@@ -252,10 +344,29 @@ class Harness:
         rec["first_ack_after_s"] = round(ack - t0, 3) if ack is not None else None
         rec["resumed_s"] = self.resumed_after(t0, after=known_at)
         g.wait_settled(120)
+        if fault == "stop":
+            rec.update(self._after_lease(master, stop_wall, known_at))
         self.log(f"cycle {n}: {fault} of {rec.get('controller') or rec['master']} -> "
                  f"{rec.get('new_master', 'same master')}, first ack after {rec['first_ack_after_s']} s")
         self.cycles.append(rec)
         return rec
+
+    def _after_lease(self, stopped: Any, stop_wall: float, known_at: float) -> dict[str, Any]:
+        """For a SIGSTOP: when the stopped master's lease ended at the latest (its last heartbeat
+        the controller received + its lease, from the controller's ``controller_electing`` event),
+        per protocol the seconds from then to the first acknowledgement once the new master was
+        known, and the native acknowledgements the stopped master's store gave after that end."""
+        end = lease_end(self.group, stopped.settings["brokerId"], stop_wall)
+        if end is None:
+            return {"lease_end_wall": None, "after_lease_s": {}, "zombie_acks_after_lease": None}
+        out: dict[str, float | None] = {}
+        for label, writer in (("native", self.native), ("kafka", self.kafka)):
+            later = [a[0] for a in (writer.acked if writer else []) if a[0] > known_at]
+            out[label] = round(min(later) + self.wall_offset - end, 3) if later else None
+        port = int(stopped.broker_port)
+        zombie = [t for t, p in (self.native.acked_by if self.native else [])
+                  if p == port and t + self.wall_offset > end]
+        return {"lease_end_wall": round(end, 3), "after_lease_s": out, "zombie_acks_after_lease": len(zombie)}
 
     def finish(self) -> dict[str, Any]:
         assert self.native is not None and self.kafka is not None
@@ -284,7 +395,15 @@ class Harness:
                 resumed.setdefault(fault, {})[label] = {
                     "runs": len(ts), "median_s": statistics.median(ts) if ts else None,
                     "min_s": min(ts) if ts else None, "max_s": max(ts) if ts else None}
+        after_lease: dict[str, dict[str, Any]] = {}
+        for label in ("native", "kafka"):
+            ts = [c["after_lease_s"][label] for c in self.cycles
+                  if c["fault"] == "stop" and c["after_lease_s"].get(label) is not None]
+            after_lease[label] = {"runs": len(ts), "median_s": statistics.median(ts) if ts else None,
+                                  "min_s": min(ts) if ts else None, "max_s": max(ts) if ts else None}
         return {"cycles": len(self.cycles), "faults": dict(Counter(c["fault"] for c in self.cycles)),
+                "stop_resumed_after_lease": after_lease,
+                "zombie_acks_after_lease": sum(c.get("zombie_acks_after_lease") or 0 for c in self.cycles),
                 "first_ack_by_fault": by_fault, "resumed_by_fault": resumed,
                 "native_acked": len(self.native.acked), "kafka_acked": len(self.kafka.acked),
                 "native_statuses": dict(self.native.statuses), "kafka_statuses": dict(self.kafka.statuses),
@@ -388,6 +507,23 @@ def run(work: Path, cycles: int, faults: list[str], seed: int | None = None, log
         h.stop()
 
 
+def run_hog(work: Path, seconds: float, procs: int = 4, seed: int | None = None, log=print,
+            fast: bool = True) -> dict[str, Any]:
+    """No fault, only a CPU hog on every core for ``seconds`` under load on a SYNC_MASTER group of
+    two: the report's ``hog`` says whether the controller elected anybody (it must not)."""
+    h = Harness(work, seed, log, fast=fast, members=2)
+    try:
+        h.start()
+        result = hog(h, seconds, procs)
+        log(f"hog {result['hog_s']} s x{procs}: controller {result['controller_before']} -> "
+            f"{result['controller_after']}, {len(result['elections'])} election(s)")
+        report = h.finish()
+        report["hog"] = result
+        return report
+    finally:
+        h.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cycles", type=int, default=50)
@@ -397,6 +533,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--default-timing", action="store_true",
                     help="the documented defaults of the failover keys (heartbeat 1 s, timeout 6 s, lease 4 s, "
                          "scan 1 s) instead of the test timings (0.5 s / 3 s / 2 s / 0.3 s)")
+    ap.add_argument("--hog", type=float, default=None, metavar="SECONDS",
+                    help="instead of faults: CPU hog processes on every core for SECONDS under load on a group "
+                         "of two; fails on any election or loss")
+    ap.add_argument("--hog-procs", type=int, default=4)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--json-out", default=None, help="also write the report here")
@@ -409,6 +549,23 @@ def main(argv: list[str] | None = None) -> int:
     bad = [f for f in faults if f not in FAULTS]
     if bad or ("partition" in faults and not args.netns):
         ap.error(f"unknown faults {bad}" if bad else "the partition fault needs --netns")
+    if args.hog is not None:
+        with tempfile.TemporaryDirectory(prefix="rockafka-failover-hog-") as tmp:
+            report = run_hog(Path(args.work_dir or tmp), args.hog, args.hog_procs, args.seed,
+                             fast=not args.default_timing)
+        report["timing"] = "defaults" if args.default_timing else "test"
+        text = json.dumps(report, indent=2)
+        print(text)
+        if args.json_out:
+            Path(args.json_out).write_text(text + "\n")
+        hg = report["hog"]
+        false_failover = (hg["elections"] or hg["controller_before"]["masterBrokerId"] != hg["controller_after"]["masterBrokerId"]
+                          or hg["controller_before"]["masterEpoch"] != hg["controller_after"]["masterEpoch"])
+        print(f"hog {hg['hog_s']} s x{hg['hog_procs']}: {len(hg['elections'])} election(s), controller "
+              f"{hg['controller_before']} -> {hg['controller_after']}, broker events {hg['broker_events']}; "
+              f"{report['native_acked']} native and {report['kafka_acked']} Kafka acknowledged records checked; "
+              f"{len(report['problems'])} problem(s)")
+        return 1 if false_failover or report["problems"] or report["kafka_fatal"] else 0
     with tempfile.TemporaryDirectory(prefix="rockafka-failover-") as tmp:
         report = run(Path(args.work_dir or tmp), args.cycles, faults, args.seed, netns=args.netns,
                      fast=not args.default_timing)
