@@ -45,14 +45,17 @@ test: test-deps
 # on any loss: kill -9 of a SYNC_MASTER master under load (CHAOS_ARGS="--cycles 50 --seed 7" to
 # change); kill -9 / restart cycles on a small memory-backed disk (CHAOS_CYCLES); automatic
 # failover under a controller quorum, 52 faults (kill -9, SIGSTOP past the lease, controller
-# leader kill, and as root a network partition in namespaces; FAILOVER_ARGS)
+# leader kill, and as root a network partition in namespaces; FAILOVER_ARGS); no election under a
+# CPU hog on every core for 60 s (HOG_ARGS)
 CHAOS_ARGS ?= --cycles 20
 CHAOS_CYCLES ?= 30
 FAILOVER_ARGS ?= --cycles 52 $(if $(filter 0,$(shell id -u)),--netns,)
+HOG_ARGS ?= --hog 60 --hog-procs 4
 chaos: test-deps
 	$(BIN)/python compat/chaos/ha_kill.py $(CHAOS_ARGS)
 	CHAOS_CYCLES=$(CHAOS_CYCLES) $(BIN)/python -m pytest tests/engine/test_tmpfs_crash_restart.py $(PYTEST_ARGS)
 	$(BIN)/python compat/chaos/failover.py $(FAILOVER_ARGS)
+	$(BIN)/python compat/chaos/failover.py $(HOG_ARGS)
 
 bench: test-deps
 	$(BIN)/pip install --quiet py-spy

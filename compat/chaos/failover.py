@@ -32,7 +32,15 @@ producer). The slaves' logs must hold the same bytes for every acknowledged reco
 
 ``python compat/chaos/failover.py --cycles 50`` (``make chaos``) prints a JSON report and exits
 non-zero on any loss; ``--faults kill`` with ``--cycles 10`` gives the failover-time median.
-The suite (``tests/rockafka/test_failover.py``) runs a few cycles.
+The suite (``tests/rockafka/test_failover.py``) runs a few cycles. A ``stop`` cycle also counts
+from the end of the stopped master's lease (its last heartbeat the controller received + its
+lease, from the controller's ``controller_electing`` event) to each protocol's first
+acknowledgement, and the native acknowledgements its store gave after that end (must be none).
+
+``--hog SECONDS`` runs no fault: a group of two under the same load, and ``--hog-procs`` busy
+processes (normal priority, bounded, always killed) on every core for SECONDS; it exits non-zero
+on any election (controller master or epoch changed, a ``controller_elected_master`` event) or
+loss (``make chaos`` runs 60 s; ``tests/rockafka/test_failover_hog.py`` 15 s).
 """
 
 from __future__ import annotations
@@ -222,9 +230,12 @@ def hog(h: "Harness", seconds: float, procs: int = 4) -> dict[str, Any]:
     for b in g.brokers:
         broker_events.update(e for e in b.log_events()
                              if e in ("failover_became_master", "failover_became_slave", "failover_lease_expired"))
+    def view(info: dict[str, Any] | None) -> dict[str, Any]:
+        info = info or {}
+        return {"masterBrokerId": info.get("masterBrokerId"), "masterEpoch": info.get("masterEpoch"),
+                "inSyncReplicas": sorted(r.get("brokerId") for r in info.get("inSyncReplicas") or [])}
     return {"hog_s": hogged, "hog_procs": procs, "master": master.data_dir.name,
-            "controller_before": {k: (before or {}).get(k) for k in ("masterBrokerId", "masterEpoch", "syncStateSet")},
-            "controller_after": {k: (after or {}).get(k) for k in ("masterBrokerId", "masterEpoch", "syncStateSet")},
+            "controller_before": view(before), "controller_after": view(after),
             "elections": elections, "broker_events": dict(broker_events),
             "acked_during": {"native": (len(h.native.acked) if h.native else 0) - acks_before[0],
                              "kafka": (len(h.kafka.acked) if h.kafka else 0) - acks_before[1]}}
