@@ -564,11 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="rockafka-failover-hog-") as tmp:
             report = run_hog(Path(args.work_dir or tmp), args.hog, args.hog_procs, args.seed,
                              fast=not args.default_timing)
-        report["timing"] = "defaults" if args.default_timing else "test"
-        text = json.dumps(report, indent=2)
-        print(text)
-        if args.json_out:
-            Path(args.json_out).write_text(text + "\n")
+        _emit(report, args)
         hg = report["hog"]
         false_failover = (hg["elections"] or hg["controller_before"]["masterBrokerId"] != hg["controller_after"]["masterBrokerId"]
                           or hg["controller_before"]["masterEpoch"] != hg["controller_after"]["masterEpoch"])
@@ -580,15 +576,20 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rockafka-failover-") as tmp:
         report = run(Path(args.work_dir or tmp), args.cycles, faults, args.seed, netns=args.netns,
                      fast=not args.default_timing)
+    _emit(report, args)
+    print(f"{report['cycles']} faults {report['faults']}: {report['native_acked']} native and "
+          f"{report['kafka_acked']} Kafka acknowledged records checked; duplicates {report['duplicates']}; "
+          f"failover median {report['failover_median_s']} s; {len(report['problems'])} problem(s)")
+    return 1 if report["problems"] or report["cycles"] < args.cycles or report["kafka_fatal"] else 0
+
+
+def _emit(report: dict, args: argparse.Namespace) -> None:
+    """Print the run's JSON report (and write it to ``--json-out``)."""
     report["timing"] = "defaults" if args.default_timing else "test"
     text = json.dumps(report, indent=2)
     print(text)
     if args.json_out:
         Path(args.json_out).write_text(text + "\n")
-    print(f"{report['cycles']} faults {report['faults']}: {report['native_acked']} native and "
-          f"{report['kafka_acked']} Kafka acknowledged records checked; duplicates {report['duplicates']}; "
-          f"failover median {report['failover_median_s']} s; {len(report['problems'])} problem(s)")
-    return 1 if report["problems"] or report["cycles"] < args.cycles or report["kafka_fatal"] else 0
 
 
 if __name__ == "__main__":
