@@ -32,16 +32,18 @@ class RemoteGroups:
         self.refresh_view = refresh_view
         self.view_refresh_s = view_refresh_s  # every node's view refresh period
 
-    async def wait_visible(self, topic: str, placed: dict[str, list[int]], timeout: float = 10.0) -> None:
+    async def wait_visible(self, topic: str, placed: dict[str, list[int]], timeout: float = 10.0,
+                           settle: bool = True) -> None:
         """Until the NameServer lists, for every group of ``placed``, its master's registration of
-        ``topic`` with those ids; then one view refresh period more, so every node (each refreshes
-        on its own clock) has read them. Bounded by ``timeout``."""
+        ``topic`` with those ids; then (``settle``) one view refresh period more, so every node
+        (each refreshes on its own clock) has read them. Bounded by ``timeout``."""
         deadline = time.monotonic() + timeout
         want = {name: sorted(ids) for name, ids in placed.items()}
         while time.monotonic() < deadline:
             info = await self.broker.cluster_info()
             if info is not None and all(_registered(info, topic).get(k) == v for k, v in want.items()):
-                await asyncio.sleep(self.view_refresh_s + 0.2)  # a refresh period: nothing to wait on
+                if settle:
+                    await asyncio.sleep(self.view_refresh_s + 0.2)  # a refresh period: nothing to wait on
                 return
             await asyncio.sleep(0.05)
         log.warning("topic_registration_slow", topic=topic, groups=sorted(placed), timeout_s=timeout)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.support.node import RunningNode
@@ -30,3 +32,17 @@ def make_node(tmp_path):
             n.stop()
         except Exception:
             n.kill()
+
+
+@pytest.fixture(autouse=True)
+def _main_thread_event_loop():
+    """Give the main thread a current event loop when an earlier test's ``asyncio.run()`` left it
+    with none (a test process runs many files). The official RocketMQ 5 Python client creates
+    its gRPC telemetry stream in the calling thread, and grpc.aio looks that thread's loop up
+    with ``get_event_loop()``: without one a push consumer fails to start, as it would not in
+    an application's own fresh process."""
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+    yield

@@ -205,11 +205,19 @@ async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
         if name in gateway.cluster.topic_names():
             return find_topic(gateway, name)
     tc = new_topic_config(name, gateway.settings.num_partitions)
-    if gateway.cluster is not None and getattr(gateway.cluster, "others", None):
-        # with other groups in the view, the ids are stored and registered: every node then
-        # knows this group holds the topic (one without ids is visible on its own group only)
-        tc.attributes[PARTITION_IDS] = format_partition_ids(list(range(tc.read_queue_nums)))
-    return await topics.create(gateway.store, tc, via="kafka")
+    if gateway.cluster is None or not getattr(gateway.cluster, "others", None):
+        return await topics.create(gateway.store, tc, via="kafka")
+    # with other groups in the view, the ids are stored and registered: every node then knows
+    # this group holds the topic (one without ids is visible on its own group only). The answer
+    # waits (bounded) until the NameServer lists the registration, so a client that asks another
+    # node next finds the topic there and never makes that node create a second copy.
+    ids = list(range(tc.read_queue_nums))
+    tc.attributes[PARTITION_IDS] = format_partition_ids(ids)
+    created = await topics.create(gateway.store, tc, via="kafka")
+    wait = getattr(gateway.remote_groups, "wait_visible", None)
+    if wait is not None:
+        await wait(name, {gateway.cluster.broker_name: ids}, timeout=5.0, settle=False)
+    return created
 
 
 def stored_batch(unit: Any) -> Any | None:
