@@ -13,7 +13,8 @@ newer epoch in a DATA header is recorded first, and one ACK answers everything r
 sent as soon as the bytes are in the commitlog (the consume queues are built right after);
 an ACK also goes out every ``haSendHeartbeatInterval``. Silence for ``haHousekeepingInterval``,
 a protocol error or bytes that do not continue the log close the connection; the client
-reconnects after a second (five after a refusal).
+reconnects after a second (five after a refusal), at once when it was told to follow another
+master (the session with the old one is shut down at that moment, not at its next receive timeout).
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ class HAClient:
             self.learned = address
             if not self.configured:
                 self._addr_changed.set()
+                # a session with the old master may sit in recv (a stopped master sends nothing):
+                # end it now rather than at the next receive timeout
+                sock = self._sock
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
 
     def start(self) -> None:
         self._thread.start()
@@ -112,6 +121,8 @@ class HAClient:
                 log.exception("ha_client_failed", master=addr)
             finally:
                 self._close()
+            if self.master_address != addr and pause == RETRY_S:
+                continue  # told to follow another master: connect to it now, not after a pause
             if self._stop.wait(pause):
                 break
 
@@ -138,6 +149,8 @@ class HAClient:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self._addr_changed.clear()
+        if self.master_address != addr:  # changed while connecting: the flag just cleared was for it
+            raise ReplicationError(f"master address changed to {self.master_address}")
         svc = self.service
         ident = dict(svc.identity)
         ident.setdefault("brokerId", store.broker_config.broker_id)
