@@ -27,9 +27,15 @@ Every request but the metadata and config ones is answered by the Raft leader on
 CONTROLLER_NOT_LEADER with the leader's address (``controllerLeaderAddress``) when it knows it.
 
 Liveness (not replicated, RocketMQ's ``BrokerHeartbeatManager``): the leader keeps each
-broker's last heartbeat with its epoch and log end. Every ``scanNotActiveBrokerInterval`` it
-proposes an election for a group whose master was not heard for the master's
-``heartbeatTimeoutMills``, or that has no master and an alive member. A lost connection is
+broker's last heartbeat with its epoch and log end. Every ``scanNotActiveBrokerInterval``, and
+at the moment a master's lease ends, it proposes an election for a group whose master was not
+heard since the lease its last heartbeat could grant ended (``masterLeaseMills`` after it
+arrived, +5 % and 50 ms; the master acknowledges nothing after it), or that has no master and an
+alive member; other brokers are dead after their ``heartbeatTimeoutMills``. A heartbeat that
+arrives while an election of its group is being committed waits for it, so no answer confirms
+the master being replaced. A master stopping gracefully resigns (a heartbeat with
+``resign=true``, sent after it revoked its lease): it is dead at once and the election runs in
+that request. A lost connection is
 evidence too: when the connection a broker's last heartbeat came on closes (its process died,
 or the broker closed it) and no heartbeat follows, the broker counts as dead as soon as the
 lease that heartbeat can have granted has run out (``masterLeaseMills`` after it arrived, plus
