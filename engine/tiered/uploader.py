@@ -51,11 +51,15 @@ class Uploader:
         self._sem = asyncio.Semaphore(max(1, concurrency))
         self._ids = itertools.count()
         self._epoch = f"{int(time.time() * 1000):x}{os.getpid():x}"
+        self.last_error: str | None = None     # of the last pass that failed (None: it did not)
+        self.failed_topics: set[str] = set()
 
     # -- which queues --------------------------------------------------------------------
     def tiered_queues(self) -> list[tuple[str, int]]:
         tiered = {t for t, tc in self.store.topic_config.all().items()
                   if str((tc.attributes or {}).get(REMOTE_STORAGE_ENABLE, "")).lower() == "true"}
+        if not tiered:
+            return []
         return sorted(k for k in list(self.store._cqs) if k[0] in tiered)
 
     def _closed_limit(self) -> int:
@@ -80,7 +84,10 @@ class Uploader:
     # -- a pass ----------------------------------------------------------------------------
     async def upload_pass(self) -> int:
         """Sweep orphans, then upload every closed, unrecorded range; returns segments committed.
-        Raises nothing for a store that is down: the next pass retries."""
+        Raises nothing for a store that is down: the next pass retries (``last_error`` says
+        why it failed, ``failed_topics`` which topics' uploads did)."""
+        self.last_error = None
+        self.failed_topics = set()
         for orphan in self.manifest.orphans():
             try:
                 for key in (orphan.log_key, orphan.idx_key):
@@ -92,6 +99,8 @@ class Uploader:
                 log.info("tiered_orphan_swept", key=orphan.key, upload_id=orphan.upload_id)
             except ObjectStoreError as exc:
                 log.warning("tiered_orphan_sweep_failed", key=orphan.key, error=str(exc))
+                self.last_error = str(exc)
+                self.failed_topics.add(orphan.topic)
                 return 0
         queues = self.tiered_queues()
         done = await asyncio.gather(*(self._upload_queue(t, q) for t, q in queues))
@@ -119,9 +128,13 @@ class Uploader:
                     put_idx = await self.objects.put(seg.idx_key, built.idx)
             except ObjectStoreError as exc:
                 log.warning("tiered_upload_failed", key=seg.key, error=str(exc))
+                self.last_error = str(exc)
+                self.failed_topics.add(topic)
                 return committed
             self.manifest.commit(dataclasses.replace(
                 seg, log_size=len(built.log), log_crc32c=put_log.crc32c, idx_crc32c=put_idx.crc32c,
                 first_timestamp=built.first_timestamp, last_timestamp=built.last_timestamp,
                 commitlog_end=built.commitlog_end))
             committed += 1
+            log.info("tiered_segment_uploaded", topic=topic, queue_id=queue_id, base=built.base,
+                     end=built.end, log_bytes=len(built.log))

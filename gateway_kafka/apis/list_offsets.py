@@ -1,10 +1,11 @@
 """ListOffsets (key 2), versions 1-10.
 
 Per partition, by the requested timestamp:
-- -2 (earliest) and -4 (earliest local): the log start offset; -1 (latest): the high
+- -2 (earliest): the log start offset (the remote start of a tiered partition whose oldest data
+  left the disk, docs/design/tiered-storage.md); -4 (earliest local): the local start; -1 (latest): the high
   watermark, or with isolation level 1 (read_committed, v2+) the last stable offset (the first
-  offset of the oldest open transaction, the engine's producer state); -5 (latest tiered): -1, there
-  is no tiered storage.
+  offset of the oldest open transaction, the engine's producer state); -5 (latest tiered): the
+  last offset uploaded to the remote tier, -1 when none.
 - -3 (max timestamp, v7+): the offset and timestamp of the record with the largest
   timestamp; -1/-1 when the partition is empty.
 - t >= 0: the first offset whose *record* timestamp (CreateTime as produced, not the store
@@ -25,6 +26,7 @@ from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import batch_of_unit, blocking, local_queue
 from engine.record_batch import decode_batch, parse_header
+from broker import tiered
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 SCAN_BYTES = 1 << 20
@@ -99,7 +101,9 @@ def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tu
         return code, -1, -1
     index = queue  # the store's queue id (cluster.md)
     store = gw.store
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp == EARLIEST:
+        return E.NONE, tiered.log_start_offset(store, topic, index), -1
+    if timestamp == EARLIEST_LOCAL:
         return E.NONE, store.get_min_offset_in_queue(topic, index), -1
     if timestamp == LATEST:
         hw = store.get_max_offset_in_queue(topic, index)
@@ -107,7 +111,9 @@ def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tu
             return E.NONE, store.producer_state.last_stable_offset(topic, index, hw), -1
         return E.NONE, hw, -1
     if timestamp == LATEST_TIERED:
-        return E.NONE, -1, -1
+        tier = tiered.tier_of(store)
+        end = tier.manifest.remote_end(topic, index) if tier is not None else None
+        return E.NONE, -1 if end is None else end - 1, -1
     if timestamp == MAX_TIMESTAMP:
         off, ts = max_timestamp_offset(store, topic, index)
         return E.NONE, off, ts

@@ -1,0 +1,106 @@
+"""A tiered topic on a real node (``rockafka serve``) with a real S3 server (s3proxy).
+
+More is written than the topic's local retention allows; the node uploads closed data in the
+background, its disk keeps only the recent commitlog segments, and confluent-kafka still reads
+every record from offset 0, byte for byte, the old ones served from the object store
+(docs/design/tiered-storage.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.gateway_kafka.kafka_helpers import create_topic, unique, wait_for
+from tests.support.node import RunningNode
+from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+
+pytestmark = pytest.mark.timeout(180)
+
+SEGMENT = 256 * 1024
+
+
+def tiered_settings(server: S3Server, bucket: str) -> dict[str, object]:
+    return {
+        "mappedFileSizeCommitLog": SEGMENT,
+        "fileReservedTime": 0,                          # closed segments may go as soon as allowed
+        "deleteWhen": ";".join(f"{h:02d}" for h in range(24)),
+        "cleanResourceInterval": 300,
+        "tieredBackendServiceProvider": "s3",
+        "objectStoreEndpoint": server.endpoint,
+        "objectStoreBucket": bucket,
+        "objectStoreAccessKey": ACCESS_KEY,
+        "objectStoreSecretKey": SECRET_KEY,
+        "tieredStoreGroupCommitSize": 64 * 1024,
+        "tieredStoreUploadInterval": 200,
+        "tieredStoreOpTimeout": 5000,
+    }
+
+
+def commitlog_files(node: RunningNode) -> list:
+    return sorted((node.data_dir / "commitlog").glob("*"))
+
+
+def list_offset(bootstrap: str, topic: str, which: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("lo")})
+    try:
+        return c.offsets_for_times([TopicPartition(topic, 0, which)], timeout=10)[0].offset
+    finally:
+        c.close()
+
+
+def read_from_zero(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list[tuple]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("tier"), "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 200, "fetch.message.max.bytes": 256 * 1024})
+    out: list[tuple] = []
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout
+        while len(out) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            out.append((m.offset(), m.key(), m.value()))
+    finally:
+        c.close()
+    return out
+
+
+def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_disk(tmp_path):
+    from confluent_kafka import Producer
+
+    server = S3Server(tmp_path / "s3")
+    bucket = server.make_bucket("tier")
+    with server, RunningNode(tmp_path / "data", settings=tiered_settings(server, bucket)) as node:
+        topic = unique("orders")
+        create_topic(node.kafka_bootstrap, topic, 1, {"remote.storage.enable": "true",
+                                                      "local.retention.bytes": str(64 * 1024)})
+        # ~1.6 MiB: six times the commitlog segment, 25 times the local retention
+        sent = [(b"order-%05d" % i, (b"%05d:" % i) + bytes((i + j) % 251 for j in range(400)))
+                for i in range(4000)]
+        p = Producer({"bootstrap.servers": node.kafka_bootstrap, "linger.ms": 5, "batch.size": 16384})
+        for k, v in sent:
+            p.produce(topic, key=k, value=v, partition=0)
+            p.poll(0)
+        assert p.flush(30) == 0
+
+        # the node uploads and the store's retention frees the disk: the old data left it
+        wait_for(lambda: list_offset(node.kafka_bootstrap, topic, -4) > 2000, timeout=60,
+                 what="the local start of the tiered partition to move up")
+        wait_for(lambda: len(commitlog_files(node)) <= 3, timeout=60,
+                 what="old commitlog segments to be deleted")
+        assert list_offset(node.kafka_bootstrap, topic, -2) == 0        # earliest: the remote start
+        assert list_offset(node.kafka_bootstrap, topic, -5) >= 1999     # latest tiered
+        assert sum(f.stat().st_size for f in commitlog_files(node)) <= 3 * SEGMENT
+
+        got = read_from_zero(node.kafka_bootstrap, topic, len(sent))
+        assert [o for o, _, _ in got] == list(range(len(sent)))
+        assert [(k, v) for _, k, v in got] == sent                      # byte for byte
+        objects = [p for p in (server.data / bucket).rglob("*.log")]
+        assert objects, "no remote segment object in the bucket"
