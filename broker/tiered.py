@@ -100,3 +100,34 @@ class TieredService:
 
     async def stop(self) -> None:
         await self.tier.stop()
+
+
+async def query_by_key(store: Any, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[bytes]:
+    """Units carrying ``key`` in the remote tier (native QUERY_MESSAGE beyond the disk)."""
+    tier = _TIERS.get(store)
+    if tier is None or max_num <= 0:
+        return []
+    from engine.tiered.object_store import ObjectStoreError
+
+    try:
+        return await tier.query_by_key(topic, key, max_num, begin_ms, end_ms)
+    except ObjectStoreError as exc:
+        log.warning("tiered_query_failed", topic=topic, error=str(exc))
+        raise RemoteReadError(f"the remote tier could not be searched for key {key!r}: {exc}; retry") from exc
+
+
+async def offset_by_time(store: Any, topic: str, queue_id: int, timestamp_ms: int) -> int:
+    """The first offset stored at or after ``timestamp_ms``, the remote tier included (native
+    SEARCH_OFFSET_BY_TIMESTAMP); the local answer when the time is past the remote data."""
+    local = store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+    tier = _TIERS.get(store)
+    if tier is None or local > store.get_min_offset_in_queue(topic, queue_id):
+        return local
+    from engine.tiered.object_store import ObjectStoreError
+
+    try:
+        remote = await tier.offset_for_store_time(topic, queue_id, timestamp_ms)
+    except ObjectStoreError as exc:
+        log.warning("tiered_search_failed", topic=topic, queue_id=queue_id, error=str(exc))
+        raise RemoteReadError(f"the remote tier could not be searched by time: {exc}; retry") from exc
+    return local if remote is None else min(remote, local)

@@ -57,6 +57,8 @@ class RemoteSegment:
     first_timestamp: int = -1
     last_timestamp: int = -1
     commitlog_end: int = -1     # commitlog offset just past the segment's last record
+    keys_key: str = ""          # object key of the keys (empty: a segment without one)
+    keys_crc32c: int = 0
 
     @property
     def key(self) -> str:

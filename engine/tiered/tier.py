@@ -36,7 +36,7 @@ from engine.message import MessageFormatError, UnitHeader
 
 from .manifest import Manifest, ManifestConflict, RemoteSegment
 from .object_store import ChecksumMismatch, ObjectNotFound, ObjectStore, ObjectStoreError
-from .segment import SegmentIndex
+from .segment import SegmentIndex, parse_keys
 from .uploader import REMOTE_STORAGE_ENABLE, Uploader
 
 log = structlog.get_logger("rockafka.engine.tiered")
@@ -78,6 +78,7 @@ class RemoteTier:
         self._chunks: collections.OrderedDict[tuple[str, int], bytes] = collections.OrderedDict()
         self._chunk_bytes = 0
         self._indexes: collections.OrderedDict[str, SegmentIndex] = collections.OrderedDict()
+        self._key_maps: collections.OrderedDict[str, dict[str, list[int]]] = collections.OrderedDict()
         self._task: asyncio.Task | None = None
         self.passes = 0
         self.upload_errors: collections.Counter[str] = collections.Counter()
@@ -222,7 +223,9 @@ class RemoteTier:
 
     async def _delete_objects(self, seg: RemoteSegment) -> bool:
         try:
-            for key in (seg.log_key, seg.idx_key):
+            for key in (seg.log_key, seg.idx_key, seg.keys_key):
+                if not key:
+                    continue
                 try:
                     await self.objects.delete(key)
                 except ObjectNotFound:
@@ -282,6 +285,32 @@ class RemoteTier:
                     return off
         return None
 
+    async def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[bytes]:
+        """Stored units of ``topic`` carrying ``key`` (KEYS, UNIQ_KEY or a Kafka record key) whose
+        store time is in [begin_ms, end_ms], newest segments first, at most ``max_num``; only
+        segments whose time range overlaps are looked at (their ``.keys`` objects are cached)."""
+        segs = [s for (t, _q) in self._queues_of(topic) for s in self.manifest.segments(t, _q)
+                if s.keys_key and s.first_timestamp <= end_ms and s.last_timestamp >= begin_ms]
+        out: list[bytes] = []
+        for seg in sorted(segs, key=lambda s: s.last_timestamp, reverse=True):
+            hits = (await self._keys(seg)).get(key)
+            if not hits:
+                continue
+            index = await self._index(seg)
+            for i in reversed(hits):
+                if not begin_ms <= index.timestamps[i] <= end_ms:
+                    continue
+                start = index.positions[i]
+                unit = await self._log_range(seg, start, start + index.sizes[i])
+                _check_unit(seg, unit, index.offsets[i])
+                out.append(unit)
+                if len(out) >= max_num:
+                    return out
+        return out
+
+    def _queues_of(self, topic: str) -> list[tuple[str, int]]:
+        return sorted({k for k in list(self.store._cqs) if k[0] == topic})
+
     # -- caches -----------------------------------------------------------------------------------
     async def _index(self, seg: RemoteSegment) -> SegmentIndex:
         cached = self._indexes.get(seg.idx_key)
@@ -294,6 +323,21 @@ class RemoteTier:
         while len(self._indexes) > INDEX_CACHE_ENTRIES:
             self._indexes.popitem(last=False)
         return index
+
+    async def _keys(self, seg: RemoteSegment) -> dict[str, list[int]]:
+        cached = self._key_maps.get(seg.keys_key)
+        if cached is not None:
+            self._key_maps.move_to_end(seg.keys_key)
+            return cached
+        raw = await self.objects.get(seg.keys_key, expected_crc32c=seg.keys_crc32c or None)
+        try:
+            keys = parse_keys(raw)
+        except (ValueError, IndexError) as exc:
+            raise ChecksumMismatch("get", seg.keys_key, f"keys object does not parse: {exc}") from None
+        self._key_maps[seg.keys_key] = keys
+        while len(self._key_maps) > INDEX_CACHE_ENTRIES // 4:
+            self._key_maps.popitem(last=False)
+        return keys
 
     async def _log_range(self, seg: RemoteSegment, start: int, end: int) -> bytes:
         first, last = start // CHUNK, (end - 1) // CHUNK
@@ -320,6 +364,7 @@ class RemoteTier:
 
     def _forget(self, seg: RemoteSegment) -> None:
         self._indexes.pop(seg.idx_key, None)
+        self._key_maps.pop(seg.keys_key, None)
         for key in [k for k in self._chunks if k[0] == seg.log_key]:
             self._chunk_bytes -= len(self._chunks.pop(key))
 

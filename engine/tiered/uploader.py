@@ -90,7 +90,9 @@ class Uploader:
         self.failed_topics = set()
         for orphan in self.manifest.orphans():
             try:
-                for key in (orphan.log_key, orphan.idx_key):
+                for key in (orphan.log_key, orphan.idx_key, orphan.keys_key):
+                    if not key:
+                        continue
                     try:
                         await self.objects.delete(key)
                     except ObjectNotFound:
@@ -120,19 +122,21 @@ class Uploader:
             seg = RemoteSegment(topic=topic, queue_id=queue_id, base=built.base, end=built.end,
                                 upload_id=upload_id, state="",
                                 log_key=object_key(topic, queue_id, built.base, upload_id, "log"),
-                                idx_key=object_key(topic, queue_id, built.base, upload_id, "idx"))
+                                idx_key=object_key(topic, queue_id, built.base, upload_id, "idx"),
+                                keys_key=object_key(topic, queue_id, built.base, upload_id, "keys"))
             seg = self.manifest.start(seg)
             try:
                 async with self._sem:
                     put_log = await self.objects.put(seg.log_key, built.log)
                     put_idx = await self.objects.put(seg.idx_key, built.idx)
+                    put_keys = await self.objects.put(seg.keys_key, built.keys)
             except ObjectStoreError as exc:
                 log.warning("tiered_upload_failed", key=seg.key, error=str(exc))
                 self.last_error = str(exc)
                 self.failed_topics.add(topic)
                 return committed
             self.manifest.commit(dataclasses.replace(
-                seg, log_size=len(built.log), log_crc32c=put_log.crc32c, idx_crc32c=put_idx.crc32c,
+                seg, log_size=len(built.log), log_crc32c=put_log.crc32c, idx_crc32c=put_idx.crc32c, keys_crc32c=put_keys.crc32c,
                 first_timestamp=built.first_timestamp, last_timestamp=built.last_timestamp,
                 commitlog_end=built.commitlog_end))
             committed += 1

@@ -72,8 +72,21 @@ def read_from_zero(bootstrap: str, topic: str, count: int, timeout: float = 60.0
     return out
 
 
-def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_disk(tmp_path):
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 16384})
+    for k, v in records:
+        p.produce(topic, key=k, value=v, partition=0)
+        p.poll(0)
+    assert p.flush(30) == 0
+
+
+def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_disk(tmp_path):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    from gateway_native.client import Admin, LitePullConsumer
 
     server = S3Server(tmp_path / "s3")
     bucket = server.make_bucket("tier")
@@ -81,14 +94,26 @@ def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_d
         topic = unique("orders")
         create_topic(node.kafka_bootstrap, topic, 1, {"remote.storage.enable": "true",
                                                       "local.retention.bytes": str(64 * 1024)})
-        # ~1.6 MiB: six times the commitlog segment, 25 times the local retention
+        admin = AdminClient({"bootstrap.servers": node.kafka_bootstrap})
+        described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+        entries = list(described.values())[0].result(20)
+        assert entries["remote.storage.enable"].value == "true"
+        assert entries["local.retention.bytes"].value == str(64 * 1024)
+        for bad, why in (({"remote.storage.enable": "true", "cleanup.policy": "compact"}, "compacted"),
+                         ({"remote.storage.enable": "true", "local.retention.ms": "600000",
+                           "retention.ms": "60000"}, "larger than retention.ms")):
+            name = unique("refused")
+            with pytest.raises(KafkaException, match=why):
+                admin.create_topics([NewTopic(name, 1, 1, config=bad)])[name].result(20)
+
+        # ~1.6 MiB: six times the commitlog segment, 25 times the local retention; a point in
+        # time between the halves for the search by time
         sent = [(b"order-%05d" % i, (b"%05d:" % i) + bytes((i + j) % 251 for j in range(400)))
                 for i in range(4000)]
-        p = Producer({"bootstrap.servers": node.kafka_bootstrap, "linger.ms": 5, "batch.size": 16384})
-        for k, v in sent:
-            p.produce(topic, key=k, value=v, partition=0)
-            p.poll(0)
-        assert p.flush(30) == 0
+        produce(node.kafka_bootstrap, topic, sent[:2000])
+        middle = int(time.time() * 1000) + 1
+        wait_for(lambda: time.time() * 1000 > middle + 1, timeout=5, what="the clock to pass the middle")
+        produce(node.kafka_bootstrap, topic, sent[2000:])
 
         # the node uploads and the store's retention frees the disk: the old data left it
         wait_for(lambda: list_offset(node.kafka_bootstrap, topic, -4) > 2000, timeout=60,
@@ -102,5 +127,21 @@ def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_d
         got = read_from_zero(node.kafka_bootstrap, topic, len(sent))
         assert [o for o, _, _ in got] == list(range(len(sent)))
         assert [(k, v) for _, k, v in got] == sent                      # byte for byte
-        objects = [p for p in (server.data / bucket).rglob("*.log")]
-        assert objects, "no remote segment object in the bucket"
+        assert list((server.data / bucket).rglob("*.log")), "no remote segment object in the bucket"
+
+        # the native SDK: by key and by time, from the remote tier
+        with Admin(node.namesrv_addr) as native:
+            for i in (0, 7, 1999, 2500):
+                found = native.query_message_by_key(topic, sent[i][0].decode())
+                assert [m.body for m in found] == [sent[i][1]], i
+        with LitePullConsumer(unique("tier_lp"), node.namesrv_addr, auto_commit=False) as lp:
+            mq = lp.fetch_message_queues(topic)[0]
+            lp.assign([mq])
+            assert lp.min_offset(mq) == 0
+            assert lp.offset_for_timestamp(mq, middle) == 2000
+            lp.seek(mq, 2000)
+            msgs: list = []
+            wait_for(lambda: msgs.extend(lp.poll(300)) or len(msgs) >= 300, timeout=30,
+                     what="300 records pulled from the remote tier")
+            assert [(m.queue_offset, m.keys[0].encode(), m.body) for m in msgs[:300]] == \
+                [(2000 + i, k, v) for i, (k, v) in enumerate(sent[2000:2300])]
