@@ -93,12 +93,23 @@ class TieredService:
 
     def __init__(self, tier: RemoteTier):
         self.tier = tier
+        self.collector: Any = None
 
     async def start(self) -> None:
         await self.tier.start()
+        from engine import metrics
+        from engine.tiered.tier import TieredCollector
+
+        self.collector = TieredCollector(self.tier)
+        metrics.REGISTRY.register(self.collector)
         log.info("tiered_started", master=self.tier.is_master(), interval_s=self.tier.interval_s)
 
     async def stop(self) -> None:
+        if self.collector is not None:
+            from engine import metrics
+
+            metrics.REGISTRY.unregister(self.collector)
+            self.collector = None
         await self.tier.stop()
 
 

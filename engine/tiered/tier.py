@@ -388,6 +388,37 @@ class RemoteTier:
         return out
 
 
+class TieredCollector:
+    """Prometheus gauges of the remote tier, read at scrape time (engine/metrics.py's rule):
+    per tiered topic the remote bytes and segments, the upload lag in bytes, and the upload
+    failures counted since the node started."""
+
+    def __init__(self, tier: RemoteTier):
+        self.tier = tier
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        stats = self.tier.topic_stats()
+        remote = GaugeMetricFamily("rockafka_tiered_remote_bytes", "Bytes of a tiered topic's records in the object "
+                                   "store (live remote segments).", labels=["topic"])
+        segments = GaugeMetricFamily("rockafka_tiered_remote_segments", "Live remote segments of a tiered topic.",
+                                     labels=["topic"])
+        lag = GaugeMetricFamily("rockafka_tiered_upload_lag_bytes", "Stored bytes of a tiered topic not yet "
+                                "uploaded (closed or not): what a disk loss would cost.", labels=["topic"])
+        errors = CounterMetricFamily("rockafka_tiered_upload_errors", "Upload passes of a tiered topic that failed "
+                                     "(object store down, slow or refusing).", labels=["topic"])
+        for topic, st in sorted(stats.items()):
+            remote.add_metric([topic], st["remote_bytes"])
+            segments.add_metric([topic], st["remote_segments"])
+            lag.add_metric([topic], st["upload_lag_bytes"])
+            errors.add_metric([topic], st["upload_errors"])
+        yield remote
+        yield segments
+        yield lag
+        yield errors
+
+
 def _bytes_between(cq: Any, start: int, end: int, limit_units: int = 100_000) -> int:
     total, offset = 0, start
     while offset < end and limit_units > 0:

@@ -145,3 +145,44 @@ def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_d
                      what="300 records pulled from the remote tier")
             assert [(m.queue_offset, m.keys[0].encode(), m.body) for m in msgs[:300]] == \
                 [(2000 + i, k, v) for i, (k, v) in enumerate(sent[2000:2300])]
+
+
+def metric(node: RunningNode, name: str, topic: str) -> float | None:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{topic="{topic}"}}'):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_a_stopped_object_store_delays_uploads_and_deletes_nothing_early(tmp_path):
+    server = S3Server(tmp_path / "s3")
+    bucket = server.make_bucket("tier")
+    settings = dict(tiered_settings(server, bucket), tieredStoreOpTimeout=2000)
+    with server, RunningNode(tmp_path / "data", settings=settings) as node:
+        topic = unique("ledger")
+        create_topic(node.kafka_bootstrap, topic, 1, {"remote.storage.enable": "true",
+                                                      "local.retention.bytes": str(64 * 1024)})
+        server.stop()                                  # the object store is down for a while
+        sent = [(b"entry-%05d" % i, (b"%05d|" % i) + bytes((3 * i + j) % 253 for j in range(400)))
+                for i in range(3000)]
+        produce(node.kafka_bootstrap, topic, sent)     # produce keeps working on the local tier
+
+        # passes fail and retention runs, yet nothing leaves the disk: no upload was recorded
+        wait_for(lambda: (metric(node, "rockafka_tiered_upload_errors_total", topic) or 0) >= 2, timeout=60,
+                 what="two failed upload passes")
+        assert metric(node, "rockafka_tiered_remote_bytes", topic) == 0
+        assert metric(node, "rockafka_tiered_upload_lag_bytes", topic) > 3000 * 400
+        assert list_offset(node.kafka_bootstrap, topic, -4) == 0
+        assert len(commitlog_files(node)) >= 4          # the expired segments are all kept
+
+        server.start()                                 # back on the same port and data: uploads resume
+        wait_for(lambda: list_offset(node.kafka_bootstrap, topic, -4) > 1500, timeout=90,
+                 what="uploads to resume and the local start to move up")
+        wait_for(lambda: len(commitlog_files(node)) <= 3, timeout=60, what="old commitlog segments to go")
+        assert metric(node, "rockafka_tiered_remote_bytes", topic) > 1500 * 400
+        assert list_offset(node.kafka_bootstrap, topic, -2) == 0
+        got = read_from_zero(node.kafka_bootstrap, topic, len(sent))
+        assert [(k, v) for _, k, v in got] == sent
