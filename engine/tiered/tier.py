@@ -34,7 +34,7 @@ import structlog
 
 from engine.message import MessageFormatError, UnitHeader
 
-from .manifest import Manifest, ManifestConflict, RemoteSegment
+from .manifest import COMMITTED, Manifest, ManifestConflict, RemoteSegment
 from .object_store import ChecksumMismatch, ObjectNotFound, ObjectStore, ObjectStoreError
 from .segment import SegmentIndex, parse_keys
 from .uploader import REMOTE_STORAGE_ENABLE, Uploader
@@ -197,7 +197,17 @@ class RemoteTier:
         ok = True
         for seg in self.manifest.delete_marked():       # finished first: a pass that failed
             ok = await self._delete_objects(seg) and ok
-        for topic, attrs in self.tiered_topics().items():
+        tiered = self.tiered_topics()
+        for seg in list(self.manifest):                 # topics deleted or no longer tiered
+            if seg.state == COMMITTED and seg.topic not in tiered:
+                try:
+                    marked = self.manifest.mark_deleted(seg.key)
+                except ManifestConflict:
+                    continue
+                self._forget(seg)
+                log.info("tiered_segment_dropped", key=seg.key, reason="topic not tiered")
+                ok = await self._delete_objects(marked) and ok
+        for topic, attrs in tiered.items():
             ms = _int(attrs.get(RETENTION_MS), None)
             if ms is None:
                 ms = self.file_reserved_hours * 3_600_000 if self.file_reserved_hours >= 0 else -1

@@ -108,7 +108,11 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     if from_remote:
         return _remote_response(partition, from_remote, limit, min_one, end, hi, lso, lo, txn, topic, index,
                                 fetch_offset, isolation)
-    fetch_offset = max(fetch_offset, local_lo)  # a gap between the tiers (nothing remote reaches it)
+    if remote is not None and fetch_offset < local_lo:
+        if tiered.remote_covers(store, topic, index, fetch_offset):
+            # the local start moved past it after this request's remote reads: the next fetch reads it remotely
+            return _empty(partition, E.NONE, hi, lso, lo), 0
+        fetch_offset = local_lo  # a gap between the tiers (nothing remote reaches it)
     # The store counts whole units (batch + ~100 bytes of unit header, topic, properties); ask
     # for a little more and trim by batch bytes below, so the limit is about what is sent.
     res = store.get_message("", topic, index, fetch_offset, MAX_RECORDS_PER_READ,

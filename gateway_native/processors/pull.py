@@ -174,6 +174,10 @@ def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_m
         return R.PULL_RETRY_IMMEDIATELY, fields, body
     if status in ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"):
         return (R.PULL_OFFSET_MOVED if offset != 0 else R.PULL_NOT_FOUND), fields, body
+    if status == "OFFSET_TOO_SMALL" and tiered.remote_covers(store, topic, queue_id, offset):
+        # the local start moved past it meanwhile: the remote tier serves it on the next pull
+        fields.update(nextBeginOffset=offset, minOffset=tiered.log_start_offset(store, topic, queue_id))
+        return R.PULL_RETRY_IMMEDIATELY, fields, body
     if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
         return R.PULL_OFFSET_MOVED, fields, body
     return R.PULL_NOT_FOUND, fields, body  # OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL
