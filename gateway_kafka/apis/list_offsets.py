@@ -8,6 +8,8 @@ Per partition, by the requested timestamp:
   last offset uploaded to the remote tier, -1 when none.
 - -3 (max timestamp, v7+): the offset and timestamp of the record with the largest
   timestamp; -1/-1 when the partition is empty.
+- On a tiered topic, t >= 0 first searches the offsets that left the disk
+  (``remote_offset_for_time``, reading the remote tier; KAFKA_STORAGE_ERROR when it fails).
 - t >= 0: the first offset whose *record* timestamp (CreateTime as produced, not the store
   time) is >= t, with that record's timestamp; -1/-1 when no record is at or after t.
 
@@ -94,6 +96,36 @@ def max_timestamp_offset(store, topic: str, index: int) -> tuple[int, int]:
     return top.absolute_offset(h), top.absolute_timestamp(h)
 
 
+async def remote_offset_for_time(gw, topic: str, index: int, target: int) -> tuple[int, int] | None:
+    """The first record at or after ``target`` among the offsets that left the disk of a tiered
+    partition (docs/design/tiered-storage.md): from the remote segments' store times (minus the
+    skew, as locally), then batch headers of the units read remotely; None when it is not there
+    (the local lookup answers). Raises ``tiered.RemoteReadError``."""
+    store = gw.store
+    local_lo = store.get_min_offset_in_queue(topic, index)
+    start = tiered.log_start_offset(store, topic, index)
+    if start >= local_lo:
+        return None
+    skew = gw.settings.list_offsets_time_skew_ms
+    if skew >= 0:
+        start = max(start, await tiered.offset_by_time(store, topic, index, max(0, target - skew)))
+    offset = start
+    while offset < local_lo:
+        units = await tiered.read_remote(store, topic, index, offset, SCAN_BYTES)
+        if not units:
+            return None
+        for u in units:
+            batch = batch_of_unit(u.data)
+            if parse_header(batch).max_timestamp < target:
+                continue
+            h, records = decode_batch(batch)
+            for rec in records:
+                if rec.absolute_timestamp(h) >= target and rec.absolute_offset(h) >= start:
+                    return rec.absolute_offset(h), rec.absolute_timestamp(h)
+        offset = units[-1].queue_offset + units[-1].record_count
+    return None
+
+
 def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tuple[int, int, int]:
     """(error_code, offset, timestamp)."""
     queue, code = local_queue(gw, topic, index)
@@ -141,7 +173,19 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             if ts in (EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED):
                 code, off, rts = lookup(gw, name, index, ts, body.get("isolation_level", 0))
             else:  # may read and decode batches: keep it off the event loop
-                code, off, rts = await blocking(lookup, gw, name, index, ts)
+                found = None
+                queue = local_queue(gw, name, index)[0]
+                if ts >= 0 and queue is not None and tiered.tier_of(gw.store) is not None:
+                    try:
+                        found = await remote_offset_for_time(gw, name, queue, ts)
+                    except tiered.RemoteReadError:
+                        found = (E.KAFKA_STORAGE_ERROR, -1, -1)
+                if found is None:
+                    code, off, rts = await blocking(lookup, gw, name, index, ts)
+                elif len(found) == 3:
+                    code, off, rts = found
+                else:
+                    code, (off, rts) = E.NONE, found
             parts.append({"partition_index": index, "error_code": code, "timestamp": rts, "offset": off,
                           "leader_epoch": gw.cluster.leader_epoch(name, index) if code == E.NONE else -1})
         topics.append({"name": name, "partitions": parts})

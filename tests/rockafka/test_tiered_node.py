@@ -122,6 +122,7 @@ def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_d
                  what="old commitlog segments to be deleted")
         assert list_offset(node.kafka_bootstrap, topic, -2) == 0        # earliest: the remote start
         assert list_offset(node.kafka_bootstrap, topic, -5) >= 1999     # latest tiered
+        assert list_offset(node.kafka_bootstrap, topic, middle) == 2000  # by time, in the remote range
         assert sum(f.stat().st_size for f in commitlog_files(node)) <= 3 * SEGMENT
 
         got = read_from_zero(node.kafka_bootstrap, topic, len(sent))
