@@ -187,3 +187,39 @@ def test_a_stopped_object_store_delays_uploads_and_deletes_nothing_early(tmp_pat
         assert list_offset(node.kafka_bootstrap, topic, -2) == 0
         got = read_from_zero(node.kafka_bootstrap, topic, len(sent))
         assert [(k, v) for _, k, v in got] == sent
+
+
+def test_a_node_killed_mid_upload_restarts_without_orphans_or_gaps(tmp_path):
+    from tests.support.proxy import TcpProxy
+
+    server = S3Server(tmp_path / "s3")
+    bucket = server.make_bucket("tier")
+    with server, TcpProxy("127.0.0.1", server.port) as proxy:
+        settings = dict(tiered_settings(server, bucket), objectStoreEndpoint=f"http://{proxy.address}",
+                        tieredStoreOpTimeout=60_000)
+        node = RunningNode(tmp_path / "data", settings=settings)
+        with node:
+            topic = unique("killed")
+            create_topic(node.kafka_bootstrap, topic, 1, {"remote.storage.enable": "true",
+                                                          "local.retention.bytes": str(64 * 1024)})
+            proxy.hold_answers()            # the object store stores what it is sent; no answer returns
+            sent = [(b"rec-%05d" % i, (b"%05d/" % i) + bytes((7 * i + j) % 241 for j in range(400)))
+                    for i in range(3000)]
+            produce(node.kafka_bootstrap, topic, sent)
+            wait_for(lambda: list((server.data / bucket).rglob("*.log")), timeout=60,
+                     what="an upload to reach the object store")
+            node.kill()                     # mid-upload: the object is there, its commit record is not
+            proxy.release()
+            node.start()
+            wait_for(lambda: list_offset(node.kafka_bootstrap, topic, -4) > 1500, timeout=90,
+                     what="uploads to be redone and the local start to move up")
+            wait_for(lambda: len(commitlog_files(node)) <= 3, timeout=60, what="old commitlog segments to go")
+            got = read_from_zero(node.kafka_bootstrap, topic, len(sent))
+            assert [o for o, _, _ in got] == list(range(len(sent)))      # no gap
+            assert [(k, v) for _, k, v in got] == sent
+            wait_for(lambda: len({p.name.split("-")[0] for p in (server.data / bucket).rglob("*.log")})
+                     == len(list((server.data / bucket).rglob("*.log"))), timeout=30,
+                     what="the killed upload's object to be swept")
+            logs, idxs = (sorted(p.name.split("-")[0] for p in (server.data / bucket).rglob(f"*.{ext}"))
+                          for ext in ("log", "idx"))
+            assert logs == idxs                                            # every object has its pair, once
