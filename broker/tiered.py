@@ -43,7 +43,8 @@ def prepare(store: Any, store_config: Any) -> RemoteTier | None:
                       concurrency=store_config.tiered_store_upload_concurrency,
                       cache_bytes=store_config.tiered_store_read_cache_size,
                       interval_s=max(0.05, store_config.tiered_store_upload_interval / 1000),
-                      file_reserved_hours=store_config.tiered_store_file_reserved_time)
+                      file_reserved_hours=store_config.tiered_store_file_reserved_time,
+                      bandwidth=store_config.tiered_store_upload_bandwidth)
     tier.guard()
     _TIERS[store] = tier
     return tier

@@ -65,12 +65,12 @@ class RemoteUnit:
 class RemoteTier:
     def __init__(self, store: Any, objects: ObjectStore, *, segment_bytes: int = 64 << 20,
                  concurrency: int = 2, cache_bytes: int = 256 << 20, interval_s: float = 1.0,
-                 file_reserved_hours: int = 72):
+                 file_reserved_hours: int = 72, bandwidth: int = 0):
         self.store = store
         self.objects = objects
         self.manifest = Manifest(store)
         self.uploader = Uploader(store, self.manifest, objects, segment_bytes=segment_bytes,
-                                 concurrency=concurrency)
+                                 concurrency=concurrency, bandwidth=bandwidth)
         self.interval_s = interval_s
         self.file_reserved_hours = file_reserved_hours
         self.cache_bytes = max(0, cache_bytes)

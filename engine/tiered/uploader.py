@@ -6,7 +6,8 @@ What it owns: one upload pass (``upload_pass``) and the retention guard it regis
 A queue is tiered when its topic's attribute ``remote.storage.enable`` is ``true``. A pass
 walks each tiered queue from the end of its committed remote range: builds a segment of closed
 data (units whose bytes lie below the active commitlog segment), records ``started``, PUTs
-``.log`` then ``.idx``, and records ``committed``. Uploads run at most ``concurrency`` at once.
+``.log``, ``.idx`` and ``.keys``, and records ``committed``. Uploads run at most
+``concurrency`` at once, paced to ``bandwidth`` bytes/s over all of them (0: unlimited).
 
 Invariants:
 - ``retention_floor()`` is the lowest commitlog offset of a tiered record not yet committed
@@ -43,7 +44,7 @@ def object_key(topic: str, queue_id: int, base: int, upload_id: str, ext: str) -
 
 class Uploader:
     def __init__(self, store: Any, manifest: Manifest, objects: ObjectStore, *,
-                 segment_bytes: int = 64 << 20, concurrency: int = 2):
+                 segment_bytes: int = 64 << 20, concurrency: int = 2, bandwidth: int = 0):
         self.store = store
         self.manifest = manifest
         self.objects = objects
@@ -51,6 +52,9 @@ class Uploader:
         self._sem = asyncio.Semaphore(max(1, concurrency))
         self._ids = itertools.count()
         self._epoch = f"{int(time.time() * 1000):x}{os.getpid():x}"
+        self.bandwidth = max(0, bandwidth)    # bytes/s over all uploads; 0: unlimited
+        self._next_slot = 0.0                  # loop time from which the next PUT may start
+        self.paced_s = 0.0                     # time PUTs waited for the bandwidth limit, in all
         self.last_error: str | None = None     # of the last pass that failed (None: it did not)
         self.failed_topics: set[str] = set()
 
@@ -66,6 +70,19 @@ class Uploader:
         """Commitlog offset below which data is closed: the start of the active segment."""
         files = self.store.commitlog.mfq.files
         return files[-1].file_from_offset if files else 0
+
+    async def _pace(self, nbytes: int) -> None:
+        """Bandwidth limit: each upload reserves ``nbytes / bandwidth`` seconds of the link, in
+        the order they ask, and waits for its slot (a paced sender: the average rate over any
+        run of uploads stays at or below ``bandwidth``)."""
+        if self.bandwidth <= 0:
+            return
+        now = asyncio.get_running_loop().time()
+        start = max(now, self._next_slot)
+        self._next_slot = start + nbytes / self.bandwidth
+        if start > now:
+            self.paced_s += start - now
+            await asyncio.sleep(start - now)
 
     # -- the guard -------------------------------------------------------------------------
     def retention_floor(self) -> int | None:
@@ -127,6 +144,7 @@ class Uploader:
             seg = self.manifest.start(seg)
             try:
                 async with self._sem:
+                    await self._pace(len(built.log) + len(built.idx) + len(built.keys))
                     put_log = await self.objects.put(seg.log_key, built.log)
                     put_idx = await self.objects.put(seg.idx_key, built.idx)
                     put_keys = await self.objects.put(seg.keys_key, built.keys)
