@@ -223,3 +223,26 @@ def test_a_node_killed_mid_upload_restarts_without_orphans_or_gaps(tmp_path):
             logs, idxs = (sorted(p.name.split("-")[0] for p in (server.data / bucket).rglob(f"*.{ext}"))
                           for ext in ("log", "idx"))
             assert logs == idxs                                            # every object has its pair, once
+
+
+def test_a_slave_serves_offloaded_offsets_with_its_master_down(tmp_path):
+    from tests.rockafka.test_broker_group import pull_from_broker
+    from tests.support.group import BrokerGroup
+
+    server = S3Server(tmp_path / "s3")
+    bucket = server.make_bucket("tier")
+    with server, BrokerGroup(tmp_path / "group", role="ASYNC_MASTER", slaves=1,
+                             settings=tiered_settings(server, bucket)) as group:
+        master, slave = group.master, group.slaves[0]
+        topic = unique("replicated")
+        create_topic(master.kafka_bootstrap, topic, 1, {"remote.storage.enable": "true",
+                                                        "local.retention.bytes": str(64 * 1024)})
+        sent = [(b"r-%05d" % i, (b"%05d~" % i) + bytes((5 * i + j) % 239 for j in range(400))) for i in range(3000)]
+        produce(master.kafka_bootstrap, topic, sent)
+        wait_for(lambda: list_offset(master.kafka_bootstrap, topic, -4) > 1500, timeout=60,
+                 what="the master to upload and move the local start up")
+        group.wait_caught_up(slave)
+        # the slave frees its disk too, as far as the replicated manifest says is uploaded
+        wait_for(lambda: len(commitlog_files(slave)) <= 3, timeout=60, what="the slave's old segments to go")
+        master.kill()
+        assert pull_from_broker(slave.broker_addr, topic, unique("from_slave")) == [v for _, v in sent]
