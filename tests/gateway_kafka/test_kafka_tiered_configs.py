@@ -1,8 +1,9 @@
 """Tiered-storage topic configs through the Kafka admin API (docs/design/tiered-storage.md).
 
-Until the remote tier is served, ``remote.storage.enable=true`` is refused with INVALID_CONFIG
-and a reason, at creation and by IncrementalAlterConfigs, rather than recorded and silently not
-honoured; ``false`` and the local-retention keys are accepted as before.
+On a broker without a remote tier (``tieredBackendServiceProvider=none``, the default)
+``remote.storage.enable=true`` is refused with INVALID_CONFIG and a reason, at creation and by
+IncrementalAlterConfigs, rather than recorded and silently not honoured; ``false`` and the
+local-retention keys are accepted. A broker with one: tests/rockafka/test_tiered_node.py.
 """
 
 from __future__ import annotations

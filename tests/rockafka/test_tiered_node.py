@@ -84,7 +84,7 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> N
 
 def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_disk(tmp_path):
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
     from gateway_native.client import Admin, LitePullConsumer
 
@@ -99,6 +99,17 @@ def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_d
         entries = list(described.values())[0].result(20)
         assert entries["remote.storage.enable"].value == "true"
         assert entries["local.retention.bytes"].value == str(64 * 1024)
+        plain = unique("plain")
+        create_topic(node.kafka_bootstrap, plain, 1)
+        res = ConfigResource(ConfigResource.Type.TOPIC, plain)
+        res.add_incremental_config(ConfigEntry("remote.storage.enable", "true",
+                                               incremental_operation=AlterConfigOpType.SET))
+        admin.incremental_alter_configs([res])[res].result(20)          # tiered from now on
+        res = ConfigResource(ConfigResource.Type.TOPIC, plain)
+        res.add_incremental_config(ConfigEntry("remote.storage.enable", "false",
+                                               incremental_operation=AlterConfigOpType.SET))
+        with pytest.raises(KafkaException, match="remote.log.delete.on.disable"):
+            admin.incremental_alter_configs([res])[res].result(20)
         for bad, why in (({"remote.storage.enable": "true", "cleanup.policy": "compact"}, "compacted"),
                          ({"remote.storage.enable": "true", "local.retention.ms": "600000",
                            "retention.ms": "60000"}, "larger than retention.ms")):
