@@ -196,7 +196,34 @@ def test_a_stopped_object_store_delays_uploads_and_deletes_nothing_early(tmp_pat
         wait_for(lambda: len(commitlog_files(node)) <= 3, timeout=60, what="old commitlog segments to go")
         assert metric(node, "rockafka_tiered_remote_bytes", topic) > 1500 * 400
         assert list_offset(node.kafka_bootstrap, topic, -2) == 0
-        got = read_from_zero(node.kafka_bootstrap, topic, len(sent))
+
+        # down again while a consumer reads offloaded offsets: it gets nothing (a retriable
+        # error), never other bytes, and reads everything once the store is back
+        from confluent_kafka import Consumer, TopicPartition
+
+        server.stop()
+        c = Consumer({"bootstrap.servers": node.kafka_bootstrap, "group.id": unique("down"),
+                      "enable.auto.commit": False, "fetch.wait.max.ms": 200})
+        got: list[tuple] = []
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+
+            def poll_once() -> bool:
+                m = c.poll(0.2)
+                if m is not None and m.error() is None:
+                    got.append((m.offset(), m.key(), m.value()))
+                return "tiered_read_failed" in node.log_events()
+            wait_for(poll_once, timeout=60, what="a remote read to fail while the store is down")
+            assert got == []
+            server.start()
+            deadline = time.monotonic() + 60
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    got.append((m.offset(), m.key(), m.value()))
+        finally:
+            c.close()
+        assert [o for o, _, _ in got] == list(range(len(sent)))
         assert [(k, v) for _, k, v in got] == sent
 
 
