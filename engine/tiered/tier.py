@@ -75,6 +75,7 @@ class RemoteTier:
         self.file_reserved_hours = file_reserved_hours
         self.cache_bytes = max(0, cache_bytes)
         self._loaded = False
+        self._acting_master = False   # the manifest was replayed as master (creating its topic)
         self._chunks: collections.OrderedDict[tuple[str, int], bytes] = collections.OrderedDict()
         self._chunk_bytes = 0
         self._indexes: collections.OrderedDict[str, SegmentIndex] = collections.OrderedDict()
@@ -98,6 +99,7 @@ class RemoteTier:
         """After the store started: replay the manifest (a slave: what it has replicated)."""
         if self.is_master():
             self.manifest.load()
+            self._acting_master = True
         else:
             self._replay_if_present()
         self._loaded = True
@@ -139,8 +141,12 @@ class RemoteTier:
         self.passes += 1
         try:
             if not self.is_master():
+                self._acting_master = False
                 await asyncio.to_thread(self._replay_if_present)
                 return True
+            if not self._acting_master:     # started as master, or promoted: replay to the end first
+                await asyncio.to_thread(self.manifest.load)
+                self._acting_master = True
             self.uploader.last_error = None
             await self.uploader.upload_pass()
             ok = self.uploader.last_error is None
