@@ -50,6 +50,27 @@ def prepare(store: Any, store_config: Any) -> RemoteTier | None:
     return tier
 
 
+def refusal(store_config: Any, topic: str, attributes: dict[str, str]) -> str | None:
+    """Why a topic's attributes are refused by the tiering rules (docs/design/tiered-storage.md,
+    "Refused"), whichever protocol sets them; None when they are acceptable."""
+    if is_tiered(attributes):
+        if getattr(store_config, "tiered_backend_service_provider", "none") == "none":
+            return ("remote.storage.enable=true is refused: this broker has no remote tier "
+                    "(set tieredBackendServiceProvider=s3 and the objectStore* keys)")
+        if "compact" in str(attributes.get("cleanup.policy", "delete")):
+            return "remote.storage.enable=true is refused on a compacted topic (cleanup.policy=compact)"
+        if topic.startswith(("__", "rmq_sys_", "RMQ_SYS_", "%RETRY%", "%DLQ%")):
+            return f"remote.storage.enable=true is refused on the internal topic {topic!r}"
+    for local, whole in (("local.retention.ms", "retention.ms"), ("local.retention.bytes", "retention.bytes")):
+        try:
+            lo, hi = int(attributes.get(local, -2)), int(attributes.get(whole, -1))
+        except (TypeError, ValueError):
+            return f"{local} and {whole} must be integers"
+        if lo >= 0 and hi >= 0 and lo > hi:
+            return f"{local}={lo} is larger than {whole}={hi}: the local tier cannot keep more than the whole log"
+    return None
+
+
 def tier_of(store: Any) -> RemoteTier | None:
     return _TIERS.get(store)
 

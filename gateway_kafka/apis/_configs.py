@@ -248,22 +248,11 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
 
 
 def check_tiering(gw: Any, topic: str, configs: dict[str, str]) -> str | None:
-    """Why a topic's whole set of configs is refused by the tiering rules
-    (docs/design/tiered-storage.md, "Refused"), or None."""
-    tiered = str(configs.get("remote.storage.enable", "false")).lower() == "true"
-    if tiered:
-        if gw.config.store.tiered_backend_service_provider == "none":
-            return ("remote.storage.enable=true is refused: this broker has no remote tier "
-                    "(set tieredBackendServiceProvider=s3 and the objectStore* keys)")
-        if "compact" in str(configs.get("cleanup.policy", "delete")):
-            return "remote.storage.enable=true is refused on a compacted topic (cleanup.policy=compact)"
-        if topic.startswith("__") or topic.startswith("rmq_sys_"):
-            return f"remote.storage.enable=true is refused on the internal topic {topic!r}"
-    for local, whole in (("local.retention.ms", "retention.ms"), ("local.retention.bytes", "retention.bytes")):
-        lo, hi = int(configs.get(local, -2)), int(configs.get(whole, -1))
-        if lo >= 0 and hi >= 0 and lo > hi:
-            return f"{local}={lo} is larger than {whole}={hi}: the local tier cannot keep more than the whole log"
-    return None
+    """Why a topic's whole set of configs is refused by the tiering rules (``broker/tiered.py``,
+    the same for every protocol), or None."""
+    from broker import tiered
+
+    return tiered.refusal(gw.config.store, topic, configs)
 
 
 _TYPE_NAMES = {TYPE_BOOLEAN: "boolean", TYPE_STRING: "string", TYPE_INT: "32-bit integer", TYPE_LONG: "64-bit integer",

@@ -39,3 +39,13 @@ def test_remote_storage_enable_true_is_refused_with_a_reason(node):
     entries = list(described.values())[0].result(20)
     assert entries["remote.storage.enable"].value == "false"
     assert entries["local.retention.ms"].value == "60000"
+
+
+def test_native_update_topic_refuses_tiering_without_a_remote_tier(node):
+    from gateway_native.client import Admin
+    from gateway_native.client.message import MQBrokerError
+
+    with Admin(node.namesrv_addr) as admin:
+        with pytest.raises(MQBrokerError, match="no remote tier"):
+            admin.create_topic(unique("NativeTiered"), 1, attributes={"remote.storage.enable": "true"},
+                               wait_route=False)

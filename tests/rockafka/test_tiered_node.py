@@ -141,8 +141,10 @@ def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_d
         assert [(k, v) for _, k, v in got] == sent                      # byte for byte
         assert list((server.data / bucket).rglob("*.log")), "no remote segment object in the bucket"
 
-        # the native SDK: by key and by time, from the remote tier
+        # the native SDK: by key and by time, from the remote tier; mqadmin-style attributes
         with Admin(node.namesrv_addr) as native:
+            native.create_topic(unique("NativeTiered"), 1, attributes={"remote.storage.enable": "true",
+                                                                        "local.retention.ms": "60000"})
             for i in (0, 7, 1999, 2500):
                 found = native.query_message_by_key(topic, sent[i][0].decode())
                 assert [m.body for m in found] == [sent[i][1]], i
