@@ -106,7 +106,7 @@ class RemoteTier:
 
     def _replay_if_present(self) -> None:
         if self.store.topic_config.get(self.manifest.log.topic) is not None:
-            self.manifest.load()
+            self.manifest.catch_up()
 
     def is_master(self) -> bool:
         return str(getattr(self.store.config, "broker_role", "")).upper() != "SLAVE"
