@@ -86,10 +86,7 @@ def log_start_offset(store: Any, topic: str, queue_id: int) -> int:
 def remote_covers(store: Any, topic: str, queue_id: int, offset: int) -> bool:
     """True when ``offset`` is below the local start and a remote segment holds it or follows it."""
     tier = _TIERS.get(store)
-    if tier is None or offset >= store.get_min_offset_in_queue(topic, queue_id):
-        return False
-    return tier.log_start(topic, queue_id) <= offset and \
-        tier.remote_segment_at_or_after(topic, queue_id, offset) is not None
+    return tier is not None and tier.covers(topic, queue_id, offset)
 
 
 async def read_remote(store: Any, topic: str, queue_id: int, offset: int, max_bytes: int) -> list[RemoteUnit]:

@@ -132,6 +132,7 @@ class SegmentIndex:
     positions: list[int]
     sizes: list[int]
     timestamps: list[int]
+    tags: list[int] = dataclasses.field(default_factory=list)
 
     @classmethod
     def parse(cls, raw: bytes) -> "SegmentIndex":
@@ -139,7 +140,7 @@ class SegmentIndex:
             raise ValueError(f"index of {len(raw)} bytes is not whole {_ENTRY.size}-byte entries")
         rows = list(_ENTRY.iter_unpack(raw))
         return cls([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
-                   [r[3] for r in rows], [r[5] for r in rows])
+                   [r[3] for r in rows], [r[5] for r in rows], [r[4] for r in rows])
 
     def first_unit(self, offset: int) -> int | None:
         """Index of the unit holding ``offset``, else of the first unit after it, else None."""

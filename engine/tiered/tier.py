@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import threading
 import time
 from typing import Any
 
@@ -60,6 +61,7 @@ class RemoteUnit:
     queue_offset: int
     record_count: int
     store_timestamp: int
+    tags_code: int = 0
 
 
 class RemoteTier:
@@ -76,6 +78,7 @@ class RemoteTier:
         self.cache_bytes = max(0, cache_bytes)
         self._loaded = False
         self._acting_master = False   # the manifest was replayed as master (creating its topic)
+        self._cache_lock = threading.Lock()   # the caches are shared by the loop and POP's worker threads
         self._chunks: collections.OrderedDict[tuple[str, int], bytes] = collections.OrderedDict()
         self._chunk_bytes = 0
         self._indexes: collections.OrderedDict[str, SegmentIndex] = collections.OrderedDict()
@@ -87,8 +90,10 @@ class RemoteTier:
 
     # -- life ------------------------------------------------------------------------------
     def guard(self) -> None:
-        """Before the store starts: hold every segment until the manifest is loaded."""
+        """Before the store starts: hold every segment until the manifest is loaded; from
+        then on the store's own blocking readers (POP) find the tier as ``store.remote_tier``."""
         self.store.add_retention_guard(self.retention_floor)
+        self.store.remote_tier = self
 
     def retention_floor(self) -> int | None:
         if not self._loaded:
@@ -287,8 +292,54 @@ class RemoteTier:
             unit = data[p:p + index.sizes[k]]
             p += index.sizes[k]
             _check_unit(seg, unit, index.offsets[k])
-            out.append(RemoteUnit(unit, index.offsets[k], index.counts[k], index.timestamps[k]))
+            out.append(RemoteUnit(unit, index.offsets[k], index.counts[k], index.timestamps[k],
+                                  index.tags[k] if index.tags else 0))
         return out
+
+    def covers(self, topic: str, queue_id: int, offset: int) -> bool:
+        """``offset`` is below the local start and a remote segment holds it or follows it."""
+        if offset >= self.store.get_min_offset_in_queue(topic, queue_id):
+            return False
+        return self.log_start(topic, queue_id) <= offset and \
+            self.remote_segment_at_or_after(topic, queue_id, offset) is not None
+
+    def read_sync(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+                  message_filter: Any = None, max_bytes: int = CHUNK, end: int | None = None) -> Any:
+        """For the engine's blocking readers (POP, on a worker thread): a ``GetMessageResult``
+        of the remote units from ``offset``, filtered as ``MessageStore.get_message`` filters;
+        None on an event loop's thread (never blocks a loop) or when nothing remote reaches
+        ``offset``. Raises ``ObjectStoreError``."""
+        from engine.message import INNER_BATCH_FLAG
+        from engine.store_types import GetMessageResult, GetMessageStatus, UnitRef
+
+        try:
+            asyncio.get_running_loop()
+            return None
+        except RuntimeError:
+            pass
+        units = asyncio.run(self.read(topic, queue_id, offset, max_bytes))
+        if not units:
+            return None
+        res = GetMessageResult(GetMessageStatus.FOUND, min_offset=self.log_start(topic, queue_id),
+                               max_offset=self.store.get_max_offset_in_queue(topic, queue_id))
+        records = 0
+        for u in units:
+            if end is not None and u.queue_offset >= end:
+                break
+            res.next_begin_offset = u.queue_offset + u.record_count
+            if message_filter is not None and not (message_filter.is_matched_by_consume_queue(u.tags_code)
+                                                   and message_filter.is_matched_by_commit_log(u.data)):
+                continue
+            sys_flag = int.from_bytes(u.data[36:40], "big", signed=True)
+            res.messages.append(u.data)
+            res.units.append(UnitRef(u.queue_offset, u.record_count, int.from_bytes(u.data[28:36], "big"),
+                                     len(u.data), u.tags_code, u.store_timestamp, bool(sys_flag & INNER_BATCH_FLAG)))
+            records += u.record_count
+            if records >= max_msgs:
+                break
+        if not res.messages:
+            res.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        return res
 
     async def offset_for_store_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int | None:
         """First remote offset whose store timestamp is >= ``timestamp_ms`` (None: none remote)."""
@@ -329,30 +380,34 @@ class RemoteTier:
 
     # -- caches -----------------------------------------------------------------------------------
     async def _index(self, seg: RemoteSegment) -> SegmentIndex:
-        cached = self._indexes.get(seg.idx_key)
-        if cached is not None:
-            self._indexes.move_to_end(seg.idx_key)
-            return cached
+        with self._cache_lock:
+            cached = self._indexes.get(seg.idx_key)
+            if cached is not None:
+                self._indexes.move_to_end(seg.idx_key)
+                return cached
         raw = await self.objects.get(seg.idx_key, expected_crc32c=seg.idx_crc32c or None)
         index = SegmentIndex.parse(raw)
-        self._indexes[seg.idx_key] = index
-        while len(self._indexes) > INDEX_CACHE_ENTRIES:
-            self._indexes.popitem(last=False)
+        with self._cache_lock:
+            self._indexes[seg.idx_key] = index
+            while len(self._indexes) > INDEX_CACHE_ENTRIES:
+                self._indexes.popitem(last=False)
         return index
 
     async def _keys(self, seg: RemoteSegment) -> dict[str, list[int]]:
-        cached = self._key_maps.get(seg.keys_key)
-        if cached is not None:
-            self._key_maps.move_to_end(seg.keys_key)
-            return cached
+        with self._cache_lock:
+            cached = self._key_maps.get(seg.keys_key)
+            if cached is not None:
+                self._key_maps.move_to_end(seg.keys_key)
+                return cached
         raw = await self.objects.get(seg.keys_key, expected_crc32c=seg.keys_crc32c or None)
         try:
             keys = parse_keys(raw)
         except (ValueError, IndexError) as exc:
             raise ChecksumMismatch("get", seg.keys_key, f"keys object does not parse: {exc}") from None
-        self._key_maps[seg.keys_key] = keys
-        while len(self._key_maps) > INDEX_CACHE_ENTRIES // 4:
-            self._key_maps.popitem(last=False)
+        with self._cache_lock:
+            self._key_maps[seg.keys_key] = keys
+            while len(self._key_maps) > INDEX_CACHE_ENTRIES // 4:
+                self._key_maps.popitem(last=False)
         return keys
 
     async def _log_range(self, seg: RemoteSegment, start: int, end: int) -> bytes:
@@ -363,26 +418,29 @@ class RemoteTier:
 
     async def _chunk(self, seg: RemoteSegment, n: int) -> bytes:
         key = (seg.log_key, n)
-        cached = self._chunks.get(key)
-        if cached is not None:
-            self._chunks.move_to_end(key)
-            return cached
+        with self._cache_lock:
+            cached = self._chunks.get(key)
+            if cached is not None:
+                self._chunks.move_to_end(key)
+                return cached
         lo = n * CHUNK
         hi = min(lo + CHUNK, seg.log_size) if seg.log_size > 0 else lo + CHUNK
         data = await self.objects.get_range(seg.log_key, lo, hi)
-        if len(data) <= self.cache_bytes:
-            self._chunks[key] = data
-            self._chunk_bytes += len(data)
-            while self._chunk_bytes > self.cache_bytes and self._chunks:
-                _, old = self._chunks.popitem(last=False)
-                self._chunk_bytes -= len(old)
+        with self._cache_lock:
+            if len(data) <= self.cache_bytes and key not in self._chunks:
+                self._chunks[key] = data
+                self._chunk_bytes += len(data)
+                while self._chunk_bytes > self.cache_bytes and self._chunks:
+                    _, old = self._chunks.popitem(last=False)
+                    self._chunk_bytes -= len(old)
         return data
 
     def _forget(self, seg: RemoteSegment) -> None:
-        self._indexes.pop(seg.idx_key, None)
-        self._key_maps.pop(seg.keys_key, None)
-        for key in [k for k in self._chunks if k[0] == seg.log_key]:
-            self._chunk_bytes -= len(self._chunks.pop(key))
+        with self._cache_lock:
+            self._indexes.pop(seg.idx_key, None)
+            self._key_maps.pop(seg.keys_key, None)
+            for key in [k for k in self._chunks if k[0] == seg.log_key]:
+                self._chunk_bytes -= len(self._chunks.pop(key))
 
     # -- numbers for /metrics -------------------------------------------------------------------
     def topic_stats(self) -> dict[str, dict[str, int]]:

@@ -160,6 +160,29 @@ def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_d
             assert [(m.queue_offset, m.keys[0].encode(), m.body) for m in msgs[:300]] == \
                 [(2000 + i, k, v) for i, (k, v) in enumerate(sent[2000:2300])]
 
+        # POP (RocketMQ 5's consumption, as gRPC receive uses it) from the first offset
+        popped = pop_all(node, topic, 600)
+        assert [(m.queue_offset, m.body) for m in popped] == [(i, v) for i, (_, v) in enumerate(sent[:len(popped)])]
+        assert len(popped) >= 600
+
+
+def pop_all(node: RunningNode, topic: str, count: int) -> list:
+    from engine.pop import INIT_MODE_MIN
+    from gateway_native.remoting.codes import RequestCode as RC, ResponseCode as R
+    from gateway_native.remoting.message_codec import decode_units
+    from tests.support.failover import remoting_call
+
+    group, out = unique("pop"), []
+    deadline = time.monotonic() + 60
+    while len(out) < count and time.monotonic() < deadline:
+        resp = remoting_call(node.broker_addr, RC.POP_MESSAGE, {
+            "consumerGroup": group, "topic": topic, "queueId": 0, "maxMsgNums": 32, "invisibleTime": 60000,
+            "pollTime": 0, "bornTime": int(time.time() * 1000), "initMode": INIT_MODE_MIN, "expType": "TAG",
+            "exp": "*"})
+        if resp.code == R.SUCCESS:
+            out += decode_units(bytes(resp.body))
+    return out
+
 
 def metric(node: RunningNode, name: str, topic: str) -> float | None:
     import urllib.request
