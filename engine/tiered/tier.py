@@ -71,8 +71,10 @@ class RemoteTier:
         self.store = store
         self.objects = objects
         self.manifest = Manifest(store)
+        broker_config = getattr(store, "broker_config", None)
         self.uploader = Uploader(store, self.manifest, objects, segment_bytes=segment_bytes,
-                                 concurrency=concurrency, bandwidth=bandwidth)
+                                 concurrency=concurrency, bandwidth=bandwidth,
+                                 group=getattr(broker_config, "broker_name", "") if broker_config else "")
         self.interval_s = interval_s
         self.file_reserved_hours = file_reserved_hours
         self.cache_bytes = max(0, cache_bytes)

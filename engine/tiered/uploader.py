@@ -38,13 +38,16 @@ log = structlog.get_logger("rockafka.engine.tiered")
 REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 
 
-def object_key(topic: str, queue_id: int, base: int, upload_id: str, ext: str) -> str:
-    return f"{quote(topic, safe='')}/{queue_id}/{base:020d}-{upload_id}.{ext}"
+def object_key(topic: str, queue_id: int, base: int, upload_id: str, ext: str, group: str = "") -> str:
+    """``[<brokerName>/]<topic>/<queueId>/<base>-<uploadId>.<ext>``: queue ids are per broker
+    group (a Kafka topic spread over groups has a queue 0 in each), so the group names them."""
+    path = f"{quote(topic, safe='')}/{queue_id}/{base:020d}-{upload_id}.{ext}"
+    return f"{quote(group, safe='')}/{path}" if group else path
 
 
 class Uploader:
     def __init__(self, store: Any, manifest: Manifest, objects: ObjectStore, *,
-                 segment_bytes: int = 64 << 20, concurrency: int = 2, bandwidth: int = 0):
+                 segment_bytes: int = 64 << 20, concurrency: int = 2, bandwidth: int = 0, group: str = ""):
         self.store = store
         self.manifest = manifest
         self.objects = objects
@@ -52,6 +55,7 @@ class Uploader:
         self._sem = asyncio.Semaphore(max(1, concurrency))
         self._ids = itertools.count()
         self._epoch = f"{int(time.time() * 1000):x}{os.getpid():x}"
+        self.group = group                     # the broker group's name: the first part of object keys
         self.bandwidth = max(0, bandwidth)    # bytes/s over all uploads; 0: unlimited
         self._next_slot = 0.0                  # loop time from which the next PUT may start
         self.paced_s = 0.0                     # time PUTs waited for the bandwidth limit, in all
@@ -136,11 +140,12 @@ class Uploader:
             if built is None:
                 return committed
             upload_id = f"{self._epoch}-{next(self._ids)}"
+            group = self.group
             seg = RemoteSegment(topic=topic, queue_id=queue_id, base=built.base, end=built.end,
                                 upload_id=upload_id, state="",
-                                log_key=object_key(topic, queue_id, built.base, upload_id, "log"),
-                                idx_key=object_key(topic, queue_id, built.base, upload_id, "idx"),
-                                keys_key=object_key(topic, queue_id, built.base, upload_id, "keys"))
+                                log_key=object_key(topic, queue_id, built.base, upload_id, "log", group),
+                                idx_key=object_key(topic, queue_id, built.base, upload_id, "idx", group),
+                                keys_key=object_key(topic, queue_id, built.base, upload_id, "keys", group))
             seg = self.manifest.start(seg)
             try:
                 async with self._sem:

@@ -114,15 +114,16 @@ def test_remote_retention_deletes_expired_segments_and_untiered_topics_lose_thei
         assert tier.log_start("orders", 0) == 0                   # still on the disk ...
         store.apply_topic_retention(now_ms=later)                 # ... until retention.ms moves the local start
         assert tier.log_start("orders", 0) == segs[-1].base
-        names = {o.key for o in await tier.objects.list("orders/0/") if o.etag is not None}
+        names = {o.key for o in await tier.objects.list(f"{tier.uploader.group}/orders/0/") if o.etag is not None}
         assert names == {segs[-1].log_key, segs[-1].idx_key, segs[-1].keys_key}
+        assert segs[-1].log_key.startswith(f"{store.broker_config.broker_name}/orders/0/")  # the group names its keys
 
         tc = store.topic_config.get("orders")
         store.topic_config.create_or_update(dataclasses.replace(
             tc, attributes={**tc.attributes, "remote.storage.enable": "false"}))
         assert await tier.remote_retention()
         assert tier.manifest.segments("orders", 0) == []
-        assert [o for o in await tier.objects.list("orders/0/") if o.etag is not None] == []
+        assert [o for o in await tier.objects.list(f"{tier.uploader.group}/orders/0/") if o.etag is not None] == []
         await tier.objects.close()
 
     asyncio.run(scenario())
