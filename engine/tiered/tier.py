@@ -6,7 +6,7 @@ retention pass between the store's start and the tier's never deletes what is no
 local retention of tiered queues (``local.retention.ms`` / ``local.retention.bytes``: the
 queue's local start moves up, never past the end of its last committed remote segment),
 remote retention (``retention.ms``, else ``tieredStoreFileReservedTime``; ``retention.bytes``
-counted over the remote segments), the log start offset a reader sees (the first live remote
+over the whole log: remote segments plus the local bytes past them), the log start offset a reader sees (the first live remote
 segment's base, or the local start), and remote reads with their caches.
 
 Invariants:
@@ -229,6 +229,10 @@ class RemoteTier:
             for queue_id in sorted(queues):
                 segs = self.manifest.segments(topic, queue_id)
                 total = sum(s.log_size for s in segs)
+                if max_bytes >= 0 and segs:       # the whole log: the local bytes not remote yet too
+                    cq = self.store.find_consume_queue(topic, queue_id)
+                    if cq is not None:
+                        total += _bytes_between(cq, max(segs[-1].end, cq.min_offset), cq.max_offset)
                 for seg in segs[:-1] if segs else []:   # the newest segment is never dropped here
                     expired = ms >= 0 and seg.last_timestamp >= 0 and seg.last_timestamp < now - ms
                     oversize = max_bytes >= 0 and total > max_bytes
@@ -496,12 +500,17 @@ class TieredCollector:
 
 
 def _bytes_between(cq: Any, start: int, end: int, limit_units: int = 100_000) -> int:
-    total, offset = 0, start
+    """Commitlog bytes of the queue's units at offsets [start, end) (the records of one batch
+    share one unit: counted once); reads at most ``limit_units`` entries."""
+    total, offset, prev = 0, start, -1
     while offset < end and limit_units > 0:
         units = cq.read_units(offset, min(4096, end - offset))
         if not units:
             break
-        total += sum(u[1] for u in units if u[0] >= 0 and u[1] > 0)
+        for cl_offset, size, _tags in units:
+            if cl_offset >= 0 and size > 0 and cl_offset != prev:
+                total += size
+                prev = cl_offset
         offset += len(units)
         limit_units -= len(units)
     return total

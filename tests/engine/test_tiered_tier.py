@@ -153,3 +153,23 @@ def test_uploads_are_paced_to_the_bandwidth_limit(make_store, s3):
         await objects.close()
 
     asyncio.run(scenario())
+
+
+def test_retention_bytes_counts_the_remote_and_the_local_bytes(make_store, s3):
+    store = tiered_store(make_store, {"retention.bytes": str(60 * 1024)})
+    tier = new_tier(store, s3, "tier-bytes")
+
+    async def scenario():
+        assert await tier.run_pass()    # uploads, then drops the oldest segments over the limit
+        segs = tier.manifest.segments("orders", 0)
+        remote = sum(s.log_size for s in segs)
+        cq = store.find_consume_queue("orders", 0)
+        local_past = sum(store.get_message("", "orders", 0, o, 1).units[0].size
+                         for o in range(segs[-1].end, cq.max_offset, 10))   # one 10-record batch per unit
+        whole = remote + local_past
+        assert segs[0].base > 0                                  # the oldest segments went ...
+        assert whole <= 60 * 1024 or len(segs) == 1              # ... until the partition fits ...
+        assert whole > 60 * 1024 - 17 * 1024                     # ... and no more (a segment is <= ~16 KiB)
+        await tier.objects.close()
+
+    asyncio.run(scenario())
