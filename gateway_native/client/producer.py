@@ -410,7 +410,7 @@ class Producer:
     async def _route_watch(self, addr: str, broker_name: str, topic: str, opaque: int) -> None:
         """The send ``opaque`` to ``addr`` is slow: re-read the route until it is answered; if the
         route names another master for ``broker_name``, fail it (it may have been stored)."""
-        conn = self.runtime._conns.get(addr)
+        conn = self.runtime.cached_connection(addr)
         while conn is not None and not conn.closed and conn.waiting(opaque):
             try:
                 await self.runtime.update_route(topic)
