@@ -26,13 +26,15 @@ KAFKA_TOPIC = "ResignKafka"
 def test_sigterm_of_the_master_resigns_and_the_controller_elects_on_it(tmp_path):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    from gateway_native.client import Producer
+    from gateway_native.client import Admin, Producer
 
     group = FailoverGroup(tmp_path, members=2).start()
     try:
         master = group.wait_settled()
         survivor = next(b for b in group.brokers if b is not master)
         old_id = int(master.settings["brokerId"])
+        with Admin(group.namesrv_addr) as admin:  # created on the master (a slave never auto-creates)
+            admin.create_topic(KAFKA_TOPIC, 1)
         kp = KafkaProducer(bootstrap_servers=master.kafka_bootstrap, acks="all", retries=5)
         try:
             kafka_acked = [kp.send(KAFKA_TOPIC, f"k-{i}".encode(), partition=0).get(timeout=30) for i in range(20)]
