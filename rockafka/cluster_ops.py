@@ -77,7 +77,10 @@ class RemoteGroups:
         if resp.code != R.SUCCESS:
             raise RemoteGroupError(f"its master {addr} refused (code {resp.code}): {resp.remark}")
 
-    async def create_or_update_topic(self, broker_name: str, tc: Any) -> None:
+    async def create_or_update_topic(self, broker_name: str, tc: Any, create_only: bool = False) -> None:
+        """Store ``tc`` on ``broker_name``'s master; ``create_only``: leave a topic it already
+        has as it is (an auto-creation passed on by a slave must never reset a topic the
+        slave's copy of the topic table does not show yet)."""
         from gateway_native.remoting.codes import RequestCode as RC
 
         attrs = ",".join(f"+{k}={v}" for k, v in sorted((tc.attributes or {}).items()))
@@ -86,8 +89,11 @@ class RemoteGroups:
                   "topicSysFlag": tc.topic_sys_flag, "order": tc.order}
         if attrs:
             fields["attributes"] = attrs
+        if create_only:
+            fields["createOnly"] = "true"
         await self._invoke(broker_name, RC.UPDATE_AND_CREATE_TOPIC, fields)
-        log.info("remote_topic_stored", broker_name=broker_name, topic=tc.topic_name, queues=tc.read_queue_nums)
+        log.info("remote_topic_stored", broker_name=broker_name, topic=tc.topic_name, queues=tc.read_queue_nums,
+                 create_only=create_only)
 
     async def delete_topic(self, broker_name: str, topic: str) -> None:
         from gateway_native.remoting.codes import RequestCode as RC

@@ -222,6 +222,23 @@ async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
     return created
 
 
+async def pass_auto_create_to_master(gateway: Any, name: str) -> None:
+    """A slave asked to auto-create ``name`` (Kafka lets any broker do it): it asks its group's
+    master to create the topic if absent; the caller answers LEADER_NOT_AVAILABLE, so the client
+    asks again and finds the topic once the master's topic table reached this node (about a
+    second). Failures are logged: the client's next Metadata tries again."""
+    create = getattr(gateway.remote_groups, "create_or_update_topic", None)
+    if create is None:
+        return
+    tc = new_topic_config(name, gateway.settings.num_partitions)
+    if getattr(gateway.cluster, "others", None):
+        tc.attributes[PARTITION_IDS] = format_partition_ids(list(range(tc.read_queue_nums)))
+    try:
+        await create(gateway.cluster.broker_name, tc, create_only=True)
+    except Exception as exc:
+        gateway.log.warning("auto_create_via_master_failed", topic=name, error=str(exc))
+
+
 def stored_batch(unit: Any) -> Any | None:
     """The batch a unit produced as a Kafka batch carries (a view, no copy); None for a
     natively produced unit (which has no producer id, sequence or batch header)."""

@@ -4,7 +4,10 @@ Brokers come from the gateway's ``ClusterView`` (one node for an all-in-one node
 reports its master and slaves), topics from the engine's topic config: partitions = read
 queues, every partition led by the group's master (LEADER_NOT_AVAILABLE while no master is
 known), replicas = the group's members, ISR = the master and its in-sync slaves, members that
-went away in ``offline_replicas``, leader epoch 0. A slave never auto-creates topics.
+went away in ``offline_replicas``, leader epoch 0. A slave never creates a topic itself (its
+topic table is its master's copy): asked to auto-create, it asks its master to create the topic
+if absent and answers LEADER_NOT_AVAILABLE; the client asks again and gets the partitions once
+the master's topic table reached the slave.
 
 - ``topics`` null (v1+) or empty (v0) lists every Kafka-visible topic (RocketMQ system topics
   are hidden); a named topic that does not exist is created when the request allows it
@@ -26,8 +29,9 @@ import uuid
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import (auto_create, cluster_topics, find_topic, is_internal, topic_id,
-                                        topic_name_error, topic_partition_ids)
+from gateway_kafka.apis._common import (auto_create, cluster_topics, find_topic, is_internal,
+                                        pass_auto_create_to_master, topic_id, topic_name_error,
+                                        topic_partition_ids)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -62,8 +66,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     if ctx.api_version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     allow_auto = body.get("allow_auto_topic_creation", True) if ctx.api_version >= 4 else True
-    # a slave never creates topics: its topic table is its master's copy
-    allow_auto = allow_auto and gw.settings.auto_create_topics_enable and gw.cluster.is_master
+    allow_auto = allow_auto and gw.settings.auto_create_topics_enable
     topics = []
     if requested is None:
         for name, tc in sorted(cluster_topics(gw).items()):
@@ -96,6 +99,11 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                     continue
                 if not (authz.cluster(ctx, authz.Op.CREATE) or authz.topic(ctx, authz.Op.CREATE, name)):
                     topics.append(error_entry(name, E.TOPIC_AUTHORIZATION_FAILED))
+                    continue
+                if not gw.cluster.is_master:
+                    # a slave's topic table is its master's copy: the master creates the topic
+                    await pass_auto_create_to_master(gw, name)
+                    topics.append(error_entry(name, E.LEADER_NOT_AVAILABLE))
                     continue
                 tc = await auto_create(gw, name)
             topics.append(topic_entry(gw, name, tc))

@@ -7,6 +7,8 @@ Topic names follow RocketMQ's rule (``^[%|a-zA-Z0-9_-]+$``, at most 127 characte
 topics cannot be created or deleted this way. Attributes (``+key=value``) go through the
 tiering rules every protocol shares (``broker/tiered.refusal``: ``remote.storage.enable=true``
 only on a broker with a remote tier, never compacted or internal): INVALID_PARAMETER otherwise.
+A request with the extension field ``createOnly=true`` (sent by a Kafka slave passing on an
+auto-creation to its master) leaves an existing topic exactly as it is and answers SUCCESS.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ async def create_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
                      topic_filter_type=cmd.get_str("topicFilterType") or "SINGLE_TAG",
                      topic_sys_flag=cmd.get_int("topicSysFlag", 0) or 0, order=cmd.get_bool("order"))
     existing = broker.store.topic_config.get(topic)
+    if existing is not None and cmd.get_bool("createOnly"):
+        return cmd.response(R.SUCCESS)
     if existing is not None:
         tc.attributes = dict(existing.attributes or {})
     try:

@@ -102,6 +102,41 @@ def test_topics_created_through_a_slave_are_created_by_the_master(group):
     wait_until(lambda: known_to(group.slaves[0]), 30, what="the topic copied to the slave")
 
 
+def test_a_topic_auto_created_through_a_slave_is_created_by_the_master(group):
+    """Kafka lets a client's Metadata auto-create a topic on any broker. The slave asks its master
+    (its own topic table is the master's copy) and answers LEADER_NOT_AVAILABLE, as Kafka does for
+    a topic it has just created; the client's next Metadata there lists the master's partitions."""
+    from gateway_kafka.protocol.errors import ErrorCode
+    from tests.gateway_kafka.kafka_helpers import RawKafka
+
+    name = unique("auto-via-slave")
+    ask = {"topics": [{"name": name}], "allow_auto_topic_creation": True,
+           "include_topic_authorized_operations": False}
+    with RawKafka(group.slaves[0].kafka_bootstrap) as raw:
+        first = raw.request(3, 9, ask)["topics"][0]
+        assert first["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE, first
+        assert http_json(f"{group.master.admin_url}/api/topics/{name}")["topic"] == name
+
+        def listed() -> bool:
+            t = raw.request(3, 9, ask)["topics"][0]
+            return t["error_code"] == ErrorCode.NONE and len(t["partitions"]) > 0
+        wait_until(listed, 30, what="the slave to list the topic its master created")
+
+
+def test_a_slave_passing_on_an_auto_creation_never_resets_a_topic_the_master_has(group):
+    """The slave's request carries createOnly: a topic the master already holds (with more
+    partitions than the default) is left as it is, even if the slave's copy lags behind."""
+    from gateway_native.remoting.codes import RequestCode as RC, ResponseCode as R
+    from tests.support.failover import remoting_call
+
+    name = unique("kept")
+    create(group, name, rf=2)  # two partitions
+    resp = remoting_call(group.master.broker_addr, RC.UPDATE_AND_CREATE_TOPIC, {
+        "topic": name, "readQueueNums": 1, "writeQueueNums": 1, "perm": 6, "createOnly": "true"})
+    assert resp.code == R.SUCCESS, resp.remark
+    assert http_json(f"{group.master.admin_url}/api/topics/{name}")["read_queue_nums"] == 2
+
+
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs java (make test-deps)")
 def test_kafka_topics_describe_shows_replicas_and_isr(group):
     topic = unique("describe")
