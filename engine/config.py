@@ -113,6 +113,7 @@ class MessageStoreConfig:
     tiered_store_upload_bandwidth: int = 0  # bytes/s over all uploads; 0 = unlimited
     tiered_store_read_cache_size: int = 256 * MiB
     tiered_store_op_timeout: int = 30_000  # ms, every object-store call
+    tiered_store_upload_interval: int = 1000  # ms between upload passes (failures back off to 30 s)
 
     @property
     def store_path_commit_log(self) -> str:
@@ -327,6 +328,7 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "tiered_store_upload_bandwidth": ("bytes/s", "remote tier: upload bandwidth over all uploads; 0 unlimited"),
     "tiered_store_read_cache_size": ("bytes", "remote tier: local cache of remote reads"),
     "tiered_store_op_timeout": ("ms", "remote tier: deadline of every object-store call"),
+    "tiered_store_upload_interval": ("ms", "remote tier: time between upload passes"),
     "delete_when": ("hours", "hours of day (`;`-separated) when expired files are deleted"),
     "disk_max_used_space_ratio": ("percent", "disk use above which expired files go at any hour"),
     "clean_resource_interval": ("ms", "time between retention passes"),
@@ -790,7 +792,8 @@ def validate(config: NodeConfig) -> None:
                 raise ConfigError(f"tieredBackendServiceProvider=s3 needs {camel_case(key)}")
         if not s.object_store_endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"objectStoreEndpoint must be an http(s) URL, got {s.object_store_endpoint!r}")
-    for key in ("tiered_store_group_commit_size", "tiered_store_upload_concurrency", "tiered_store_op_timeout"):
+    for key in ("tiered_store_group_commit_size", "tiered_store_upload_concurrency", "tiered_store_op_timeout",
+                "tiered_store_upload_interval"):
         if getattr(s, key) <= 0:
             raise ConfigError(f"{key} must be positive, got {getattr(s, key)}")
     for key in ("tiered_store_upload_bandwidth", "tiered_store_read_cache_size"):

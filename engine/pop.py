@@ -24,6 +24,11 @@ Invariants (why a crash never loses a popped message):
 - orderly pops never move the consumer offset before the messages are acked (or dead-lettered).
 A crash can therefore deliver a message again (at-least-once), never drop it.
 
+A tiered queue (docs/design/tiered-storage.md): a pop at an offset that left the disk reads the
+store's remote tier (``store.remote_tier.read_sync``, on the caller's worker thread, under the
+pop lock: a slow object store slows pops of every queue until its operation deadline); a
+failed remote read pops nothing and keeps the offset. INIT_MODE_MIN starts at the remote start.
+
 Handles: ``startOffset popTime invisibleTime reviveQid topicType brokerName queueId
 queueOffset commitLogOffset`` (RocketMQ's ExtraInfoUtil fields + commitlog offset); topicType
 ``1`` means the group's POP retry topic ``%RETRY%<group>_<topic>``.
@@ -142,6 +147,9 @@ class PopService(SharePop):
 
     def _init_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
         low = self.store.get_min_offset_in_queue(topic, queue_id)
+        tier = self.store.remote_tier
+        if tier is not None and init_mode == INIT_MODE_MIN:
+            low = tier.log_start(topic, queue_id)   # a tiered queue starts in the remote tier
         if init_mode == INIT_MODE_MIN or low == 0 or topic.startswith(RETRY_PREFIX):
             return low
         return self.store.get_max_offset_in_queue(topic, queue_id)
@@ -243,6 +251,19 @@ class PopService(SharePop):
             return None, end, offset
         res = store.get_message(group, topic, queue_id, offset, min(max_msgs, end - offset), message_filter)
         status = res.status.name
+        tier = store.remote_tier
+        if status == "OFFSET_TOO_SMALL" and tier is not None and tier.covers(topic, queue_id, offset):
+            # the offset left the disk: read the remote tier (docs/design/tiered-storage.md)
+            from .tiered.object_store import ObjectStoreError
+
+            try:
+                remote = tier.read_sync(group, topic, queue_id, offset, min(max_msgs, end - offset),
+                                        message_filter, end=end)
+            except ObjectStoreError as exc:
+                log.warning("pop_remote_read_failed", topic=topic, queue_id=queue_id, offset=offset, error=str(exc))
+                return None, end, offset        # nothing now; the next pop tries again
+            if remote is not None:
+                res, status = remote, remote.status.name
         if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
             return None, end, res.next_begin_offset
         if status == "NO_MATCHED_MESSAGE":

@@ -167,7 +167,7 @@ class Retention:
                 continue
             if (retention >= 0 or max_bytes >= 0) and policy_of(tc.attributes) != {"compact"}:  # compact: kept
                 retention_of[topic] = (retention, max_bytes)
-        moved: dict[str, int] = {}
+        moved: dict[tuple[str, int], int] = {}
         if not retention_of:
             return 0
         queues = list(self._cqs.items())
@@ -183,19 +183,28 @@ class Retention:
                 target = self.get_offset_in_queue_by_time(topic, queue_id, int(now - retention))
             if max_bytes >= 0:   # per partition, as Kafka: the newest records that fit stay
                 target = max(target, cq.start_keeping_bytes(max_bytes))
-            if target <= cq.min_offset:
+            if target > cq.min_offset:
+                moved[(topic, queue_id)] = target
+        progress.finish()
+        return self.raise_queue_starts(moved, "topic_retention_applied")
+
+    def raise_queue_starts(self, targets: dict[tuple[str, int], int], event: str = "queue_starts_raised") -> int:
+        """Move each queue's min (log start) offset up to its target (never down, never past its
+        max offset) and persist the table; returns the number of queues whose start moved."""
+        moved: dict[str, int] = {}
+        for (topic, queue_id), target in targets.items():
+            cq = self._cqs.get((topic, queue_id))
+            if cq is None or target <= cq.min_offset:
                 continue
             with self._put_lock:
                 cq.raise_min_offset(min(target, cq.max_offset))
                 moved[f"{topic}@{queue_id}"] = cq.min_offset
-        progress.finish()
         if moved:
             with self.min_offsets.lock:
                 for key, low in moved.items():
                     self.min_offsets.table[key] = max(low, self.min_offsets.table.get(key, 0))
                 self.min_offsets.persist()
-            log.info("topic_retention_applied", queues=len(moved),
-                     topics=sorted({k.rsplit("@", 1)[0] for k in moved}))
+            log.info(event, queues=len(moved), topics=sorted({k.rsplit("@", 1)[0] for k in moved}))
         return len(moved)
 
     def correct_min_offsets(self) -> None:

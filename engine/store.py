@@ -123,6 +123,7 @@ class MessageStore(StorePuts, StoreReads, ReplicaLog, Retention):
         self.producer_state = ProducerStateTable(self.config_dir, config.producer_id_expiration_ms,
                                                  config.state_checkpoint_interval)
         self._retention_guards: list[Callable[[], int | None]] = []
+        self.remote_tier: Any = None  # engine/tiered RemoteTier of a broker with one (its blocking readers ask it)
         self.compactor = Compactor(self)  # compacted topics: live records copied forward (compaction.md)
         # delayed delivery: delay levels and timer messages (delays-retry.md)
         self.schedule = ScheduleMessageService(self)

@@ -27,9 +27,15 @@ Every request but the metadata and config ones is answered by the Raft leader on
 CONTROLLER_NOT_LEADER with the leader's address (``controllerLeaderAddress``) when it knows it.
 
 Liveness (not replicated, RocketMQ's ``BrokerHeartbeatManager``): the leader keeps each
-broker's last heartbeat with its epoch and log end. Every ``scanNotActiveBrokerInterval`` it
-proposes an election for a group whose master was not heard for the master's
-``heartbeatTimeoutMills``, or that has no master and an alive member. A lost connection is
+broker's last heartbeat with its epoch and log end. Every ``scanNotActiveBrokerInterval``, and
+at the moment a master's lease ends, it proposes an election for a group whose master was not
+heard since the lease its last heartbeat could grant ended (``masterLeaseMills`` after it
+arrived, +5 % and 50 ms; the master acknowledges nothing after it), or that has no master and an
+alive member; other brokers are dead after their ``heartbeatTimeoutMills``. A heartbeat that
+arrives while an election of its group is being committed waits for it, so no answer confirms
+the master being replaced. A master stopping gracefully resigns (a heartbeat with
+``resign=true``, sent after it revoked its lease): it is dead at once and the election runs in
+that request. A lost connection is
 evidence too: when the connection a broker's last heartbeat came on closes (its process died,
 or the broker closed it) and no heartbeat follows, the broker counts as dead as soon as the
 lease that heartbeat can have granted has run out (``masterLeaseMills`` after it arrived, plus
@@ -81,12 +87,24 @@ class BrokerLive:
     lost: bool = False  # that connection closed and no heartbeat followed
     gone_at: float | None = None  # when its ports were found refusing (the process is gone)
 
-    def dead_at(self) -> float:
-        """When this broker counts as dead if nothing more is heard."""
+    resigned: bool = False  # it said it is leaving (graceful stop) after giving up its lease
+
+    def lease_end(self) -> float:
+        """The latest moment a lease granted by this broker's last heartbeat can still run, on
+        this controller's clock: the lease counts from the heartbeat's sending, which came before
+        its arrival here; +5 % and 50 ms for clock rates and scheduling."""
+        return self.last_seen + min((self.lease_s or self.timeout_s) * 1.05 + 0.05, self.timeout_s)
+
+    def dead_at(self, as_master: bool = False) -> float:
+        """When this broker counts as dead if nothing more is heard. A master with a known lease
+        is dead when that lease has ended (it acknowledges nothing after it); anyone else after
+        the heartbeat timeout unless its connection closed."""
+        if self.resigned:
+            return self.last_seen
         if self.lost and self.gone_at is not None:
             return self.gone_at
-        if self.lost and self.lease_s is not None:
-            return self.last_seen + min(self.lease_s * 1.05 + 0.05, self.timeout_s)
+        if (self.lost or as_master) and self.lease_s is not None:
+            return self.lease_end()
         return self.last_seen + self.timeout_s
 
 
@@ -118,6 +136,8 @@ class ControllerService:
         self._scan_task: asyncio.Task[None] | None = None
         self._leader_event = asyncio.Event()
         self.elections = 0
+        self._electing: dict[str, asyncio.Future] = {}  # group -> its election being committed
+        self._lease_scans: dict[tuple[str, int], asyncio.TimerHandle] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -221,13 +241,59 @@ class ControllerService:
 
     # -- liveness --------------------------------------------------------------------------------
     def heartbeat(self, group: str, broker_id: int, epoch: int, max_offset: int, timeout_ms: int, address: str,
-                  lease_ms: int | None = None, conn: Any = None) -> None:
+                  lease_ms: int | None = None, conn: Any = None, resigning: bool = False) -> None:
         key = (group, broker_id)
         before = self.live.get(key)
-        self.live[key] = BrokerLive(time.monotonic(), epoch, max_offset, max(timeout_ms, 1) / 1000, address,
-                                    lease_ms / 1000 if lease_ms and lease_ms > 0 else None, conn)
+        live = self.live[key] = BrokerLive(time.monotonic(), epoch, max_offset, max(timeout_ms, 1) / 1000, address,
+                                           lease_ms / 1000 if lease_ms and lease_ms > 0 else None, conn,
+                                           resigned=resigning)
         if conn is not None and (before is None or before.conn is not conn):
             conn.on_close(lambda closed, key=key: self.connection_lost(key, closed))
+        g = self.replica_info(group)
+        if g is not None and _is_master(g, broker_id) and self._loop is not None:
+            # the master is dead the moment the lease this heartbeat can grant ends: scan then,
+            # not at the next regular scan (up to scanNotActiveBrokerInterval later)
+            old = self._lease_scans.pop(key, None)
+            if old is not None:
+                old.cancel()
+            if not resigning:
+                self._lease_scans[key] = self._loop.call_later(
+                    max(0.0, live.dead_at(True) - time.monotonic()) + 0.01,
+                    lambda: asyncio.ensure_future(self._scan_now()))
+
+    async def settled(self, group: str) -> None:
+        """Wait (bounded) for an election of ``group`` being committed: a heartbeat answered in
+        that window must not confirm the master being replaced (its lease would outlive the
+        election)."""
+        fut = self._electing.get(group)
+        if fut is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), PROPOSE_TIMEOUT_S)
+            except Exception:
+                pass
+
+    async def elect(self, group: str, command: dict) -> dict:
+        """Propose an election; heartbeats of the group wait for its outcome (``settled``)."""
+        fut = self._electing.get(group)
+        if fut is None or fut.done():
+            fut = self._electing[group] = asyncio.get_running_loop().create_future()
+        try:
+            return await self.propose(command)
+        finally:
+            if not fut.done():
+                fut.set_result(None)
+            if self._electing.get(group) is fut:
+                del self._electing[group]
+
+    async def resign(self, group: str, broker_id: int) -> None:
+        """A master stopping gracefully said so after it gave up its lease: it is dead now (it
+        acknowledges nothing more), so the election runs at once instead of at its lease end."""
+        live = self.live.get((group, broker_id))
+        g = self.replica_info(group)
+        log.info("controller_broker_resigned", group=group, broker_id=broker_id,
+                 was_master=bool(g and _is_master(g, broker_id)))
+        if live is not None and g is not None and _is_master(g, broker_id):
+            await self._scan_now()
 
     def connection_lost(self, key: tuple[str, int], conn: Any) -> None:
         """The connection ``key``'s heartbeats came on closed: unless another heartbeat arrives,
@@ -284,13 +350,13 @@ class ControllerService:
             info = ((g or {}).get("replicas") or {}).get(str(broker_id)) or {}
             timeout_ms = int(info.get("heartbeatTimeoutMills") or DEFAULT_TIMEOUT_MS)
             return now - self.leader_since < timeout_ms / 1000
-        return now <= live.dead_at()
+        return now <= live.dead_at(_is_master(g, broker_id))
 
     def alive_members(self, group: str, g: dict[str, Any], now: float) -> dict[str, dict[str, int]]:
         out = {}
         for bid in g.get("replicas", {}):
             live = self.live.get((group, int(bid)))
-            if live is not None and now <= live.dead_at():
+            if live is not None and now <= live.dead_at(_is_master(g, int(bid))):
                 out[str(bid)] = {"epoch": live.epoch, "maxOffset": live.max_offset}
         return out
 
@@ -318,15 +384,19 @@ class ControllerService:
             gone_live = self.live.get((name, master)) if master >= 0 else None
             lost = getattr(gone_live, "lost", False)
             gone = lost and getattr(gone_live, "gone_at", None) is not None
+            resigned = getattr(gone_live, "resigned", False)
+            leased = getattr(gone_live, "lease_s", None) is not None
             reason = ("no master" if master < 0
+                      else f"master {master} resigned (graceful stop, lease given up)" if resigned
                       else f"master {master} lost its connection and its ports refuse connections (process gone)"
                       if gone else f"master {master} lost its connection and its lease ran out"
-                      if lost else f"master {master} not heard for its heartbeat timeout")
+                      if lost else f"master {master} not heard since its lease ran out"
+                      if leased else f"master {master} not heard for its heartbeat timeout")
             if gone_live is not None:  # when its lease (at most) ended: the last heartbeat received + lease
                 log.info("controller_electing", group=name, master=master, reason=reason,
                          last_heartbeat_ago_s=round(now - gone_live.last_seen, 3), lease_s=gone_live.lease_s)
-            result = await self.propose({"op": "elect", "group": name, "alive": alive, "designated": None,
-                                         "unclean": self.config.enable_elect_unclean_master, "reason": reason})
+            result = await self.elect(name, {"op": "elect", "group": name, "alive": alive, "designated": None,
+                                             "unclean": self.config.enable_elect_unclean_master, "reason": reason})
             if not result.get("ok"):
                 log.warning("controller_election_impossible", group=name, code=result.get("code"),
                             error=result.get("error"))
@@ -362,6 +432,10 @@ class ControllerService:
                            "masterEpoch": g["masterEpoch"], "syncStateSetEpoch": g["syncStateSetEpoch"],
                            "inSyncReplicas": ins, "notInSyncReplicas": outs}
         return {"replicasInfoTable": table}
+
+
+def _is_master(g: dict[str, Any] | None, broker_id: int) -> bool:
+    return g is not None and int(g.get("masterBrokerId", -1)) == broker_id
 
 
 # -- request handlers (registered in the NameServer's table) -------------------------------------
@@ -433,13 +507,19 @@ def register_handlers(table: Any) -> None:
     async def broker_heartbeat(c: ControllerService, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         name = cmd.require_str("brokerName")
         bid = cmd.require_int("brokerId")
+        await c.settled(name)  # never confirm a master an election in flight replaces
         g = c.replica_info(name)
         if g is None or str(bid) not in g["replicas"]:
             return cmd.response(R.CONTROLLER_BROKER_METADATA_NOT_EXIST,
                                 f"broker {bid} of {name} has not registered with the controller")
+        resigning = (cmd.get_str("resign") or "").lower() == "true"
         c.heartbeat(name, bid, cmd.get_int("epoch", 0) or 0, cmd.get_int("maxOffset", 0) or 0,
                     cmd.get_int("heartbeatTimeoutMills", DEFAULT_TIMEOUT_MS) or DEFAULT_TIMEOUT_MS,
-                    cmd.get_str("brokerAddr") or "", cmd.get_int("masterLeaseMills", 0) or None, conn)
+                    cmd.get_str("brokerAddr") or "", cmd.get_int("masterLeaseMills", 0) or None, conn,
+                    resigning=resigning)
+        if resigning:
+            await c.resign(name, bid)
+            g = c.replica_info(name) or g
         return cmd.response(R.SUCCESS, None, _replica_fields(g), _json(g))
 
     @handler(RC.CONTROLLER_ALTER_SYNC_STATE_SET)
@@ -467,7 +547,7 @@ def register_handlers(table: Any) -> None:
         g = c.replica_info(name)
         if g is None:
             return cmd.response(R.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"no broker of group {name} has registered")
-        result = await c.propose({"op": "elect", "group": name, "alive": c.alive_members(name, g, time.monotonic()),
+        result = await c.elect(name, {"op": "elect", "group": name, "alive": c.alive_members(name, g, time.monotonic()),
                                   "designated": cmd.get_int("brokerId"),
                                   "unclean": c.config.enable_elect_unclean_master,
                                   "reason": f"requested by {getattr(conn, 'remote', None) or 'admin'}"})

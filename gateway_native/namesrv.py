@@ -429,6 +429,20 @@ class BrokerAuthDelegate:
         self._conns.clear()
 
 
+def announced_host(listen_host: str, advertised: str | None = None) -> str:
+    """The host this NameServer's controller names as the leader's address (brokers and admin
+    tools connect there): the configured advertised host, else the listen address, else -- when
+    listening on every interface -- this machine's own address as the broker picks it for
+    brokerIP1 (``local_address``), never 127.0.0.1, which a broker on another host cannot reach."""
+    if advertised:
+        return advertised
+    if listen_host not in ("0.0.0.0", "::", ""):
+        return listen_host
+    from .broker import local_address
+
+    return local_address()
+
+
 class NameServer:
     """The NameServer component: ``name="namesrv"``, ``port`` after ``start``. With a
     ``ControllerConfig`` (``enableControllerInNamesrv``) it also runs a failover controller peer."""
@@ -437,8 +451,9 @@ class NameServer:
 
     def __init__(self, host: str, port: int, *, kv_config_path: str | os.PathLike[str] | None = None,
                  broker_expired_ms: int = 120_000, scan_interval_ms: int = 5_000, guard=None, controller: Any = None,
-                 data_dir: str | os.PathLike[str] = "."):
+                 data_dir: str | os.PathLike[str] = ".", advertised_host: str | None = None):
         self.controller_config = controller
+        self.advertised_host = advertised_host  # where others reach this NameServer (its controller)
         self.controller_raft_password: str | None = None  # set when authentication is on
         self.data_dir = data_dir
         self.controller: Any = None
@@ -460,7 +475,7 @@ class NameServer:
         if self.controller_config is not None:
             from .controller import ControllerService
 
-            host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+            host = announced_host(self.server.host, self.advertised_host)
             self.controller = ControllerService(self.controller_config, self.data_dir, f"{host}:{self.port}",
                                                 raft_password=self.controller_raft_password)
             await self.controller.start()

@@ -67,6 +67,7 @@ class ReplicasManager:
         self._last_sss_check = 0.0
         self._last_metadata = 0.0
         self._link_lost_at: float | None = None  # when this slave's replication link was found down
+        self._wake = asyncio.Event()  # heartbeat now (a new master without a lease yet)
         # SyncStateSet member -> when this master last saw it in sync (or took office)
         self._member_seen: dict[int, float] = {}
         self.not_catchup_s = self.store.config.ha_max_time_slave_not_catchup / 1000
@@ -83,9 +84,25 @@ class ReplicasManager:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
+        # a graceful stop resigns: first the lease goes (this store acknowledges nothing more as
+        # master), then the controller hears it, so it elects at once instead of at the lease end
+        resign = self.registered and self.is_master and self.lease.valid()
+        self.lease.revoke()
+        if resign:
+            await self.resign()
         for c in self._conns.values():
             c.close()
-        self.lease.revoke()
+
+    async def resign(self) -> None:
+        """A last heartbeat with ``resign=true`` (bounded; the lease is already revoked, so an
+        unanswered one only leaves the controller its lease-end wait)."""
+        try:
+            resp = await asyncio.wait_for(self.invoke(RC.BROKER_HEARTBEAT, dict(
+                self._heartbeat_fields(), resign="true")), REQUEST_TIMEOUT_S)
+            log.info("failover_resigned", broker_id=self.broker_id, group=self.group, code=resp.code,
+                     master=(resp.ext_fields or {}).get("masterBrokerId"))
+        except (asyncio.TimeoutError, ConnectionClosedError, RemotingTimeoutError, OSError) as exc:
+            log.warning("failover_resign_unanswered", broker_id=self.broker_id, error=str(exc))
 
     @property
     def is_master(self) -> bool:
@@ -168,19 +185,21 @@ class ReplicasManager:
 
     async def heartbeat(self) -> None:
         sent = time.monotonic()
-        resp = await self.invoke(RC.BROKER_HEARTBEAT, {
-            "clusterName": self.bc.broker_cluster_name, "brokerName": self.group, "brokerId": self.broker_id,
-            "brokerAddr": self.broker.addr, "epoch": self.ha.master_epoch,
-            "maxOffset": self.store.confirmed_offset,
-            "heartbeatTimeoutMills": self.bc.controller_heart_beat_timeout_mills,
-            # the controller may count this broker dead that long after its connection closed
-            "masterLeaseMills": self.bc.master_lease_mills})
+        resp = await self.invoke(RC.BROKER_HEARTBEAT, self._heartbeat_fields())
         if resp.code == R.CONTROLLER_BROKER_METADATA_NOT_EXIST:
             self.registered = False
             return
         if resp.code != R.SUCCESS:
             raise RuntimeError(f"heartbeat refused: {resp.code} {resp.remark}")
         await self.apply(json.loads(bytes(resp.body)), sent)
+
+    def _heartbeat_fields(self) -> dict[str, Any]:
+        return {"clusterName": self.bc.broker_cluster_name, "brokerName": self.group, "brokerId": self.broker_id,
+                "brokerAddr": self.broker.addr, "epoch": self.ha.master_epoch,
+                "maxOffset": self.store.confirmed_offset,
+                "heartbeatTimeoutMills": self.bc.controller_heart_beat_timeout_mills,
+                # the controller counts a master dead once the lease a heartbeat grants has ended
+                "masterLeaseMills": self.bc.master_lease_mills}
 
     async def sync_metadata(self) -> None:
         """CONTROLLER_GET_REPLICA_INFO every syncBrokerMetadataPeriod (RocketMQ's periodic
@@ -263,9 +282,13 @@ class ReplicasManager:
                 metrics.FAILOVER_ROLE_CHANGES.labels("master").inc()
                 log.warning("failover_became_master", broker_id=self.broker_id, group=self.group, epoch=epoch,
                             sync_state_set=g.get("syncStateSet"), log_end=self.store.confirmed_offset)
-                if sent_at is None:
-                    sent_at = time.monotonic() - self.heartbeat_s  # a registration answer: conservative
-                self.lease.extend(sent_at, epoch)
+                if sent_at is not None:
+                    self.lease.extend(sent_at, epoch)
+                else:
+                    # a registration or metadata answer: no send time the controller saw, so no
+                    # lease from it (the controller elects at a lease's end counted from the last
+                    # heartbeat it received); a heartbeat goes out now and grants it
+                    self._wake.set()
                 self.broker.on_role_changed()
                 return
             self._apply_sync_state_set(g)
@@ -314,7 +337,11 @@ class ReplicasManager:
                 if str(exc) != self.last_error:
                     log.warning("failover_controller_unreachable", error=str(exc))
                 self.last_error = str(exc)
-            await asyncio.sleep(max(0.0, self._interval() - (time.monotonic() - started)))
+            try:
+                await asyncio.wait_for(self._wake.wait(), max(0.0, self._interval() - (time.monotonic() - started)))
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
 
     def _interval(self) -> float:
         """The heartbeat interval; a slave whose replication link to its master dropped asks the

@@ -186,6 +186,20 @@ class Connection:
             timer.cancel()
             self._pending.pop(cmd.opaque, None)
 
+    def waiting(self, opaque: int) -> bool:
+        """Whether the request ``opaque`` still waits for its answer."""
+        fut = self._pending.get(opaque)
+        return fut is not None and not fut.done()
+
+    def abandon(self, opaque: int, exc: BaseException) -> bool:
+        """Fail the request ``opaque`` still waiting for its answer with ``exc`` (the caller gave
+        up on it, e.g. the route moved while it was in flight); False if it was answered."""
+        fut = self._pending.get(opaque)
+        if fut is None or fut.done():
+            return False
+        fut.set_exception(exc)
+        return True
+
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         cmd.flag |= 2
         await self.send_and_drain(cmd)

@@ -124,6 +124,12 @@ def build_components(store: MessageStore, config: NodeConfig) -> list[Any]:
                       namesrv_addr=lambda: (broker.namesrv_addrs() or [f"{own_host}:{namesrv.port}"])[0])
     components.append(AdminHttp(store, config, views, guard=guard, send_queue=put_path.send_queue))
     components.insert(0, _SharedServices(put_path))  # started first, stopped after every listener
+    # -- the remote tier (docs/design/tiered-storage.md): before the listeners serve reads of it --
+    from broker import tiered
+
+    tier = tiered.tier_of(store)
+    if tier is not None:
+        components.insert(1, tiered.TieredService(tier))
     return components
 
 
@@ -263,6 +269,9 @@ class Node:
         self.store.ha.bind_host = self.config.host
         self.store.ha.identity = ha_identity(self.config)
         secure_replication(self.store, self.config)
+        from broker import tiered
+
+        tiered.prepare(self.store, self.config.store)  # its guard holds retention until it has loaded
         try:
             await loop.run_in_executor(None, self.store.start)
         except BaseException:

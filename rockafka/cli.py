@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                              description="Run a standalone NameServer (brokers register with it, clients ask it for routes).")
     namesrv.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
     namesrv.add_argument("--port", type=int, default=9876, help="listen port (default 9876; 0 = any free port)")
+    namesrv.add_argument("--advertised-host", metavar="HOST", default=None,
+                         help="the address the controller announces as the leader's (default: the listen "
+                              "address, or this machine's own address when listening on 0.0.0.0)")
     namesrv.add_argument("--kv-config", metavar="FILE", help="where to persist KV config (default: not persisted)")
     namesrv.add_argument("--broker-expired-ms", type=int, default=120_000, help="drop brokers silent this long (default 120000)")
     namesrv.add_argument("--data-dir", metavar="DIR", default="./namesrv-data",
@@ -168,7 +171,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         ns = NameServer(args.host, args.port, kv_config_path=args.kv_config, broker_expired_ms=args.broker_expired_ms,
                         scan_interval_ms=min(5000, max(100, args.broker_expired_ms // 4)),
                         controller=controller if controller.enable_controller_in_namesrv else None,
-                        data_dir=args.data_dir)
+                        data_dir=args.data_dir, advertised_host=args.advertised_host)
         # the same security as a node's NameServer: TLS as tlsServerMode says (a self-signed pair
         # beside the KV config, or in the working directory), REGISTER_BROKER only from brokers
         # signing with the inner credentials when authenticationEnabled

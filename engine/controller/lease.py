@@ -4,8 +4,8 @@ A master may acknowledge writes only while its lease is valid. Each heartbeat th
 leader answered, confirming this broker as master at its epoch, extends the lease to *the
 monotonic time the heartbeat was sent* + ``duration_s``. Counting from the send time (not the
 answer's arrival) keeps the lease inside the controller's own view: the controller elects a new
-master only after it has not *received* a heartbeat for its timeout, which is longer than the
-lease. Monotonic time runs on while a process is stopped (SIGSTOP), so a resumed zombie finds
+master only once ``duration_s`` (+5 % and 50 ms) has passed since it *received* the last
+heartbeat, which was sent earlier. Monotonic time runs on while a process is stopped (SIGSTOP), so a resumed zombie finds
 its lease expired.
 
 Thread-safe by construction: one float is replaced atomically.

@@ -13,7 +13,9 @@ newer epoch in a DATA header is recorded first, and one ACK answers everything r
 sent as soon as the bytes are in the commitlog (the consume queues are built right after);
 an ACK also goes out every ``haSendHeartbeatInterval``. Silence for ``haHousekeepingInterval``,
 a protocol error or bytes that do not continue the log close the connection; the client
-reconnects after a second (five after a refusal).
+reconnects after a second (five after a refusal), at once when it is told to follow another
+master (the session with the old one is shut down at that moment, not at its next receive timeout,
+and a pause after a failed connect ends).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ log = structlog.get_logger("rockafka.engine.ha")
 RECV_CHUNK = 1024 * 1024
 RETRY_S = 1.0
 REFUSED_RETRY_S = 5.0
+NEW_MASTER_RETRY_S = 0.1  # retry pause for a few seconds after the controller named a new master
+NEW_MASTER_WINDOW_S = 3.0
 
 
 class _Refused(ReplicationError):
@@ -60,6 +64,7 @@ class HAClient:
         self._base = 0  # where streaming started: the end to acknowledge before any byte arrived
         self._stop = threading.Event()
         self._addr_changed = threading.Event()
+        self._learned_at = 0.0  # when the controller last named another master (monotonic)
         self._sock: socket.socket | None = None
         self._thread = threading.Thread(target=self._run, name="ha-client", daemon=True)
 
@@ -71,8 +76,17 @@ class HAClient:
         if address != self.learned:
             log.info("ha_master_address_learned", address=address, configured=self.configured)
             self.learned = address
+            self._learned_at = time.monotonic()
             if not self.configured:
                 self._addr_changed.set()
+                # a session with the old master may sit in recv (a stopped master sends nothing):
+                # end it now rather than at the next receive timeout
+                sock = self._sock
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
 
     def start(self) -> None:
         self._thread.start()
@@ -112,7 +126,13 @@ class HAClient:
                 log.exception("ha_client_failed", master=addr)
             finally:
                 self._close()
-            if self._stop.wait(pause):
+            if self.master_address != addr and pause == RETRY_S:
+                continue  # told to follow another master: connect to it now, not after a pause
+            if pause == RETRY_S and time.monotonic() - self._learned_at < NEW_MASTER_WINDOW_S:
+                pause = NEW_MASTER_RETRY_S  # a just-elected master opens its HA port a moment later
+            if self._addr_changed.wait(pause):  # told so during the pause: at once too
+                self._addr_changed.clear()
+            if self._stop.is_set():
                 break
 
     def _close(self) -> None:
@@ -138,6 +158,8 @@ class HAClient:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self._addr_changed.clear()
+        if self.master_address != addr:  # changed while connecting: the flag just cleared was for it
+            raise ReplicationError(f"master address changed to {self.master_address}")
         svc = self.service
         ident = dict(svc.identity)
         ident.setdefault("brokerId", store.broker_config.broker_id)

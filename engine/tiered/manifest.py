@@ -57,6 +57,8 @@ class RemoteSegment:
     first_timestamp: int = -1
     last_timestamp: int = -1
     commitlog_end: int = -1     # commitlog offset just past the segment's last record
+    keys_key: str = ""          # object key of the keys (empty: a segment without one)
+    keys_crc32c: int = 0
 
     @property
     def key(self) -> str:
@@ -79,29 +81,49 @@ class Manifest:
         self._lock = threading.Lock()
         self._segments: dict[str, RemoteSegment] = {}              # key -> latest record
         self._live: dict[tuple[str, int], list[RemoteSegment]] = {}  # committed, sorted by base
+        self._next = 0                                               # next log offset to replay
 
     # -- start-up ---------------------------------------------------------------------------
     def load(self) -> int:
         """Create the topic if missing and replay it; returns the number of records read."""
         self.log.ensure_topic()
-        n = 0
         with self._lock:
             self._segments.clear()
             self._live.clear()
-            for rec in self.log.read(0):
-                if rec.key is None or rec.marker is not None:
-                    continue
-                n += 1
-                key = rec.key.decode()
-                if rec.value is None:
-                    self._segments.pop(key, None)
-                    continue
-                try:
-                    self._apply(RemoteSegment.from_json(rec.value))
-                except (ValueError, TypeError, KeyError) as exc:
-                    log.warning("manifest_record_skipped", key=key, offset=rec.offset, error=str(exc))
-            self._rebuild_live()
+            self._next = 0
+            n = self._replay()
         log.info("manifest_loaded", records=n, segments=len(self._segments))
+        return n
+
+    def catch_up(self) -> int:
+        """Apply the records appended since the last replay (a slave following its master's
+        manifest, replicated with the commitlog); returns how many were read."""
+        with self._lock:
+            n = self._replay()
+        if n:
+            log.info("manifest_caught_up", records=n, segments=len(self._segments))
+        return n
+
+    def _replay(self) -> int:
+        n = 0
+        end = self.log.end_offset(0)
+        if self._next >= end:
+            return 0
+        for rec in self.log.read(0, self._next, end):
+            self._next = rec.offset + 1
+            if rec.key is None or rec.marker is not None:
+                continue
+            n += 1
+            key = rec.key.decode()
+            if rec.value is None:
+                self._segments.pop(key, None)
+                continue
+            try:
+                self._apply(RemoteSegment.from_json(rec.value))
+            except (ValueError, TypeError, KeyError) as exc:
+                log.warning("manifest_record_skipped", key=key, offset=rec.offset, error=str(exc))
+        self._next = max(self._next, end)
+        self._rebuild_live()
         return n
 
     # -- changes (one writer) -------------------------------------------------------------

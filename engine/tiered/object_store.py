@@ -235,6 +235,8 @@ class S3ObjectStore(ObjectStore):
 
     def _classify(self, op: str, key: str, exc: BaseException) -> ObjectStoreError | None:
         if isinstance(exc, (self._not_found, FileNotFoundError)):
+            if op == "put":   # a PUT finds no bucket, not no object: the store is misconfigured or failing
+                return ObjectStoreUnavailable(op, key, f"the bucket {self.bucket!r} was not found")
             return ObjectNotFound(op, key, "no such object")
         if isinstance(exc, (self._generic, OSError)):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -197,9 +197,11 @@ async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
     if existing is not None:
         return existing
     refresh = getattr(gateway.remote_groups, "refresh_view", None)
+    namesrv_answered = False
     if gateway.cluster is not None and refresh is not None:
         try:
             await refresh()
+            namesrv_answered = True
         except Exception as exc:  # no NameServer answered: create here, as a lone group would
             gateway.log.warning("cluster_view_refresh_failed", topic=name, error=str(exc))
         if name in gateway.cluster.topic_names():
@@ -215,7 +217,7 @@ async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
     tc.attributes[PARTITION_IDS] = format_partition_ids(ids)
     created = await topics.create(gateway.store, tc, via="kafka")
     wait = getattr(gateway.remote_groups, "wait_visible", None)
-    if wait is not None:
+    if wait is not None and namesrv_answered:
         await wait(name, {gateway.cluster.broker_name: ids}, timeout=5.0, settle=False)
     return created
 

@@ -73,8 +73,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "follower.replication.throttled.replicas": ConfigDef(TYPE_LIST, (), _RECORDED + "replication is not throttled."),
     "index.interval.bytes": ConfigDef(TYPE_INT, (), _RECORDED + "every record is in the consume queue."),
     "leader.replication.throttled.replicas": ConfigDef(TYPE_LIST, (), _RECORDED + "replication is not throttled."),
-    "local.retention.bytes": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
-    "local.retention.ms": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
+    "local.retention.bytes": ConfigDef(TYPE_LONG, (), "Tiered topic: how much of a partition the local tier serves "
+                                       "once uploaded (-2: as retention.bytes).", True),
+    "local.retention.ms": ConfigDef(TYPE_LONG, (), "Tiered topic: how long the local tier serves records once "
+                                    "uploaded (-2: as retention.ms).", True),
     "max.compaction.lag.ms": ConfigDef(TYPE_LONG, (), _CLEANER, True),
     "max.decompressed.message.bytes": ConfigDef(TYPE_INT, (), _RECORDED + "batches are not decompressed on produce."),
     "max.message.bytes": ConfigDef(TYPE_INT, (), "Largest record batch the topic takes.", True),
@@ -91,9 +93,11 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "remote.copy.lag.bytes": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
     "remote.copy.lag.ms": ConfigDef(TYPE_LONG, (), _RECORDED + "there is no tiered storage."),
     "remote.log.copy.disable": ConfigDef(TYPE_BOOLEAN, (), _RECORDED + "there is no tiered storage."),
-    "remote.log.delete.on.disable": ConfigDef(TYPE_BOOLEAN, (), _RECORDED + "there is no tiered storage."),
-    "remote.storage.enable": ConfigDef(TYPE_BOOLEAN, (), "true is refused (INVALID_CONFIG) until the remote tier is "
-                                       "served (docs/design/tiered-storage.md); false is recorded."),
+    "remote.log.delete.on.disable": ConfigDef(TYPE_BOOLEAN, (), "Must be true to set remote.storage.enable=false on a "
+                                              "tiered topic.", True),
+    "remote.storage.enable": ConfigDef(TYPE_BOOLEAN, (), "true: closed data is uploaded to the broker's object store "
+                                       "and read from it once it left the disk (docs/design/tiered-storage.md); "
+                                       "refused when the broker has no remote tier.", True),
     "retention.bytes": ConfigDef(TYPE_LONG, (), "Largest size of a partition; older records go first.", True),
     "retention.ms": ConfigDef(TYPE_LONG, (), "Records stored longer ago are deleted (never longer than the store's "
                               "fileReservedTime, except the latest of each key of a compacted topic).", True),
@@ -233,9 +237,6 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     why = validate_typed(name, value, d)
     if why:
         return why
-    if name == "remote.storage.enable" and value.lower() == "true":  # docs/design/tiered-storage.md
-        return ("remote.storage.enable=true is refused: this broker has no remote tier yet, so the "
-                "topic's history would not be kept beyond local retention")
     if name == "min.cleanable.dirty.ratio" and not 0 <= float(value) <= 1:
         return f"invalid value {value!r} for {name!r}: must be between 0 and 1"
     if name in ("delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
@@ -244,6 +245,14 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     if name == "max.compaction.lag.ms" and int(value) < 1:
         return f"invalid value {value!r} for {name!r}: must be at least 1"
     return None
+
+
+def check_tiering(gw: Any, topic: str, configs: dict[str, str]) -> str | None:
+    """Why a topic's whole set of configs is refused by the tiering rules (``broker/tiered.py``,
+    the same for every protocol), or None."""
+    from broker import tiered
+
+    return tiered.refusal(gw.config.store, topic, configs)
 
 
 _TYPE_NAMES = {TYPE_BOOLEAN: "boolean", TYPE_STRING: "string", TYPE_INT: "32-bit integer", TYPE_LONG: "64-bit integer",
@@ -425,6 +434,13 @@ async def alter_resources(gw: Any, body: dict, compute: Callable[[Target, dict],
         target, code, msg = _target(gw, rtype, rname)
         if target is not None:
             new, why = compute(target, r)
+            if not why and rtype == TOPIC_RESOURCE:
+                was_tiered = str(target.current.get("remote.storage.enable", "false")).lower() == "true"
+                why = check_tiering(gw, rname, new)
+                if not why and was_tiered and str(new.get("remote.storage.enable", "false")).lower() != "true" \
+                        and str(new.get("remote.log.delete.on.disable", "false")).lower() != "true":
+                    why = ("remote.storage.enable=false on a tiered topic needs remote.log.delete.on.disable=true "
+                           "(its remote data would be deleted)")
             if why:
                 code, msg = E.INVALID_CONFIG, why
             elif not body.get("validate_only", False):

@@ -22,7 +22,8 @@ from gateway_kafka import topic_placement
 from gateway_kafka.apis._common import (find_topic, mutation_quota, mutation_throttle, new_topic_config, topic_id,
                                         topic_name_error)
 from gateway_kafka.quotas import THROTTLED_MESSAGE
-from gateway_kafka.apis._configs import SOURCE_DEFAULT, SOURCE_TOPIC, topic_defaults, validate_topic_config
+from gateway_kafka.apis._configs import (SOURCE_DEFAULT, SOURCE_TOPIC, check_tiering, topic_defaults,
+                                         validate_topic_config)
 
 
 
@@ -77,6 +78,9 @@ def check_topic(ctx: RequestContext, t: dict) -> tuple[dict | None, int, dict[st
         if why:
             return _fail(name, E.INVALID_CONFIG, why), 0, {}
         configs[c["name"]] = c["value"]
+    why = check_tiering(gw, name, configs)
+    if why:
+        return _fail(name, E.INVALID_CONFIG, why), 0, {}
     return None, partitions, configs
 
 

@@ -27,6 +27,11 @@ batch built on read (``batch_of_unit``). Offsets inside a stored batch return th
   ``brokerRack`` is that rack (``ClusterView.preferred_read_replica``), when there is one and
   the master itself is elsewhere; the client then fetches from the slave. A slave serves what
   it has replicated; asked past its end (its master is ahead) it answers no records, no error.
+- Remote tier (docs/design/tiered-storage.md): an offset below the local start that a remote
+  segment holds is read from the object store before the local reads (``read_remote_parts``,
+  through ``broker/tiered.py``; awaited) and served as the same batches; the log start offset is
+  the remote start. The object store down or bytes that do not check: KAFKA_STORAGE_ERROR
+  (retriable), never other bytes and never OFFSET_OUT_OF_RANGE.
 - A group whose master is down: Metadata names its lowest live slave leader, which serves its
   partitions here from its replica (high watermark = its log end, LSO from its own producer
   state) until the master returns (docs/design/cluster.md, "Groups down").
@@ -40,7 +45,7 @@ import struct
 from engine import metrics
 from engine.message import BORNHOST_V6_FLAG, INNER_BATCH_FLAG, STOREHOST_V6_FLAG
 from engine.record_batch import iter_batches, record_count
-from broker import store_view
+from broker import store_view, tiered
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
@@ -66,16 +71,20 @@ def _empty(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = 
 
 
 def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, min_one: bool,
-                   isolation: int = 0, rack: str | None = None, files: dict | None = None) -> tuple[dict, int]:
+                   isolation: int = 0, rack: str | None = None, files: dict | None = None,
+                   remote: dict | None = None) -> tuple[dict, int]:
     """(partition response, record bytes in it). ``files`` (a dict, one per response): serve
     stored Kafka batches of ``ZERO_COPY_THRESHOLD`` bytes or more as ``FileRun`` s, sent from
-    the segment files by the connection (plain TCP only); None: as bytes read from the store."""
+    the segment files by the connection (plain TCP only); None: as bytes read from the store.
+    ``remote``: (topic, partition) -> the units read from the remote tier for this request
+    (``read_remote_parts``), or the error that read raised."""
     queue, code = local_queue(gw, topic, index)
     if queue is None:
         return _empty(index, code), 0
     partition, index = index, queue  # the store knows the local queue; the answer names the partition
     store = gw.store
-    lo = store.get_min_offset_in_queue(topic, index)
+    local_lo = store.get_min_offset_in_queue(topic, index)
+    lo = tiered.log_start_offset(store, topic, index) if remote is not None else local_lo
     hi = store.get_max_offset_in_queue(topic, index)
     if rack:
         preferred = gw.cluster.preferred_read_replica(topic, partition, rack)
@@ -93,6 +102,17 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     end = lso if isolation == 1 else hi
     if fetch_offset >= end or (limit <= 0 and not min_one):
         return _empty(partition, E.NONE, hi, lso, lo), 0
+    from_remote = remote.get((topic, partition)) if remote is not None and fetch_offset < local_lo else None
+    if isinstance(from_remote, Exception):
+        return _empty(partition, E.KAFKA_STORAGE_ERROR, hi, lso, lo), 0  # retriable; logged by the tier
+    if from_remote:
+        return _remote_response(partition, from_remote, limit, min_one, end, hi, lso, lo, txn, topic, index,
+                                fetch_offset, isolation)
+    if remote is not None and fetch_offset < local_lo:
+        if tiered.remote_covers(store, topic, index, fetch_offset):
+            # the local start moved past it after this request's remote reads: the next fetch reads it remotely
+            return _empty(partition, E.NONE, hi, lso, lo), 0
+        fetch_offset = local_lo  # a gap between the tiers (nothing remote reaches it)
     # The store counts whole units (batch + ~100 bytes of unit header, topic, properties); ask
     # for a little more and trim by batch bytes below, so the limit is about what is sent.
     res = store.get_message("", topic, index, fetch_offset, MAX_RECORDS_PER_READ,
@@ -127,6 +147,50 @@ def read_partition(gw, topic: str, index: int, fetch_offset: int, limit: int, mi
     return resp, size
 
 
+def _remote_response(partition, units, limit, min_one, end, hi, lso, lo, txn, topic, index, fetch_offset,
+                     isolation) -> tuple[dict, int]:
+    """The answer built from units the remote tier returned: the same batches the local path
+    would have served for them."""
+    parts, size, last_offset = [], 0, fetch_offset
+    for u in units:
+        if u.queue_offset >= end:
+            break
+        batch = batch_of_unit(u.data)
+        if size + len(batch) > limit and not (min_one and not parts):
+            break
+        parts.append(batch)
+        size += len(batch)
+        last_offset = u.queue_offset + u.record_count
+    resp = _empty(partition, E.NONE, hi, lso if lso < hi else hi, lo)
+    if parts:
+        resp["records"] = parts[0] if len(parts) == 1 else parts
+        if isolation == 1 and txn.has_aborted(topic, index):
+            resp["aborted_transactions"] = [{"producer_id": pid, "first_offset": first}
+                                            for pid, first in txn.aborted_between(topic, index, fetch_offset, last_offset)]
+    return resp, size
+
+
+async def read_remote_parts(gw, topics: list[dict]) -> dict | None:
+    """For a store with a remote tier: the partitions whose fetch offset left the disk, read from
+    the object store now (awaited: the loop keeps serving); None when the store has no remote tier."""
+    if tiered.tier_of(gw.store) is None:
+        return None
+    out: dict = {}
+    for t in topics:
+        name = t.get("topic")
+        for p in t.get("partitions") or ():
+            partition, offset = p.get("partition", -1), p.get("fetch_offset", 0)
+            queue, _ = local_queue(gw, name, partition)
+            if queue is None or not tiered.remote_covers(gw.store, name, queue, offset):
+                continue
+            try:
+                out[(name, partition)] = await tiered.read_remote(
+                    gw.store, name, queue, offset, max(1, p.get("partition_max_bytes", 0)))
+            except tiered.RemoteReadError as exc:
+                out[(name, partition)] = exc
+    return out
+
+
 def _file_batch(store, head, ref, files: dict):
     """The batch of a unit of which only ``head`` was read: a ``FileRun`` when it is a stored
     Kafka batch large enough, else its bytes (read now); None when the unit is gone."""
@@ -143,7 +207,7 @@ def _file_batch(store, head, ref, files: dict):
 
 
 def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0,
-             rack: str | None = None, sendfile: bool = False) -> tuple[list[dict], int, bool]:
+             rack: str | None = None, sendfile: bool = False, remote: dict | None = None) -> tuple[list[dict], int, bool]:
     responses = []
     files = {} if sendfile else None
     total = 0
@@ -155,7 +219,8 @@ def read_all(gw, topics: list[dict], max_bytes: int, isolation: int = 0,
             budget = max_bytes - total
             limit = min(p.get("partition_max_bytes", 0), budget)
             resp, n = read_partition(gw, name, p.get("partition", -1), p.get("fetch_offset", 0), limit,
-                                     min_one=total == 0, isolation=isolation, rack=rack, files=files)
+                                     min_one=total == 0, isolation=isolation, rack=rack, files=files,
+                                     remote=remote)
             if resp["error_code"] != E.NONE or resp["preferred_read_replica"] >= 0:
                 errored = True  # answer at once: the client has somewhere else to go
             total += n
@@ -190,8 +255,9 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     isolation = body.get("isolation_level", 0)
     rack = body.get("rack_id") or None
     sendfile = ctx.conn.extra.get("sendfile", False)
-    if max_wait_ms == 0 or not keys:
-        responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack, sendfile)
+    remote = await read_remote_parts(gw, topics)
+    if max_wait_ms == 0 or not keys or remote:
+        responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack, sendfile, remote)
     else:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000.0
@@ -201,14 +267,14 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
         try:
             while True:
                 woken.clear()
-                responses, total, errored = read_all(gw, topics, max_bytes, isolation, rack, sendfile)
+                responses, total, errored = read_all(gw, topics, max_bytes, isolation, rack, sendfile, remote)
                 remaining = deadline - loop.time()
                 if total >= min_bytes or errored or remaining <= 0:
                     break
                 try:
                     await asyncio.wait_for(woken.wait(), remaining)
                 except (asyncio.TimeoutError, TimeoutError):
-                    responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack, sendfile)
+                    responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack, sendfile, remote)
                     break
         finally:
             gw.arrivals.unregister(keys, woken)

@@ -1,12 +1,15 @@
 """ListOffsets (key 2), versions 1-10.
 
 Per partition, by the requested timestamp:
-- -2 (earliest) and -4 (earliest local): the log start offset; -1 (latest): the high
+- -2 (earliest): the log start offset (the remote start of a tiered partition whose oldest data
+  left the disk, docs/design/tiered-storage.md); -4 (earliest local): the local start; -1 (latest): the high
   watermark, or with isolation level 1 (read_committed, v2+) the last stable offset (the first
-  offset of the oldest open transaction, the engine's producer state); -5 (latest tiered): -1, there
-  is no tiered storage.
+  offset of the oldest open transaction, the engine's producer state); -5 (latest tiered): the
+  last offset uploaded to the remote tier, -1 when none.
 - -3 (max timestamp, v7+): the offset and timestamp of the record with the largest
   timestamp; -1/-1 when the partition is empty.
+- On a tiered topic, t >= 0 first searches the offsets that left the disk
+  (``remote_offset_for_time``, reading the remote tier; KAFKA_STORAGE_ERROR when it fails).
 - t >= 0: the first offset whose *record* timestamp (CreateTime as produced, not the store
   time) is >= t, with that record's timestamp; -1/-1 when no record is at or after t.
 
@@ -25,6 +28,7 @@ from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import batch_of_unit, blocking, local_queue
 from engine.record_batch import decode_batch, parse_header
+from broker import tiered
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 SCAN_BYTES = 1 << 20
@@ -92,6 +96,36 @@ def max_timestamp_offset(store, topic: str, index: int) -> tuple[int, int]:
     return top.absolute_offset(h), top.absolute_timestamp(h)
 
 
+async def remote_offset_for_time(gw, topic: str, index: int, target: int) -> tuple[int, int] | None:
+    """The first record at or after ``target`` among the offsets that left the disk of a tiered
+    partition (docs/design/tiered-storage.md): from the remote segments' store times (minus the
+    skew, as locally), then batch headers of the units read remotely; None when it is not there
+    (the local lookup answers). Raises ``tiered.RemoteReadError``."""
+    store = gw.store
+    local_lo = store.get_min_offset_in_queue(topic, index)
+    start = tiered.log_start_offset(store, topic, index)
+    if start >= local_lo:
+        return None
+    skew = gw.settings.list_offsets_time_skew_ms
+    if skew >= 0:
+        start = max(start, await tiered.offset_by_time(store, topic, index, max(0, target - skew)))
+    offset = start
+    while offset < local_lo:
+        units = await tiered.read_remote(store, topic, index, offset, SCAN_BYTES)
+        if not units:
+            return None
+        for u in units:
+            batch = batch_of_unit(u.data)
+            if parse_header(batch).max_timestamp < target:
+                continue
+            h, records = decode_batch(batch)
+            for rec in records:
+                if rec.absolute_timestamp(h) >= target and rec.absolute_offset(h) >= start:
+                    return rec.absolute_offset(h), rec.absolute_timestamp(h)
+        offset = units[-1].queue_offset + units[-1].record_count
+    return None
+
+
 def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tuple[int, int, int]:
     """(error_code, offset, timestamp)."""
     queue, code = local_queue(gw, topic, index)
@@ -99,7 +133,9 @@ def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tu
         return code, -1, -1
     index = queue  # the store's queue id (cluster.md)
     store = gw.store
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp == EARLIEST:
+        return E.NONE, tiered.log_start_offset(store, topic, index), -1
+    if timestamp == EARLIEST_LOCAL:
         return E.NONE, store.get_min_offset_in_queue(topic, index), -1
     if timestamp == LATEST:
         hw = store.get_max_offset_in_queue(topic, index)
@@ -107,7 +143,9 @@ def lookup(gw, topic: str, index: int, timestamp: int, isolation: int = 0) -> tu
             return E.NONE, store.producer_state.last_stable_offset(topic, index, hw), -1
         return E.NONE, hw, -1
     if timestamp == LATEST_TIERED:
-        return E.NONE, -1, -1
+        tier = tiered.tier_of(store)
+        end = tier.manifest.remote_end(topic, index) if tier is not None else None
+        return E.NONE, -1 if end is None else end - 1, -1
     if timestamp == MAX_TIMESTAMP:
         off, ts = max_timestamp_offset(store, topic, index)
         return E.NONE, off, ts
@@ -135,7 +173,19 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
             if ts in (EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED):
                 code, off, rts = lookup(gw, name, index, ts, body.get("isolation_level", 0))
             else:  # may read and decode batches: keep it off the event loop
-                code, off, rts = await blocking(lookup, gw, name, index, ts)
+                found = None
+                queue = local_queue(gw, name, index)[0]
+                if ts >= 0 and queue is not None and tiered.tier_of(gw.store) is not None:
+                    try:
+                        found = await remote_offset_for_time(gw, name, queue, ts)
+                    except tiered.RemoteReadError:
+                        found = (E.KAFKA_STORAGE_ERROR, -1, -1)
+                if found is None:
+                    code, off, rts = await blocking(lookup, gw, name, index, ts)
+                elif len(found) == 3:
+                    code, off, rts = found
+                else:
+                    code, (off, rts) = E.NONE, found
             parts.append({"partition_index": index, "error_code": code, "timestamp": rts, "offset": off,
                           "leader_epoch": gw.cluster.leader_epoch(name, index) if code == E.NONE else -1})
         topics.append({"name": name, "partitions": parts})

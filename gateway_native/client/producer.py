@@ -27,6 +27,12 @@ reached (no connection could be opened: nothing was sent) or answers that it is 
 the group's master again, with a back-off (0.05 s doubling to 0.2 s), until ``send_msg_timeout``.
 A request lost with its connection after it was written may have been stored, so it is not sent
 again (the caller decides): a failover costs such a sender at most the one send in flight.
+
+A send in flight to a master that stopped answering without closing its connection (SIGSTOP, a
+hung host): once it has waited ``ROUTE_WATCH_AFTER_S`` the route is re-read every
+``ROUTE_WATCH_EVERY_S``; when it names another master for the group (the controller elected one:
+the stalled master's lease has ended, so it can no longer acknowledge) the send gives up at once
+as a timeout ("may have been stored", not resent) instead of waiting out ``send_msg_timeout``.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ _STATUS = {R.SUCCESS: SendStatus.SEND_OK, R.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH
            R.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT, R.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
 _LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
 _NOT_AVAILABLE = (0, 0, 30000, 60000, 120000, 180000, 600000)
+ROUTE_WATCH_AFTER_S = 0.5  # a send slower than this re-reads the route while it waits
+ROUTE_WATCH_EVERY_S = 0.2
 
 QueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 
@@ -354,14 +362,19 @@ class Producer:
                 else:
                     attempt += 1
                 continue
+            request = self.runtime.request(code, f, body)
+            watch = asyncio.get_running_loop().call_later(
+                ROUTE_WATCH_AFTER_S, self._watch_route, addr, mq.broker_name, topic, request.opaque)
             try:
-                resp = await self.runtime.invoke(addr, self.runtime.request(code, f, body), remaining)
+                resp = await self.runtime.invoke(addr, request, remaining)
             except (ConnectionClosedError, RemotingTimeoutError, OSError) as exc:  # it may have been stored
                 self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, True, addr)
                 last_exc, last_broker = exc, mq.broker_name
                 log.info("send_attempt_failed", broker=mq.broker_name, topic=topic, attempt=attempt, error=str(exc))
                 attempt += 1
                 continue
+            finally:
+                watch.cancel()
             del conn
             self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, False)
             status = _STATUS.get(resp.code)
@@ -390,6 +403,27 @@ class Producer:
             raise last_exc
         raise MQClientError(f"Send [{attempts}] times, still failed, cost [{int((timeout - max(deadline - time.monotonic(), 0)) * 1000)}]ms, "
                             f"Topic: {topic}: {last_exc or 'timed out'}")
+
+    def _watch_route(self, addr: str, broker_name: str, topic: str, opaque: int) -> None:
+        asyncio.ensure_future(self._route_watch(addr, broker_name, topic, opaque))
+
+    async def _route_watch(self, addr: str, broker_name: str, topic: str, opaque: int) -> None:
+        """The send ``opaque`` to ``addr`` is slow: re-read the route until it is answered; if the
+        route names another master for ``broker_name``, fail it (it may have been stored)."""
+        conn = self.runtime.cached_connection(addr)
+        while conn is not None and not conn.closed and conn.waiting(opaque):
+            try:
+                await self.runtime.update_route(topic)
+            except (MQClientError, MQBrokerError) as exc:
+                log.info("send_route_watch_failed", topic=topic, error=str(exc))
+            now = self.runtime.master_addr(broker_name)
+            if now is not None and now != addr:
+                if conn.abandon(opaque, RemotingTimeoutError(
+                        f"no answer from {addr} while the route moved {broker_name}'s master to {now}; "
+                        f"the message may have been stored")):
+                    log.info("send_abandoned_master_moved", broker=broker_name, old=addr, new=now, topic=topic)
+                return
+            await asyncio.sleep(ROUTE_WATCH_EVERY_S)
 
     async def _send_oneway(self, msg: Message, queue: MessageQueue | None) -> None:
         topic, fields, body, _ = self._encode(msg)

@@ -180,6 +180,11 @@ class ClientRuntime:
                 log.warning("client_periodic_job_failed", job=fn.__name__, error=str(exc))
 
     # -- connections ---------------------------------------------------------------------------
+    def cached_connection(self, addr: str) -> Connection | None:
+        """The open connection to ``addr``, if there is one (none is opened)."""
+        conn = self._conns.get(addr)
+        return conn if conn is not None and not conn.closed else None
+
     async def connection(self, addr: str) -> Connection:
         conn = self._conns.get(addr)
         if conn is not None and not conn.closed:

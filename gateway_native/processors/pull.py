@@ -17,6 +17,9 @@ Behaviour (RocketMQ's ``PullMessageProcessor``):
 - PULL_NOT_FOUND with the SUSPEND flag is held up to ``suspendTimeoutMillis`` (long polling,
   or ``shortPollingTimeMills`` when long polling is disabled) and answered as soon as the store
   reports an arrival on that queue; the held request is re-run without committing again;
+- an offset below the local start that the remote tier holds (a tiered topic,
+  ``broker/tiered.py``) is read from the object store: the same units, expanded and filtered the
+  same way; the object store failing answers SYSTEM_ERROR (the client pulls again later);
 - the COMMIT_OFFSET flag commits ``commitOffset`` for the group on a master, once per request;
 - ``suggestWhichBrokerId`` (RocketMQ's rule): 0 (the master) unless ``slaveReadEnable``; with it,
   1 (``whichBrokerWhenConsumeSlowly``) when the pull is further behind the log's end than
@@ -34,6 +37,7 @@ from typing import Any
 
 import structlog
 
+from broker import tiered
 from engine import metrics, txn_index
 from engine.sql92 import Sql92Error
 from engine.topic_config import PERM_READ
@@ -54,6 +58,7 @@ log = structlog.get_logger("rockafka.native.pull")
 _SYSFLAG = struct.Struct(">i")
 _QOFF = struct.Struct(">q")
 MAX_SUSPEND_MS = 60_000
+REMOTE_PULL_BYTES = 1 << 20
 
 
 def _status(result: Any) -> str:
@@ -169,9 +174,47 @@ def _read(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_m
         return R.PULL_RETRY_IMMEDIATELY, fields, body
     if status in ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"):
         return (R.PULL_OFFSET_MOVED if offset != 0 else R.PULL_NOT_FOUND), fields, body
+    if status == "OFFSET_TOO_SMALL" and tiered.remote_covers(store, topic, queue_id, offset):
+        # the local start moved past it meanwhile: the remote tier serves it on the next pull
+        fields.update(nextBeginOffset=offset, minOffset=tiered.log_start_offset(store, topic, queue_id))
+        return R.PULL_RETRY_IMMEDIATELY, fields, body
     if status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"):
         return R.PULL_OFFSET_MOVED, fields, body
     return R.PULL_NOT_FOUND, fields, body  # OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL
+
+
+async def _read_remote(broker: Any, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+                       sub: SubscriptionData, max_bytes: int | None) -> tuple[int, dict[str, Any], bytes]:
+    """A pull below the local start, served from the remote tier (the same units, expanded and
+    filtered as a local read; tags and SQL92 are checked on the units' properties)."""
+    store = broker.store
+    read = await tiered.read_remote(store, topic, queue_id, offset, max(1, max_bytes or REMOTE_PULL_BYTES))
+    read = read[:max_msgs]
+    hw = store.get_max_offset_in_queue(topic, queue_id)
+    next_begin = read[-1].queue_offset + read[-1].record_count if read else store.get_min_offset_in_queue(topic, queue_id)
+    fields: dict[str, Any] = {"nextBeginOffset": next_begin, "minOffset": tiered.log_start_offset(store, topic, queue_id),
+                              "maxOffset": hw, "suggestWhichBrokerId": 0}
+    units: list[Any] = [u.data for u in read]
+    if any(u.record_count > 1 for u in read) or _has_batches(units, []):
+        txn = txn_index.for_store(store)
+        aborted = ((lambda pid, off: txn.is_aborted(topic, queue_id, pid, off))
+                   if txn.has_aborted(topic, queue_id) else None)
+        units = _expand(units, [], offset, sub, aborted)
+    if not sub.is_all:
+        units = [u for u in units if _matches(sub, u)]
+    if not units:
+        return R.PULL_RETRY_IMMEDIATELY, fields, b""
+    body = b"".join(units)
+    metrics.topic_out("broker", topic, len(body), len(units))
+    broker_stats.for_broker(broker).got(group, topic, len(units))
+    return R.SUCCESS, fields, body
+
+
+def _matches(sub: SubscriptionData, unit: bytes) -> bool:
+    try:
+        return sub.matches_properties(decode_unit(unit, decompress=False).properties)
+    except ValueError:
+        return False
 
 
 @BROKER_PROCESSORS.register(RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE, suspends=True)
@@ -199,6 +242,12 @@ async def pull_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
         if commit is not None and commit >= 0:
             broker.store.consumer_offsets.commit(group, topic, queue_id, commit)
 
+    if tiered.remote_covers(broker.store, topic, queue_id, offset):   # the offset left the disk
+        try:
+            code, fields, body = await _read_remote(broker, group, topic, queue_id, offset, max_msgs, sub, max_bytes)
+        except tiered.RemoteReadError as exc:
+            return cmd.response(R.SYSTEM_ERROR, str(exc))
+        return cmd.response(code, None if code == R.SUCCESS else _remark(code), fields, body)
     code, fields, body = _read(broker, group, topic, queue_id, offset, max_msgs, sub, max_bytes)
     if code == R.PULL_NOT_FOUND and sys_flag & PULL_FLAG_SUSPEND and suspend_ms > 0:
         hold_ms = suspend_ms if broker.broker_config.long_polling_enable else min(suspend_ms, broker.short_polling_ms)

@@ -2,7 +2,8 @@
 
 QUERY_MESSAGE answers the stored units of ``topic#key`` (KEYS and UNIQ_KEY are indexed) within
 [beginTimestamp, endTimestamp], newest first, at most maxNum; QUERY_NOT_FOUND when none.
-VIEW_MESSAGE_BY_ID takes the commitlog offset the client decoded from an offset message id and
+On a tiered topic the remote tier is searched too (``broker/tiered.py``: its segments' keys
+objects), for what the disk no longer holds. VIEW_MESSAGE_BY_ID takes the commitlog offset the client decoded from an offset message id and
 answers that one unit, once the caller may READ the topic that unit is in (the request names
 no topic a check could trust; NO_PERMISSION otherwise); a Kafka batch unit is answered as its first record. Kafka batch units
 found by key are expanded and only the records carrying the key are answered.
@@ -14,6 +15,7 @@ from typing import Any
 
 import struct
 
+from broker import tiered
 from engine.message import INNER_BATCH_FLAG, encode_message
 
 from ..remoting.codes import RequestCode as RC, ResponseCode as R
@@ -24,6 +26,7 @@ from ..transport import Connection
 from . import BROKER_PROCESSORS
 
 _SYSFLAG = struct.Struct(">i")
+_PHY, _PHY_POS = struct.Struct(">q"), 28   # PHYSICALOFFSET: the same unit read locally and remotely
 
 
 @BROKER_PROCESSORS.register(RC.QUERY_MESSAGE)
@@ -33,7 +36,16 @@ async def query_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> 
     begin = cmd.get_int("beginTimestamp", 0) or 0
     end = cmd.get_int("endTimestamp") or (1 << 62)
     result = await broker.run_blocking(broker.store.query_message, topic, key, max_num, begin, end)
-    units = _expand_matching([bytes(u) for u in (result.messages or [])], key)[:max_num]
+    found = [bytes(u) for u in (result.messages or [])]
+    if tiered.tier_of(broker.store) is not None and len(found) < max_num:   # beyond the disk
+        try:
+            seen = {_PHY.unpack_from(u, _PHY_POS)[0] for u in found}
+            found += [u for u in await tiered.query_by_key(broker.store, topic, key, max_num - len(found), begin, end)
+                      if _PHY.unpack_from(u, _PHY_POS)[0] not in seen]
+        except tiered.RemoteReadError as exc:
+            if not found:
+                return cmd.response(R.SYSTEM_ERROR, str(exc))
+    units = _expand_matching(found, key)[:max_num]
     if not units:
         return cmd.response(R.QUERY_NOT_FOUND, "can not find message, maybe time range not correct")
     fields = {"indexLastUpdateTimestamp": getattr(result, "index_last_update_timestamp", 0),

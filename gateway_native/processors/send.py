@@ -82,6 +82,11 @@ async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id
         status = put_status(status_name)
         if status is not PutStatus.OK:
             return _response(cmd, broker, result, queue_id, None, status=status, error=error)
+        if not broker.replication.lease_valid():
+            # decided while the lease ran, answered after it ended (the process was stopped in
+            # between): a fenced master answers no SEND_OK; "possibly stored" is still true
+            return _response(cmd, broker, result, queue_id, None, status=PutStatus.FLUSH_SLAVE_TIMEOUT,
+                             error="master lease expired before the answer left; not acknowledged")
         return _response(cmd, broker, result, queue_id, None)
     # answered on the loop right after the HA ack reader resolved the wait, without a task
     return ReplyWhenDone(waiting, answer, broker.replication.wake_dispatcher)

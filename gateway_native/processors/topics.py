@@ -4,7 +4,9 @@ GET_TOPIC_CONFIG (351).
 Creating or deleting a topic updates the engine's topic config and re-registers the broker with
 every NameServer at once, so routes change without waiting for the periodic registration.
 Topic names follow RocketMQ's rule (``^[%|a-zA-Z0-9_-]+$``, at most 127 characters); system
-topics cannot be created or deleted this way.
+topics cannot be created or deleted this way. Attributes (``+key=value``) go through the
+tiering rules every protocol shares (``broker/tiered.refusal``: ``remote.storage.enable=true``
+only on a broker with a remote tier, never compacted or internal): INVALID_PARAMETER otherwise.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from broker import tiered
 from engine.state_log import is_internal
 from engine.topic_config import TopicConfig
 
@@ -60,6 +63,9 @@ async def create_topic(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
         tc.attributes = apply_attributes(tc.attributes, cmd.get_str("attributes"))
     except ValueError as exc:
         return cmd.response(R.INVALID_PARAMETER, str(exc))
+    why = tiered.refusal(broker.store.config, topic, tc.attributes)   # remote.storage.enable & co.
+    if why:
+        return cmd.response(R.INVALID_PARAMETER, why)
     await broker.run_blocking(broker.store.topic_config.create_or_update, tc)
     broker.topics_changed()
     await broker.register_all()

@@ -88,3 +88,20 @@ def test_remote_retention_moves_the_remote_start(make_store):
     again.load()
     assert [s.base for s in again.segments("orders", 0)] == [100]
     assert again.delete_marked() == []
+
+
+def test_a_follower_catches_up_with_what_the_writer_appended(make_store):
+    store = make_store()
+    writer = Manifest(store)
+    writer.load()
+    committed(writer, 0, 100, "w1")
+    follower = Manifest(store)            # a slave's view: the same log, replayed
+    follower.load()
+    assert follower.remote_end("orders", 0) == 100
+    committed(writer, 100, 200, "w2")
+    writer.mark_deleted("orders/0/0")
+    writer.deleted("orders/0/0")
+    assert follower.remote_end("orders", 0) == 100   # not before it reads the log again
+    assert follower.catch_up() == 4                  # started, committed, delete_marked, tombstone
+    assert [s.base for s in follower.segments("orders", 0)] == [100]
+    assert follower.remote_start("orders", 0) == 100 and follower.catch_up() == 0

@@ -73,7 +73,7 @@ def test_upload_survives_a_stopped_store_and_the_guard_holds_until_recorded(make
                 assert bytes(remote[0]) == bytes(local.messages[0])
                 o = local.next_begin_offset
             keys = {i.key for i in await objects.list("orders/0/") if i.etag is not None}
-            assert keys == {k for s in segs for k in (s.log_key, s.idx_key)}   # no orphan left
+            assert keys == {k for s in segs for k in (s.log_key, s.idx_key, s.keys_key)}   # no orphan left
             return segs
 
         segs = asyncio.run(upload_and_read())

@@ -1,8 +1,9 @@
 """Tiered-storage topic configs through the Kafka admin API (docs/design/tiered-storage.md).
 
-Until the remote tier is served, ``remote.storage.enable=true`` is refused with INVALID_CONFIG
-and a reason, at creation and by IncrementalAlterConfigs, rather than recorded and silently not
-honoured; ``false`` and the local-retention keys are accepted as before.
+On a broker without a remote tier (``tieredBackendServiceProvider=none``, the default)
+``remote.storage.enable=true`` is refused with INVALID_CONFIG and a reason, at creation and by
+IncrementalAlterConfigs, rather than recorded and silently not honoured; ``false`` and the
+local-retention keys are accepted. A broker with one: tests/rockafka/test_tiered_node.py.
 """
 
 from __future__ import annotations
@@ -38,3 +39,13 @@ def test_remote_storage_enable_true_is_refused_with_a_reason(node):
     entries = list(described.values())[0].result(20)
     assert entries["remote.storage.enable"].value == "false"
     assert entries["local.retention.ms"].value == "60000"
+
+
+def test_native_update_topic_refuses_tiering_without_a_remote_tier(node):
+    from gateway_native.client import Admin
+    from gateway_native.client.message import MQBrokerError
+
+    with Admin(node.namesrv_addr) as admin:
+        with pytest.raises(MQBrokerError, match="no remote tier"):
+            admin.create_topic(unique("NativeTiered"), 1, attributes={"remote.storage.enable": "true"},
+                               wait_route=False)

@@ -1,6 +1,6 @@
 """Certain evidence of death with real processes (docs/design/failover.md, "Detection from lost
-connections"): a stopped (SIGSTOP) master, whose ports still accept, is replaced only once its
-heartbeat timeout ran out; a killed (kill -9) master, whose ports refuse, is replaced on that
+connections"): a stopped (SIGSTOP) master, whose ports still accept, is replaced only once the
+lease its last heartbeat could grant ran out ("Fencing"); a killed (kill -9) master, whose ports refuse, is replaced on that
 evidence before the lease its last heartbeat granted ended. Asserted on the controller's logged
 reason and evidence, not on timings."""
 
@@ -38,7 +38,7 @@ def test_a_stopped_master_waits_out_its_lease_and_a_killed_one_is_replaced_on_ev
         finally:
             os.killpg(stopped.proc.pid, signal.SIGCONT)
         elections = _elections(group, stopped_id)
-        assert elections and all("not heard for its heartbeat timeout" in e for e in elections), elections
+        assert elections and all("not heard since its lease ran out" in e for e in elections), elections
         assert "ports refuse" not in "".join(elections)
 
         killed = group.wait_settled(members=2)  # the stopped one is back as an in-sync slave

@@ -259,8 +259,9 @@ class StandaloneNamesrv:
     def __init__(self, tmp_path: Path, expired_ms: int = 120_000, ready_timeout: float = 30.0, *,
                  settings: dict[str, object] | None = None, port: int | None = None, name: str | None = None,
                  start: bool = True, host: str = "127.0.0.1", command_prefix: list[str] | None = None,
-                 metrics_port: int | None = None):
+                 metrics_port: int | None = None, extra_args: list[str] | None = None):
         self.port = port or free_port()
+        self.extra_args = list(extra_args or [])
         self.metrics_port = metrics_port
         self.host = host
         self.command_prefix = list(command_prefix or [])
@@ -288,6 +289,7 @@ class StandaloneNamesrv:
             cmd += ["--set", f"{key}={value}"]
         if self.metrics_port is not None:
             cmd += ["--metrics-port", str(self.metrics_port)]
+        cmd += self.extra_args
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT),
                                      start_new_session=True)
         deadline = time.monotonic() + self.ready_timeout
