@@ -187,7 +187,7 @@ def native_only(args) -> int:
                 # --gil: only the thread holding the interpreter (idle threads waiting on locks
                 # look busy to a native sampler)
                 prof = [subprocess.Popen([py_spy(), "record", "--pid", str(p.proc.pid), "--duration",
-                                          str(args.native_seconds + 3), "--rate", "250", "--native", "--gil",
+                                          str(args.native_seconds + 3), "--rate", "100", "--native", "--gil",
                                           "--format", "raw", "--output", out],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                         for p, out in ((master, args.native_profile), (slave, args.native_profile + ".slave"))
