@@ -42,6 +42,7 @@ sys.path.insert(0, str(BENCH / "peers"))
 from compat.bench.run_all import (KAFKA_OVERRIDES, ROCKAFKA_SETTINGS, ROCKETMQ_OVERRIDES,  # noqa: E402
                                   start_peer, stop_systems)
 from compat.bench.workloads import kafka_wl, native_wl  # noqa: E402
+from compat.bench.workloads import threads as thread_cpu  # noqa: E402
 from compat.bench.workloads.stats import render_profile  # noqa: E402
 
 DEFAULT_BASELINE = BENCH / "results" / "quick-baseline.json"
@@ -66,18 +67,25 @@ def cpu_seconds(pid: int | None) -> float:
 
 
 def kafka_cases(systems: dict[str, str], reps: int, n1k: int, n100: int, profile_pid: int | None,
-                profile: str, pids: dict[str, int], cpu: dict) -> dict[str, dict[str, list[float]]]:
+                profile: str, pids: dict[str, int], cpu: dict,
+                threads: dict | None = None) -> dict[str, dict[str, list[float]]]:
     """rec/s lists per system and Kafka-protocol case; the systems take turns case by case so a
     burst of load from elsewhere on the machine falls on both. ``cpu[name][case]`` collects the
     broker process's CPU microseconds per record (for the systems in ``pids``): unlike rec/s it
-    hardly depends on what else the machine runs."""
+    hardly depends on what else the machine runs. ``threads`` (when given) collects, for
+    "rockafka", the per-thread split of that CPU per case (workloads/threads.py)."""
     out = {name: {c: [] for c in CASES[:3]} for name in systems}
 
     def timed(name: str, case: str, records: int, fn):
         before = cpu_seconds(pids.get(name))
+        split = threads is not None and name == "rockafka"
+        tb = thread_cpu.snapshot(pids[name]) if split else None
         r = fn()
         if name in pids:
             cpu.setdefault(name, {}).setdefault(case, []).append((cpu_seconds(pids[name]) - before) * 1e6 / records)
+        if split:
+            ta = thread_cpu.snapshot(pids[name])
+            threads.setdefault(case, []).append((tb, ta, records))
         return r
 
     backlog = {}
@@ -154,6 +162,8 @@ def native_only(args) -> int:
     rates: list[float] = []
     p50s: list[float] = []
     cpu: dict[str, list[float]] = {"master": [], "slave": []}
+    splits: dict[str, list] = {}
+    tid_names: dict[str, dict[int, str]] = {}
     try:
         role = "SYNC_MASTER" if args.case == "sync-master" else "ASYNC_MASTER"
         master = RunningNode(work / "master" / "data", settings=dict(ROCKAFKA_SETTINGS, brokerRole=role),
@@ -173,25 +183,33 @@ def native_only(args) -> int:
             if rep == 0 and args.native_profile:
                 from compat.bench.workloads.profile import py_spy
 
-                # --native cannot sample --nonblocking: py-spy pauses the process for each sample
+                # --native cannot sample --nonblocking: py-spy pauses the process for each sample;
+                # --gil: only the thread holding the interpreter (idle threads waiting on locks
+                # look busy to a native sampler)
                 prof = [subprocess.Popen([py_spy(), "record", "--pid", str(p.proc.pid), "--duration",
-                                          str(args.native_seconds + 3), "--rate", "100", "--native",
+                                          str(args.native_seconds + 3), "--rate", "100", "--native", "--gil",
                                           "--format", "raw", "--output", out],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                         for p, out in ((master, args.native_profile), (slave, args.native_profile + ".slave"))
                         if p is not None]
                 time.sleep(1.5)
             before = {n: cpu_seconds(p.proc.pid) for n, p in (("master", master), ("slave", slave)) if p}
+            tbefore = {n: thread_cpu.snapshot(p.proc.pid) for n, p in (("master", master), ("slave", slave))
+                       if p and args.threads}
             r = native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=args.native_seconds, threads=1)
             n = r.get("sent") or r.get("messages") or r["msgs_per_s"] * args.native_seconds
             for name, p in (("master", master), ("slave", slave)):
                 if p:
                     cpu[name].append((cpu_seconds(p.proc.pid) - before[name]) * 1e6 / n)
+                    if args.threads:
+                        splits.setdefault(name, []).append((tbefore[name], thread_cpu.snapshot(p.proc.pid), n))
             rates.append(r["msgs_per_s"])
             p50s.append(r.get("p50_ms", 0.0))
             for pr in prof or ():
                 pr.send_signal(2)
                 pr.wait(60)
+        if args.threads:
+            tid_names = {n: thread_cpu.names(p.proc.pid) for n, p in (("master", master), ("slave", slave)) if p}
     finally:
         stop_systems((("rockafka-slave", slave), ("rockafka", master)))
         shutil.rmtree(work, ignore_errors=True)
@@ -202,10 +220,21 @@ def native_only(args) -> int:
         if v:
             print(f"broker CPU per message ({name}): {statistics.median(v):.1f} us (runs: "
                   + ", ".join(f"{x:.1f}" for x in v) + ")")
+    for name, runs in splits.items():
+        print(thread_cpu.render(f"\n{name} broker CPU by thread, us per message (median rep)",
+                                _median_split(runs, tid_names.get(name, {}))))
     for what, out in (("master", args.native_profile), ("slave", args.native_profile + ".slave")):
         if out and Path(out).exists():
-            print(render_profile(f"{what} broker, py-spy --native (all busy threads)", Path(out).read_text(), n=25))
+            print(render_profile(f"{what} broker, py-spy --native --gil (the thread holding the GIL)", Path(out).read_text(), n=25))
     return 0
+
+
+def _median_split(runs: list, tid_names: dict[int, str]) -> dict[str, float]:
+    """Per thread kind, the median over reps of microseconds per unit."""
+    per_rep = [thread_cpu.split(b, a, tid_names, n) for b, a, n in runs]
+    keys = {k for rep in per_rep for k in rep}
+    med = {k: statistics.median([rep.get(k, 0.0) for rep in per_rep]) for k in keys}
+    return dict(sorted(med.items(), key=lambda kv: -kv[1]))
 
 
 def fmt(x: float | None) -> str:
@@ -231,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--native-profile", default="", metavar="FILE",
                     help="with --case native|sync-master: py-spy --native collapsed stacks of the (master) "
                          "broker during the first rep, written to FILE, top frames printed")
+    ap.add_argument("--threads", action="store_true",
+                    help="also print how each broker's CPU splits over its threads per case (/proc/PID/task)")
     args = ap.parse_args(argv)
     if args.case != "all":
         return native_only(args)
@@ -247,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="quick-", dir=tmp_root))
     results: dict[str, dict[str, list[float]]] = {}
     cpu: dict[str, dict[str, list[float]]] = {}
+    threads: dict[str, list] | None = {} if args.threads else None
+    tid_names: dict[int, str] = {}
     node = before = kafka = rocketmq = None
     try:
         node = RunningNode(work / "rockafka" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
@@ -278,7 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         log("kafka-protocol cases on " + ", ".join(kafka_systems))
         pids = {name: n.proc.pid for name, n in nodes.items()}
         results.update(kafka_cases(kafka_systems, args.reps, args.records, args.records * 3,
-                                   node.proc.pid if args.profile else None, args.profile, pids, cpu))
+                                   node.proc.pid if args.profile else None, args.profile, pids, cpu, threads))
+        if threads is not None:
+            tid_names = thread_cpu.names(node.proc.pid)
         if not args.no_native:
             native = {name: n.namesrv_addr for name, n in nodes.items()}
             if rocketmq is not None:
@@ -321,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'case':<18} " + " ".join(f"{n:>10}" for n in names))
         for case in CASES[:3]:
             print(f"{case:<18} " + " ".join(f"{cpu_medians[n].get(case, 0):>10.2f}" for n in names))
+    for case, runs in (threads or {}).items():
+        print(thread_cpu.render(f"\nrockafka CPU by thread during {case}, us per record (median rep)",
+                                _median_split(runs, tid_names)))
     doc = {"written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cores": os.cpu_count(),
            "load_average_at_start": round(load_at_start, 2), "medians_records_per_s": medians,
            "broker_cpu_us_per_record": cpu_medians,
