@@ -11,7 +11,41 @@ but the facade holds no state of its own to go stale).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import asyncio
+import threading
+from typing import Any, Callable, Iterable
+
+
+class LoopAcks:
+    """The node's event loop as the engine's HA service sees it (``store.ha.loop_hook``): a
+    master reads its slaves' ACKs there, so a SYNC_MASTER answer costs one wake-up (the loop's,
+    on the ACK) instead of two. Create it on the loop's own thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._thread = threading.get_ident()
+
+    def on_loop(self) -> bool:
+        return threading.get_ident() == self._thread
+
+    def call(self, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` on the loop: now when on its thread, else scheduled. False: the loop is
+        closed (``fn`` will not run)."""
+        if threading.get_ident() == self._thread:
+            fn()
+            return True
+        try:
+            self.loop.call_soon_threadsafe(fn)
+        except RuntimeError:
+            return False
+        return True
+
+    def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
+        self.loop.add_reader(fd, callback)
+
+    def remove_reader(self, fd: int) -> None:
+        if not self.loop.is_closed():
+            self.loop.remove_reader(fd)
 
 
 class Replication:
@@ -73,6 +107,11 @@ class Replication:
     def identity(self) -> dict[str, Any]:
         """What this node, as a slave, tells its master about itself (addresses)."""
         return self._store.ha.identity
+
+    def read_acks_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the slaves' ACKs on ``loop`` (the caller's running loop; call on its thread,
+        before the store starts). Connections already streaming keep their reader thread."""
+        self._store.ha.loop_hook = LoopAcks(loop)
 
     def wake_dispatcher(self) -> None:
         """Replicated writes were answered: let the dispatcher index them now (engine.ha

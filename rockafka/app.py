@@ -18,6 +18,7 @@ import structlog
 from engine.config import NodeConfig
 from broker.listener_limits import ListenerGuard
 from broker.put_path import PutPath
+from broker.replication import Replication
 from broker.send_queue import SendQueue
 from engine.errors import StoreError
 from engine.store import MessageStore
@@ -269,6 +270,7 @@ class Node:
         self.store.ha.bind_host = self.config.host
         self.store.ha.identity = ha_identity(self.config)
         secure_replication(self.store, self.config)
+        Replication(self.store).read_acks_on(loop)  # slaves' ACKs answer SYNC_MASTER sends on this loop
         from broker import tiered
 
         tiered.prepare(self.store, self.config.store)  # its guard holds retention until it has loaded

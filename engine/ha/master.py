@@ -13,6 +13,16 @@ sends before anything else. Frames are built and sent under the connection's sen
 frames leave in log order from either thread; a push never waits for the lock, and never runs
 while a changed topics document is still to go out (a topic's document precedes its data).
 
+Where ACKs are read: the connection's reader thread reads HELLO and PULL; once streaming over
+plain TCP and a ``loop_hook`` is set on the service (the node's event loop, passed in by the
+broker core), the rest of the connection's input -- ACK frames -- is read on that loop
+(``add_reader`` on the descriptor, one non-blocking ``read`` per readiness), so the ack completes
+the SYNC_MASTER waits on the thread that answers them: one wake-up per round trip instead of
+two (the reader thread's, then the loop's self-pipe). The reader thread then only watches
+haHousekeepingInterval. Without a hook (the engine alone, tests), or with TLS, the thread reads
+everything as before. A loop-read connection's socket is closed on the loop, after its reader
+is removed, so the descriptor number is never reused under a registered reader.
+
 Per connection the master tracks the slave's ack offset and when it last caught up (RocketMQ
 5's rule: the slave acked everything the master had when it last sent data, or nothing was left
 to send); ``in_sync`` is "streaming and caught up within haMaxTimeSlaveNotCatchup".
@@ -75,6 +85,10 @@ class SlaveConnection:
         self._sent_docs: dict[str, bytes] = {}
         self._meta_rounds = 0
         self._topics_version = -1
+        self._frames = P.FrameReader()
+        self._ack_fd = -1  # >= 0 while the event loop reads this connection's ACKs
+        self._loop_reading = False  # the loop registered its reader (read on the loop only)
+        self._in_read = False  # the loop is inside ``on_readable`` (no re-entry from a pump)
         self._reader = threading.Thread(target=self._read_loop, name=f"ha-read-{self.remote}", daemon=True)
         self._writer: threading.Thread | None = None
 
@@ -94,13 +108,21 @@ class SlaveConnection:
             pass
         with self._send_lock:  # no push may use the descriptor number once it is closed (and reused)
             self._push_fd = -1
-            try:
-                self.sock.close()
-            except OSError:
-                pass
+            hook = self.service.loop_hook if self._ack_fd >= 0 else None
+            if hook is None:
+                self._close_socket()
+        if hook is not None and not hook.call(self._detach_from_loop):  # the loop removes its reader, then closes
+            self._loop_reading = False  # no loop left to read or to run the close
+            self._close_socket()
         log.info("ha_slave_disconnected", slave=self.remote, broker_id=self.broker_id, reason=reason,
                  ack_offset=self.ack_offset)
         self.service.connection_closed(self)
+
+    def _close_socket(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
     def join(self, timeout: float) -> None:
         for t in (self._reader, self._writer):
@@ -211,7 +233,7 @@ class SlaveConnection:
             return False
 
     def _read_loop(self) -> None:
-        reader = P.FrameReader()
+        reader = self._frames
         if self.service.tls_server is not None and not self._secure():
             self.close("TLS refused")
             return
@@ -232,8 +254,16 @@ class SlaveConnection:
                     break
                 self.last_read = time.monotonic()
                 reader.feed(data)
+                acked = False
                 for kind, payload in reader.frames():
-                    self._handle(kind, payload)
+                    acked |= self._handle(kind, payload)
+                if acked:
+                    self.service.acked(self)
+                if self._ack_fd >= 0:  # streaming: the event loop reads from here on
+                    if self.service.loop_hook.call(self._attach_to_loop):
+                        self._watch(housekeeping)
+                        return
+                    self._ack_fd = -1  # the loop is gone: keep reading here
         except P.ProtocolError as exc:
             reason = f"protocol error: {exc}"
             log.warning("ha_protocol_error", slave=self.remote, error=str(exc))
@@ -244,15 +274,80 @@ class SlaveConnection:
             log.exception("ha_connection_failed", slave=self.remote)
         self.close(reason)
 
-    def _handle(self, kind: int, payload: bytes) -> None:
+    def _watch(self, housekeeping: float) -> None:
+        """The reader thread once the loop reads: close a connection silent for too long."""
+        while not self.closed.wait(min(1.0, housekeeping)):
+            if time.monotonic() - self.last_read > housekeeping:
+                self.close(f"nothing received for {int(housekeeping * 1000)} ms (haHousekeepingInterval)")
+                return
+
+    # -- ACKs on the event loop ----------------------------------------------------------------
+    def _attach_to_loop(self) -> None:
+        """On the loop: start reading (a connection closed meanwhile is closed here)."""
+        if self.closed.is_set():
+            self._close_socket()
+            return
+        self.service.loop_hook.add_reader(self._ack_fd, self.on_readable)
+        self._loop_reading = True
+
+    def _detach_from_loop(self) -> None:
+        """On the loop (or in a shutdown with no loop left): stop reading, close the socket."""
+        if self._loop_reading:
+            self._loop_reading = False
+            self.service.loop_hook.remove_reader(self._ack_fd)
+        self._close_socket()
+
+    @property
+    def reads_on_loop(self) -> bool:
+        return self._loop_reading and not self.closed.is_set()
+
+    def on_readable(self) -> None:
+        """On the loop: read what the slave sent (ACKs) without blocking, advance the ack offset
+        once per read and complete the waits it answers."""
+        if self._in_read or not self._loop_reading:
+            return
+        self._in_read = True
+        reason = None
+        try:
+            data = os.read(self._ack_fd, RECV_CHUNK)
+            if not data:
+                reason = "closed by slave"
+            else:
+                self.last_read = time.monotonic()
+                reader = self._frames
+                reader.feed(data)
+                acked = False
+                for kind, payload in reader.frames():
+                    acked |= self._handle(kind, payload)
+                if acked:
+                    self.service.acked(self)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except P.ProtocolError as exc:
+            reason = f"protocol error: {exc}"
+            log.warning("ha_protocol_error", slave=self.remote, error=str(exc))
+        except OSError as exc:
+            reason = f"socket error: {exc}"
+        except Exception as exc:  # a bug must not take the loop down; the slave reconnects
+            reason = f"error: {exc}"
+            log.exception("ha_connection_failed", slave=self.remote)
+        finally:
+            self._in_read = False
+        if reason is not None:
+            self.close(reason)
+
+    def _handle(self, kind: int, payload: bytes) -> bool:
+        """Handle one frame; True for an ACK (the caller tells the service once per read)."""
+        if kind == P.ACK:
+            self._on_ack(P.decode_offset(payload))
+            return True
         if kind == P.HELLO:
             self._on_hello(P.decode_hello(payload))
         elif kind == P.PULL:
             self._on_pull(P.decode_offset(payload))
-        elif kind == P.ACK:
-            self._on_ack(P.decode_offset(payload))
         else:
             raise P.ProtocolError(f"frame type {kind} is not one a slave sends")
+        return False
 
     def _on_hello(self, hello: P.Hello) -> None:
         if self.state != "HANDSHAKE":
@@ -311,6 +406,8 @@ class SlaveConnection:
         timeout = self.sock.gettimeout()
         if not isinstance(self.sock, ssl.SSLSocket) and timeout is not None and timeout > 0:
             self._push_fd = self.sock.fileno()
+            if self.service.loop_hook is not None:
+                self._ack_fd = self._push_fd  # the reader thread hands reading to the loop
         self.state = "TRANSFER"
         self._writer = threading.Thread(target=self._write_loop, name=f"ha-write-{self.remote}", daemon=True)
         self._writer.start()
@@ -326,7 +423,6 @@ class SlaveConnection:
         self.ack_offset = offset
         if offset >= self.last_sent_max and self.last_sent_time > 0:
             self.last_catchup = max(self.last_catchup, self.last_sent_time)
-        self.service.acked(self)
 
     # -- streaming ---------------------------------------------------------------------------
     def _write_loop(self) -> None:

@@ -32,7 +32,13 @@ reason to refuse a put before storing it (RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH
 confirms: with an expired lease no wait completes with PUT_OK.
 
 Threads: ``ha-transfer`` re-evaluates the in-sync set (it also changes with time alone) and
-times waits out; acks complete waits at once on the connection's reader thread.
+times waits out; acks complete waits at once where they are read: on the node's event loop when
+``loop_hook`` is set (see ``master``), else on the connection's reader thread. A hook has
+``call(fn) -> bool`` (run ``fn`` on the loop: at once on the loop's thread, else scheduled;
+False when the loop is gone), ``add_reader(fd, cb)`` / ``remove_reader(fd)`` (on the loop only)
+and ``on_loop()``. A blocking wait (``wait_replicated_blocking``: a store put that waits for the
+slaves inside the call) made on the loop's thread reads the loop-read connections itself until
+it is answered -- the loop is blocked in it, so nobody else would.
 """
 
 from __future__ import annotations
@@ -109,6 +115,8 @@ class HAService:
         # controller mode: the confirmed SyncStateSet's slave ids, and the master's lease
         self.sync_state_set: frozenset[int] | None = None
         self.lease: Any = None
+        # the node's event loop, if any: ACKs are read there (set before the store starts)
+        self.loop_hook: Any = None
 
     # -- role ----------------------------------------------------------------------------------
     @property
@@ -374,10 +382,36 @@ class HAService:
 
     def wait_replicated_blocking(self, end_offset: int, min_replicas: int, timeout_s: float) -> tuple[str, str | None]:
         """For the store's SYNC_MASTER puts: (status name, error)."""
-        status, error = self.wait_replicated(end_offset, min_replicas, timeout_s).result(timeout_s + 5)
+        fut = self.wait_replicated(end_offset, min_replicas, timeout_s)
+        hook = self.loop_hook
+        if hook is not None and not fut.done() and hook.on_loop():
+            self._read_acks_until(fut, time.monotonic() + timeout_s + 5)
+        status, error = fut.result(timeout_s + 5)
         if status != PUT_OK:
             log.warning("replication_wait_failed", status=status, offset=end_offset, error=error)
         return status, error
+
+    def _read_acks_until(self, fut: Future, deadline: float) -> None:
+        """On the loop's thread, blocked in a wait: read the loop-read connections here until
+        ``fut`` is answered (``ha-transfer`` answers it at the latest at its deadline)."""
+        import select
+
+        while not fut.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            conns = {c._ack_fd: c for c in self.connections() if c.reads_on_loop}
+            if not conns:
+                try:
+                    fut.result(min(left, TICK_S))  # read by threads (or none left): just wait
+                except Exception:
+                    pass
+                continue
+            poller = select.poll()
+            for fd in conns:
+                poller.register(fd, select.POLLIN)
+            for fd, _ev in poller.poll(min(left, TICK_S) * 1000):
+                conns[fd].on_readable()
 
     def _evaluate(self, now: float) -> int:
         """Under the lock: note in-sync changes and complete the waits that can be completed

@@ -82,6 +82,7 @@ class _Completions:
         self._lock = threading.Lock()
         self._items: list[tuple] = []
         self._scheduled = False
+        self._thread = threading.get_ident()  # the loop's (created there)
 
     def post(self, item: tuple) -> None:
         with self._lock:
@@ -90,7 +91,10 @@ class _Completions:
                 return
             self._scheduled = True
         try:
-            self.loop.call_soon_threadsafe(self._drain)
+            if threading.get_ident() == self._thread:  # resolved on the loop (an ACK read there)
+                self.loop.call_soon(self._drain)
+            else:
+                self.loop.call_soon_threadsafe(self._drain)
         except RuntimeError:  # the loop is closed (shutdown): nobody is left to answer
             with self._lock:
                 self._items.clear()
