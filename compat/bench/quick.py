@@ -196,7 +196,8 @@ def native_only(args) -> int:
             before = {n: cpu_seconds(p.proc.pid) for n, p in (("master", master), ("slave", slave)) if p}
             tbefore = {n: thread_cpu.snapshot(p.proc.pid) for n, p in (("master", master), ("slave", slave))
                        if p and args.threads}
-            r = native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=args.native_seconds, threads=1)
+            r = native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=args.native_seconds,
+                              threads=args.send_threads)
             n = r.get("sent") or r.get("messages") or r["msgs_per_s"] * args.native_seconds
             for name, p in (("master", master), ("slave", slave)):
                 if p:
@@ -214,7 +215,7 @@ def native_only(args) -> int:
         stop_systems((("rockafka-slave", slave), ("rockafka", master)))
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nbench-quick --case {args.case}, median of {args.reps}; load average {load_at_start:.1f} at start")
-    print(f"native sync send, 1 thread: {statistics.median(rates):,.0f} msg/s (runs: "
+    print(f"native sync send, {args.send_threads} thread(s): {statistics.median(rates):,.0f} msg/s (runs: "
           + ", ".join(f"{x:,.0f}" for x in rates) + f"), p50 {statistics.median(p50s):.3f} ms")
     for name, v in cpu.items():
         if v:
@@ -257,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", choices=("all", "native", "sync-master"), default="all",
                     help="native: only the native sync send case; sync-master: only a native sync send to a "
                          "SYNC_MASTER master + slave (no peers); both print broker CPU microseconds per message")
+    ap.add_argument("--send-threads", type=int, default=1, help="--case native/sync-master: sender threads")
     ap.add_argument("--native-profile", default="", metavar="FILE",
                     help="with --case native|sync-master: py-spy --native collapsed stacks of the (master) "
                          "broker during the first rep, written to FILE, top frames printed")

@@ -1,0 +1,94 @@
+"""A master that reads its slaves' ACKs on the node's event loop (``store.ha.loop_hook``, set by
+the node through ``broker.replication``): SYNC_MASTER waits are answered there, a put that waits
+for the slave inside the store call on the loop's own thread is still acknowledged (not timed
+out), and a slave that goes away is seen as gone. Real stores over a real loopback HA port."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from broker.replication import Replication
+from engine.config import BrokerConfig
+from engine.message import Message
+from engine.store import MessageStore, PutMessageStatus
+from engine_support import small_config
+from tests.support.node import free_port
+
+
+async def _until(cond, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def _msg(i: int) -> Message:
+    return Message(topic="T", body=b"x" * 100 + str(i).encode(), queue_id=0)
+
+
+def test_sync_master_waits_are_answered_on_the_loop_and_a_lost_slave_is_noticed(tmp_path):
+    async def scenario() -> None:
+        m = MessageStore(small_config(tmp_path / "m", broker_role="SYNC_MASTER", sync_flush_timeout=3000),
+                         broker_config=BrokerConfig(ha_listen_port=free_port()))
+        Replication(m).read_acks_on(asyncio.get_running_loop())
+        await asyncio.to_thread(m.start)
+        s = MessageStore(small_config(tmp_path / "s", broker_role="SLAVE", ha_master_address=f"127.0.0.1:{m.ha.port}"),
+                         broker_config=BrokerConfig(broker_id=1, ha_listen_port=0))
+        await asyncio.to_thread(s.start)
+        try:
+            await _until(lambda: m.ha.in_sync_count() == 1, "the slave in sync")
+            await _until(lambda: any(c.reads_on_loop for c in m.ha.connections()), "ACKs read on the loop")
+            # waits registered and answered on the loop, many in flight at once
+            ends = []
+            for i in range(50):
+                r = m.put_message(_msg(i), sync_replicas=False)
+                assert r.ok
+                ends.append(r.end_offset)
+            outcomes = await asyncio.gather(*(asyncio.wrap_future(m.ha.wait_replicated(e, 1, 3.0)) for e in ends))
+            assert all(status == "PUT_OK" for status, _ in outcomes), outcomes
+            # a put that waits for the slave inside the call, on the loop's own thread: the loop
+            # cannot read the ACK while blocked (FLUSH_SLAVE_TIMEOUT), unless the wait reads it itself
+            for i in range(20):
+                r = m.put_message(_msg(100 + i))
+                assert r.status == PutMessageStatus.PUT_OK, (r.status, r.error)
+            assert s.confirmed_offset >= r.end_offset
+            # the slave goes away: the master sees it gone and a SYNC_MASTER put is refused
+            await asyncio.to_thread(s.shutdown)
+            await _until(lambda: not m.ha.connections(), "the slave's connection closed")
+            r = m.put_message(_msg(999))
+            assert r.status == PutMessageStatus.SLAVE_NOT_AVAILABLE, r.status
+        finally:
+            await asyncio.to_thread(s.shutdown)
+            await asyncio.to_thread(m.shutdown)
+
+    asyncio.run(scenario())
+
+
+def test_a_slave_reconnecting_after_the_masters_loop_read_its_acks_streams_again(tmp_path):
+    async def scenario() -> None:
+        port = free_port()
+        m = MessageStore(small_config(tmp_path / "m", broker_role="SYNC_MASTER", sync_flush_timeout=3000),
+                         broker_config=BrokerConfig(ha_listen_port=port))
+        Replication(m).read_acks_on(asyncio.get_running_loop())
+        await asyncio.to_thread(m.start)
+        slaves = []
+        try:
+            for round_ in range(2):
+                s = MessageStore(small_config(tmp_path / "s", broker_role="SLAVE", ha_master_address=f"127.0.0.1:{port}"),
+                                 broker_config=BrokerConfig(broker_id=1, ha_listen_port=0))
+                slaves.append(s)
+                await asyncio.to_thread(s.start)
+                await _until(lambda: any(c.reads_on_loop and m.ha.is_in_sync(c, time.monotonic())
+                                         for c in m.ha.connections()), f"slave in sync, round {round_}")
+                r = m.put_message(_msg(round_), sync_replicas=False)
+                status, error = await asyncio.wrap_future(m.ha.wait_replicated(r.end_offset, 1, 3.0))
+                assert status == "PUT_OK", error
+                await asyncio.to_thread(s.shutdown)
+                await _until(lambda: not m.ha.connections(), f"connection closed, round {round_}")
+        finally:
+            for s in slaves:
+                await asyncio.to_thread(s.shutdown)
+            await asyncio.to_thread(m.shutdown)
+
+    asyncio.run(scenario())
