@@ -13,10 +13,11 @@ answers are matched by opaque and a held pull must not block the requests behind
 processor may also return a ``DeferredResponse``: its work in order is done (a SYNC_MASTER send
 is stored), only the answer waits (for the slaves) while the next request is processed, as
 RocketMQ's asynchronous send processing does. A ``ReplyWhenDone`` is the same without a task: the
-answer is built when a ``concurrent.futures.Future`` (a replication wait) resolves; the thread
-that resolves it (the HA ack reader) posts the completion to the event loop, and every reply one
-acknowledgement completes goes out in one loop turn -- one wake-up of the loop per ack, not a
-task, a coroutine and an asyncio future per message. Replies are sent in the order their
+answer is built when a ``concurrent.futures.Future`` (a replication wait) resolves; whoever
+resolves it (the HA ACK read, on the loop itself in a node) posts the completion to the event
+loop -- scheduled directly when posted on the loop's thread, through its self-pipe from another
+thread -- and every reply one acknowledgement completes goes out in one loop turn, not a task,
+a coroutine and an asyncio future per message. Replies are sent in the order their
 futures resolved (the HA service resolves waits in log order).
 
 The dispatcher only needs a connection object with ``send_and_drain``, ``send``, ``closed`` and
