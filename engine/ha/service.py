@@ -400,7 +400,8 @@ class HAService:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            conns = {c._ack_fd: c for c in self.connections() if c.reads_on_loop}
+            # (one the loop is reading right now -- this wait runs inside its read -- is skipped)
+            conns = {c._ack_fd: c for c in self.connections() if c.reads_on_loop and not c._in_read}
             if not conns:
                 try:
                     fut.result(min(left, TICK_S))  # read by threads (or none left): just wait
