@@ -83,6 +83,16 @@ def log_start_offset(store: Any, topic: str, queue_id: int) -> int:
     return tier.log_start(topic, queue_id)
 
 
+def topic_summary(store: Any, topic: str) -> dict[str, int] | None:
+    """What an operator sees of a tiered topic's remote tier (the admin API, console, CLI):
+    remote bytes and segments, upload lag in bytes, failed upload passes; None when the topic
+    is not tiered on this store (the numbers of /metrics' rockafka_tiered_* gauges)."""
+    tier = _TIERS.get(store)
+    if tier is None:
+        return None
+    return tier.topic_stats().get(topic)
+
+
 def remote_covers(store: Any, topic: str, queue_id: int, offset: int) -> bool:
     """True when ``offset`` is below the local start and a remote segment holds it or follows it."""
     tier = _TIERS.get(store)

@@ -514,6 +514,9 @@ def _describe_topic(admin: Any, topic: str, js: bool) -> None:
                        "leader": addrs.get("0", ""),
                        "replicas": ",".join(a for b, a in sorted(addrs.items(), key=lambda kv: int(kv[0])))})
     out = {"topic": topic, "queues": queues, "configs": configs, "messages": sum(q["messages"] for q in queues)}
+    remote = admin.remote_tier(topic)   # groups where the topic is tiered
+    if remote:
+        out["remoteTier"] = [{"brokerName": name, **stats} for name, stats in sorted(remote.items())]
     if js:
         emit(out, True)
         return
@@ -521,6 +524,10 @@ def _describe_topic(admin: Any, topic: str, js: bool) -> None:
     emit(configs, False, ["brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"])
     print()
     emit(queues, False, ["broker", "queue", "minOffset", "maxOffset", "messages", "lastStored", "leader", "replicas"])
+    if remote:
+        print("\nremote tier (minOffset above is the first offset readable from either tier):")
+        emit(out["remoteTier"], False, ["brokerName", "remote_bytes", "remote_segments", "upload_lag_bytes",
+                                        "upload_errors"])
 
 
 def _perm_text(perm: int) -> str:

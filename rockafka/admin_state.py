@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from broker import tiered
 from broker.ops_view import GroupView
 from engine.store import MessageStore
 
@@ -87,6 +88,11 @@ class AdminState:
         if cfg is not None:
             doc.update(read_queue_nums=cfg.read_queue_nums, write_queue_nums=cfg.write_queue_nums,
                        perm=cfg.perm, order=cfg.order, attributes=dict(cfg.attributes))
+        remote = tiered.topic_summary(self.store, topic)
+        if remote is not None:  # a tiered topic: its remote tier, and where each queue's log starts
+            doc["remote_tier"] = remote
+            for q in queues:
+                q["log_start_offset"] = tiered.log_start_offset(self.store, topic, q["queue_id"])
         return doc
 
     def topics(self, broker: str = "") -> list[dict[str, Any]]:

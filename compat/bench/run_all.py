@@ -71,12 +71,12 @@ SIZES = {
     # development: every path once, a couple of minutes
     "tiny": dict(reps=3, p1k=3_000, p100=10_000, consume=10_000, lat_rate=200, lat_seconds=2,
                  spark_mib=4, spark_pushdown_mib=16, native_seconds=2, scale_queues=[8, 256], scale_records=3_000, scale_seconds=3,
-                 scale_native_seconds=2, scale_minutes=3, recovery_mib=32, recovery_reps=3, profile_records=10_000),
+                 scale_native_seconds=2, scale_minutes=3, recovery_mib=32, recovery_reps=3, profile_records=10_000, tiered_mib=8),
     # the real run: about 20 minutes on a 2-core machine
     "full": dict(reps=3, p1k=60_000, p100=200_000, consume=200_000, lat_rate=500, lat_seconds=6,
                  spark_mib=128, spark_pushdown_mib=1024, native_seconds=3, scale_queues=[8, 256, 4096, 10_000],
                  scale_records=30_000, scale_seconds=5, scale_native_seconds=3, scale_minutes=4, recovery_mib=2048, recovery_reps=3,
-                 profile_records=400_000),
+                 profile_records=400_000, tiered_mib=64),
 }
 
 
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spark-pushdown-mib", type=int, default=None,
                     help="topic size of the Spark pushdown row (default: 1024 full, 16 tiny)")
     ap.add_argument("--only", default="",
-                    help="comma list of sections: kafka,spark,scale,recovery,profile,native,replication")
+                    help="comma list of sections: kafka,spark,scale,recovery,profile,native,replication,tiered")
     args = ap.parse_args(argv)
     sz = dict(SIZES[args.size])
     if args.spark_pushdown_mib:
@@ -314,6 +314,11 @@ def main(argv: list[str] | None = None) -> int:
         if want("replication"):
             # the single-node systems rest meanwhile: two more brokers per protocol run now
             replication_part(sz, budget, work, tables, notes)
+        if want("tiered"):  # its own node and S3 server; the others rest meanwhile
+            from compat.bench import tiered_bench
+
+            tiered_bench.part(sz["tiered_mib"], sz["reps"], budget.left(), tables,
+                              log=lambda text: log("tiered", text=text))
         # many-queue topics last: once created they stay, and must not weigh on the other cases
         if want("scale"):
             scale_native_part(sz, budget, node, systems_native, failed, tables)

@@ -243,6 +243,26 @@ class Admin:
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         return self._call(self._queue_offset(RC.SEARCH_OFFSET_BY_TIMESTAMP, mq, {"timestamp": timestamp_ms}))
 
+    def remote_tier(self, topic: str) -> dict[str, dict[str, int]]:
+        """Broker name -> the remote tier of ``topic`` on that group's master (remote bytes and
+        segments, upload lag in bytes, failed upload passes), for the groups where it is tiered."""
+        async def run() -> dict[str, dict[str, int]]:
+            route = await self.runtime.update_route(topic)
+            if route is None:
+                raise MQClientError(f"No route info of this topic: {topic}")
+            out: dict[str, dict[str, int]] = {}
+            for name in sorted({mq.broker_name for mq in ClientRuntime.subscribe_queues(topic, route)}):
+                addr = self.runtime.master_addr(name)
+                if addr is None:
+                    continue
+                resp = await self._ok(addr, RC.GET_TOPIC_STATS_INFO, {"topic": topic})
+                body = bytes(resp.body or b"").decode("utf-8", "replace")
+                at = body.rfind('"remoteTier":')   # the last field; the rest is fastjson's shape
+                if at >= 0:
+                    out[name] = json.loads(body[at + len('"remoteTier":'):-1])
+            return out
+        return self._call(run())
+
     def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
         async def run() -> list[QueueProgress]:
             route = await self.runtime.update_route(topic)

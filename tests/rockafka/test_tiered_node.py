@@ -140,6 +140,7 @@ def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_d
         assert [o for o, _, _ in got] == list(range(len(sent)))
         assert [(k, v) for _, k, v in got] == sent                      # byte for byte
         assert list((server.data / bucket).rglob("*.log")), "no remote segment object in the bucket"
+        operator_views_show_the_remote_tier(node, topic)
 
         # the native SDK: by key and by time, from the remote tier; mqadmin-style attributes
         with Admin(node.namesrv_addr) as native:
@@ -164,6 +165,29 @@ def test_a_tiered_topic_reads_from_offset_zero_after_its_old_segments_left_the_d
         popped = pop_all(node, topic, 600)
         assert [(m.queue_offset, m.body) for m in popped] == [(i, v) for i, (_, v) in enumerate(sent[:len(popped)])]
         assert len(popped) >= 600
+
+
+def operator_views_show_the_remote_tier(node: RunningNode, topic: str) -> None:
+    """The CLI, the admin API and the console show the topic's remote tier (as /metrics does)."""
+    import json
+    import subprocess
+    import urllib.request
+
+    from tests.support.node import rockafka_command
+
+    proc = subprocess.run(rockafka_command() + ["admin", "--namesrv", node.namesrv_addr, "topics", "describe",
+                                                topic, "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    [remote] = json.loads(proc.stdout)["remoteTier"]
+    assert remote["remote_bytes"] > 1000 * 400 and remote["remote_segments"] >= 1, remote
+    text = subprocess.run(rockafka_command() + ["admin", "--namesrv", node.namesrv_addr, "topics", "describe", topic],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "remote tier" in text and "remote_bytes" in text and "upload_lag_bytes" in text, text
+    doc = json.loads(urllib.request.urlopen(f"{node.admin_url}/api/topics/{topic}", timeout=10).read())
+    assert doc["remote_tier"]["remote_bytes"] > 1000 * 400
+    assert doc["queues"][0]["log_start_offset"] == 0 < doc["queues"][0]["min_offset"]
+    page = urllib.request.urlopen(f"{node.admin_url}/topics/{topic}", timeout=10).read().decode()
+    assert "Remote tier" in page and "remote bytes" in page
 
 
 def pop_all(node: RunningNode, topic: str, count: int) -> list:
