@@ -40,6 +40,7 @@ def _agreed_membership(nodes) -> list[dict[int, list[int]]] | None:
 
 
 def test_every_node_lists_the_replicas_in_one_order_before_and_after_a_failover(tmp_path):
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     group = FailoverGroup(tmp_path, members=2).start()
@@ -51,7 +52,21 @@ def test_every_node_lists_the_replicas_in_one_order_before_and_after_a_failover(
             node.start()
         nodes = group.brokers + others
         admin = AdminClient({"bootstrap.servers": ",".join(n.kafka_bootstrap for n in nodes)})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 2)], request_timeout=15)[TOPIC].result(30)
+
+        def created() -> bool:
+            # a group whose second member started a moment ago has one live member in the view
+            # of the node asked: replication factor 2 is refused (INVALID_REPLICATION_FACTOR)
+            # until that member registered; asked again, the same request succeeds
+            try:
+                admin.create_topics([NewTopic(TOPIC, PARTITIONS, 2)], request_timeout=15)[TOPIC].result(30)
+                return True
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    return True
+                if exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR:
+                    raise
+                return False
+        wait_until(created, 60, what="the topic to be created with two replicas")
         answers = wait_until(lambda: _agreed_membership(nodes), 60, what="every node listing every partition")
         assert {len(set(r)) for a in answers for r in a.values()} == {2}, answers
         for a in answers[1:]:
