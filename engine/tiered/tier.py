@@ -36,9 +36,9 @@ import structlog
 from engine.message import MessageFormatError, UnitHeader
 
 from .manifest import COMMITTED, Manifest, ManifestConflict, RemoteSegment
-from .object_store import ChecksumMismatch, ObjectNotFound, ObjectStore, ObjectStoreError
+from .object_store import ChecksumMismatch, ObjectStore, ObjectStoreError
 from .segment import SegmentIndex, parse_keys
-from .uploader import REMOTE_STORAGE_ENABLE, Uploader
+from .uploader import REMOTE_STORAGE_ENABLE, Uploader, delete_segment_objects
 
 log = structlog.get_logger("rockafka.engine.tiered")
 
@@ -250,13 +250,7 @@ class RemoteTier:
 
     async def _delete_objects(self, seg: RemoteSegment) -> bool:
         try:
-            for key in (seg.log_key, seg.idx_key, seg.keys_key):
-                if not key:
-                    continue
-                try:
-                    await self.objects.delete(key)
-                except ObjectNotFound:
-                    pass
+            await delete_segment_objects(self.objects, seg)
             self.manifest.deleted(seg.key)
             return True
         except ObjectStoreError as exc:

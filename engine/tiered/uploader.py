@@ -38,6 +38,18 @@ log = structlog.get_logger("rockafka.engine.tiered")
 REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 
 
+async def delete_segment_objects(objects: ObjectStore, seg: RemoteSegment) -> None:
+    """Delete a remote segment's objects (.log, .idx, .keys); one already gone is fine.
+    Raises ObjectStoreError when the store fails."""
+    for key in (seg.log_key, seg.idx_key, seg.keys_key):
+        if not key:
+            continue
+        try:
+            await objects.delete(key)
+        except ObjectNotFound:
+            pass
+
+
 def object_key(topic: str, queue_id: int, base: int, upload_id: str, ext: str, group: str = "") -> str:
     """``[<brokerName>/]<topic>/<queueId>/<base>-<uploadId>.<ext>``: queue ids are per broker
     group (a Kafka topic spread over groups has a queue 0 in each), so the group names them."""
@@ -111,13 +123,7 @@ class Uploader:
         self.failed_topics = set()
         for orphan in self.manifest.orphans():
             try:
-                for key in (orphan.log_key, orphan.idx_key, orphan.keys_key):
-                    if not key:
-                        continue
-                    try:
-                        await self.objects.delete(key)
-                    except ObjectNotFound:
-                        pass
+                await delete_segment_objects(self.objects, orphan)
                 self.manifest.forget_orphan(orphan.key)
                 log.info("tiered_orphan_swept", key=orphan.key, upload_id=orphan.upload_id)
             except ObjectStoreError as exc:
