@@ -438,7 +438,7 @@ def announced_host(listen_host: str, advertised: str | None = None) -> str:
         return advertised
     if listen_host not in ("0.0.0.0", "::", ""):
         return listen_host
-    from .broker import local_address
+    from .addresses import local_address
 
     return local_address()
 
