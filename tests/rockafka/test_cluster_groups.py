@@ -363,9 +363,11 @@ def test_two_masters_down_producers_write_to_the_third_consumers_read_the_slaves
         assert [r.status for r in after] == [SendStatus.SEND_OK] * 9
         assert {r.message_queue.broker_name for r in after} == {"broker-c"}
         # Kafka: each dead group's slave stands in as its partitions' leader (reads only); every
-        # node, the slaves included, names it
+        # live node, the slaves included, names it (a producer may ask any of them for Metadata:
+        # one whose view still lacks broker-c's partitions would make them UNKNOWN_PARTITION)
         stand_ins = {**want, 0: 1, 1: 1, 2: 101, 3: 101}
-        for node in (cluster.masters["broker-c"], cluster.slaves["broker-a"], cluster.slaves["broker-c"]):
+        for node in (cluster.masters["broker-c"], cluster.slaves["broker-a"], cluster.slaves["broker-b"],
+                     cluster.slaves["broker-c"]):
             wait_until(lambda: leaders(node.kafka_bootstrap, topic) == stand_ins, 60,
                        what=f"{node.data_dir.name} names the dead groups' slaves leaders")
         # writes to a dead group fail (retried as NOT_LEADER_OR_FOLLOWER), broker-c's succeed
