@@ -39,6 +39,11 @@ class MessageStoreConfig:
     flush_disk_type: str = "ASYNC_FLUSH"  # or SYNC_FLUSH
     flush_interval_commit_log: int = 500  # ms, ASYNC_FLUSH flush period
     flush_interval_consume_queue: int = 1000  # ms
+    # RocketMQ's FlushConsumeQueueService: a queue's file is flushed once this many 4 KiB pages
+    # are dirty (or it is full); every queue whatever it holds once per thorough interval, and
+    # only then does the checkpoint's logics offset move (docs/design/storage.md)
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000  # ms
     flush_commit_log_least_pages: int = 4
     sync_flush_timeout: int = 5000  # ms before FLUSH_DISK_TIMEOUT
     max_message_size: int = 4 * MiB
@@ -309,6 +314,8 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "flush_disk_type": ("enum", "ASYNC_FLUSH (flush every interval) or SYNC_FLUSH (a put waits)"),
     "flush_interval_commit_log": ("ms", "ASYNC_FLUSH: time between commitlog flushes"),
     "flush_interval_consume_queue": ("ms", "time between consume-queue flushes"),
+    "flush_consume_queue_least_pages": ("pages", "dirty 4 KiB pages of a consume queue before a flush (0: every pass)"),
+    "flush_consume_queue_thorough_interval": ("ms", "time between flushes of every consume queue (checkpoint)"),
     "flush_commit_log_least_pages": ("pages", "ASYNC_FLUSH: dirty 4 KiB pages before a flush"),
     "sync_flush_timeout": ("ms", "SYNC_FLUSH: wait before FLUSH_DISK_TIMEOUT"),
     "max_message_size": ("bytes", "largest message body (or Kafka batch) accepted"),

@@ -36,6 +36,7 @@ from .mapped_file import MappedFileQueue
 log = structlog.get_logger("rockafka.engine.consume_queue")
 
 CQ_STORE_UNIT_SIZE = 20
+_PAGE = 4096
 UNIT = struct.Struct(">qiq")
 
 
@@ -219,8 +220,23 @@ class ConsumeQueue:
             f = self.mfq.last_for_write()
             f.wrote_position = min(f.file_size, expected - f.file_from_offset)
 
-    def flush(self) -> None:
+    def flush(self, least_pages: int = 0) -> bool:
+        """Flush the unflushed units; with ``least_pages`` > 0 only when that many 4 KiB pages
+        of them are dirty or a file filled up (RocketMQ's flushConsumeQueueLeastPages): a queue
+        that gets a few units a second is not written back (and its page write-protected again)
+        on every pass. True when nothing is left unflushed."""
+        if least_pages > 0:
+            for f in self.mfq.files:
+                flushed, wrote = f.flushed_position, f.wrote_position
+                if flushed >= wrote and not f.segment.dir_unsynced:
+                    continue
+                if wrote >= f.file_size or wrote // _PAGE - flushed // _PAGE >= least_pages:
+                    break
+            else:
+                return all(f.flushed_position >= f.wrote_position and not f.segment.dir_unsynced
+                           for f in self.mfq.files)
         self.mfq.flush()
+        return True
 
     # -- reading ---------------------------------------------------------------------------
     @property

@@ -516,14 +516,19 @@ class MessageStore(StorePuts, StoreReads, ReplicaLog, Retention):
         return sorted(q for (t, q) in self._cqs if t == topic)
 
     # ------------------------------------------------------------------ background work
-    def _flush_logics_and_checkpoint(self, producer_snapshot: bool = True, final: bool = False) -> None:
+    def _flush_logics_and_checkpoint(self, producer_snapshot: bool = True, final: bool = False,
+                                     least_pages: int = 0) -> None:
+        """Flush the consume queues and the index, then the checkpoint. ``least_pages`` > 0 (the
+        background's passes between thorough ones): only queues with that many dirty pages, and
+        the checkpoint's logics offset stays where the last flush of every queue put it."""
         with self._put_lock:
             logics_upto = self.confirmed_offset
             if producer_snapshot:
                 self.producer_state.capture(logics_upto, self.get_min_offset_in_queue, force=final)
+        thorough = True
         for cq in list(self._cqs.values()):
             try:
-                cq.flush()
+                thorough = cq.flush(least_pages) and thorough
             except ValueError:  # destroyed by delete_topic meanwhile
                 pass
         index_upto = self.dispatcher.reput_offset if self.dispatcher is not None else logics_upto
@@ -538,7 +543,8 @@ class MessageStore(StorePuts, StoreReads, ReplicaLog, Retention):
             return
         now = _now_ms()
         cp.physic_flushed_offset = self.commitlog.flushed_where
-        cp.logics_flushed_offset = logics_upto
+        if thorough:  # else recovery re-dispatches from the last offset every queue was flushed to
+            cp.logics_flushed_offset = logics_upto
         cp.index_flushed_offset = index_upto
         cp.physic_msg_timestamp = cp.logics_msg_timestamp = cp.index_msg_timestamp = now
         cp.flush()
@@ -547,6 +553,7 @@ class MessageStore(StorePuts, StoreReads, ReplicaLog, Retention):
         cq_interval = max(self.config.flush_interval_consume_queue, 10) / 1000.0
         now = time.monotonic()
         next_flush = now + cq_interval
+        next_thorough = now + self.config.flush_consume_queue_thorough_interval / 1000.0
         next_offsets = now + self.config.flush_consumer_offset_interval / 1000.0
         next_state_checkpoint = now + self.config.state_checkpoint_interval / 1000.0
         next_producer_snapshot = 0.0
@@ -566,7 +573,11 @@ class MessageStore(StorePuts, StoreReads, ReplicaLog, Retention):
                 snapshot = now >= next_producer_snapshot
                 if snapshot:
                     next_producer_snapshot = now + self.config.producer_state_snapshot_interval / 1000.0
-                tasks.append(("flush", functools.partial(self._flush_logics_and_checkpoint, producer_snapshot=snapshot)))
+                least_pages = self.config.flush_consume_queue_least_pages
+                if now >= next_thorough:
+                    least_pages, next_thorough = 0, now + self.config.flush_consume_queue_thorough_interval / 1000.0
+                tasks.append(("flush", functools.partial(self._flush_logics_and_checkpoint, producer_snapshot=snapshot,
+                                                         least_pages=least_pages)))
                 next_flush = now + cq_interval
             if now >= next_disk or self.disk.clean_wanted.is_set():
                 tasks.append(("disk", lambda: self.disk.refresh(self.confirmed_offset)))

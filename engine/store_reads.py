@@ -14,6 +14,17 @@ from .store_types import GetMessageResult, GetMessageStatus, QueryMessageResult,
 log = structlog.get_logger("rockafka.engine.store")  # the store's events, one logger
 
 
+def _read_window(cl, offset: int) -> tuple[int, int, object]:
+    """(start, end, read) of the written bytes of the commitlog segment holding ``offset``:
+    ``read(pos, n)`` reads at ``pos`` from the segment's start; (0, 0, None) when it is gone.
+    ``CommitLog.read``'s rule, once per segment: nothing past the write position."""
+    f = cl.mfq.find(offset)
+    if f is None:
+        return 0, 0, None
+    lo = f.file_from_offset
+    return lo, min(lo + f.wrote_position, cl.mfq.max_offset), f.segment.read
+
+
 class StoreReads:
     # ------------------------------------------------------------------ reads
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
@@ -60,6 +71,10 @@ class StoreReads:
         # the walk then jumps past the rest (a 1,000-record batch would waste 511 of 512 units);
         # more while units follow one another (one message per unit; a native pull asks 32).
         ahead = 32
+        # the written span of the commitlog segment the last message came from: the next ones of
+        # a queue mostly sit in it, and are read without looking the segment up again
+        win_lo = win_hi = 0
+        win_read = None
         while index < max_off and records < max_msgs:
             chunk_start = index
             chunk = cq.read_units(index, min(max(max_msgs - records, 16), ahead))
@@ -84,8 +99,16 @@ class StoreReads:
                 if max_bytes is not None and messages and total_bytes + size > max_bytes:
                     stop = True
                     break
-                data = cl.read(phy, size if not head or message_filter is not None or size <= head else head)
-                if data is None:
+                want = size if not head or message_filter is not None or size <= head else head
+                if win_lo <= phy and phy + want <= win_hi:  # in the segment the last read used
+                    try:
+                        data = win_read(phy - win_lo, want)
+                    except ValueError:  # unmapped by retention meanwhile
+                        data = None
+                else:
+                    data = cl.read(phy, want)
+                    win_lo, win_hi, win_read = _read_window(cl, phy)
+                if data is None or len(data) != want:
                     index = cur + 1
                     continue
                 sys_flag = _I32.unpack_from(data, 36)[0]

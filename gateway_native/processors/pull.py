@@ -59,6 +59,10 @@ _SYSFLAG = struct.Struct(">i")
 _QOFF = struct.Struct(">q")
 MAX_SUSPEND_MS = 60_000
 REMOTE_PULL_BYTES = 1 << 20
+# Subscriptions sent with each pull (the SUBSCRIPTION flag: a lite pull consumer sends it every
+# time), parsed once per (topic, expression, type, version); never changed once built
+_SUBSCRIPTIONS: dict[tuple[Any, ...], SubscriptionData] = {}
+_SUBSCRIPTIONS_MAX = 4096
 
 
 def _status(result: Any) -> str:
@@ -94,9 +98,17 @@ def _expand(units: list[bytes], refs: list[Any], offset: int, sub: SubscriptionD
 
 def _subscription(broker: Any, cmd: RemotingCommand, group: str, topic: str, sys_flag: int) -> SubscriptionData:
     if sys_flag & PULL_FLAG_SUBSCRIPTION:
+        key = (topic, cmd.get_str("subscription"), cmd.get_str("expressionType"), cmd.get_int("subVersion"))
+        sub = _SUBSCRIPTIONS.get(key)
+        if sub is not None:
+            return sub
         try:
-            return SubscriptionData.build(topic, cmd.get_str("subscription"), cmd.get_str("expressionType"),
-                                          cmd.get_int("subVersion"))
+            sub = SubscriptionData.build(*key)
+            if key[3] is not None:  # without a version each build stamps its own
+                if len(_SUBSCRIPTIONS) >= _SUBSCRIPTIONS_MAX:
+                    _SUBSCRIPTIONS.clear()
+                _SUBSCRIPTIONS[key] = sub
+            return sub
         except Sql92Error as exc:
             raise ProcessorError(R.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}") from None
         except ValueError as exc:

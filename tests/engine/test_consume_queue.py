@@ -110,3 +110,18 @@ def test_a_topics_first_message_prepares_its_other_queues_files_off_the_put_path
     time.sleep(0.5)  # a pass still running would have created queues by now
     assert not os.path.exists(os.path.join(store.root, "consumequeue", "Gone"))
     assert store.queue_ids("Gone") == []
+
+
+def test_flush_with_least_pages_waits_for_enough_dirty_pages():
+    fio = MemoryFileIO()
+    cq = make(fio, file_units=1000)   # 20,000-byte files: 4 pages and a bit
+    for i in range(10):
+        cq.put(i, i * 100, 100, 0)
+    f = cq.mfq.files[-1]
+    assert cq.flush(least_pages=2) is False and f.flushed_position == 0   # 200 bytes dirty: left
+    for i in range(10, 420):   # 8,400 bytes: two pages begun
+        cq.put(i, i * 100, 100, 0)
+    assert cq.flush(least_pages=2) is True and f.flushed_position == 420 * 20
+    cq.put(420, 42_000, 100, 0)
+    assert cq.flush(least_pages=2) is False
+    assert cq.flush() is True and f.flushed_position == 421 * 20   # a thorough pass flushes all

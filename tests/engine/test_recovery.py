@@ -216,6 +216,24 @@ def test_power_loss_under_async_flush_keeps_a_consistent_prefix(make_store):
     assert again.put_message(Message("A", b"new")).queue_offset == n
 
 
+def test_power_loss_after_a_partial_queue_flush_rebuilds_the_unflushed_units(make_store):
+    """Between thorough passes a queue with few dirty pages is not flushed: the checkpoint's
+    logics offset must not move past its units, so recovery re-dispatches them."""
+    fio = MemoryFileIO()
+    store = make_store(file_io=fio, flush_interval_consume_queue=60_000)
+    store._flush_logics_and_checkpoint()
+    for i in range(30):
+        store.put_message(Message("Few", b"few-%d" % i, queue_id=i % 3))
+    store.commitlog.flush()
+    assert wait_until(lambda: store.dispatcher.reput_offset == store.confirmed_offset)
+    store._flush_logics_and_checkpoint(least_pages=2)   # what the background does between thorough passes
+    after = crash(store, fio, power_loss=True)
+    again = make_store(file_io=after)
+    for q in range(3):
+        got = again.get_message("g", "Few", q, 0, 100)
+        assert [decode_message(m).body for m in got.messages] == [b"few-%d" % i for i in range(q, 30, 3)]
+
+
 class SlowDiskIO(MemoryFileIO):
     """Commitlog flushes block until released: a disk that stopped answering."""
 
