@@ -26,7 +26,9 @@ reached (no connection could be opened: nothing was sent) or answers that it is 
 (SERVICE_NOT_AVAILABLE: refused before storing), the send re-reads the route at once and tries
 the group's master again, with a back-off (0.05 s doubling to 0.2 s), until ``send_msg_timeout``;
 when too little of it is left for another answer (twice the time the last refusal took), the
-broker's refusal is raised (``MQBrokerError``) rather than a re-try that could only time out.
+broker's refusal is raised (``MQBrokerError``) rather than a re-try that could only time out. A
+refusal because the broker's disk is full (the answer's ``diskFull`` field) is no role change
+to wait out: it is retried as any other (``retry_times_when_send_failed``), then raised.
 A request lost with its connection after it was written may have been stored, so it is not sent
 again (the caller decides): a failover costs such a sender at most the one send in flight.
 
@@ -49,7 +51,7 @@ from typing import Any, Callable, Sequence
 import structlog
 from engine.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
-from ..remoting.codes import RequestCode as RC, ResponseCode as R
+from ..remoting.codes import DISK_FULL_FIELD, RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import (
     SYSFLAG_COMPRESSED, UniqIdGenerator, encode_batch_item, properties_to_string, tags_hash,
 )
@@ -388,7 +390,7 @@ class Producer:
             status = _STATUS.get(resp.code)
             if status is None:
                 err = MQBrokerError(resp.code, resp.remark, addr)
-                if (pinned or only_group) and resp.code == R.SERVICE_NOT_AVAILABLE:
+                if (pinned or only_group) and resp.code == R.SERVICE_NOT_AVAILABLE and resp.get_str(DISK_FULL_FIELD) != "true":
                     # refused before storing (a slave, or a master whose lease ran out): the
                     # route is about to name the group's next master
                     self.runtime.broker_failed(addr)
