@@ -81,12 +81,7 @@ class HAClient:
                 self._addr_changed.set()
                 # a session with the old master may sit in recv (a stopped master sends nothing):
                 # end it now rather than at the next receive timeout
-                sock = self._sock
-                if sock is not None:
-                    try:
-                        sock.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                self._end_session()
 
     def start(self) -> None:
         self._thread.start()
@@ -94,13 +89,17 @@ class HAClient:
     def stop(self) -> None:
         self._stop.set()
         self._addr_changed.set()
+        self._end_session()
+        self._thread.join(10)
+
+    def _end_session(self) -> None:
+        """Wake the session's blocking recv by shutting its socket (the thread then closes it)."""
         sock = self._sock
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        self._thread.join(10)
 
     # -- connection loop -----------------------------------------------------------------------
     def _run(self) -> None:
