@@ -190,3 +190,24 @@ def test_forcible_cleaning_removes_the_oldest_segments_and_producing_goes_on(tmp
                     got_n = lp.poll(300)
                 assert got_n and got_n[0].body == last_n[2]
         assert "Traceback" not in node.log_tail(10**8)
+
+
+def test_a_send_waiting_out_a_full_disk_reports_the_brokers_refusal_not_a_timeout(tmp_path):
+    """A topic on one group has nowhere else to go: the SDK re-tries the refused send until
+    ``send_msg_timeout``, heart-beating the broker before each try. Whenever that timeout ends,
+    also in the middle of a heartbeat, the caller gets the broker's own refusal (code 14, the
+    disk is full), never a client-side "no response" that hides why nothing was stored. The
+    timeouts are spread over the first re-try's back-off, route read and heartbeat so that some
+    end inside each."""
+    node = RunningNode(tmp_path / "data", settings={"diskSpaceWarningLevelRatio": 0})
+    topic = f"FullT_{uuid.uuid4().hex[:6]}"
+    with node, Producer("full_timeout", node.namesrv_addr, retry_times_when_send_failed=0,
+                        send_latency_fault_enable=False) as producer:
+        for timeout_ms in list(range(40, 90)) * 3:
+            started = time.monotonic()
+            with pytest.raises(MQBrokerError) as refused:
+                producer.send(Message(topic, b"m"), timeout=timeout_ms)
+            assert refused.value.code == R.SERVICE_NOT_AVAILABLE and "disk" in refused.value.remark, timeout_ms
+            assert time.monotonic() - started < 5, "the send ran far past its own timeout"
+        assert metric(node, "rockafka_puts_refused_disk_full_total") >= 150
+    assert "Traceback" not in node.log_tail(10**8)
