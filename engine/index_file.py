@@ -67,6 +67,7 @@ class IndexFile:
         self.size = HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
         self.segment = fio.open_segment(path, self.size, random_access=True)  # hash slots: random pages
         self._fio = fio
+        self._slots_reserved = False
         # pread: a new file is a hole, and reading a hole through a tmpfs mapping allocates it
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
          self.hash_slot_count, self.index_count) = _HEADER.unpack(self.segment.pread(0, HEADER_SIZE))
@@ -113,7 +114,13 @@ class IndexFile:
         slot_pos = HEADER_SIZE + (h % self.slot_num) * HASH_SLOT_SIZE
         entry_pos = HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE + self.index_count * INDEX_SIZE
         # space for the slot and the entry first (ENOSPC leaves the file as it was); then the
-        # slot's page can be read through the mapping
+        # slot's page can be read through the mapping. The whole slot table at the first key:
+        # keys hash to random slots, so page by page it was an open, a fallocate and a close per
+        # key for the file's first tens of thousands of keys (each in a page not touched yet),
+        # and the table is wholly touched after ~40,000 keys (5,000,000 slots) anyway
+        if not self._slots_reserved:
+            self.segment.reserve(0, HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE)
+            self._slots_reserved = True
         self.segment.reserve(slot_pos, HASH_SLOT_SIZE)
         self.segment.reserve(entry_pos, INDEX_SIZE)
         buf = self.segment.buf

@@ -252,26 +252,14 @@ class SlaveConnection:
                     continue
                 if not data:
                     break
-                self.last_read = time.monotonic()
-                reader.feed(data)
-                acked = False
-                for kind, payload in reader.frames():
-                    acked |= self._handle(kind, payload)
-                if acked:
-                    self.service.acked(self)
+                self._take(reader, data)
                 if self._ack_fd >= 0:  # streaming: the event loop reads from here on
                     if self.service.loop_hook.call(self._attach_to_loop):
                         self._watch(housekeeping)
                         return
                     self._ack_fd = -1  # the loop is gone: keep reading here
-        except P.ProtocolError as exc:
-            reason = f"protocol error: {exc}"
-            log.warning("ha_protocol_error", slave=self.remote, error=str(exc))
-        except OSError as exc:
-            reason = f"socket error: {exc}"
         except Exception as exc:  # a bug must not take the listener down; the slave reconnects
-            reason = f"error: {exc}"
-            log.exception("ha_connection_failed", slave=self.remote)
+            reason = self._failure(exc)
         self.close(reason)
 
     def _watch(self, housekeeping: float) -> None:
@@ -313,28 +301,35 @@ class SlaveConnection:
             if not data:
                 reason = "closed by slave"
             else:
-                self.last_read = time.monotonic()
-                reader = self._frames
-                reader.feed(data)
-                acked = False
-                for kind, payload in reader.frames():
-                    acked |= self._handle(kind, payload)
-                if acked:
-                    self.service.acked(self)
+                self._take(self._frames, data)
         except (BlockingIOError, InterruptedError):
             pass
-        except P.ProtocolError as exc:
-            reason = f"protocol error: {exc}"
-            log.warning("ha_protocol_error", slave=self.remote, error=str(exc))
-        except OSError as exc:
-            reason = f"socket error: {exc}"
         except Exception as exc:  # a bug must not take the loop down; the slave reconnects
-            reason = f"error: {exc}"
-            log.exception("ha_connection_failed", slave=self.remote)
+            reason = self._failure(exc)
         finally:
             self._in_read = False
         if reason is not None:
             self.close(reason)
+
+    def _take(self, reader: Any, data: bytes) -> None:
+        """Feed what the slave sent; tell the service once when it held ACKs."""
+        self.last_read = time.monotonic()
+        reader.feed(data)
+        acked = False
+        for kind, payload in reader.frames():
+            acked |= self._handle(kind, payload)
+        if acked:
+            self.service.acked(self)
+
+    def _failure(self, exc: Exception) -> str:
+        """Why reading from the slave ended, logged as its kind deserves."""
+        if isinstance(exc, P.ProtocolError):
+            log.warning("ha_protocol_error", slave=self.remote, error=str(exc))
+            return f"protocol error: {exc}"
+        if isinstance(exc, OSError):
+            return f"socket error: {exc}"
+        log.exception("ha_connection_failed", slave=self.remote)
+        return f"error: {exc}"
 
     def _handle(self, kind: int, payload: bytes) -> bool:
         """Handle one frame; True for an ACK (the caller tells the service once per read)."""

@@ -11,7 +11,10 @@ tries again later. Then PULL from that point.
 Streaming: each DATA body is written at its offset (``MessageStore.append_replicated``), a
 newer epoch in a DATA header is recorded first, and one ACK answers everything read in one go,
 sent as soon as the bytes are in the commitlog (the consume queues are built right after);
-an ACK also goes out every ``haSendHeartbeatInterval``. Silence for ``haHousekeepingInterval``,
+an ACK also goes out every ``haSendHeartbeatInterval``. Bytes are received into one buffer per
+session (a ``recv`` of 1 MiB would map and unmap a fresh 1 MiB buffer each time), and over plain
+TCP the socket blocks with kernel timeouts (``SO_RCVTIMEO`` / ``SO_SNDTIMEO``), so a receive and
+an ACK are one system call each instead of a ``poll`` plus the call. Silence for ``haHousekeepingInterval``,
 a protocol error or bytes that do not continue the log close the connection; the client
 reconnects after a second (five after a refusal), at once when it is told to follow another
 master (the session with the old one is shut down at that moment, not at its next receive timeout,
@@ -21,6 +24,8 @@ and a pause after a failed connect ends).
 from __future__ import annotations
 
 import socket
+import ssl
+import struct
 import threading
 import time
 from typing import Any
@@ -81,12 +86,7 @@ class HAClient:
                 self._addr_changed.set()
                 # a session with the old master may sit in recv (a stopped master sends nothing):
                 # end it now rather than at the next receive timeout
-                sock = self._sock
-                if sock is not None:
-                    try:
-                        sock.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                self._end_session()
 
     def start(self) -> None:
         self._thread.start()
@@ -94,13 +94,17 @@ class HAClient:
     def stop(self) -> None:
         self._stop.set()
         self._addr_changed.set()
+        self._end_session()
+        self._thread.join(10)
+
+    def _end_session(self) -> None:
+        """Wake the session's blocking recv by shutting its socket (the thread then closes it)."""
         sock = self._sock
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        self._thread.join(10)
 
     # -- connection loop -----------------------------------------------------------------------
     def _run(self) -> None:
@@ -242,12 +246,25 @@ class HAClient:
         store = self.store
         epochs = svc.epochs
         last_ack = 0.0
+        space = bytearray(RECV_CHUNK)  # received into, once per session: no 1 MiB allocation per recv
+        view = memoryview(space)
+        timeout_errors: tuple = (socket.timeout,)
+        if not isinstance(sock, ssl.SSLSocket):
+            # plain TCP: a blocking socket whose timeouts the kernel keeps (SO_RCVTIMEO /
+            # SO_SNDTIMEO), so a receive or an ACK is one system call, not a poll() and the call
+            wait = min(1.0, svc.housekeeping_s)
+            tv = struct.pack("ll", int(wait), int((wait % 1) * 1_000_000))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+            sock.settimeout(None)
+            timeout_errors = (socket.timeout, BlockingIOError)
         while not self._stop.is_set():
             if self._addr_changed.is_set():
                 raise ReplicationError(f"master address changed to {self.master_address}")
             try:
-                data = sock.recv(RECV_CHUNK)
-            except socket.timeout:
+                n = sock.recv_into(view)
+                data = view[:n] if n else b""
+            except timeout_errors:
                 data = None
             now = time.monotonic()
             acked_now = False

@@ -117,6 +117,7 @@ class ConsumerBase:
         self._rebalance_event: asyncio.Event | None = None
         self._rebalance_lock: asyncio.Lock | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self._dropping: set[asyncio.Task[None]] = set()  # queues being handed over (release, persist)
         self.running = False
 
     # -- subscriptions ---------------------------------------------------------------------------
@@ -225,6 +226,8 @@ class ConsumerBase:
             for pq in self.assigned.values():
                 pq.dropped = True
             await asyncio.sleep(0)
+            if self._dropping:  # a hand-over under way finishes: offset persisted, lock released
+                await asyncio.wait(set(self._dropping), timeout=8)
         self.runtime.call(stop_tasks(), timeout=10)
         if before_persist is not None:
             before_persist()
@@ -317,12 +320,12 @@ class ConsumerBase:
         for mq in [q for q in self.assigned if q.topic == topic and q not in mine]:
             pq = self.assigned.pop(mq)
             pq.dropped = True
-            await self.queue_dropped(mq, pq)
-            try:
-                await self.offset_store.persist(mq)
-            except (ConnectionClosedError, RemotingTimeoutError, OSError, MQClientError) as exc:
-                log.warning("offset_persist_on_drop_failed", mq=str(mq), error=str(exc))
-            self.offset_store.remove(mq)
+            # its own task, so that shutdown cancelling the rebalance loop waits for the hand-over
+            # instead of cutting it short (the broker lock would be left to expire)
+            task = asyncio.ensure_future(self._hand_over(mq, pq))
+            self._dropping.add(task)
+            task.add_done_callback(self._dropping.discard)
+            await asyncio.shield(task)
             changed = True
         for mq in sorted(mine - set(self.assigned)):
             try:
@@ -337,6 +340,17 @@ class ConsumerBase:
         if changed:
             log.info("rebalance_result", group=self.group, topic=topic, client_id=self.runtime.client_id,
                      queues=sorted(q.queue_id for q in self.assigned if q.topic == topic))
+
+    async def _hand_over(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """A queue no longer ours: its consumption stopped (``queue_dropped``), its offset persisted,
+        then forgotten, so the next owner starts where this one stopped."""
+        assert self.offset_store is not None
+        await self.queue_dropped(mq, pq)
+        try:
+            await self.offset_store.persist(mq)
+        except (ConnectionClosedError, RemotingTimeoutError, OSError, MQClientError) as exc:
+            log.warning("offset_persist_on_drop_failed", mq=str(mq), error=str(exc))
+        self.offset_store.remove(mq)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         assert self.offset_store is not None

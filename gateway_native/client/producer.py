@@ -24,7 +24,11 @@ Following a failover with a chosen queue (``send(msg, mq)``, a selector, ``send_
 when every queue of the topic is on one group: the send cannot move to another group. When the master cannot be
 reached (no connection could be opened: nothing was sent) or answers that it is not the master
 (SERVICE_NOT_AVAILABLE: refused before storing), the send re-reads the route at once and tries
-the group's master again, with a back-off (0.05 s doubling to 0.2 s), until ``send_msg_timeout``.
+the group's master again, with a back-off (0.05 s doubling to 0.2 s), until ``send_msg_timeout``;
+when too little of it is left for another answer (twice the time the last refusal took), the
+broker's refusal is raised (``MQBrokerError``) rather than a re-try that could only time out. A
+refusal because the broker's disk is full (the answer's ``diskFull`` field) is no role change
+to wait out: it is retried as any other (``retry_times_when_send_failed``), then raised.
 A request lost with its connection after it was written may have been stored, so it is not sent
 again (the caller decides): a failover costs such a sender at most the one send in flight.
 
@@ -47,7 +51,7 @@ from typing import Any, Callable, Sequence
 import structlog
 from engine.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
-from ..remoting.codes import RequestCode as RC, ResponseCode as R
+from ..remoting.codes import DISK_FULL_FIELD, RequestCode as RC, ResponseCode as R
 from ..remoting.message_codec import (
     SYSFLAG_COMPRESSED, UniqIdGenerator, encode_batch_item, properties_to_string, tags_hash,
 )
@@ -303,6 +307,7 @@ class Producer:
         pinned_mq: MessageQueue | None = None
         only_group = False  # every queue of the topic is on one group: nowhere else to go
         backoff = 0.05
+        answered_in = 0.0  # how long the last refusal took to come back
         attempt = 0
         while attempt < attempts:
             remaining = deadline - time.monotonic()
@@ -319,6 +324,8 @@ class Producer:
                 except (MQClientError, MQBrokerError) as exc:
                     last_exc = exc
                     continue
+                if isinstance(last_exc, MQBrokerError) and deadline - time.monotonic() < 2 * answered_in:
+                    break  # no time left for a heartbeat and a send: the broker's refusal stands
                 mq = pinned_mq
             else:
                 queues = await self._publish_queues(topic, refresh=attempt > 0 and last_exc is not None)
@@ -353,6 +360,9 @@ class Producer:
                 if self.runtime.failing(addr):  # failed since it last answered: answered first
                     await self.runtime.confirm_alive(addr, min(remaining, self.runtime.timeout))
             except (ConnectionClosedError, RemotingTimeoutError, OSError) as exc:  # nothing was sent
+                cut_short = isinstance(exc, RemotingTimeoutError) and time.monotonic() >= deadline - 0.01
+                if cut_short and isinstance(last_exc, MQBrokerError):
+                    break  # the heartbeat ran out of the send's own time: the broker's answer stands
                 self.runtime.broker_failed(addr)
                 self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, True, addr)
                 last_exc, last_broker = exc, mq.broker_name
@@ -380,10 +390,11 @@ class Producer:
             status = _STATUS.get(resp.code)
             if status is None:
                 err = MQBrokerError(resp.code, resp.remark, addr)
-                if (pinned or only_group) and resp.code == R.SERVICE_NOT_AVAILABLE:
+                if (pinned or only_group) and resp.code == R.SERVICE_NOT_AVAILABLE and resp.get_str(DISK_FULL_FIELD) != "true":
                     # refused before storing (a slave, or a master whose lease ran out): the
                     # route is about to name the group's next master
                     self.runtime.broker_failed(addr)
+                    answered_in = time.monotonic() - started
                     last_exc, pinned_mq = err, mq
                     continue
                 if resp.code in _RETRY_CODES and attempt + 1 < attempts:

@@ -20,7 +20,9 @@ Behaviour (RocketMQ's ``PullMessageProcessor``):
 - an offset below the local start that the remote tier holds (a tiered topic,
   ``broker/tiered.py``) is read from the object store: the same units, expanded and filtered the
   same way; the object store failing answers SYSTEM_ERROR (the client pulls again later);
-- the COMMIT_OFFSET flag commits ``commitOffset`` for the group on a master, once per request;
+- the COMMIT_OFFSET flag commits ``commitOffset`` for the group on a master, once per request,
+  in the connection's arrival order (``commit_in_order``, before the held pull's own task), so a
+  later UPDATE_CONSUMER_OFFSET on the same connection is never overwritten by it;
 - ``suggestWhichBrokerId`` (RocketMQ's rule): 0 (the master) unless ``slaveReadEnable``; with it,
   1 (``whichBrokerWhenConsumeSlowly``) when the pull is further behind the log's end than
   ``accessMessageInMemoryMaxRatio``% of RAM, else the group's ``brokerId`` (0). A slave serves
@@ -229,7 +231,26 @@ def _matches(sub: SubscriptionData, unit: bytes) -> bool:
         return False
 
 
-@BROKER_PROCESSORS.register(RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE, suspends=True)
+def commit_in_order(broker: Any, conn: Connection, cmd: RemotingCommand) -> None:
+    """The COMMIT_OFFSET flag's commit, in the connection's arrival order (before the pull's own
+    task): a consumer that pulled with its then-current offset and right after persisted a
+    newer one (UPDATE_CONSUMER_OFFSET, when it hands the queue over) must not have the older
+    value land last, or the next owner consumes the difference again. Only on a master, for a
+    readable topic and a valid queue; a bad request commits nothing (the pull answers why)."""
+    sys_flag = cmd.get_int("sysFlag", 0) or 0
+    if not sys_flag & PULL_FLAG_COMMIT_OFFSET or not broker.is_master:
+        return
+    commit = cmd.get_int("commitOffset", -1)
+    if commit is None or commit < 0:
+        return
+    topic, queue_id = cmd.require_str("topic"), cmd.require_int("queueId")
+    tc = broker.store.topic_config.get(topic)
+    if tc is None or not tc.perm & PERM_READ or not 0 <= queue_id < tc.read_queue_nums:
+        return
+    broker.store.consumer_offsets.commit(cmd.require_str("consumerGroup"), topic, queue_id, commit)
+
+
+@BROKER_PROCESSORS.register(RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE, suspends=True, in_order=commit_in_order)
 async def pull_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     group = cmd.require_str("consumerGroup")
     topic = cmd.require_str("topic")
@@ -248,12 +269,7 @@ async def pull_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
         return cmd.response(R.SYSTEM_ERROR, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                                             f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.remote_addr}]")
     sub = _subscription(broker, cmd, group, topic, sys_flag)
-
-    if sys_flag & PULL_FLAG_COMMIT_OFFSET and broker.is_master:
-        commit = cmd.get_int("commitOffset", -1)
-        if commit is not None and commit >= 0:
-            broker.store.consumer_offsets.commit(group, topic, queue_id, commit)
-
+    # the COMMIT_OFFSET flag was applied in arrival order already (``commit_in_order``)
     if tiered.remote_covers(broker.store, topic, queue_id, offset):   # the offset left the disk
         try:
             code, fields, body = await _read_remote(broker, group, topic, queue_id, offset, max_msgs, sub, max_bytes)

@@ -26,7 +26,7 @@ from engine.message import Message, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_
 from engine.topic_config import PERM_WRITE
 
 from ..dispatch import ProcessorError, ReplyWhenDone
-from ..remoting.codes import RequestCode as RC, ResponseCode as R
+from ..remoting.codes import DISK_FULL_FIELD, RequestCode as RC, ResponseCode as R
 from ..remoting.command import RemotingCommand
 from ..remoting.message_codec import (
     SYSFLAG_TRANSACTION_PREPARED, MessageDecodeError, decode_batch_body, string_to_properties,
@@ -106,6 +106,8 @@ def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn
         if txn_id:
             fields["transactionId"] = str(txn_id)
         return cmd.response_with(code, error or remark, fields)  # every value a str already
+    if status is PutStatus.DISK_FULL:  # not a role change: a client waiting for a new master need not
+        return cmd.response(code, result.error or remark, {DISK_FULL_FIELD: "true"})
     return cmd.response(code, result.error or remark)
 
 

@@ -212,6 +212,10 @@ SERVER_VERSION = V5_1_4
 FLAG_RESPONSE = 1 << 0
 FLAG_ONEWAY = 1 << 1
 
+# An extension field of a SERVICE_NOT_AVAILABLE send answer: refused because the disk is full
+# (no role change a client could wait out).
+DISK_FULL_FIELD = "diskFull"
+
 # PullSysFlag bits.
 PULL_FLAG_COMMIT_OFFSET = 1 << 0
 PULL_FLAG_SUSPEND = 1 << 1

@@ -9,7 +9,10 @@ SYSTEM_ERROR, logged).
 Ordering: requests on a connection are processed one after another in arrival order, so a
 producer's sends are stored in the order it sent them. A processor registered with
 ``suspends=True`` (pull with long polling) runs as its own task instead, because remoting
-answers are matched by opaque and a held pull must not block the requests behind it. A
+answers are matched by opaque and a held pull must not block the requests behind it; what
+such a request changes that later requests on the connection depend on (a pull's
+COMMIT_OFFSET) is its ``in_order`` part, run in arrival order before the task starts, so a
+pull's stale commit never lands after an UPDATE_CONSUMER_OFFSET sent behind it. A
 processor may also return a ``DeferredResponse``: its work in order is done (a SYNC_MASTER send
 is stored), only the answer waits (for the slaves) while the next request is processed, as
 RocketMQ's asynchronous send processing does. A ``ReplyWhenDone`` is the same without a task: the
@@ -147,11 +150,15 @@ Handler = Callable[[Any, Any, RemotingCommand],
                    Awaitable["RemotingCommand | DeferredResponse | ReplyWhenDone | None"]]
 
 
+InOrder = Callable[[Any, Any, RemotingCommand], None]
+
+
 @dataclass(frozen=True)
 class Processor:
     code: int
     handler: Handler
     suspends: bool
+    in_order: InOrder | None = None
 
 
 class ProcessorTable:
@@ -161,12 +168,15 @@ class ProcessorTable:
         self._refused: set[tuple[int, str, int, int]] = set()
         self.observer: Callable[[int, float, int | None], None] | None = None
 
-    def register(self, *codes: int, suspends: bool = False) -> Callable[[Handler], Handler]:
+    def register(self, *codes: int, suspends: bool = False,
+                 in_order: InOrder | None = None) -> Callable[[Handler], Handler]:
+        """``in_order`` (with ``suspends``): the part of the request that must take effect in
+        arrival order, run synchronously before the request's own task starts."""
         def deco(fn: Handler) -> Handler:
             for code in codes:
                 if code in self._table:
                     raise ValueError(f"{self.name}: request code {code} already has a processor")
-                self._table[int(code)] = Processor(int(code), fn, suspends)
+                self._table[int(code)] = Processor(int(code), fn, suspends, in_order)
             return fn
         return deco
 
@@ -203,6 +213,11 @@ class ProcessorTable:
                                                      f"{self.name}: request type {name} not supported"))
                 return
             if proc.suspends:
+                if proc.in_order is not None:
+                    try:
+                        proc.in_order(context, conn, cmd)
+                    except Exception as exc:  # the handler itself answers what is wrong with the request
+                        log.info("in_order_part_skipped", code=cmd.code, peer=conn.remote_addr, error=repr(exc))
                 task = asyncio.ensure_future(_run(proc, context, conn, cmd, self.observer))
                 _background.add(task)
                 task.add_done_callback(_background.discard)

@@ -150,6 +150,38 @@ def test_silent_consumer_channel_expires_and_members_are_told(make_node):
                                10).code == R.SYSTEM_ERROR, what="the silent channel to expire")
 
 
+def test_a_pull_commit_never_lands_after_an_offset_update_sent_behind_it(node):
+    """A consumer that pulled with its offset then (COMMIT_OFFSET flag) and right after persisted
+    a newer one (UPDATE_CONSUMER_OFFSET, as it does when it hands a queue over) must leave the
+    newer offset committed, or the queue's next owner consumes the difference again. Both
+    requests in one write, so the broker reads them in one go."""
+    topic, group = f"CO_{uuid.uuid4().hex[:6]}", f"cog_{uuid.uuid4().hex[:6]}"
+    with Admin(node.namesrv_addr) as admin:
+        admin.create_topic(topic, 1)
+    with Producer("cop", node.namesrv_addr) as p:
+        for _ in range(10):
+            p.send(Message(topic, b"x"), queue=MessageQueue(topic, "broker-a", 0))
+    host, port = node.broker_addr.rsplit(":", 1)
+    for trial in range(5):
+        pull = RemotingCommand.request(RC.PULL_MESSAGE, {
+            "consumerGroup": group, "topic": topic, "queueId": 0, "queueOffset": 10, "maxMsgNums": 32,
+            "sysFlag": 1 | 4, "commitOffset": 5 + trial, "suspendTimeoutMillis": 0, "subscription": "*",
+            "expressionType": "TAG", "subVersion": 0})
+        update = RemotingCommand.request(RC.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": topic, "queueId": 0, "commitOffset": 9})
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(encode(pull) + encode(update))
+            dec, answers = FrameDecoder(), []
+            while len(answers) < 2:
+                data = s.recv(1 << 20)
+                assert data, "closed without both answers"
+                answers += dec.feed(data)
+        assert sorted(a.code for a in answers) == sorted([R.PULL_NOT_FOUND, R.SUCCESS])
+        query = rpc(node.broker_addr, RemotingCommand.request(RC.QUERY_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": topic, "queueId": 0}), 10)
+        assert query.get_int("offset") == 9, f"trial {trial}: the pull's commit {5 + trial} landed last"
+
+
 def _object_keyed(body: bytes) -> dict:
     """fastjson's maps keyed by objects -> {(topic, brokerName, queueId): value}."""
     import re

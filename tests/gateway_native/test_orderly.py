@@ -93,7 +93,7 @@ def test_per_queue_order_while_consumers_join_and_leave(node):
     seen = log.snapshot()
     assert sorted(seen) == sorted(keys)
     for key in keys:
-        assert seen[key] == list(range(120)), f"{key} consumed out of order or twice"
+        assert seen[key] == list(range(120)), f"{key} consumed out of order or twice: {seen[key]}"
 
 
 def test_global_order_on_a_one_queue_topic(node):
