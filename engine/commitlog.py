@@ -154,6 +154,18 @@ class CommitLog:
             return None
         return f, offset - f.file_from_offset
 
+    def read_window(self, offset: int) -> tuple[int, int, Any]:
+        """(start, end, read) of the written bytes of the segment holding ``offset``, for a
+        reader that takes several units from one segment without looking it up each time:
+        ``read(pos, n)`` reads at ``pos`` from the segment's start (``ValueError`` once retention
+        unmapped it). ``read``'s rule: nothing past the write position. (0, 0, None) when the
+        segment is gone."""
+        f = self.mfq.find(offset)
+        if f is None:
+            return 0, 0, None
+        lo = f.file_from_offset
+        return lo, min(lo + f.wrote_position, self.mfq.max_offset), f.read
+
     def read(self, offset: int, size: int) -> bytes | None:
         """``size`` bytes at ``offset``, or None when not all of them were written (or deleted).
         Nothing past the write position is read: those pages may be holes (see file_io)."""

@@ -226,15 +226,16 @@ class ConsumeQueue:
         that gets a few units a second is not written back (and its page write-protected again)
         on every pass. True when nothing is left unflushed."""
         if least_pages > 0:
+            dirty = False
             for f in self.mfq.files:
                 flushed, wrote = f.flushed_position, f.wrote_position
                 if flushed >= wrote and not f.segment.dir_unsynced:
                     continue
                 if wrote >= f.file_size or wrote // _PAGE - flushed // _PAGE >= least_pages:
                     break
+                dirty = True
             else:
-                return all(f.flushed_position >= f.wrote_position and not f.segment.dir_unsynced
-                           for f in self.mfq.files)
+                return not dirty
         self.mfq.flush()
         return True
 

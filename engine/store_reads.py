@@ -14,17 +14,6 @@ from .store_types import GetMessageResult, GetMessageStatus, QueryMessageResult,
 log = structlog.get_logger("rockafka.engine.store")  # the store's events, one logger
 
 
-def _read_window(cl, offset: int) -> tuple[int, int, object]:
-    """(start, end, read) of the written bytes of the commitlog segment holding ``offset``:
-    ``read(pos, n)`` reads at ``pos`` from the segment's start; (0, 0, None) when it is gone.
-    ``CommitLog.read``'s rule, once per segment: nothing past the write position."""
-    f = cl.mfq.find(offset)
-    if f is None:
-        return 0, 0, None
-    lo = f.file_from_offset
-    return lo, min(lo + f.wrote_position, cl.mfq.max_offset), f.segment.read
-
-
 class StoreReads:
     # ------------------------------------------------------------------ reads
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
@@ -100,14 +89,14 @@ class StoreReads:
                     stop = True
                     break
                 want = size if not head or message_filter is not None or size <= head else head
-                if win_lo <= phy and phy + want <= win_hi:  # in the segment the last read used
+                if not win_lo <= phy <= phy + want <= win_hi:  # not in the segment the last read used
+                    win_lo, win_hi, win_read = cl.read_window(phy)
+                data = None
+                if win_read is not None and win_lo <= phy and phy + want <= win_hi:
                     try:
                         data = win_read(phy - win_lo, want)
                     except ValueError:  # unmapped by retention meanwhile
-                        data = None
-                else:
-                    data = cl.read(phy, want)
-                    win_lo, win_hi, win_read = _read_window(cl, phy)
+                        pass
                 if data is None or len(data) != want:
                     index = cur + 1
                     continue
