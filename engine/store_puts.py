@@ -151,7 +151,9 @@ class StorePuts:
             return None, self._refuse(PutMessageStatus.MESSAGE_ILLEGAL,
                                       f"message body is {len(body)} bytes, more than {what}"), 0
         if msg.properties or msg.tags or msg.keys:
-            all_props = msg.all_properties()
+            # no copy when there are no tags and keys to add (a native send's usual message)
+            props_in = msg.properties
+            all_props = props_in if type(props_in) is dict and not (msg.tags or msg.keys) else msg.all_properties()
             try:
                 props = encode_properties(all_props)
             except UnicodeEncodeError as exc:

@@ -128,14 +128,32 @@ def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn
 
 
 async def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int]:
+    # the usual case, an existing topic, without a coroutine
+    return _prepare_known(broker, cmd) or await _prepare_created(broker, cmd)
+
+
+async def _prepare_created(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int]:
+    """``_prepare_known`` for a topic that does not exist yet (header already normalized)."""
+    topic = cmd.ext_fields["topic"]
+    tc = await topic_for_send(broker, topic, cmd.get_str("defaultTopic"), cmd.get_int("defaultTopicQueueNums"),
+                              cmd.get_int("topicSysFlag", 0) or 0)
+    return _checked(cmd, topic, tc, cmd.get_int("sysFlag", 0) or 0)
+
+
+def _prepare_known(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int] | None:
+    """(topic, queue id, sysFlag, flag) of a send to an existing topic; None when the topic
+    does not exist yet (``_prepare`` creates it as RocketMQ's rule says)."""
     normalize_header(cmd)
     topic = cmd.require_str("topic")
     sys_flag = cmd.get_int("sysFlag", 0) or 0
     check_topic_name(topic)
-    tc = broker.store.topic_config.get(topic)  # the usual case, without a coroutine
+    tc = broker.store.topic_config.get(topic)
     if tc is None:
-        tc = await topic_for_send(broker, topic, cmd.get_str("defaultTopic"), cmd.get_int("defaultTopicQueueNums"),
-                                  cmd.get_int("topicSysFlag", 0) or 0)
+        return None
+    return _checked(cmd, topic, tc, sys_flag)
+
+
+def _checked(cmd: RemotingCommand, topic: str, tc: Any, sys_flag: int) -> tuple[str, int, int, int]:
     if not tc.perm & PERM_WRITE:
         raise ProcessorError(R.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
     queue_id = cmd.get_int("queueId", -1)
@@ -149,7 +167,7 @@ async def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, in
 
 @BROKER_PROCESSORS.register(RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2)
 async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    topic, queue_id, sys_flag, flag = await _prepare(broker, cmd)
+    topic, queue_id, sys_flag, flag = _prepare_known(broker, cmd) or await _prepare_created(broker, cmd)
     props = string_to_properties(cmd.get_str("properties"))
     max_size = broker.config.store.max_message_size
     if len(cmd.body) > max_size:

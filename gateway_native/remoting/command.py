@@ -170,6 +170,8 @@ class RemotingCommand:
         raw = self.ext_fields.get(name)
         if raw is None or raw == "":
             return default
+        if raw.isdigit() and raw.isascii() and (len(raw) < 10 or len(raw) < 19 and name not in INT32_FIELDS):
+            return int(raw)  # the usual field: digits only, in range of its Java int or long
         if len(raw) > 24:  # no Java long has more characters; int() of a huge string is slow
             raise HeaderFieldError(f"the request header field '{name}' is not a number: {raw[:40]!r}...")
         try:
