@@ -655,30 +655,33 @@ def decompress(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE) -> bytes
 # (1 KiB records, 1 MB batches: 395 us to decompress, 1.5 ms with a fresh buffer and a copy).
 _SCRATCH = threading.local()
 _SCRATCH_MAX = 16 * 1024 * 1024  # larger blocks get a buffer of their own, freed after use
+_SCRATCH_CODECS = {COMPRESSION_LZ4: _cramjam.lz4.decompress_into, COMPRESSION_ZSTD: _cramjam.zstd.decompress_into}
 
 
 def decompress_scratch(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE):
     """``decompress`` for a caller that only reads the result before its thread's next call:
-    lz4 comes back as a view of the calling thread's reusable buffer (overwritten by the
-    next call on the same thread); other codecs as ``decompress`` returns them."""
-    if codec != COMPRESSION_LZ4:
+    lz4 and zstd come back as a view of the calling thread's reusable buffer (overwritten by
+    the next call on the same thread); other codecs as ``decompress`` returns them."""
+    into = _SCRATCH_CODECS.get(codec)
+    if into is None:
         return decompress(codec, data, max_size)
+    name = COMPRESSION_NAMES[codec]
     try:
         bound = uncompressed_size_bound(codec, data, max_size)
         if bound > max_size:
             raise CorruptRecordError(
-                f"lz4 records could expand to {bound} bytes, more than the {max_size} allowed")
+                f"{name} records could expand to {bound} bytes, more than the {max_size} allowed")
         if bound > _SCRATCH_MAX:
             out = bytearray(bound)
         else:
             out = getattr(_SCRATCH, "buf", None)
             if out is None or len(out) < bound:
                 out = _SCRATCH.buf = bytearray(max(bound, 1 << 20))
-        n = _cramjam.lz4.decompress_into(data, out)
+        n = into(data, out)
     except CorruptRecordError:
         raise
     except Exception as exc:  # cramjam's DecompressionError (truncated, more than the bound)
-        raise CorruptRecordError(f"cannot decompress lz4 records: {exc}") from exc
+        raise CorruptRecordError(f"cannot decompress {name} records: {exc}") from exc
     return memoryview(out)[:n]
 
 

@@ -400,8 +400,9 @@ def test_control_batches_have_no_record_keys():
     assert rb.record_keys(marker) == []
 
 
-def test_lz4_scans_reuse_a_buffer_without_mixing_batches(monkeypatch):
-    """The key walk and the delay-header search decompress lz4 into their thread's reusable
+@pytest.mark.parametrize("codec", [rb.COMPRESSION_LZ4, rb.COMPRESSION_ZSTD])
+def test_scans_reuse_a_buffer_without_mixing_batches(codec, monkeypatch):
+    """The key walk and the delay-header search decompress lz4 and zstd into their thread's reusable
     buffer: a small batch read after a large one gets only its own keys (none of the large
     one's bytes past its end), a batch larger than the reusable buffer is read in full, and two
     threads walking at once each get their own batch's keys."""
@@ -411,13 +412,13 @@ def test_lz4_scans_reuse_a_buffer_without_mixing_batches(monkeypatch):
 
     def batch(prefix: bytes, n: int, value_size: int) -> bytes:
         return rb.build_batch([rb.Record(i, 0, prefix + b"%d" % i, b"v" * value_size, []) for i in range(n)],
-                              compression=rb.COMPRESSION_LZ4, base_timestamp=0)
+                              compression=codec, base_timestamp=0)
 
     big, small = batch(b"big-", 2000, 500), batch(b"s-", 3, 10)
     assert rb.record_keys(big)[-1] == b"big-1999"
     assert rb.record_keys(small) == [b"s-0", b"s-1", b"s-2"]
     delayed = rb.build_batch([rb.Record(0, 0, None, b"x", [("rmq.delay.level", b"3")])],
-                             compression=rb.COMPRESSION_LZ4, base_timestamp=0)
+                             compression=codec, base_timestamp=0)
     assert batch_delay.may_have_delay_headers(delayed, rb.parse_header(delayed))
     assert not batch_delay.may_have_delay_headers(small, rb.parse_header(small))
 
