@@ -22,6 +22,7 @@ from gateway_kafka.topic_placement import RemoteGroupError
 log = structlog.get_logger("rockafka.cluster_ops")
 
 _TIMEOUT = 5.0
+LOOKUP_MIN_S = 0.2  # between two view refreshes for names the view does not list
 
 
 class RemoteGroups:
@@ -31,6 +32,31 @@ class RemoteGroups:
         # whether another group already holds the topic)
         self.refresh_view = refresh_view
         self.view_refresh_s = view_refresh_s  # every node's view refresh period
+        self._lookup: asyncio.Future[None] | None = None  # the refresh ``look_up`` callers share
+        self._lookup_ended = -1e9
+
+    async def look_up(self) -> None:
+        """``refresh_view`` for a name this node's view does not list: another group may have
+        created it a moment ago (its registration is at the NameServer before the creating
+        request answers; this node's view reads it only at its next refresh). Callers at the
+        same time share one refresh, and none starts within ``LOOKUP_MIN_S`` of the last one
+        ending, so a client asking for a topic that does not exist costs the NameServer at most a
+        request every ``LOOKUP_MIN_S``. Raises what the refresh raised."""
+        if self.refresh_view is None:
+            return
+        task = self._lookup
+        if task is None:
+            if time.monotonic() - self._lookup_ended < LOOKUP_MIN_S:
+                return
+            task = self._lookup = asyncio.ensure_future(self._run_lookup())
+        await asyncio.shield(task)
+
+    async def _run_lookup(self) -> None:
+        try:
+            await self.refresh_view()
+        finally:
+            self._lookup = None
+            self._lookup_ended = time.monotonic()
 
     async def wait_visible(self, topic: str, placed: dict[str, list[int]], timeout: float = 10.0,
                            settle: bool = True) -> None:

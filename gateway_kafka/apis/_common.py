@@ -187,6 +187,25 @@ def new_topic_config(name: str, partitions: int, configs: dict[str, str] | None 
                        attributes=dict(configs or {}))
 
 
+async def look_up_elsewhere(gateway: Any, name: str) -> bool:
+    """True when ``name``, which this node neither holds nor lists, turns out to be held by
+    another broker group once the view is refreshed from the NameServer (a topic created through
+    another node a moment ago: Kafka's brokers all list a new topic within milliseconds, and a
+    consumer told UNKNOWN_TOPIC_OR_PARTITION would look again only at its next metadata refresh,
+    minutes later). Refreshes are shared and spaced (``RemoteGroups.look_up``); no NameServer
+    answering leaves the answer as it was."""
+    cluster = gateway.cluster
+    look_up = getattr(gateway.remote_groups, "look_up", None)
+    if cluster is None or look_up is None:
+        return False
+    try:
+        await look_up()
+    except Exception as exc:
+        gateway.log.warning("cluster_view_refresh_failed", topic=name, error=str(exc))
+        return False
+    return name in cluster.topic_names()
+
+
 async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
     """Create ``name`` with the gateway's default partition count (Kafka's num.partitions) on
     this node's group. With several groups the view is first refreshed from the NameServer: a

@@ -15,7 +15,10 @@ the master's topic table reached the slave.
   ``auto_create_topics_enable`` is on — synchronously, so the first answer already has the
   partitions (Kafka answers LEADER_NOT_AVAILABLE once; clients handle both).
 - Illegal names get INVALID_TOPIC_EXCEPTION, unknown ones UNKNOWN_TOPIC_OR_PARTITION, lookups
-  by topic id (v10+) that match nothing UNKNOWN_TOPIC_ID.
+  by topic id (v10+) that match nothing UNKNOWN_TOPIC_ID. With other broker groups, a name
+  neither this node nor its view knows is first looked up at the NameServer (shared, spaced
+  refreshes): a topic created through another node a moment ago is listed, as every Kafka
+  broker lists a new topic within milliseconds.
 - Authorized operations (KIP-430, v8+): when the request asks, each topic's and (v8-10) the
   cluster's bit set of what the caller may do, from the ACL model (``authz.topic_operations``);
   otherwise Kafka's "not provided" value. Internal topics are left out of a full listing and
@@ -29,7 +32,7 @@ import uuid
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
-from gateway_kafka.apis._common import (auto_create, cluster_topics, find_topic, is_internal,
+from gateway_kafka.apis._common import (auto_create, cluster_topics, find_topic, is_internal, look_up_elsewhere,
                                         pass_auto_create_to_master, topic_id, topic_name_error,
                                         topic_partition_ids)
 
@@ -95,7 +98,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                     topics.append(error_entry(name, E.INVALID_TOPIC_EXCEPTION))
                     continue
                 if not allow_auto:
-                    topics.append(error_entry(name, E.UNKNOWN_TOPIC_OR_PARTITION))
+                    if not await look_up_elsewhere(gw, name):  # created through another node just now?
+                        topics.append(error_entry(name, E.UNKNOWN_TOPIC_OR_PARTITION))
+                        continue
+                    topics.append(topic_entry(gw, name, None))
                     continue
                 if not (authz.cluster(ctx, authz.Op.CREATE) or authz.topic(ctx, authz.Op.CREATE, name)):
                     topics.append(error_entry(name, E.TOPIC_AUTHORIZATION_FAILED))

@@ -33,9 +33,10 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def node(tmp_path, namesrv: StandaloneNamesrv, name: str) -> RunningNode:
+def node(tmp_path, namesrv: StandaloneNamesrv, name: str, **settings: object) -> RunningNode:
     return RunningNode(tmp_path / name, settings=dict(TEST_SETTINGS, brokerName=name, brokerRole="ASYNC_MASTER",
-                                                     namesrvAddr=namesrv.addr, kafka_node_id=NODE_IDS[name]))
+                                                     namesrvAddr=namesrv.addr, kafka_node_id=NODE_IDS[name],
+                                                     **settings))
 
 
 def brokers(bootstrap: str) -> set[int]:
@@ -132,4 +133,49 @@ def test_a_group_added_to_a_live_cluster_takes_new_topics_and_grown_partitions(t
                 n.stop()
             except Exception:
                 n.kill()
+        namesrv.stop()
+
+
+def test_a_topic_created_through_one_node_is_listed_at_once_by_a_node_whose_view_is_stale(tmp_path):
+    """A producer auto-creates a topic through broker-a; a consumer asking broker-b right after
+    (Metadata without auto-creation, as librdkafka's consumer sends it) is told the topic and
+    its leader, not UNKNOWN_TOPIC_OR_PARTITION: librdkafka would look again only at its next
+    metadata refresh (5 minutes) and read nothing until then. broker-b's periodic view refresh
+    is set to 10 minutes and it started before broker-a registered, so only the lookup the
+    unknown name makes can tell it."""
+    from gateway_kafka.protocol.errors import ErrorCode
+    from tests.gateway_kafka.kafka_helpers import RawKafka
+
+    namesrv = StandaloneNamesrv(tmp_path)
+    b = node(tmp_path, namesrv, "broker-b", cluster_view_refresh_ms=600_000).start()
+    a = None
+    try:
+        with Admin(namesrv.addr) as native:
+            wait_until(lambda: "broker-b" in (native.cluster_info().get("brokerAddrTable") or {}), 30,
+                       what="broker-b registered")
+        a = node(tmp_path, namesrv, "broker-a").start()
+        wait_until(lambda: brokers(a.kafka_bootstrap) == {0, 100}, 30, what="broker-a lists broker-b")
+        ask = {"topics": [], "allow_auto_topic_creation": False,
+               "include_topic_authorized_operations": False}
+        with RawKafka(b.kafka_bootstrap) as raw:
+            # its view is stale: no other group listed (asked for no topic, nothing is looked up)
+            assert {br["node_id"] for br in raw.request(3, 9, ask)["brokers"]} == {100}
+
+        topic = unique("elsewhere")
+        produce(a.kafka_bootstrap, topic, [0], "v")  # auto-created on broker-a's group
+        with RawKafka(b.kafka_bootstrap) as raw:
+            md = raw.request(3, 9, dict(ask, topics=[{"name": topic}]))
+            missing = raw.request(3, 9, dict(ask, topics=[{"name": unique("nowhere")}]))
+        t = md["topics"][0]
+        assert t["error_code"] == ErrorCode.NONE, t
+        assert t["partitions"] and {p["leader_id"] for p in t["partitions"]} == {0}  # broker-a leads
+        assert missing["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert consume_all(b.kafka_bootstrap, topic, [0], 4) == {0: [f"v-0-{i}".encode() for i in range(4)]}
+    finally:
+        for n in (a, b):
+            if n is not None:
+                try:
+                    n.stop()
+                except Exception:
+                    n.kill()
         namesrv.stop()
