@@ -16,8 +16,8 @@ follows the log up to the store's *confirmed offset* (where the last complete pu
 queue units included, ends) in rounds of up to ``ROUND`` units, adding the ``topic#key`` index
 entries: every KEYS entry and UNIQ_KEY, and for a Kafka batch unit the record keys that are
 valid UTF-8 (decoding records here keeps that work off the produce path); then
-``reput_offset`` moves past the round. A reader that needs the index (``query_message``)
-calls ``wait_dispatched``, which cuts the pause short.
+``reput_offset`` moves past the round. A reader that needs the index now (``query_message``)
+calls ``wait_dispatched``, which runs the round in the reader's thread.
 
 During recovery ``dispatch_for_recovery`` does the same synchronously and also rebuilds the
 consume-queue units the crash lost. ``reput_offset`` is a unit boundary; the checkpoint stores
@@ -96,7 +96,6 @@ class Dispatcher(threading.Thread):
         # Condition.notify was a dozen lines of Python per put.
         self._signal = threading.Lock()
         self._signal.acquire()
-        self._hurry = threading.Event()  # a reader waits for the index: skip the pause
         self.listeners: list[ArrivalListener] = []  # told where the put happens
         self.lazy_listeners: list[ArrivalListener] = []  # told from this thread's rounds
         # arrivals a SYNC_MASTER put holds back until the slaves acknowledged it ((topic, queue)
@@ -105,7 +104,6 @@ class Dispatcher(threading.Thread):
         self._held_since = 0.0
         self._held_lock = threading.Lock()
         self._stopping = False
-        self.progress = threading.Condition()  # notified after every round
         self.round_lock = threading.Lock()  # held for a round; truncation takes it to move reput_offset back
 
     # -- arrivals (any thread) -----------------------------------------------------------------
@@ -122,8 +120,7 @@ class Dispatcher(threading.Thread):
                     held[(topic, queue_id)] = max_offset
         else:
             self.tell(topic, queue_id, max_offset)
-        if topic not in INTERNAL_TOPICS:  # state records: the next round (<= 1 s) will do
-            self.kick()
+        self.kick()
 
     def tell(self, topic: str, queue_id: int, max_offset: int) -> None:
         """Call the arrival listeners now (a listener's failure is logged, never raised)."""
@@ -159,13 +156,20 @@ class Dispatcher(threading.Thread):
                 pass
 
     def wait_dispatched(self, offset: int, timeout: float) -> bool:
-        """Wait until everything below commitlog ``offset`` is indexed (bounded)."""
+        """Make sure everything below commitlog ``offset`` is indexed: the caller runs the round
+        itself (after the one in progress, if any: bounded by ``timeout``) rather than waking
+        this thread and waiting for it."""
         if self.reput_offset >= offset:
             return True
-        self._hurry.set()
-        self.kick()
-        with self.progress:
-            return self.progress.wait_for(lambda: self.reput_offset >= offset or not self.is_alive(), timeout)
+        if not self.round_lock.acquire(timeout=timeout):
+            return self.reput_offset >= offset
+        try:
+            self.do_reput()
+        except Exception:
+            log.exception("dispatch_failed", reput_offset=self.reput_offset)
+        finally:
+            self.round_lock.release()
+        return self.reput_offset >= offset
 
     def add_listener(self, cb: ArrivalListener, lazy: bool = False) -> None:
         if lazy:
@@ -180,12 +184,10 @@ class Dispatcher(threading.Thread):
     def run(self) -> None:
         while True:
             # What arrives during the pause shares this round: one wake-up and one GIL
-            # hand-over per REPUT_INTERVAL_S instead of per message (a reader waiting for the
-            # index cuts the pause short). Without a kick (state records only) a round a second.
-            if not self._stopping and self._signal.acquire(timeout=1.0) \
-                    and not self._hurry.is_set() and not self._stopping:
-                self._hurry.wait(REPUT_INTERVAL_S)
-            self._hurry.clear()
+            # hand-over per REPUT_INTERVAL_S instead of per message (a reader that needs the
+            # index runs the round itself). Without a kick a round a second.
+            if not self._stopping and self._signal.acquire(timeout=1.0) and not self._stopping:
+                time.sleep(REPUT_INTERVAL_S)
             stopping = self._stopping
             try:
                 with self.round_lock:
@@ -205,7 +207,6 @@ class Dispatcher(threading.Thread):
 
     def stop(self) -> None:
         self._stopping = True
-        self._hurry.set()
         self.kick()
         self.join(timeout=30)
 
@@ -277,8 +278,6 @@ class Dispatcher(threading.Thread):
                     except Exception:
                         log.exception("arrival_listener_failed", topic=topic, queue_id=queue_id)
             self.reput_offset = offset
-            with self.progress:
-                self.progress.notify_all()
 
 
 _SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # engine.schedule_message.SCHEDULE_TOPIC
