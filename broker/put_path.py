@@ -48,11 +48,25 @@ class PutStatus(enum.Enum):
 
 
 _BY_NAME = {s.value: s for s in PutStatus}
+# the store's own status objects (engine.store_types.PutMessageStatus) by identity
+_BY_STATUS: dict[Any, PutStatus] = {}
+
+
+def _learn_store_statuses() -> None:
+    from engine.store_types import PutMessageStatus
+
+    _BY_STATUS.update({st: _BY_NAME.get(st.name, PutStatus.UNKNOWN_ERROR) for st in PutMessageStatus})
+
+
+_learn_store_statuses()
 
 
 def put_status(result: Any) -> PutStatus:
     """The neutral status of a store ``PutMessageResult`` (or of a replication wait's status
     name): a full data disk is told apart from other SERVICE_NOT_AVAILABLE refusals."""
+    known = _BY_STATUS.get(getattr(result, "status", None))  # every stored send: one lookup
+    if known is not None and not getattr(result, "disk_full", False):
+        return known
     if getattr(result, "disk_full", False):
         return PutStatus.DISK_FULL
     st = result if isinstance(result, str) else getattr(result, "status", result)

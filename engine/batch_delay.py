@@ -90,7 +90,9 @@ def may_have_delay_headers(batch: bytes, header: rb.BatchHeader) -> bool:
         return _contains_mark(batch)
     payload = memoryview(batch)[rb.HEADER_SIZE:header.size]
     try:
-        return _contains_mark(rb.decompress(header.compression, payload, view=_contains_compiled is not None))
+        if _contains_compiled is not None:  # searches the thread's scratch buffer in place
+            return _contains_compiled(rb.decompress_scratch(header.compression, payload), _MARK)
+        return _contains_mark(rb.decompress(header.compression, payload))
     except (ValueError, rb.CorruptRecordError):
         return False  # stored as is; readers report the corruption as for any batch
 

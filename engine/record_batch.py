@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import struct
+import threading
 import time
 import zlib
 from typing import Iterator, NamedTuple
@@ -620,10 +621,9 @@ def _gzip_decompress(data: bytes, limit: int) -> bytes:
     return b"".join(out)
 
 
-def decompress(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE, view: bool = False) -> bytes:
+def decompress(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE) -> bytes:
     """Decompress a batch's records block; CorruptRecordError when the codec rejects it or
-    the output could exceed ``max_size``. ``view``: an lz4 block comes back as the codec's own
-    buffer, not copied into bytes (for a scan that only reads it)."""
+    the output could exceed ``max_size`` (``decompress_scratch`` for a scan that only reads it)."""
     try:
         if codec == COMPRESSION_NONE:
             return bytes(data)
@@ -637,8 +637,7 @@ def decompress(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE, view: bo
         if codec == COMPRESSION_SNAPPY:
             return _snappy_decompress(data)
         if codec == COMPRESSION_LZ4:
-            out = _cramjam.lz4.decompress(data)  # reads any buffer: no copy of a view first
-            return out if view else bytes(out)
+            return bytes(_cramjam.lz4.decompress(data))  # reads any buffer: no copy of a view first
         if codec == COMPRESSION_ZSTD:
             return bytes(_cramjam.zstd.decompress(bytes(data)))
     except CorruptRecordError:
@@ -648,6 +647,42 @@ def decompress(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE, view: bo
             f"cannot decompress {COMPRESSION_NAMES.get(codec, codec)} records: {exc}"
         ) from exc
     raise CorruptRecordError(f"unknown compression codec id {codec}")
+
+
+# Scans that only read a decompressed block (the delay-header search of a produced batch, the
+# dispatcher's key walk) decompress lz4 into their thread's reusable buffer: a fresh ~1 MiB
+# output per batch cost more in allocation and page faults than the decompression itself
+# (1 KiB records, 1 MB batches: 395 us to decompress, 1.5 ms with a fresh buffer and a copy).
+_SCRATCH = threading.local()
+_SCRATCH_MAX = 16 * 1024 * 1024  # larger blocks get a buffer of their own, freed after use
+_SCRATCH_CODECS = {COMPRESSION_LZ4: _cramjam.lz4.decompress_into, COMPRESSION_ZSTD: _cramjam.zstd.decompress_into}
+
+
+def decompress_scratch(codec: int, data, max_size: int = MAX_DECOMPRESSED_SIZE):
+    """``decompress`` for a caller that only reads the result before its thread's next call:
+    lz4 and zstd come back as a view of the calling thread's reusable buffer (overwritten by
+    the next call on the same thread); other codecs as ``decompress`` returns them."""
+    into = _SCRATCH_CODECS.get(codec)
+    if into is None:
+        return decompress(codec, data, max_size)
+    name = COMPRESSION_NAMES[codec]
+    try:
+        bound = uncompressed_size_bound(codec, data, max_size)
+        if bound > max_size:
+            raise CorruptRecordError(
+                f"{name} records could expand to {bound} bytes, more than the {max_size} allowed")
+        if bound > _SCRATCH_MAX:
+            out = bytearray(bound)
+        else:
+            out = getattr(_SCRATCH, "buf", None)
+            if out is None or len(out) < bound:
+                out = _SCRATCH.buf = bytearray(max(bound, 1 << 20))
+        n = into(data, out)
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # cramjam's DecompressionError (truncated, more than the bound)
+        raise CorruptRecordError(f"cannot decompress {name} records: {exc}") from exc
+    return memoryview(out)[:n]
 
 
 def compress(codec: int, data: bytes) -> bytes:
@@ -704,9 +739,12 @@ def record_keys(batch, walk=None) -> list[bytes]:
         data = batch if isinstance(batch, (bytes, bytearray)) else memoryview(batch).cast("B")
         pos, end = HEADER_SIZE, header.size
     else:
-        data = decompress(header.compression, memoryview(batch)[HEADER_SIZE:header.size])
-        if not isinstance(data, (bytes, bytearray)):
-            data = bytes(data)
+        walk = walk or walk_keys_compiled or walk_keys_python
+        payload = memoryview(batch)[HEADER_SIZE:header.size]
+        if walk is walk_keys_compiled:  # reads the thread's scratch buffer in place
+            data = decompress_scratch(header.compression, payload)
+        else:
+            data = decompress(header.compression, payload)
         pos, end = 0, len(data)
     walk = walk or walk_keys_compiled or walk_keys_python
     try:

@@ -30,6 +30,7 @@ import structlog
 
 from broker.put_path import PutStatus
 from broker.replication import Replication
+from broker.send_queue import SendQueueBusy
 from engine.topic_config import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 from . import broker_stats
@@ -528,13 +529,13 @@ class Broker:
         than waitTimeMillsInSendQueue is answered SYSTEM_BUSY ``[TIMEOUT_CLEAN_QUEUE]...``
         unstored (RocketMQ's fast failure). Pass ``sync_replicas=False`` when the caller waits
         for the slaves itself (processors/send.py)."""
-        status, result = await self.writes.put(fn, *args, **kwargs)
-        if status is _SEND_QUEUE_BUSY:
+        try:
+            return await self.writes.run(fn, *args, **kwargs)
+        except SendQueueBusy as busy:
             from .dispatch import ProcessorError
             from .processors.common import PUT_STATUS
 
-            raise ProcessorError(PUT_STATUS[status][0], str(result)) from None
-        return result
+            raise ProcessorError(PUT_STATUS[_SEND_QUEUE_BUSY][0], str(busy)) from None
 
 
 _SEND_QUEUE_BUSY = PutStatus.SEND_QUEUE_BUSY

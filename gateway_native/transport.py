@@ -34,6 +34,8 @@ from .remoting.command import (
 
 log = structlog.get_logger("rockafka.native.transport")
 
+_PREFIX = struct.Struct(">i")
+
 Dispatch = Callable[["Connection", RemotingCommand], Awaitable[None]]
 
 
@@ -93,6 +95,13 @@ class Connection:
     async def _run(self, guard: ListenerGuard | None, watch) -> None:
         budget = guard.budget if guard is not None else None
         clock = asyncio.get_running_loop().time
+        reader = self.reader
+        # a server's FrameReader hands out the size and the frame without a copy of the prefix;
+        # the SDK's StreamReader reads both with readexactly
+        frame_size = getattr(reader, "frame_size", None)
+        read_frame = getattr(reader, "frame", None) or reader.readexactly
+        dispatch = self.dispatch
+        max_frame_size = self.max_frame_size
         held = 0
         try:
             while True:
@@ -102,17 +111,19 @@ class Connection:
                 if watch is not None:
                     watch.last_read, watch.receiving_since = clock(), 0.0
                 try:
-                    prefix = await self.reader.readexactly(4)
+                    if frame_size is not None:
+                        length = await frame_size()
+                    else:
+                        (length,) = _PREFIX.unpack(await reader.readexactly(4))
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
-                (length,) = struct.unpack(">i", prefix)
-                check_frame_length(length, self.max_frame_size)
+                check_frame_length(length, max_frame_size)
                 if budget is not None:
                     watch.receiving_since = BUSY
                     held = await budget.acquire(length)  # no more reads from this socket until it fits
                     watch.receiving_since = clock()
                 try:
-                    frame = await self.reader.readexactly(length)
+                    frame = await read_frame(length)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 if watch is not None:
@@ -123,8 +134,8 @@ class Connection:
                     if fut is not None and not fut.done():
                         fut.set_result(cmd)
                     continue
-                if self.dispatch is not None:
-                    await self.dispatch(self, cmd)
+                if dispatch is not None:
+                    await dispatch(self, cmd)
         except RemotingCommandError as exc:
             log.warning("remoting_bad_frame", peer=self.remote_addr, role=self.role, error=str(exc))
         except asyncio.CancelledError:
@@ -167,6 +178,14 @@ class Connection:
         self.send(cmd)
         if self.writer.transport.get_write_buffer_size() == 0:
             return  # nothing backed up: the coalesced write goes out this iteration
+        await self.drain_backlog()
+
+    def backlogged(self) -> bool:
+        """Bytes wait in the transport's buffer: the peer reads slower than it is answered."""
+        return self.writer.transport.get_write_buffer_size() > 0
+
+    async def drain_backlog(self) -> None:
+        """Wait until the transport's buffer is below its high-water mark."""
         try:
             await self.writer.drain()
         except ConnectionError as exc:

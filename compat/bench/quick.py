@@ -196,8 +196,12 @@ def native_only(args) -> int:
             before = {n: cpu_seconds(p.proc.pid) for n, p in (("master", master), ("slave", slave)) if p}
             tbefore = {n: thread_cpu.snapshot(p.proc.pid) for n, p in (("master", master), ("slave", slave))
                        if p and args.threads}
-            r = native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=args.native_seconds,
-                              threads=args.send_threads)
+            if args.async_window:
+                r = native_wl.run("send-async", master.namesrv_addr, topic=topic, seconds=args.native_seconds,
+                                  window=args.async_window)
+            else:
+                r = native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=args.native_seconds,
+                                  threads=args.send_threads)
             n = r.get("sent") or r.get("messages") or r["msgs_per_s"] * args.native_seconds
             for name, p in (("master", master), ("slave", slave)):
                 if p:
@@ -215,7 +219,9 @@ def native_only(args) -> int:
         stop_systems((("rockafka-slave", slave), ("rockafka", master)))
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nbench-quick --case {args.case}, median of {args.reps}; load average {load_at_start:.1f} at start")
-    print(f"native sync send, {args.send_threads} thread(s): {statistics.median(rates):,.0f} msg/s (runs: "
+    what = (f"async send, {args.async_window} in flight" if args.async_window
+            else f"sync send, {args.send_threads} thread(s)")
+    print(f"native {what}: {statistics.median(rates):,.0f} msg/s (runs: "
           + ", ".join(f"{x:,.0f}" for x in rates) + f"), p50 {statistics.median(p50s):.3f} ms")
     for name, v in cpu.items():
         if v:
@@ -259,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="native: only the native sync send case; sync-master: only a native sync send to a "
                          "SYNC_MASTER master + slave (no peers); both print broker CPU microseconds per message")
     ap.add_argument("--send-threads", type=int, default=1, help="--case native/sync-master: sender threads")
+    ap.add_argument("--async-window", type=int, default=0,
+                    help="--case native/sync-master: async sends with this many in flight instead of sync sends")
     ap.add_argument("--native-profile", default="", metavar="FILE",
                     help="with --case native|sync-master: py-spy --native collapsed stacks of the (master) "
                          "broker during the first rep, written to FILE, top frames printed")

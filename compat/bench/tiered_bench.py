@@ -200,6 +200,9 @@ def part(mib: int, reps: int, budget_left_s: float, tables: list, log) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    root = str(Path(__file__).resolve().parents[2])   # run on its own: the tree's tests/ helpers
+    if root not in sys.path:
+        sys.path.insert(0, root)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)

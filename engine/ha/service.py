@@ -71,6 +71,13 @@ class _Waiter:
     future: Future = field(compare=False)
 
 
+def _end(w: _Waiter) -> int:
+    return w.end
+
+
+_PUT_DONE = (PUT_OK, None)
+
+
 class HAService:
     def __init__(self, store: Any):
         self.store = store
@@ -102,7 +109,12 @@ class HAService:
         self.state_version = 0
         self._lock = threading.RLock()
         self._conns: list[Any] = []
-        self._waiters: list[_Waiter] = []
+        self._waiters: list[_Waiter] = []  # in log order (end offset, then arrival)
+        # bounds over the waiters, kept on registration and recomputed by every full pass: while
+        # the lease holds, enough slaves are in sync for the most demanding waiter and no
+        # deadline has come, only acknowledgements complete waits -- a prefix of the list
+        self._most_replicas = 0
+        self._first_deadline = float("inf")
         self._seq = 0
         self._in_sync_ids: tuple = ()
         self._server = None
@@ -373,9 +385,12 @@ class HAService:
             return fut
         with self._tick:
             self._seq += 1
-            bisect.insort(self._waiters, _Waiter(end_offset, self._seq, min_replicas,
-                                                 time.monotonic() + timeout_s, fut))
-            self._evaluate(time.monotonic())
+            now = time.monotonic()
+            w = _Waiter(end_offset, self._seq, min_replicas, now + timeout_s, fut)
+            bisect.insort(self._waiters, w)
+            self._most_replicas = max(self._most_replicas, min_replicas)
+            self._first_deadline = min(self._first_deadline, w.deadline)
+            self._evaluate(now)
             if timeout_s < TICK_S:  # ``ha-transfer`` times waits out; it wakes by itself every tick
                 self._tick.notify_all()
         return fut
@@ -424,10 +439,9 @@ class HAService:
             log.info("ha_in_sync_changed", in_sync_broker_ids=list(ids), before=list(self._in_sync_ids))
             self._in_sync_ids = ids
             self.state_version += 1
-        if not self._waiters:
+        waiters = self._waiters
+        if not waiters:
             return 0
-        done: list[tuple[_Waiter, str, str | None]] = []
-        keep: list[_Waiter] = []
         acked = min((c.ack_offset for c in in_sync), default=None)
         n = len(in_sync)
         if sss is not None:
@@ -437,7 +451,20 @@ class HAService:
             if self._all_ack() and {c.broker_id for c in in_sync} != set(sss):
                 acked = -1 if sss else None
         fenced = not self.lease_valid()
-        for w in self._waiters:
+        if not fenced and n >= self._most_replicas and now < self._first_deadline:
+            # the common case, without a pass over every waiter (256 sends in flight made each
+            # registration and each ACK walk all of them): the acknowledged prefix completes
+            cut = len(waiters) if acked is None else bisect.bisect_right(waiters, acked, key=_end)
+            if cut:
+                completed = waiters[:cut]
+                del waiters[:cut]
+                for w in completed:
+                    if not w.future.done():
+                        w.future.set_result(_PUT_DONE)
+            return cut
+        done: list[tuple[_Waiter, str, str | None]] = []
+        keep: list[_Waiter] = []
+        for w in waiters:
             if fenced:
                 done.append((w, FLUSH_SLAVE_TIMEOUT, "master lease expired: the controller no longer confirms this "
                                                      "broker as master; not acknowledged"))
@@ -452,6 +479,8 @@ class HAService:
             else:
                 keep.append(w)
         self._waiters = keep
+        self._most_replicas = max((w.min_replicas for w in keep), default=0)
+        self._first_deadline = min((w.deadline for w in keep), default=float("inf"))
         for w, status, error in done:
             if not w.future.done():
                 w.future.set_result((status, error))
@@ -460,6 +489,7 @@ class HAService:
     def _fail_all(self, status: str, error: str) -> None:
         with self._lock:
             waiters, self._waiters = self._waiters, []
+            self._most_replicas, self._first_deadline = 0, float("inf")
         for w in waiters:
             if not w.future.done():
                 w.future.set_result((status, error))
@@ -470,7 +500,7 @@ class HAService:
                 self._evaluate(time.monotonic())
                 timeout = TICK_S
                 if self._waiters:
-                    timeout = max(0.001, min(timeout, min(w.deadline for w in self._waiters) - time.monotonic()))
+                    timeout = max(0.001, min(timeout, self._first_deadline - time.monotonic()))
                 self._tick.wait(timeout)
             dispatcher = getattr(self.store, "dispatcher", None)
             if self.is_master and dispatcher is not None and dispatcher.holding:

@@ -20,6 +20,10 @@ Invariants:
   manifest each pass (it is replicated with the commitlog) and serves reads from it.
 - The read caches are bounded: parsed ``.idx`` objects by count, 1 MiB ``.log`` chunks by
   ``tieredStoreReadCacheSize`` bytes, in memory, dropped on restart.
+- A read on the node's loop fetches its chunks at once and reads ahead as many more of the
+  same segment (at least ``READ_AHEAD_CHUNKS``, at most ``READ_AHEAD_MAX``) in the background;
+  a chunk being fetched is fetched once, whoever asks for it. A failed read-ahead only loses
+  the head start: the reader that needs the chunk gets the error or fetches it again.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import threading
 import time
 from typing import Any
@@ -47,6 +52,8 @@ LOCAL_RETENTION_BYTES = "local.retention.bytes"
 RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"
 CHUNK = 1 << 20          # read-ahead and cache unit of a .log object
+READ_AHEAD_CHUNKS = 4    # chunks fetched ahead of a sequential reader, at least...
+READ_AHEAD_MAX = 16      # ...and at most (a read of n chunks reads n ahead)
 INDEX_CACHE_ENTRIES = 512
 
 
@@ -85,6 +92,7 @@ class RemoteTier:
         self._chunk_bytes = 0
         self._indexes: collections.OrderedDict[str, SegmentIndex] = collections.OrderedDict()
         self._key_maps: collections.OrderedDict[str, dict[str, list[int]]] = collections.OrderedDict()
+        self._inflight: dict[tuple[str, int], asyncio.Task] = {}   # chunk fetches under way
         self._task: asyncio.Task | None = None
         self.passes = 0
         self.upload_errors: collections.Counter[str] = collections.Counter()
@@ -132,6 +140,10 @@ class RemoteTier:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        inflight = list(self._inflight.values())
+        for task in inflight:
+            task.cancel()
+        await asyncio.gather(*inflight, return_exceptions=True)
         self.store.remove_retention_guard(self.retention_floor)
         await self.objects.close()
 
@@ -270,10 +282,13 @@ class RemoteTier:
                 return seg
         return None
 
-    async def read(self, topic: str, queue_id: int, offset: int, max_bytes: int) -> list[RemoteUnit]:
+    async def read(self, topic: str, queue_id: int, offset: int, max_bytes: int,
+                   read_ahead: bool = True) -> list[RemoteUnit]:
         """Units from the one holding ``offset`` (or the first after it) of the remote segment
         that holds it, at least one, then no more than ``max_bytes``; [] when no remote segment
-        reaches ``offset``. Raises ``ObjectStoreError`` (incl. ``ChecksumMismatch``)."""
+        reaches ``offset``. Raises ``ObjectStoreError`` (incl. ``ChecksumMismatch``).
+        ``read_ahead``: also start fetching the chunks that follow (only on a loop that
+        outlives the call: not ``read_sync``'s)."""
         seg = self.remote_segment_at_or_after(topic, queue_id, offset)
         if seg is None:
             return []
@@ -286,7 +301,7 @@ class RemoteTier:
             total += index.sizes[j]
             j += 1
         start = index.positions[i]
-        data = await self._log_range(seg, start, start + total)
+        data = await self._log_range(seg, start, start + total, read_ahead)
         out, p = [], 0
         for k in range(i, j):
             unit = data[p:p + index.sizes[k]]
@@ -317,7 +332,7 @@ class RemoteTier:
             return None
         except RuntimeError:
             pass
-        units = asyncio.run(self.read(topic, queue_id, offset, max_bytes))
+        units = asyncio.run(self.read(topic, queue_id, offset, max_bytes, read_ahead=False))
         if not units:
             return None
         res = GetMessageResult(GetMessageStatus.FOUND, min_offset=self.log_start(topic, queue_id),
@@ -410,19 +425,59 @@ class RemoteTier:
                 self._key_maps.popitem(last=False)
         return keys
 
-    async def _log_range(self, seg: RemoteSegment, start: int, end: int) -> bytes:
+    async def _log_range(self, seg: RemoteSegment, start: int, end: int, read_ahead: bool = False) -> bytes:
         first, last = start // CHUNK, (end - 1) // CHUNK
-        parts = [await self._chunk(seg, c) for c in range(first, last + 1)]
+        if read_ahead:
+            self._read_ahead(seg, last + 1, min(READ_AHEAD_MAX, max(READ_AHEAD_CHUNKS, last - first + 1)))
+        if first == last:
+            parts = [await self._chunk(seg, first)]
+        else:  # the chunks of one read are fetched at once, not one GET after the other
+            parts = await asyncio.gather(*(self._chunk(seg, c) for c in range(first, last + 1)))
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         return data[start - first * CHUNK:end - first * CHUNK]
 
-    async def _chunk(self, seg: RemoteSegment, n: int) -> bytes:
-        key = (seg.log_key, n)
+    def _cached_chunk(self, key: tuple[str, int]) -> bytes | None:
         with self._cache_lock:
             cached = self._chunks.get(key)
             if cached is not None:
                 self._chunks.move_to_end(key)
-                return cached
+            return cached
+
+    async def _chunk(self, seg: RemoteSegment, n: int) -> bytes:
+        key = (seg.log_key, n)
+        cached = self._cached_chunk(key)
+        if cached is not None:
+            return cached
+        task = self._inflight.get(key)
+        if task is not None and task.get_loop() is asyncio.get_running_loop():
+            return await asyncio.shield(task)   # a reader that gives up leaves the fetch running
+        return await self._fetch_chunk(seg, n)
+
+    def _read_ahead(self, seg: RemoteSegment, first: int, count: int) -> None:
+        """Start fetching chunks ``first``.. (``count`` of them, within the segment) that are
+        neither cached nor being fetched, when the cache can hold them."""
+        if self.cache_bytes < (count + 1) * CHUNK or seg.log_size <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        for n in range(first, min(first + count, (seg.log_size + CHUNK - 1) // CHUNK)):
+            key = (seg.log_key, n)
+            if key in self._inflight:
+                continue
+            with self._cache_lock:
+                if key in self._chunks:
+                    continue
+            task = loop.create_task(self._fetch_chunk(seg, n), name="tiered-read-ahead")
+            self._inflight[key] = task
+            task.add_done_callback(functools.partial(self._read_ahead_done, key))
+
+    def _read_ahead_done(self, key: tuple[str, int], task: asyncio.Task) -> None:
+        if self._inflight.get(key) is task:
+            del self._inflight[key]
+        if not task.cancelled() and task.exception() is not None:
+            log.info("tiered_read_ahead_failed", key=key[0], chunk=key[1], error=str(task.exception()))
+
+    async def _fetch_chunk(self, seg: RemoteSegment, n: int) -> bytes:
+        key = (seg.log_key, n)
         lo = n * CHUNK
         hi = min(lo + CHUNK, seg.log_size) if seg.log_size > 0 else lo + CHUNK
         data = await self.objects.get_range(seg.log_key, lo, hi)

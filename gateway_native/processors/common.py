@@ -16,12 +16,20 @@ SYSTEM_TOPICS = {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "R
                  "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "RMQ_SYS_TRACE_TOPIC"}
 
 
+_VALID_NAMES: set[str] = set()  # names that passed: every send checks its topic's name
+
+
 def check_topic_name(topic: str | None) -> str:
     """``topic``, or INVALID_PARAMETER with the node's one rule's reason
     (``engine.topic_config.topic_name_error``)."""
+    if topic in _VALID_NAMES:
+        return topic  # type: ignore[return-value]
     why = topic_name_error(topic)
     if why is not None:
         raise ProcessorError(R.INVALID_PARAMETER, why)
+    if len(_VALID_NAMES) >= 10_000:  # bounded: a client naming ever new topics
+        _VALID_NAMES.clear()
+    _VALID_NAMES.add(topic)  # type: ignore[arg-type]
     return topic  # type: ignore[return-value]
 
 

@@ -39,8 +39,12 @@ V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defau
             "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
             "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
 
+_V2, _BATCH = int(RC.SEND_MESSAGE_V2), int(RC.SEND_BATCH_MESSAGE)
+
+
 def normalize_header(cmd: RemotingCommand) -> None:
-    if cmd.code == RC.SEND_MESSAGE_V2 or (cmd.code == RC.SEND_BATCH_MESSAGE and "b" in cmd.ext_fields):
+    code = cmd.code
+    if code == _V2 or (code == _BATCH and "b" in cmd.ext_fields):
         cmd.ext_fields = {V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
 
 
@@ -48,9 +52,10 @@ def _message(broker: Any, conn: Connection, topic: str, queue_id: int, body: byt
              flag: int, sys_flag: int, born_ts: int | None, reconsume: int) -> Message:
     tags = props.pop(PROPERTY_TAGS, None)
     keys_raw = props.pop(PROPERTY_KEYS, None)
-    return Message(topic=topic, body=body, tags=tags or None, keys=keys_raw.split(" ") if keys_raw else None,
-                   properties=props, queue_id=queue_id, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
-                   born_host=conn.remote_addr, store_host=broker.addr, reconsume_times=reconsume)
+    # positional (a dataclass's keyword call costs twice as much): topic, body, tags, keys,
+    # properties, queue_id, flag, sys_flag, born_timestamp, born_host, store_host, reconsume_times
+    return Message(topic, body, tags or None, keys_raw.split(" ") if keys_raw else None, props, queue_id, flag,
+                   sys_flag, born_ts, conn.remote_addr, broker.addr, reconsume)
 
 
 async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id: int) -> RemotingCommand | ReplyWhenDone:
@@ -60,16 +65,27 @@ async def _store(broker: Any, cmd: RemotingCommand, put: Any, arg: Any, queue_id
     as with RocketMQ; the statuses are the store's own (SEND_OK, SLAVE_NOT_AVAILABLE,
     FLUSH_SLAVE_TIMEOUT)."""
     store = broker.store
-    msgs = [arg] if isinstance(arg, Message) else arg
-    first = msgs[0]
+    writes = broker.writes
+    single = type(arg) is Message
+    first = arg if single else arg[0]
     sync_master = store.config.broker_role == "SYNC_MASTER"
     if sync_master:
-        refusal = broker.writes.in_sync_refusal()  # RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH: nothing stored
+        refusal = writes.in_sync_refusal()  # RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH: nothing stored
         if refusal is not None:
             return cmd.response(R.SYSTEM_ERROR, refusal)
-    result = await (broker.put(put, arg, sync_replicas=False) if sync_master else broker.put(put, arg))
+        if writes.may_run_inline(False):  # the put path's rule, called here without two coroutines
+            result = put(arg, sync_replicas=False)
+        else:
+            result = await broker.put(put, arg, sync_replicas=False)
+    elif writes.may_run_inline(True):
+        result = put(arg)
+    else:
+        result = await broker.put(put, arg)
     if result.stored:
-        metrics.topic_in("broker", first.topic, sum(len(m.body) for m in msgs), len(msgs))
+        if single:
+            metrics.topic_in("broker", first.topic, len(first.body), 1)
+        else:
+            metrics.topic_in("broker", first.topic, sum(len(m.body) for m in arg), len(arg))
     if not sync_master:
         return _response(cmd, broker, result, queue_id, None)
     if not result.ok or (first.properties or {}).get("WAIT") == "false":  # waitStoreMsgOK=false: no wait
@@ -112,14 +128,32 @@ def _response(cmd: RemotingCommand, broker: Any, result: Any, queue_id: int, txn
 
 
 async def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int]:
+    # the usual case, an existing topic, without a coroutine
+    return _prepare_known(broker, cmd) or await _prepare_created(broker, cmd)
+
+
+async def _prepare_created(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int]:
+    """``_prepare_known`` for a topic that does not exist yet (header already normalized)."""
+    topic = cmd.ext_fields["topic"]
+    tc = await topic_for_send(broker, topic, cmd.get_str("defaultTopic"), cmd.get_int("defaultTopicQueueNums"),
+                              cmd.get_int("topicSysFlag", 0) or 0)
+    return _checked(cmd, topic, tc, cmd.get_int("sysFlag", 0) or 0)
+
+
+def _prepare_known(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, int] | None:
+    """(topic, queue id, sysFlag, flag) of a send to an existing topic; None when the topic
+    does not exist yet (``_prepare`` creates it as RocketMQ's rule says)."""
     normalize_header(cmd)
     topic = cmd.require_str("topic")
     sys_flag = cmd.get_int("sysFlag", 0) or 0
     check_topic_name(topic)
-    tc = broker.store.topic_config.get(topic)  # the usual case, without a coroutine
+    tc = broker.store.topic_config.get(topic)
     if tc is None:
-        tc = await topic_for_send(broker, topic, cmd.get_str("defaultTopic"), cmd.get_int("defaultTopicQueueNums"),
-                                  cmd.get_int("topicSysFlag", 0) or 0)
+        return None
+    return _checked(cmd, topic, tc, sys_flag)
+
+
+def _checked(cmd: RemotingCommand, topic: str, tc: Any, sys_flag: int) -> tuple[str, int, int, int]:
     if not tc.perm & PERM_WRITE:
         raise ProcessorError(R.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
     queue_id = cmd.get_int("queueId", -1)
@@ -133,7 +167,7 @@ async def _prepare(broker: Any, cmd: RemotingCommand) -> tuple[str, int, int, in
 
 @BROKER_PROCESSORS.register(RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2)
 async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    topic, queue_id, sys_flag, flag = await _prepare(broker, cmd)
+    topic, queue_id, sys_flag, flag = _prepare_known(broker, cmd) or await _prepare_created(broker, cmd)
     props = string_to_properties(cmd.get_str("properties"))
     max_size = broker.config.store.max_message_size
     if len(cmd.body) > max_size:

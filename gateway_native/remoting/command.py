@@ -103,7 +103,13 @@ def _ext_value(value: Any) -> str:
     return str(value)
 
 
-@dataclass
+# the enum members the hot paths use, looked up once (an Enum attribute costs a descriptor call)
+_JSON = SerializeType.JSON
+_ROCKETMQ = SerializeType.ROCKETMQ
+_JAVA = LanguageCode.JAVA
+
+
+@dataclass(slots=True)
 class RemotingCommand:
     code: int
     opaque: int = 0
@@ -128,15 +134,14 @@ class RemotingCommand:
                  body: bytes = b"", serialize_type: int | None = None) -> "RemotingCommand":
         """A reply to this request: same opaque, response flag set, in the request's serialization."""
         ext = {k: v if type(v) is str else _ext_value(v) for k, v in (fields or {}).items() if v is not None}
-        return RemotingCommand(code=int(code), opaque=self.opaque, flag=FLAG_RESPONSE, remark=remark,
-                               ext_fields=ext, body=body, language=LanguageCode.JAVA, version=SERVER_VERSION,
-                               serialize_type=self.serialize_type if serialize_type is None else serialize_type)
+        return RemotingCommand(int(code), self.opaque, FLAG_RESPONSE, remark, ext, body, _JAVA, SERVER_VERSION,
+                               self.serialize_type if serialize_type is None else serialize_type)
 
     def response_with(self, code: int, remark: str | None, ext_fields: dict[str, str]) -> "RemotingCommand":
         """``response`` for a caller whose ``ext_fields`` values are all ``str`` already (taken
         as is, not copied): the answer to every send is built with it."""
-        return RemotingCommand(int(code), self.opaque, FLAG_RESPONSE, remark, ext_fields, b"", LanguageCode.JAVA,
-                               SERVER_VERSION, self.serialize_type)
+        return RemotingCommand(int(code), self.opaque, FLAG_RESPONSE, remark, ext_fields, b"", _JAVA, SERVER_VERSION,
+                               self.serialize_type)
 
     @property
     def is_response(self) -> bool:
@@ -165,6 +170,8 @@ class RemotingCommand:
         raw = self.ext_fields.get(name)
         if raw is None or raw == "":
             return default
+        if raw.isdigit() and raw.isascii() and (len(raw) < 10 or len(raw) < 19 and name not in INT32_FIELDS):
+            return int(raw)  # the usual field: digits only, in range of its Java int or long
         if len(raw) > 24:  # no Java long has more characters; int() of a huge string is slow
             raise HeaderFieldError(f"the request header field '{name}' is not a number: {raw[:40]!r}...")
         try:
@@ -271,8 +278,7 @@ def decode_header_rocketmq(data: bytes) -> RemotingCommand:
             raise RemotingCommandError(f"ROCKETMQ header extFields value of {key!r} truncated")
         ext[key] = data[pos:pos + vlen].decode("utf-8", "replace")
         pos += vlen
-    return RemotingCommand(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext,
-                           language=language & 0xFF, version=version, serialize_type=SerializeType.ROCKETMQ)
+    return RemotingCommand(code, opaque, flag, remark, ext, b"", language & 0xFF, version, _ROCKETMQ)
 
 
 _LANGUAGE_NAMES = {int(m): m.name for m in LanguageCode}
@@ -287,12 +293,15 @@ def encode_header_json(cmd: RemotingCommand) -> bytes:
     ext = cmd.ext_fields
     code, flag, opaque, version = cmd.code, cmd.flag, cmd.opaque, cmd.version
     if (type(code) is int or isinstance(code, IntEnum)) and type(flag) is int and type(opaque) is int \
-            and type(version) is int and (cmd.remark is None or type(cmd.remark) is str) \
-            and all(type(k) is str and type(v) is str for k, v in ext.items()):
-        fields = ",".join([_json_str(k) + ":" + _json_str(v) for k, v in ext.items()])
-        remark = "" if cmd.remark is None else ',"remark":' + _json_str(cmd.remark)
-        return _utf8(f'{{"code":{int(code)},"extFields":{{{fields}}},"flag":{flag},"language":"{lang}",'
-                     f'"opaque":{opaque},"serializeTypeCurrentRPC":"JSON","version":{version}{remark}}}')
+            and type(version) is int and (cmd.remark is None or type(cmd.remark) is str):
+        try:  # a key or value that is not a string (encode_basestring refuses it) takes json.dumps
+            fields = ",".join([_json_str(k) + ":" + _json_str(v) for k, v in ext.items()])
+        except TypeError:
+            fields = None
+        if fields is not None:
+            remark = "" if cmd.remark is None else ',"remark":' + _json_str(cmd.remark)
+            return _utf8(f'{{"code":{int(code)},"extFields":{{{fields}}},"flag":{flag},"language":"{lang}",'
+                         f'"opaque":{opaque},"serializeTypeCurrentRPC":"JSON","version":{version}{remark}}}')
     obj: dict[str, Any] = {"code": cmd.code, "extFields": cmd.ext_fields, "flag": cmd.flag, "language": lang,
                            "opaque": cmd.opaque, "serializeTypeCurrentRPC": "JSON", "version": cmd.version}
     if cmd.remark is not None:
@@ -346,16 +355,21 @@ def decode_header_json(data: bytes) -> RemotingCommand:
     remark = obj.get("remark")
     if remark is not None and not isinstance(remark, str):
         raise RemotingCommandError("JSON header field 'remark' must be a string")
-    return RemotingCommand(code=_json_int(obj, "code"), opaque=_json_int(obj, "opaque"), flag=_json_int(obj, "flag"),
-                           remark=remark, ext_fields=ext, language=language, version=_json_int(obj, "version"),
-                           serialize_type=SerializeType.JSON)
+    get = obj.get
+    code, opaque, flag, version = get("code", 0), get("opaque", 0), get("flag", 0), get("version", 0)
+    if not (type(code) is int and type(opaque) is int and type(flag) is int and type(version) is int
+            and -0x80000000 <= code <= 0x7FFFFFFF and -0x80000000 <= opaque <= 0x7FFFFFFF
+            and -0x80000000 <= flag <= 0x7FFFFFFF and -0x80000000 <= version <= 0x7FFFFFFF):
+        code, opaque, flag, version = (_json_int(obj, "code"), _json_int(obj, "opaque"), _json_int(obj, "flag"),
+                                       _json_int(obj, "version"))
+    return RemotingCommand(code, opaque, flag, remark, ext, b"", language, version, _JSON)
 
 
 # -- frames ------------------------------------------------------------------------------
 
 def encode(cmd: RemotingCommand) -> bytes:
     """The whole frame, length prefix included."""
-    if cmd.serialize_type == SerializeType.ROCKETMQ:
+    if cmd.serialize_type == _ROCKETMQ:
         header = encode_header_rocketmq(cmd)
     else:
         header = encode_header_json(cmd)
@@ -373,22 +387,25 @@ def check_frame_length(length: int, max_frame_size: int = MAX_FRAME_SIZE) -> Non
 
 def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     """Decode one frame *without* its length prefix."""
-    frame = bytes(frame)
-    if len(frame) < 4:
+    n = len(frame)
+    if n < 4:
         raise RemotingCommandError("frame shorter than its header-length field")
-    (mark,) = struct.unpack_from(">i", frame, 0)
+    (mark,) = _I32.unpack_from(frame, 0)
     stype = (mark >> 24) & 0xFF
     hlen = mark & 0xFFFFFF
-    if hlen > len(frame) - 4:
-        raise RemotingCommandError(f"header length {hlen} exceeds the frame ({len(frame) - 4} bytes after the mark)")
-    header = frame[4:4 + hlen]
-    if stype == SerializeType.JSON:
+    if hlen > n - 4:
+        raise RemotingCommandError(f"header length {hlen} exceeds the frame ({n - 4} bytes after the mark)")
+    # header and body are copied out of the frame once each (bytes: the frame may be the
+    # reader's bytearray), not the whole frame first
+    view = memoryview(frame)
+    header = bytes(view[4:4 + hlen])
+    if stype == 0:  # SerializeType.JSON
         cmd = decode_header_json(header)
-    elif stype == SerializeType.ROCKETMQ:
+    elif stype == 1:  # SerializeType.ROCKETMQ
         cmd = decode_header_rocketmq(header)
     else:
         raise RemotingCommandError(f"unknown serialize type {stype}")
-    cmd.body = frame[4 + hlen:]
+    cmd.body = bytes(view[4 + hlen:])
     return cmd
 
 

@@ -23,8 +23,8 @@ thread -- and every reply one acknowledgement completes goes out in one loop tur
 a coroutine and an asyncio future per message. Replies are sent in the order their
 futures resolved (the HA service resolves waits in log order).
 
-The dispatcher only needs a connection object with ``send_and_drain``, ``send``, ``closed`` and
-``remote_addr`` (``gateway_native.transport.Connection``). A server may set ``observer`` to be
+The dispatcher only needs a connection object with ``send_and_drain``, ``send``, ``backlogged``,
+``drain_backlog``, ``closed`` and ``remote_addr`` (``gateway_native.transport.Connection``). A server may set ``observer`` to be
 told of every request it answered (``observer(code, seconds, response_code)``, response code
 ``None`` for no answer): the server shell counts and times requests with it, the SDK does not.
 """
@@ -40,7 +40,7 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
-from .codes import RequestCode, ResponseCode
+from .codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from .command import HeaderFieldError, RemotingCommand
 
 log = structlog.get_logger("rockafka.native.dispatch")
@@ -262,7 +262,14 @@ async def _run(proc: Processor, context: Any, conn: Any, cmd: RemotingCommand,
         return
     if observer is not None:
         observer(cmd.code, time.perf_counter() - start, None if resp is None else resp.code)
-    await _reply(conn, cmd, resp)
+    if resp is None or cmd.flag & FLAG_ONEWAY or conn.closed:
+        return
+    try:
+        conn.send(resp)  # written at once, or coalesced with this turn's other answers
+        if conn.backlogged():
+            await conn.drain_backlog()  # the peer reads slower than it asks: wait for it
+    except ConnectionError:  # the connection's ConnectionClosedError: the peer is gone
+        pass
 
 
 async def _deferred(deferred: DeferredResponse, conn: Any, cmd: RemotingCommand,

@@ -212,6 +212,30 @@ def test_replication_wait_times_out_and_min_replicas_is_enforced(pair):
     assert m.ha.wait_replicated(m.confirmed_offset, 0, 1).result(10)[0] == "PUT_OK"
 
 
+def test_many_waits_in_flight_each_get_their_own_outcome(pair):
+    """Waits pile up as with hundreds of sends in flight: each completes when the slave's ACK
+    covers its own offset, a short deadline among long ones times out alone, and
+    a wait needing more slaves than are in sync is refused at once, wherever it stands."""
+    master, slave = pair
+    m = master(role="ASYNC_MASTER")
+    slave(m)
+    wait_until(lambda: m.ha.in_sync_count() == 1, what="slave in sync")
+    far = m.confirmed_offset + 10_000_000
+    never_long = m.ha.wait_replicated(far, 1, 30)
+    never_short = m.ha.wait_replicated(far + 1, 1, 0.3)
+    ends = [m.put_message(msg(i)).end_offset for i in range(50)]
+    waits = [m.ha.wait_replicated(e, 1, 30) for e in reversed(ends)]  # registered out of log order
+    too_many = m.ha.wait_replicated(ends[0], 2, 30)
+    assert too_many.result(5)[0] == "SLAVE_NOT_AVAILABLE"
+    assert [w.result(10) for w in waits] == [("PUT_OK", None)] * 50
+    status, error = never_short.result(10)
+    assert status == "FLUSH_SLAVE_TIMEOUT" and f"offset {far + 1}" in error
+    assert not never_long.done()  # its own deadline is far away
+    later = m.put_message(msg(99)).end_offset
+    assert m.ha.wait_replicated(later, 1, 30).result(10) == ("PUT_OK", None)
+    assert not never_long.done()
+
+
 def test_slave_down_for_a_while_catches_up_from_where_it_stopped(pair):
     master, slave = pair
     m = master(role="ASYNC_MASTER")

@@ -398,3 +398,42 @@ def test_control_batches_have_no_record_keys():
     assert rb.parse_header(marker).is_control
     assert rb.decode_records(marker)[0].key is not None  # a marker's key is its control type
     assert rb.record_keys(marker) == []
+
+
+@pytest.mark.parametrize("codec", [rb.COMPRESSION_LZ4, rb.COMPRESSION_ZSTD])
+def test_scans_reuse_a_buffer_without_mixing_batches(codec, monkeypatch):
+    """The key walk and the delay-header search decompress lz4 and zstd into their thread's reusable
+    buffer: a small batch read after a large one gets only its own keys (none of the large
+    one's bytes past its end), a batch larger than the reusable buffer is read in full, and two
+    threads walking at once each get their own batch's keys."""
+    import threading
+
+    from engine import batch_delay
+
+    def batch(prefix: bytes, n: int, value_size: int) -> bytes:
+        return rb.build_batch([rb.Record(i, 0, prefix + b"%d" % i, b"v" * value_size, []) for i in range(n)],
+                              compression=codec, base_timestamp=0)
+
+    big, small = batch(b"big-", 2000, 500), batch(b"s-", 3, 10)
+    assert rb.record_keys(big)[-1] == b"big-1999"
+    assert rb.record_keys(small) == [b"s-0", b"s-1", b"s-2"]
+    delayed = rb.build_batch([rb.Record(0, 0, None, b"x", [("rmq.delay.level", b"3")])],
+                             compression=codec, base_timestamp=0)
+    assert batch_delay.may_have_delay_headers(delayed, rb.parse_header(delayed))
+    assert not batch_delay.may_have_delay_headers(small, rb.parse_header(small))
+
+    monkeypatch.setattr(rb, "_SCRATCH_MAX", 4096)  # the large batch no longer fits the buffer
+    assert len(rb.record_keys(big)) == 2000 and rb.record_keys(small) == [b"s-0", b"s-1", b"s-2"]
+
+    results: dict[bytes, bool] = {}
+
+    def walk(prefix: bytes) -> None:
+        b = batch(prefix, 300, 200)
+        results[prefix] = all(rb.record_keys(b) == [prefix + b"%d" % i for i in range(300)] for _ in range(30))
+
+    threads = [threading.Thread(target=walk, args=(p,)) for p in (b"a-", b"b-")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == {b"a-": True, b"b-": True}

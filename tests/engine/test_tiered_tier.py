@@ -173,3 +173,45 @@ def test_retention_bytes_counts_the_remote_and_the_local_bytes(make_store, s3):
         await tier.objects.close()
 
     asyncio.run(scenario())
+
+
+def test_a_sequential_remote_reader_finds_the_next_chunks_already_fetched(make_store, s3, monkeypatch):
+    """A cold read of an offloaded segment also starts fetching the chunks after it; reading on
+    through the segment returns the local bytes unit by unit, and a chunk asked for while its
+    read-ahead is under way is fetched once, not twice."""
+    import engine.tiered.tier as tier_module
+
+    monkeypatch.setattr(tier_module, "CHUNK", 4096)   # 16 KiB segments of ~2 KiB units: 4 chunks each
+    store = tiered_store(make_store, {"local.retention.bytes": "0"})
+    tier = new_tier(store, s3, "tier-read-ahead")
+    before = local_units(store)
+    fetched: list[tuple[str, int]] = []
+    real_get_range = tier.objects.get_range
+
+    async def counting_get_range(key, start, end):
+        fetched.append((key, start))
+        if start:
+            await asyncio.sleep(0.2)   # a slow store: the reader catches up with the read-ahead
+        return await real_get_range(key, start, end)
+
+    monkeypatch.setattr(tier.objects, "get_range", counting_get_range)
+
+    async def scenario():
+        assert await tier.run_pass()
+        seg = tier.manifest.segments("orders", 0)[0]
+        units = await tier.read("orders", 0, seg.base, 1)                    # one unit, cold
+        assert units[0].data == before[seg.base]
+        first_gets = [start for key, start in fetched if key == seg.log_key]
+        assert len(first_gets) > 1 and 0 in first_gets                       # its chunk, and the next ones
+        o, got = seg.base, {}                                                # on at once: races the read-ahead
+        while o < seg.end:
+            for u in await tier.read("orders", 0, o, 1):
+                got[u.queue_offset] = u.data
+                o = u.queue_offset + u.record_count
+        assert got == {k: v for k, v in before.items() if seg.base <= k < seg.end}
+        log_gets = [start for key, start in fetched if key == seg.log_key]
+        assert sorted(log_gets) == sorted(set(log_gets))                     # no chunk fetched twice
+        assert len(log_gets) == -(-seg.log_size // 4096)                     # every chunk, once
+        await tier.objects.close()
+
+    asyncio.run(scenario())
