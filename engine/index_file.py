@@ -173,7 +173,8 @@ class IndexFile:
 
     def select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> None:
         """Append to ``out`` (until it holds ``max_num``) the commitlog offsets for ``key`` stored in
-        [begin, end], newest first."""
+        [begin, end], newest first, each once: the entries a crash's recovery added again are
+        skipped here, so they never take the place of an older offset of the key."""
         h = key_hash(key)
         buf = self.segment.buf
         count = self.index_count
@@ -192,7 +193,7 @@ class IndexFile:
                 break
             ts = self.begin_timestamp + time_diff * 1000
             # timeDiff truncates to seconds, so widen the check by up to a second
-            if kh == h and begin - 999 <= ts <= end:
+            if kh == h and begin - 999 <= ts <= end and phy not in out:  # a re-added entry: once
                 out.append(phy)
             if prev <= INVALID_INDEX or prev >= count or prev == cur:
                 break
@@ -281,8 +282,7 @@ class IndexService:
                 f.select(full_key, max_num, begin, end, out)
             except ValueError:  # deleted by retention meanwhile
                 continue
-        seen: set[int] = set()
-        return [p for p in out if not (p in seen or seen.add(p))]
+        return out
 
     def flush(self) -> None:
         for f in self.files:

@@ -43,6 +43,18 @@ def test_service_rolls_to_new_file_when_full_and_queries_all(tmp_path):
     assert reopened.query("T", "k1", 3, 0, 10**12) == [1900, 1600, 1300]
 
 
+def test_entries_added_again_after_a_crash_do_not_hide_older_offsets_of_the_key():
+    # each recovery after a kill adds the entries past the index checkpoint again; a query for
+    # the key's newest two offsets must still get two different ones
+    svc = IndexService(MemoryFileIO(), "/idx", slot_num=8, index_num=64)
+    svc.load()
+    svc.build_index("T", ["k"], 100, 1_000)
+    for _ in range(5):  # five crashes re-adding the newer unit
+        svc.build_index("T", ["k"], 200, 2_000)
+    assert svc.query("T", "k", 2, 0, 10**12) == [200, 100]
+    assert svc.query("T", "k", 1, 0, 10**12) == [200]
+
+
 def test_key_hash_is_non_negative():
     assert all(key_hash(k) >= 0 for k in ["", "a", "polygenelubricants", "T#" + "x" * 50])
 
