@@ -44,8 +44,16 @@ def brokers(bootstrap: str) -> set[int]:
 
 def wait_leaders(nodes: dict[str, RunningNode], topic: str, want: dict[int, int]) -> None:
     for name, n in nodes.items():
-        wait_until(lambda: leaders(n.kafka_bootstrap, topic) == want, 30,
-                   what=f"{name}'s metadata of {topic} = {want}")
+        seen: list = []  # what the node answered last, for the failure message
+
+        def matches() -> bool:
+            seen[:] = [leaders(n.kafka_bootstrap, topic)]
+            return seen[0] == want
+
+        try:
+            wait_until(matches, 30, what=f"{name}'s metadata of {topic} = {want}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; it answered {seen}; its log ends:\n{n.log_tail(2000)}") from None
 
 
 def produce(bootstrap: str, topic: str, partitions: list[int], tag: str, n: int = 4) -> dict[int, list[bytes]]:
