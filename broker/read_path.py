@@ -2,12 +2,13 @@
 topics), and the long-poll wake-ups.
 
 ``ArrivalHub`` wakes long-polling reads when the store appends to what they wait on. The store
-calls ``on_arrival`` from its dispatch thread; only when some read waits on that key is a
-wake-up scheduled onto the loop, so idle queues cost one dict lookup. A waiter registers keys
-that are either ``(topic, queue_id)`` (a Kafka fetch) or a bare ``topic`` (a gRPC receive, which
-takes from any queue of the topic). Writes on the loop call ``appended`` to wake readers in the
-loop's next turn without the dispatcher's thread hop (what another protocol or a slave's
-replication stores still arrives through the dispatcher).
+calls ``on_arrival`` right after a put, from the thread that put (the event loop for an inline
+put, a send-queue thread, a slave's replication thread; under SYNC_MASTER whoever completed the
+replication wait); only when some read waits on that key is anything done, so idle queues cost
+one dict lookup. On the loop's own thread the waiters are woken directly, from another thread a
+wake-up is scheduled onto the loop. A waiter registers keys that are either ``(topic,
+queue_id)`` (a Kafka fetch) or a bare ``topic`` (a gRPC receive, which takes from any queue of
+the topic). ``appended`` is the same wake-up for a write on the loop that wants it explicitly.
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ class ArrivalHub:
         store.remove_arrival_listener(self.on_arrival)
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, *_: Any) -> None:
-        """Store arrival listener (dispatch thread)."""
+        """Store arrival listener (the putting thread)."""
         if self.waiters.get((topic, queue_id)) or self.waiters.get(topic):
-            self._call_soon(self._wake, topic, queue_id)
+            if self.loop is not None and asyncio._get_running_loop() is self.loop:
+                self._wake(topic, queue_id)  # no self-pipe round trip for a put on the loop
+            else:
+                self._call_soon(self._wake, topic, queue_id)
 
     def topic_changed(self, topic: str) -> None:
         """From any thread: readers of ``topic`` should look again (e.g. an orderly queue unlocked)."""

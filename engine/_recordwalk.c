@@ -18,6 +18,8 @@
  *
  * contains(buffer, needle) -> bool: the put path's delay-header scan (engine.batch_delay), on
  * any bytes-like buffer without copying it; engine.batch_delay falls back to Python's search.
+ *
+ * java_hash(str) -> int: the index's key hash (engine.index_file), Java's String.hashCode.
  */
 #define _GNU_SOURCE /* memmem */
 #define PY_SSIZE_T_CLEAN
@@ -161,9 +163,37 @@ static PyObject *contains(PyObject *self, PyObject *args)
     return PyBool_FromLong(found != NULL);
 }
 
+/* java_hash(str) -> int: Java's String.hashCode (over UTF-16 code units, signed 32-bit) of the
+ * index's "topic#key" strings; engine.index_file.key_hash falls back to the same in Python.
+ * A code point above U+FFFF counts as its surrogate pair, as Java sees it; a lone surrogate
+ * (Python's "surrogatepass") as itself. */
+static PyObject *java_hash(PyObject *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "java_hash() takes a str, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0x10000) {
+            c -= 0x10000;
+            h = 31u * h + (uint32_t)(0xD800 + (c >> 10));
+            h = 31u * h + (uint32_t)(0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31u * h + (uint32_t)c;
+        }
+    }
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
 static PyMethodDef methods[] = {
     {"walk_keys", walk_keys, METH_VARARGS, "walk_keys(buffer, pos, end, count) -> list of the records' keys"},
     {"contains", contains, METH_VARARGS, "contains(buffer, needle) -> whether needle occurs in buffer"},
+    {"java_hash", java_hash, METH_O, "java_hash(str) -> Java's String.hashCode of str"},
     {NULL, NULL, 0, NULL},
 };
 

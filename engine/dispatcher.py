@@ -1,15 +1,23 @@
-"""Dispatcher (RocketMQ's ReputMessageService): derive the index from the commitlog, in order,
-and tell arrival listeners that queues grew.
+"""Dispatcher (RocketMQ's ReputMessageService): derive the key index from the commitlog, in
+order, on a lazy cadence; and tell arrival listeners that queues grew, where the put happens.
 
-The put path writes consume-queue units itself (so a put is visible to readers when it returns);
-this thread follows behind over units below the store's *confirmed offset* (where the last
-complete put, consume-queue units included, ends), in rounds of up to ``ROUND`` units:
-- first each arrival listener is called ``cb(topic, queue_id, max_offset)`` once per queue
-  that grew in the round (long polls wake without waiting for index work),
-- then the round's ``topic#key`` index entries are added: every KEYS entry and UNIQ_KEY, and
-  for a Kafka batch unit the record keys that are valid UTF-8 (decoding records here keeps
-  that work off the produce path),
-- then ``reput_offset`` moves past the round.
+Arrivals (long-poll wake-ups) are off this thread. The put path writes consume-queue units
+itself (a put is readable when it returns) and then calls ``appended(topic, queue_id,
+max_offset)``, which calls every arrival listener at once, from the putting thread; a
+SYNC_MASTER put whose bytes went straight to the slaves *holds* its arrival instead, and
+whoever completes the replication wait releases it with ``wake`` (consumers see a message once
+its round trip is over, as before; a hold never lasts more than ``HOLD_MAX_S``). On a slave the
+replicated append calls ``appended`` for the queues its units grew. *Lazy* listeners (counters)
+are instead called from this thread's rounds, once per queue that grew in the round.
+
+The index: a put kicks this thread (one C call when it sleeps, nothing while a round is due);
+the thread then pauses ``REPUT_INTERVAL_S`` so what arrives meanwhile shares the round, and
+follows the log up to the store's *confirmed offset* (where the last complete put, consume-
+queue units included, ends) in rounds of up to ``ROUND`` units, adding the ``topic#key`` index
+entries: every KEYS entry and UNIQ_KEY, and for a Kafka batch unit the record keys that are
+valid UTF-8 (decoding records here keeps that work off the produce path); then
+``reput_offset`` moves past the round. A reader that needs the index now (``query_message``)
+calls ``wait_dispatched``, which runs the round in the reader's thread.
 
 During recovery ``dispatch_for_recovery`` does the same synchronously and also rebuilds the
 consume-queue units the crash lost. ``reput_offset`` is a unit boundary; the checkpoint stores
@@ -38,8 +46,9 @@ _I32 = struct.Struct(">i")
 _LAST_OFFSET_DELTA = 23  # engine.record_batch.LAST_OFFSET_DELTA_OFFSET
 
 ArrivalListener = Callable[[str, int, int], None]
-REPUT_INTERVAL_S = 0.001  # pause after a round; a put while idle still wakes the thread at once
-ROUND = 1024  # units per dispatch round: bounds how long listeners wait behind index work
+REPUT_INTERVAL_S = 0.02  # pause between a put's kick and the round: what arrives meanwhile shares it
+HOLD_MAX_S = 1.0  # arrivals held for the slaves go out after this even if no release came
+ROUND = 1024  # units per dispatch round: bounds how long a waiting query's progress lags
 
 
 def batch_record_count(buf, body_pos: int) -> int:
@@ -82,60 +91,123 @@ class Dispatcher(threading.Thread):
         super().__init__(name="reput-dispatcher", daemon=True)
         self.store = store
         self.reput_offset = reput_offset
-        # A binary signal: released by ``wake`` (at most once until the thread takes it), taken
+        # A binary signal: released by ``kick`` (at most once until the thread takes it), taken
         # by the thread before each round. Lock.release is one C call on the put path, where
         # Condition.notify was a dozen lines of Python per put.
         self._signal = threading.Lock()
         self._signal.acquire()
-        self.listeners: list[ArrivalListener] = []
+        self.listeners: list[ArrivalListener] = []  # told where the put happens
+        self.lazy_listeners: list[ArrivalListener] = []  # told from this thread's rounds
+        # arrivals a SYNC_MASTER put holds back until the slaves acknowledged it ((topic, queue)
+        # -> max offset), released by ``wake``
+        self._held: dict[tuple[str, int], int] = {}
+        self._held_since = 0.0
+        self._held_lock = threading.Lock()
         self._stopping = False
-        self.progress = threading.Condition()  # notified after every round
         self.round_lock = threading.Lock()  # held for a round; truncation takes it to move reput_offset back
 
+    # -- arrivals (any thread) -----------------------------------------------------------------
+    def appended(self, topic: str, queue_id: int, max_offset: int, hold: bool = False) -> None:
+        """A put made (topic, queue_id) grow to ``max_offset`` (readable now: called after the
+        put lock). Its arrival listeners are told at once, or, with ``hold`` (a SYNC_MASTER put
+        whose bytes went straight to the slaves), when ``wake`` releases it."""
+        if hold:
+            with self._held_lock:
+                held = self._held
+                if not held:
+                    self._held_since = time.monotonic()
+                if held.get((topic, queue_id), -1) < max_offset:
+                    held[(topic, queue_id)] = max_offset
+        else:
+            self.tell(topic, queue_id, max_offset)
+        self.kick()
+
+    def tell(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Call the arrival listeners now (a listener's failure is logged, never raised)."""
+        for cb in self.listeners:
+            try:
+                cb(topic, queue_id, max_offset)
+            except Exception:
+                log.exception("arrival_listener_failed", topic=topic, queue_id=queue_id)
+
+    @property
+    def holding(self) -> bool:
+        """Arrivals are held for a release (``wake``)."""
+        return bool(self._held)
+
     def wake(self) -> None:
-        # A wake while the thread runs a round leaves the signal released, so the thread goes
-        # round once more when it is done: nothing stored is left waiting for the 1 s timeout.
+        """Release the held arrivals: whoever completes a replication wait calls it (the
+        waiting request, an ACK that completed no wait, the ``ha-transfer`` tick)."""
+        if self._held:
+            with self._held_lock:
+                held, self._held = self._held, {}
+            for (topic, queue_id), max_offset in held.items():
+                self.tell(topic, queue_id, max_offset)
+
+    # -- the index thread ----------------------------------------------------------------------
+    def kick(self) -> None:
+        # A kick while the thread pauses or runs a round leaves the signal released, so the
+        # thread goes round once more when it is done: nothing stored waits for the 1 s timeout.
         signal = self._signal
         if signal.locked():
             try:
                 signal.release()
-            except RuntimeError:  # another waker was first: a round is due anyway
+            except RuntimeError:  # another kicker was first: a round is due anyway
                 pass
 
     def wait_dispatched(self, offset: int, timeout: float) -> bool:
-        """Wait until everything below commitlog ``offset`` is indexed (bounded)."""
+        """Make sure everything below commitlog ``offset`` is indexed: the caller runs the round
+        itself (after the one in progress, if any: bounded by ``timeout``) rather than waking
+        this thread and waiting for it."""
         if self.reput_offset >= offset:
             return True
-        self.wake()
-        with self.progress:
-            return self.progress.wait_for(lambda: self.reput_offset >= offset or not self.is_alive(), timeout)
+        if not self.round_lock.acquire(timeout=timeout):
+            return self.reput_offset >= offset
+        try:
+            self.do_reput()
+        except Exception:
+            log.exception("dispatch_failed", reput_offset=self.reput_offset)
+        finally:
+            self.round_lock.release()
+        return self.reput_offset >= offset
 
-    def add_listener(self, cb: ArrivalListener) -> None:
-        self.listeners = self.listeners + [cb]
+    def add_listener(self, cb: ArrivalListener, lazy: bool = False) -> None:
+        if lazy:
+            self.lazy_listeners = self.lazy_listeners + [cb]
+        else:
+            self.listeners = self.listeners + [cb]
 
     def remove_listener(self, cb: ArrivalListener) -> None:
         self.listeners = [x for x in self.listeners if x is not cb]
+        self.lazy_listeners = [x for x in self.lazy_listeners if x is not cb]
 
     def run(self) -> None:
         while True:
-            if not self._stopping:
-                self._signal.acquire(timeout=1.0)
+            # What arrives during the pause shares this round: one wake-up and one GIL
+            # hand-over per REPUT_INTERVAL_S instead of per message (a reader that needs the
+            # index runs the round itself). Without a kick a round a second.
+            if not self._stopping and self._signal.acquire(timeout=1.0) and not self._stopping:
+                time.sleep(REPUT_INTERVAL_S)
             stopping = self._stopping
             try:
                 with self.round_lock:
                     self.do_reput()
             except Exception:
                 log.exception("dispatch_failed", reput_offset=self.reput_offset)
+            self._release_stale()
             if stopping:
+                self.wake()
                 return
-            # What arrives meanwhile waits for the next round without waking this thread: a
-            # writer waiting for each answer no longer hands the GIL over and back per message
-            # (RocketMQ's ReputMessageService also looks again after a millisecond).
-            time.sleep(REPUT_INTERVAL_S)
+
+    def _release_stale(self) -> None:
+        """Held arrivals whose release never came (a waiter went away, the broker stepped down)
+        go out after HOLD_MAX_S, as the 1 s round of the old dispatcher let them."""
+        if self._held and time.monotonic() - self._held_since >= HOLD_MAX_S:
+            self.wake()
 
     def stop(self) -> None:
         self._stopping = True
-        self.wake()
+        self.kick()
         self.join(timeout=30)
 
     def rewind(self, offset: int) -> None:
@@ -145,14 +217,15 @@ class Dispatcher(threading.Thread):
 
     def do_reput(self) -> None:
         """Follow the commitlog up to the confirmed offset, in rounds of at most ROUND units:
-        tell listeners first (cheap: fixed header fields), then build the round's index
-        entries (may decode Kafka records), then advance ``reput_offset``."""
+        build the round's index entries (may decode Kafka records), tell the lazy listeners
+        which queues grew, then advance ``reput_offset``."""
         store = self.store
         commitlog = store.commitlog
         index = store.index_service if store.config.message_index_enable else None
         index_record_keys = store.config.index_kafka_record_keys
         limit = store.confirmed_offset
         offset = self.reput_offset
+        lazy = self.lazy_listeners
         while offset < limit:
             changed: dict[tuple[str, int], int] = {}
             to_index: list[tuple[int, UnitHeader, object]] = []
@@ -183,20 +256,14 @@ class Dispatcher(threading.Thread):
                     limit = offset
                     break
                 is_batch = h.sys_flag & INNER_BATCH_FLAG
-                count = batch_record_count(buf, h.body_pos) if is_batch else 1
-                changed[(h.topic, h.queue_id)] = h.queue_offset + count
+                if lazy:
+                    changed[(h.topic, h.queue_id)] = h.queue_offset + (
+                        batch_record_count(buf, h.body_pos) if is_batch else 1)
                 if index is not None and (h.props_len or (is_batch and index_record_keys)) \
                         and h.topic not in INTERNAL_TOPICS:  # state records are not looked up by key
                     to_index.append((offset, h, buf))
                 offset += total
                 n += 1
-            if changed and self.listeners:
-                for (topic, queue_id), max_offset in changed.items():
-                    for cb in self.listeners:
-                        try:
-                            cb(topic, queue_id, max_offset)
-                        except Exception:
-                            log.exception("arrival_listener_failed", topic=topic, queue_id=queue_id)
             for unit_offset, h, buf in to_index:
                 try:
                     keys = unit_keys(h, buf, h.properties(buf), index_record_keys)
@@ -204,9 +271,13 @@ class Dispatcher(threading.Thread):
                     continue
                 if keys:
                     index.build_index(h.topic, keys, unit_offset, h.store_timestamp)
+            for (topic, queue_id), max_offset in changed.items():
+                for cb in lazy:
+                    try:
+                        cb(topic, queue_id, max_offset)
+                    except Exception:
+                        log.exception("arrival_listener_failed", topic=topic, queue_id=queue_id)
             self.reput_offset = offset
-            with self.progress:
-                self.progress.notify_all()
 
 
 _SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # engine.schedule_message.SCHEDULE_TOPIC

@@ -30,8 +30,7 @@ from datetime import datetime, timezone
 
 import structlog
 
-from .file_io import FileIO
-from .message import java_hash
+from .file_io import PAGE_SIZE, FileIO
 
 log = structlog.get_logger("rockafka.engine.index_file")
 
@@ -45,8 +44,23 @@ _I32 = struct.Struct(">i")
 _MAX_INT = 2**31 - 1
 
 
+def _java_hash_py(s: str) -> int:
+    """Java ``String.hashCode`` (signed 32-bit), uncached: index keys are mostly unique, and
+    ``engine.message.java_hash``'s cache (sized for tags) would only churn."""
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", s.encode("utf-16-be", "surrogatepass")):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+try:  # compiled (engine/_recordwalk.c); the same function in Python without a C compiler
+    from ._recordwalk import java_hash as _java_hash
+except ImportError:  # pragma: no cover - the extension is optional
+    _java_hash = _java_hash_py
+
+
 def key_hash(key: str) -> int:
-    h = abs(java_hash(key))
+    h = abs(_java_hash(key))
     return 0 if h > _MAX_INT else h
 
 
@@ -68,6 +82,7 @@ class IndexFile:
         self.segment = fio.open_segment(path, self.size, random_access=True)  # hash slots: random pages
         self._fio = fio
         self._slots_reserved = False
+        self._entries_reserved_to = 0  # entries below this byte have their blocks (a page at a time)
         # pread: a new file is a hole, and reading a hole through a tmpfs mapping allocates it
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
          self.hash_slot_count, self.index_count) = _HEADER.unpack(self.segment.pread(0, HEADER_SIZE))
@@ -99,10 +114,6 @@ class IndexFile:
         self.segment.write(slot_pos, _I32.pack(restored))
         log.info("index_torn_put_repaired", path=self.path, slot=h % self.slot_num, entry=count)
 
-    def _write_header(self) -> None:
-        self.segment.write(0, _HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
-                                           self.end_phy_offset, self.hash_slot_count, self.index_count))
-
     @property
     def is_full(self) -> bool:
         return self.index_count >= self.index_num
@@ -121,23 +132,28 @@ class IndexFile:
         if not self._slots_reserved:
             self.segment.reserve(0, HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE)
             self._slots_reserved = True
-        self.segment.reserve(slot_pos, HASH_SLOT_SIZE)
-        self.segment.reserve(entry_pos, INDEX_SIZE)
+        if entry_pos + INDEX_SIZE > self._entries_reserved_to:  # entries are written in order
+            self.segment.reserve(entry_pos, INDEX_SIZE)
+            self._entries_reserved_to = -(-(entry_pos + INDEX_SIZE) // PAGE_SIZE) * PAGE_SIZE  # its last page's end
         buf = self.segment.buf
         slot_value = self._chain_head(buf, _I32.unpack_from(buf, slot_pos)[0])
-        if self.index_count <= 1:
+        count = self.index_count
+        if count <= 1:
             self.begin_timestamp = store_timestamp
             self.begin_phy_offset = phy_offset
         time_diff = (store_timestamp - self.begin_timestamp) // 1000
         time_diff = 0 if time_diff < 0 else min(time_diff, _MAX_INT)
-        self.segment.write(entry_pos, _ENTRY.pack(h, phy_offset, time_diff, slot_value))
-        self.segment.write(slot_pos, _I32.pack(self.index_count))
+        # entry, slot, header, in this order (see the module docstring), straight into the
+        # mapping: every byte written here has its blocks reserved above
+        _ENTRY.pack_into(buf, entry_pos, h, phy_offset, time_diff, slot_value)
+        _I32.pack_into(buf, slot_pos, count)
         if slot_value == INVALID_INDEX:
             self.hash_slot_count += 1
-        self.index_count += 1
+        self.index_count = count + 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        self._write_header()
+        _HEADER.pack_into(buf, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset, phy_offset,
+                          self.hash_slot_count, count + 1)
         return True
 
     def _chain_head(self, buf, slot_value: int) -> int:
@@ -157,7 +173,8 @@ class IndexFile:
 
     def select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> None:
         """Append to ``out`` (until it holds ``max_num``) the commitlog offsets for ``key`` stored in
-        [begin, end], newest first."""
+        [begin, end], newest first, each once: the entries a crash's recovery added again are
+        skipped here, so they never take the place of an older offset of the key."""
         h = key_hash(key)
         buf = self.segment.buf
         count = self.index_count
@@ -176,7 +193,7 @@ class IndexFile:
                 break
             ts = self.begin_timestamp + time_diff * 1000
             # timeDiff truncates to seconds, so widen the check by up to a second
-            if kh == h and begin - 999 <= ts <= end:
+            if kh == h and begin - 999 <= ts <= end and phy not in out:  # a re-added entry: once
                 out.append(phy)
             if prev <= INVALID_INDEX or prev >= count or prev == cur:
                 break
@@ -265,8 +282,7 @@ class IndexService:
                 f.select(full_key, max_num, begin, end, out)
             except ValueError:  # deleted by retention meanwhile
                 continue
-        seen: set[int] = set()
-        return [p for p in out if not (p in seen or seen.add(p))]
+        return out
 
     def flush(self) -> None:
         for f in self.files:

@@ -154,7 +154,7 @@ class MessageStore(StorePuts, StoreReads, ReplicaLog, Retention):
         self.last_exit_ok = True
         self._wake_background = threading.Event()
         self.disk = DiskSpace(self.fio, self.root, config, on_clean_wanted=self._wake_background.set)
-        self._pending_listeners: list[Callable[[str, int, int], None]] = []
+        self._pending_listeners: list[tuple[Callable[[str, int, int], None], bool]] = []
         # called with the new role after change_role, before the caller lets writes in
         self.role_listeners: list[Callable[[str, int], None]] = []
         self.log_cuts = 0  # times the log was cut or restarted (a slave following a new master)
@@ -211,8 +211,8 @@ class MessageStore(StorePuts, StoreReads, ReplicaLog, Retention):
             self._flush_service = FlushRealTimeService(self.commitlog, self.config.flush_interval_commit_log)
             self._flush_service.start()
         self.dispatcher = Dispatcher(self, self.confirmed_offset)
-        for cb in self._pending_listeners:
-            self.dispatcher.add_listener(cb)
+        for cb, lazy in self._pending_listeners:
+            self.dispatcher.add_listener(cb, lazy)
         self.dispatcher.start()
         self._stop_event.clear()
         self._wake_background.clear()
@@ -476,15 +476,19 @@ class MessageStore(StorePuts, StoreReads, ReplicaLog, Retention):
             except Exception:
                 log.exception("role_listener_failed", role=role)
 
-    def add_arrival_listener(self, cb: Callable[[str, int, int], None]) -> None:
+    def add_arrival_listener(self, cb: Callable[[str, int, int], None], lazy: bool = False) -> None:
+        """``cb(topic, queue_id, max_offset)`` when a queue grew: called where the put (or, on a
+        slave, the replicated append) happens, right after it, from that thread -- keep it
+        cheap (long-poll wake-ups). ``lazy``: called from the dispatcher's rounds instead,
+        once per queue per round (counters, which need no promptness)."""
         if self.dispatcher is not None:
-            self.dispatcher.add_listener(cb)
-        self._pending_listeners.append(cb)
+            self.dispatcher.add_listener(cb, lazy)
+        self._pending_listeners.append((cb, lazy))
 
     def remove_arrival_listener(self, cb: Callable[[str, int, int], None]) -> None:
         if self.dispatcher is not None:
             self.dispatcher.remove_listener(cb)
-        self._pending_listeners = [x for x in self._pending_listeners if x is not cb]
+        self._pending_listeners = [x for x in self._pending_listeners if x[0] is not cb]
 
     def delete_topic(self, topic: str) -> None:
         if is_internal(topic):

@@ -425,11 +425,10 @@ class StorePuts:
             end = self.confirmed_offset
         finally:
             self._unlock_for_put()
-        # the slaves first: a SYNC_MASTER send waits for them, not for the index (whose wake is
-        # then left to whoever completes the wait, see HAService.wake_dispatcher)
+        # the slaves first; a SYNC_MASTER put that reached them holds its arrival (long-poll
+        # wake-ups) until whoever completes the wait releases it (HAService.wake_dispatcher)
         sent_to_slaves = self.ha.notify_append()
-        if topic not in INTERNAL_TOPICS and not (sent_to_slaves and self.config.broker_role == "SYNC_MASTER"):
-            self.dispatcher.wake()  # state records: the dispatcher's next round (<= 1 s) will do
+        self.dispatcher.appended(topic, queue_id, qoff, sent_to_slaves and self.config.broker_role == "SYNC_MASTER")
         metrics.STORE_APPEND_SECONDS.observe(metrics.now() - started)
         status = PutMessageStatus.PUT_OK
         error = None

@@ -22,7 +22,7 @@ class ReplicaLog:
         """A slave writes bytes of its master's commitlog at the master's offset ``offset`` (which
         must be where its own log ends), then (``visible``; else ``make_replicated_visible``
         later) makes every complete unit visible: consume-queue units, the Kafka transaction
-        index, ``confirmed_offset`` (the dispatcher then indexes them and wakes long polls). Bytes
+        index, ``confirmed_offset``, long-poll wake-ups (the dispatcher then indexes them). Bytes
         of a unit cut off at the end wait for the rest. Returns the new end of the log (what the
         slave acknowledges: the bytes are in its commitlog). Raises ``ReplicationError`` when the
         bytes do not continue the log."""
@@ -60,15 +60,22 @@ class ReplicaLog:
     def make_replicated_visible(self) -> None:
         """A slave: consume-queue units (and the rest) for the complete replicated units; the
         consumer offset table follows the ``__consumer_offsets`` records among them."""
-        with self._put_lock:
-            self._dispatch_replicated()
-            follow, self._offsets_replicated = self._offsets_replicated, False
-        self.dispatcher.wake()
+        grown: dict[tuple[str, int], int] = {}
+        try:
+            with self._put_lock:
+                self._dispatch_replicated(grown)
+                follow, self._offsets_replicated = self._offsets_replicated, False
+        finally:  # what became visible before a bad unit still wakes its readers
+            dispatcher = self.dispatcher
+            if dispatcher is not None:
+                for (topic, queue_id), max_offset in grown.items():  # long polls on this slave: now
+                    dispatcher.appended(topic, queue_id, max_offset)
         if follow:
             self.consumer_offsets.catch_up()
 
-    def _dispatch_replicated(self) -> None:
-        """Under the put lock: consume-queue units for the complete units past ``confirmed_offset``."""
+    def _dispatch_replicated(self, grown: dict[tuple[str, int], int]) -> None:
+        """Under the put lock: consume-queue units for the complete units past ``confirmed_offset``;
+        the queues that grew go into ``grown`` with their new max offsets."""
         from .compaction import dispatch_copy, is_copy
         from .dispatcher import queue_tags_code
         from .ha.errors import ReplicationError
@@ -119,7 +126,7 @@ class ReplicaLog:
             if h.topic not in self.topic_config.table:
                 seen = self.replicated_unknown_topics
                 seen[h.topic] = max(seen.get(h.topic, 0), h.queue_id + 1)
-            self._queue_offsets[(h.topic, h.queue_id)] = h.queue_offset + count
+            self._queue_offsets[(h.topic, h.queue_id)] = grown[(h.topic, h.queue_id)] = h.queue_offset + count
             if is_batch:  # idempotence and transactions follow the log, as on the master's put path
                 self.producer_state.apply_stored(f.buf, h)
             if h.topic == CONSUMER_OFFSETS:

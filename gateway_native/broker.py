@@ -173,9 +173,12 @@ class PullHoldService:
         self._loop = loop
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, *_: Any) -> None:
-        """Store arrival listener; runs on the store's dispatch thread."""
+        """Store arrival listener; runs on the thread that put (the loop for an inline put)."""
         loop = self._loop
         if loop is not None and (topic, queue_id) in self._waiters:
+            if asyncio._get_running_loop() is loop:
+                self._wake(topic, queue_id)
+                return
             try:
                 loop.call_soon_threadsafe(self._wake, topic, queue_id)
             except RuntimeError:  # loop closed during shutdown

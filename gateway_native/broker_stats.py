@@ -12,7 +12,7 @@ Owns, per broker, in memory (they restart from zero with the node, as RocketMQ's
 - totals at the start of today and yesterday (``msgPutTotalTodayMorning`` ...), rolled at local
   midnight.
 
-Thread-safety: ``on_arrival`` runs on the store's dispatch thread, ``got`` on the event loop or
+Thread-safety: ``on_arrival`` runs on the store's dispatch thread (a lazy listener), ``got`` on the event loop or
 a store worker; one lock guards the tables. Internal topics (``rmq_sys_*``, the schedule and
 transaction topics) are not counted, as RocketMQ does not count them as user traffic.
 """
@@ -159,5 +159,5 @@ def for_broker(broker: Any) -> BrokerStats:
     stats = getattr(broker, "_stats", None)
     if stats is None:
         stats = broker._stats = BrokerStats(broker.store)
-        broker.store.add_arrival_listener(stats.on_arrival)
+        broker.store.add_arrival_listener(stats.on_arrival, lazy=True)  # a counter: the dispatcher's rounds
     return stats

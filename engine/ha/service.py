@@ -255,10 +255,10 @@ class HAService:
         return all_sent
 
     def wake_dispatcher(self) -> None:
-        """A SYNC_MASTER put whose bytes went straight to the slaves leaves the dispatcher asleep
-        until the round trip is over: its index work would hold the interpreter while the ack
-        arrives. Whoever completes the wait wakes it (the waiting request, or ``acked`` when
-        no wait was completed, or the ``ha-transfer`` tick as a backstop)."""
+        """A SYNC_MASTER put whose bytes went straight to the slaves holds its arrival (long-poll
+        wake-ups) until the round trip is over. Whoever completes the wait releases it (the
+        waiting request, or ``acked`` when no wait was completed, or the ``ha-transfer`` tick
+        as a backstop)."""
         dispatcher = getattr(self.store, "dispatcher", None)  # None while the store starts
         if dispatcher is not None:
             dispatcher.wake()
@@ -503,7 +503,7 @@ class HAService:
                     timeout = max(0.001, min(timeout, self._first_deadline - time.monotonic()))
                 self._tick.wait(timeout)
             dispatcher = getattr(self.store, "dispatcher", None)
-            if self.is_master and dispatcher is not None and dispatcher.reput_offset < self.store.confirmed_offset:
+            if self.is_master and dispatcher is not None and dispatcher.holding:
                 self.wake_dispatcher()  # a deferred wake whose waiter went away
 
     # -- slave ---------------------------------------------------------------------------------

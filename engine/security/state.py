@@ -106,7 +106,7 @@ class SecurityLog:
             if t == topic:
                 callback()
 
-        self.store.add_arrival_listener(on_arrival)
+        self.store.add_arrival_listener(on_arrival, lazy=True)  # off the putting thread: callback may take locks
         return on_arrival
 
     def unfollow(self, listener: Callable) -> None:

@@ -101,3 +101,39 @@ def test_query_right_after_put_finds_the_message(make_store):
     for i in range(50):
         store.put_message(Message("Now", b"%d" % i, keys=[f"key-{i}"]))
         assert len(store.query_message("Now", f"key-{i}", 4, 0, 2**62).messages) == 1
+
+
+def test_arrival_is_told_before_the_put_returns_and_without_the_dispatcher(make_store):
+    """Long polls wake where the put happens: the listener has heard of a message when the put
+    returns, even while the dispatcher thread (which only builds the index) is busy or asleep."""
+    store = make_store()
+    calls = []
+    store.add_arrival_listener(lambda t, q, m: calls.append((t, q, m, threading.get_ident())))
+    with store.dispatcher.round_lock:  # the index thread cannot run a round meanwhile
+        for i in range(5):
+            store.put_message(Message("W", b"x", queue_id=1))
+            assert calls[-1] == ("W", 1, i + 1, threading.get_ident())
+        store.put_record_batch("W", 2, build_batch([Record(i, 0, None, b"v", []) for i in range(3)]))
+        assert calls[-1][:3] == ("W", 2, 3)
+
+
+def test_lazy_listener_hears_from_the_dispatcher_rounds(make_store):
+    store = make_store()
+    calls = []
+    store.add_arrival_listener(lambda t, q, m: calls.append((t, q, m, threading.get_ident())), lazy=True)
+    for _ in range(3):
+        store.put_message(Message("L", b"x"))
+    assert wait_until(lambda: calls and calls[-1][:3] == ("L", 0, 3))
+    assert {c[3] for c in calls} == {store.dispatcher.ident}
+
+
+def test_query_by_key_right_after_a_put_while_the_dispatcher_pauses(make_store):
+    """query_message promises read-your-writes: it indexes what the dispatcher has not yet
+    (here the dispatcher's thread is stopped, so only the query itself can)."""
+    store = make_store()
+    store.dispatcher.stop()
+    for i in range(20):
+        store.put_message(Message("Q", b"%d" % i, keys=[f"key-{i}"]))
+    assert store.dispatcher.reput_offset < store.confirmed_offset
+    assert len(store.query_message("Q", "key-7", 4, 0, 2**62).messages) == 1
+    assert store.dispatcher.reput_offset == store.confirmed_offset

@@ -562,3 +562,23 @@ def test_the_cleaners_removals_reach_the_slave(pair):
         served = {off for off in range(20) if _record_at(store, "C", off) is not None}
         assert served == {off for off, _ in latest.values()}, (store is m, sorted(served))
         assert all(_record_at(store, "C", off) == (key, value) for key, (off, value) in latest.items())
+
+
+def test_long_polls_wake_on_the_sync_master_once_replicated_and_on_the_slave_as_units_arrive(pair):
+    """Arrival listeners (long-poll wake-ups): a SYNC_MASTER put holds its arrival until the
+    slave acknowledged it, and has told it when the put returns; the slave tells its own
+    listeners as the replicated units become readable there."""
+    master, slave = pair
+    m = master(role="SYNC_MASTER")
+    s = slave(m)
+    wait_until(lambda: m.ha.in_sync_count() == 1, what="slave in sync")
+    on_master: dict = {}
+    on_slave: dict = {}
+    m.add_arrival_listener(lambda t, q, mx: on_master.__setitem__((t, q), max(mx, on_master.get((t, q), 0))))
+    s.add_arrival_listener(lambda t, q, mx: on_slave.__setitem__((t, q), max(mx, on_slave.get((t, q), 0))))
+    for i in range(20):
+        r = m.put_message(msg(i, queue_id=i % 2))
+        assert r.status is PutMessageStatus.PUT_OK, r.error
+        assert on_master[("T", i % 2)] == i // 2 + 1
+    wait_until(lambda: on_slave.get(("T", 0)) == 10 and on_slave.get(("T", 1)) == 10, what="slave arrivals")
+    assert s.get_max_offset_in_queue("T", 1) == 10

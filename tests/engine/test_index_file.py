@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import struct
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from engine.file_io import MemoryFileIO
 from engine.index_file import HEADER_SIZE, IndexFile, IndexService, key_hash
 
@@ -38,6 +41,18 @@ def test_service_rolls_to_new_file_when_full_and_queries_all(tmp_path):
     reopened = IndexService(fio, "/idx", slot_num=4, index_num=5)
     reopened.load()
     assert reopened.query("T", "k1", 3, 0, 10**12) == [1900, 1600, 1300]
+
+
+def test_entries_added_again_after_a_crash_do_not_hide_older_offsets_of_the_key():
+    # each recovery after a kill adds the entries past the index checkpoint again; a query for
+    # the key's newest two offsets must still get two different ones
+    svc = IndexService(MemoryFileIO(), "/idx", slot_num=8, index_num=64)
+    svc.load()
+    svc.build_index("T", ["k"], 100, 1_000)
+    for _ in range(5):  # five crashes re-adding the newer unit
+        svc.build_index("T", ["k"], 200, 2_000)
+    assert svc.query("T", "k", 2, 0, 10**12) == [200, 100]
+    assert svc.query("T", "k", 1, 0, 10**12) == [200]
 
 
 def test_key_hash_is_non_negative():
@@ -97,3 +112,17 @@ def test_a_torn_put_is_undone_before_a_put_of_another_slot_overwrites_it():
     assert find(first[2]) == []
     restarted.put_key(first[2], 300, 1_000)  # recovery adds the torn key again
     assert find(first[2]) == [300] and find(first[0]) == [100]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())))
+def test_the_compiled_key_hash_is_javas_string_hashcode(text):
+    """The index's key hash is compiled (engine/_recordwalk.c) with a Python fallback: both give
+    Java's String.hashCode over UTF-16 code units (astral characters as surrogate pairs, a lone
+    surrogate as itself), which RocketMQ's index files hold."""
+    from engine import index_file
+    from engine.message import tags_code
+
+    assert index_file._java_hash is not index_file._java_hash_py, "engine._recordwalk was not built"
+    for s in (text, "T#" + text, "\ud800x" + text, "中文😀" + text):
+        assert index_file._java_hash(s) == index_file._java_hash_py(s) == tags_code(s)
