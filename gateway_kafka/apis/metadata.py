@@ -15,8 +15,8 @@ the master's topic table reached the slave.
   ``auto_create_topics_enable`` is on — synchronously, so the first answer already has the
   partitions (Kafka answers LEADER_NOT_AVAILABLE once; clients handle both).
 - Illegal names get INVALID_TOPIC_EXCEPTION, unknown ones UNKNOWN_TOPIC_OR_PARTITION, lookups
-  by topic id (v10+) that match nothing UNKNOWN_TOPIC_ID. With other broker groups, a name
-  neither this node nor its view knows is first looked up at the NameServer (shared, spaced
+  by topic id (v10+) that match nothing UNKNOWN_TOPIC_ID. A name neither this node nor its view
+  of the other broker groups knows is first looked up at the NameServer (shared, spaced
   refreshes): a topic created through another node a moment ago is listed, as every Kafka
   broker lists a new topic within milliseconds.
 - Authorized operations (KIP-430, v8+): when the request asks, each topic's and (v8-10) the
