@@ -49,6 +49,8 @@ class RemoteGroups:
             if time.monotonic() - self._lookup_ended < LOOKUP_MIN_S:
                 return
             task = self._lookup = asyncio.ensure_future(self._run_lookup())
+            # every caller may have gone away before a failure: it is theirs, not the loop's to log
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
         await asyncio.shield(task)
 
     async def _run_lookup(self) -> None:
