@@ -194,11 +194,11 @@ class SlaveConnection:
         return len(ends)
 
     def push(self) -> bool:
-        """Called by a thread that just stored units: send them now if the connection is idle
-        (the slave acknowledged everything sent), that needs no waiting and they fit one frame.
-        True when everything stored is sent; False when the writer has to do it (bytes in
-        flight, busy, more than a frame behind, a tail or a topics document pending, TLS, or the
-        socket full)."""
+        """Called by a thread that just stored units: send them now if fewer than
+        ``PUSH_MAX_FRAMES_IN_FLIGHT`` frames are unacknowledged, that needs no waiting and they
+        fit one frame. True when everything stored is sent; False when the writer has to do it
+        (that many frames in flight, busy, more than a frame behind, a tail or a topics document
+        pending, TLS, or the socket full)."""
         if self._push_fd < 0 or self.state != "TRANSFER" or not self._send_lock.acquire(blocking=False):
             return False
         try:
