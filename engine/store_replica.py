@@ -9,8 +9,10 @@ import struct
 
 import structlog
 
-from .dispatcher import batch_record_count
-from .message import INNER_BATCH_FLAG, MessageFormatError, UnitHeader
+from .compaction import dispatch_copy, is_copy
+from .dispatcher import batch_record_count, queue_tags_code
+from .ha.errors import ReplicationError
+from .message import BLANK_MAGIC_CODE, INNER_BATCH_FLAG, MAGIC_CODE_V1, MAGIC_CODE_V2, MessageFormatError, UnitHeader
 from .state_log import CONSUMER_OFFSETS
 
 log = structlog.get_logger("rockafka.engine.store")  # the store's events, one logger
@@ -26,7 +28,6 @@ class ReplicaLog:
         of a unit cut off at the end wait for the rest. Returns the new end of the log (what the
         slave acknowledges: the bytes are in its commitlog). Raises ``ReplicationError`` when the
         bytes do not continue the log."""
-        from .ha.errors import ReplicationError
 
         cl = self.commitlog
         n = len(data)
@@ -76,11 +77,6 @@ class ReplicaLog:
     def _dispatch_replicated(self, grown: dict[tuple[str, int], int]) -> None:
         """Under the put lock: consume-queue units for the complete units past ``confirmed_offset``;
         the queues that grew go into ``grown`` with their new max offsets."""
-        from .compaction import dispatch_copy, is_copy
-        from .dispatcher import queue_tags_code
-        from .ha.errors import ReplicationError
-        from .message import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
-
         cl = self.commitlog
         off = self.confirmed_offset
         while True:
