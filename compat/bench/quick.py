@@ -15,7 +15,9 @@ peers (about a minute); ``--profile produce|fetch`` samples Rockafka with py-spy
 and prints the top functions. ``--case native`` (one ASYNC_MASTER node) and ``--case sync-master``
 (a SYNC_MASTER master + slave) run only the native sync send, no peers, and print each broker's
 CPU microseconds per message (less load-dependent than rec/s); ``--native-profile FILE`` adds a
-``py-spy --native`` profile of the first rep.
+``py-spy --native`` profile of the first rep. ``--case e2e`` runs only the Kafka end-to-end
+latency case of `make bench` (confluent-kafka, 1 KiB at 500 records/s, acks=1) against one node,
+with the same ``--native-profile``.
 
 Nothing here asserts anything; it only measures (tests never run it).
 """
@@ -236,6 +238,58 @@ def native_only(args) -> int:
     return 0
 
 
+def latency_only(args) -> int:
+    """``--case e2e``: end-to-end latency (a producer at 500 records/s, a consumer long-polling)
+    against one Rockafka node, p50/p99/p99.9 per rep, the node's CPU per record, and with
+    ``--native-profile`` a ``py-spy --native`` profile of the first rep."""
+    from tests.support.node import RunningNode
+
+    tmp_root = BENCH / "results" / "tmp"
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="quick-", dir=tmp_root))
+    load_at_start = os.getloadavg()[0]
+    rate, seconds = 500, max(args.native_seconds, 3)
+    runs: list[dict] = []
+    cpu: list[float] = []
+    node = None
+    try:
+        node = RunningNode(work / "rockafka" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
+        node.start()
+        bs = node.kafka_bootstrap
+        for rep in range(args.reps):
+            topic = f"qb-lat-{rep}-{uuid.uuid4().hex[:6]}"
+            kafka_wl.create_topic(bs, topic, 1)
+            prof = None
+            if rep == 0 and args.native_profile:
+                from compat.bench.workloads.profile import py_spy
+
+                prof = subprocess.Popen([py_spy(), "record", "--pid", str(node.proc.pid), "--duration",
+                                         str(seconds + 3), "--rate", "100", "--native", "--gil", "--format", "raw",
+                                         "--output", args.native_profile],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1.5)
+            before = cpu_seconds(node.proc.pid)
+            r = kafka_wl.latency(bs, topic, rate, seconds, 1024)
+            cpu.append((cpu_seconds(node.proc.pid) - before) * 1e6 / r["records"])
+            runs.append(r)
+            if prof is not None:
+                prof.send_signal(2)
+                prof.wait(60)
+    finally:
+        stop_systems((("rockafka", node),))
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\nbench-quick --case e2e, {rate} records/s for {seconds} s, median of {args.reps}; "
+          f"load average {load_at_start:.1f} at start")
+    for key in ("p50_ms", "p99_ms", "p999_ms"):
+        vals = [r[key] for r in runs]
+        print(f"{key[:-3]}: {statistics.median(vals):.3f} ms (runs: " + ", ".join(f"{v:.3f}" for v in vals) + ")")
+    print(f"broker CPU per record: {statistics.median(cpu):.1f} us (runs: " + ", ".join(f"{x:.1f}" for x in cpu) + ")")
+    if args.native_profile and Path(args.native_profile).exists():
+        print(render_profile("broker, py-spy --native --gil (the thread holding the GIL)",
+                             Path(args.native_profile).read_text(), n=25))
+    return 0
+
+
 def _median_split(runs: list, tid_names: dict[int, str]) -> dict[str, float]:
     """Per thread kind, the median over reps of microseconds per unit."""
     per_rep = [thread_cpu.split(b, a, tid_names, n) for b, a, n in runs]
@@ -261,18 +315,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", default="", metavar="GIT_REF",
                     help="also run a node of this commit (e.g. main) side by side: before/after in one run")
     ap.add_argument("--json", type=Path, default=None, help="also write the medians here")
-    ap.add_argument("--case", choices=("all", "native", "sync-master"), default="all",
+    ap.add_argument("--case", choices=("all", "native", "sync-master", "e2e"), default="all",
                     help="native: only the native sync send case; sync-master: only a native sync send to a "
-                         "SYNC_MASTER master + slave (no peers); both print broker CPU microseconds per message")
+                         "SYNC_MASTER master + slave (no peers); both print broker CPU microseconds per message; "
+                         "e2e: only the Kafka end-to-end latency case (no peers)")
     ap.add_argument("--send-threads", type=int, default=1, help="--case native/sync-master: sender threads")
     ap.add_argument("--async-window", type=int, default=0,
                     help="--case native/sync-master: async sends with this many in flight instead of sync sends")
     ap.add_argument("--native-profile", default="", metavar="FILE",
-                    help="with --case native|sync-master: py-spy --native collapsed stacks of the (master) "
+                    help="with --case native|sync-master|e2e: py-spy --native collapsed stacks of the (master) "
                          "broker during the first rep, written to FILE, top frames printed")
     ap.add_argument("--threads", action="store_true",
                     help="also print how each broker's CPU splits over its threads per case (/proc/PID/task)")
     args = ap.parse_args(argv)
+    if args.case == "e2e":
+        return latency_only(args)
     if args.case != "all":
         return native_only(args)
     peers = set() if args.peers == "none" else set(filter(None, args.peers.split(",")))
