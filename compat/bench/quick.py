@@ -150,6 +150,18 @@ def export_source(ref: str, dest: Path) -> Path:
     return dest
 
 
+def _native_profiler(pid: int, seconds: float, out: str) -> subprocess.Popen:
+    """``py-spy record --native --gil`` of ``pid`` for ``seconds`` into ``out`` (raw collapsed
+    stacks); SIGINT ends it early. --native cannot sample --nonblocking: py-spy pauses the
+    process for each sample; --gil: only the thread holding the interpreter (idle threads
+    waiting on locks look busy to a native sampler)."""
+    from compat.bench.workloads.profile import py_spy
+
+    return subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate",
+                             "100", "--native", "--gil", "--format", "raw", "--output", out],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def native_only(args) -> int:
     """``--case native`` / ``--case sync-master``: the native sync send alone (1 thread, 1 KiB, 8 queues)
     against one ASYNC_MASTER node or a SYNC_MASTER master + slave, with each broker's CPU per message."""
@@ -183,15 +195,7 @@ def native_only(args) -> int:
         for rep in range(args.reps):
             prof = None
             if rep == 0 and args.native_profile:
-                from compat.bench.workloads.profile import py_spy
-
-                # --native cannot sample --nonblocking: py-spy pauses the process for each sample;
-                # --gil: only the thread holding the interpreter (idle threads waiting on locks
-                # look busy to a native sampler)
-                prof = [subprocess.Popen([py_spy(), "record", "--pid", str(p.proc.pid), "--duration",
-                                          str(args.native_seconds + 3), "--rate", "100", "--native", "--gil",
-                                          "--format", "raw", "--output", out],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                prof = [_native_profiler(p.proc.pid, args.native_seconds + 3, out)
                         for p, out in ((master, args.native_profile), (slave, args.native_profile + ".slave"))
                         if p is not None]
                 time.sleep(1.5)
@@ -261,12 +265,7 @@ def latency_only(args) -> int:
             kafka_wl.create_topic(bs, topic, 1)
             prof = None
             if rep == 0 and args.native_profile:
-                from compat.bench.workloads.profile import py_spy
-
-                prof = subprocess.Popen([py_spy(), "record", "--pid", str(node.proc.pid), "--duration",
-                                         str(seconds + 3), "--rate", "100", "--native", "--gil", "--format", "raw",
-                                         "--output", args.native_profile],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                prof = _native_profiler(node.proc.pid, seconds + 3, args.native_profile)
                 time.sleep(1.5)
             before = cpu_seconds(node.proc.pid)
             r = kafka_wl.latency(bs, topic, rate, seconds, 1024)

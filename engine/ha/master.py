@@ -11,10 +11,11 @@ hand-off cost more than the send (a SYNC_MASTER send waits for that round trip).
 fewer than ``PUSH_MAX_FRAMES_IN_FLIGHT`` data frames are unacknowledged: a few synchronous
 senders (each with one send in flight) get their own frame at once; a deeper pipeline (async
 sends, many producers) leaves the rest to the writer, which sends what piled up meanwhile in one
-frame (a frame per put would cost the slave an append and an ACK each). What the socket does not take at once stays as the connection's *tail*, which the writer
-sends before anything else. Frames are built and sent under the connection's send lock, so data
-frames leave in log order from either thread; a push never waits for the lock, and never runs
-while a changed topics document is still to go out (a topic's document precedes its data).
+frame (a frame per put would cost the slave an append and an ACK each). What the socket does
+not take at once stays as the connection's *tail*, which the writer sends before anything else.
+Frames are built and sent under the connection's send lock, so data frames leave in log order
+from either thread; a push never waits for the lock, and never runs while a changed topics
+document is still to go out (a topic's document precedes its data).
 
 Where ACKs are read: the connection's reader thread reads HELLO and PULL; once streaming over
 plain TCP and a ``loop_hook`` is set on the service (the node's event loop, passed in by the
@@ -60,9 +61,10 @@ RECV_CHUNK = 64 * 1024
 # not apply before (a queue's low watermark that arrived ahead of the queue's units).
 FULL_RESEND_INTERVALS = 10
 # Data frames a put may leave unacknowledged and still send its own (``push``). Measured with the
-# stock Java client against a SYNC_MASTER pair (docs/design/replication.md): 4 sync senders sent
-# ~7 % more with ~11 % less master CPU per message than with pushes only onto an idle
-# connection; an unbounded count made 256 async sends in flight ~30 % slower (a frame each).
+# stock Java client against a SYNC_MASTER pair (docs/design/replication.md): with 4 sync senders
+# 7-11 % less master CPU per message (msg/s the same within noise) and 256 async sends 8-11 %
+# faster than with pushes only onto an idle connection; an unbounded count made 256 async sends
+# ~30 % slower (a frame each).
 PUSH_MAX_FRAMES_IN_FLIGHT = 4
 
 
@@ -179,7 +181,7 @@ class SlaveConnection:
         data, entry, master_max = chunk
         start = self.next_offset
         self.next_offset = start + len(data)
-        self._unacked_frames()
+        self._unacked_frames()  # drop acknowledged ends: the list stays as long as the frames in flight
         self._frame_ends.append(self.next_offset)
         self.last_sent_max = master_max
         self.last_sent_time = time.monotonic()
