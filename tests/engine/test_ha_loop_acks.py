@@ -94,3 +94,39 @@ def test_a_slave_reconnecting_after_the_masters_loop_read_its_acks_streams_again
             await asyncio.to_thread(m.shutdown)
 
     asyncio.run(scenario())
+
+
+def test_puts_made_while_frames_are_unacknowledged_reach_the_slave_byte_for_byte(tmp_path):
+    """Puts on the loop, one after another without yielding, so none of the slave's ACKs is read
+    in between: the first few send their own frames with earlier ones still unacknowledged, the
+    rest are left to the writer. Whichever thread sent what, the slave's commitlog is the
+    master's, byte for byte, and every message is acknowledged."""
+    async def scenario() -> None:
+        m = MessageStore(small_config(tmp_path / "m", broker_role="SYNC_MASTER", sync_flush_timeout=3000),
+                         broker_config=BrokerConfig(ha_listen_port=free_port()))
+        Replication(m).read_acks_on(asyncio.get_running_loop())
+        await asyncio.to_thread(m.start)
+        s = MessageStore(small_config(tmp_path / "s", broker_role="SLAVE", ha_master_address=f"127.0.0.1:{m.ha.port}"),
+                         broker_config=BrokerConfig(broker_id=1, ha_listen_port=0))
+        await asyncio.to_thread(s.start)
+        try:
+            await _until(lambda: any(c.reads_on_loop and m.ha.is_in_sync(c, time.monotonic())
+                                     for c in m.ha.connections()), "the slave in sync, ACKs read on the loop")
+            start = m.confirmed_offset
+            waits = []
+            for round_ in range(5):
+                for i in range(40):  # one burst: no ACK is read until the loop runs again
+                    r = m.put_message(_msg(round_ * 100 + i), sync_replicas=False)
+                    assert r.ok, r.status
+                    waits.append(m.ha.wait_replicated(r.end_offset, 1, 3.0))
+                await asyncio.sleep(0)  # the loop reads what ACKs arrived meanwhile
+            outcomes = await asyncio.gather(*(asyncio.wrap_future(w) for w in waits))
+            assert all(status == "PUT_OK" for status, _ in outcomes), outcomes
+            end = m.confirmed_offset
+            await _until(lambda: s.commitlog.max_offset >= end, "the slave holds every byte")
+            assert s.commitlog.read(start, end - start) == m.commitlog.read(start, end - start)
+        finally:
+            await asyncio.to_thread(s.shutdown)
+            await asyncio.to_thread(m.shutdown)
+
+    asyncio.run(scenario())
