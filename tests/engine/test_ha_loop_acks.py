@@ -27,15 +27,21 @@ def _msg(i: int) -> Message:
     return Message(topic="T", body=b"x" * 100 + str(i).encode(), queue_id=0)
 
 
+async def _started_pair(tmp_path) -> tuple[MessageStore, MessageStore]:
+    """A SYNC_MASTER store whose ACKs the running loop reads, and its slave, both started."""
+    m = MessageStore(small_config(tmp_path / "m", broker_role="SYNC_MASTER", sync_flush_timeout=3000),
+                     broker_config=BrokerConfig(ha_listen_port=free_port()))
+    Replication(m).read_acks_on(asyncio.get_running_loop())
+    await asyncio.to_thread(m.start)
+    s = MessageStore(small_config(tmp_path / "s", broker_role="SLAVE", ha_master_address=f"127.0.0.1:{m.ha.port}"),
+                     broker_config=BrokerConfig(broker_id=1, ha_listen_port=0))
+    await asyncio.to_thread(s.start)
+    return m, s
+
+
 def test_sync_master_waits_are_answered_on_the_loop_and_a_lost_slave_is_noticed(tmp_path):
     async def scenario() -> None:
-        m = MessageStore(small_config(tmp_path / "m", broker_role="SYNC_MASTER", sync_flush_timeout=3000),
-                         broker_config=BrokerConfig(ha_listen_port=free_port()))
-        Replication(m).read_acks_on(asyncio.get_running_loop())
-        await asyncio.to_thread(m.start)
-        s = MessageStore(small_config(tmp_path / "s", broker_role="SLAVE", ha_master_address=f"127.0.0.1:{m.ha.port}"),
-                         broker_config=BrokerConfig(broker_id=1, ha_listen_port=0))
-        await asyncio.to_thread(s.start)
+        m, s = await _started_pair(tmp_path)
         try:
             await _until(lambda: m.ha.in_sync_count() == 1, "the slave in sync")
             await _until(lambda: any(c.reads_on_loop for c in m.ha.connections()), "ACKs read on the loop")
@@ -102,13 +108,7 @@ def test_puts_made_while_frames_are_unacknowledged_reach_the_slave_byte_for_byte
     rest are left to the writer. Whichever thread sent what, the slave's commitlog is the
     master's, byte for byte, and every message is acknowledged."""
     async def scenario() -> None:
-        m = MessageStore(small_config(tmp_path / "m", broker_role="SYNC_MASTER", sync_flush_timeout=3000),
-                         broker_config=BrokerConfig(ha_listen_port=free_port()))
-        Replication(m).read_acks_on(asyncio.get_running_loop())
-        await asyncio.to_thread(m.start)
-        s = MessageStore(small_config(tmp_path / "s", broker_role="SLAVE", ha_master_address=f"127.0.0.1:{m.ha.port}"),
-                         broker_config=BrokerConfig(broker_id=1, ha_listen_port=0))
-        await asyncio.to_thread(s.start)
+        m, s = await _started_pair(tmp_path)
         try:
             await _until(lambda: any(c.reads_on_loop and m.ha.is_in_sync(c, time.monotonic())
                                      for c in m.ha.connections()), "the slave in sync, ACKs read on the loop")
