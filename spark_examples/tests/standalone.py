@@ -80,10 +80,15 @@ class StandaloneCluster:
             if dead:
                 raise RuntimeError(f"a cluster process exited ({dead[0].args[1]}); logs in {self.root}")
             try:
-                alive = [w for w in self.status().get("workers", []) if w.get("state") == "ALIVE"]
-                if len(alive) == self.workers:
+                status = self.status()
+                alive = [w for w in status.get("workers", []) if w.get("state") == "ALIVE"]
+                if status.get("url") == self.url and len(alive) == self.workers:
                     return self
-            except OSError:
+            except OSError:  # the master's UI is not listening yet
+                pass
+            except ValueError:
+                # not JSON: something else answered on the UI port before the master bound it
+                # (another Spark UI of a test running beside this one, given the same free port)
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"{self.workers} workers not ALIVE within {timeout}s; logs in {self.root}")
