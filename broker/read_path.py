@@ -9,6 +9,11 @@ one dict lookup. On the loop's own thread the waiters are woken directly, from a
 wake-up is scheduled onto the loop. A waiter registers keys that are either ``(topic,
 queue_id)`` (a Kafka fetch) or a bare ``topic`` (a gRPC receive, which takes from any queue of
 the topic). ``appended`` is the same wake-up for a write on the loop that wants it explicitly.
+
+A waiter is anything with ``set()``: an ``asyncio.Event``, or a ``Wakeup``, which a long poll
+awaits with its own timeout and which resumes the waiting request in the loop turn after
+``set()`` (``asyncio.wait_for(event.wait(), t)`` makes a task per wait and takes three turns:
+the event's waiter, the inner task, then the outer wait).
 """
 
 from __future__ import annotations
@@ -20,10 +25,51 @@ from typing import Any, Hashable, Iterable
 from engine.state_log import CONSUMER_OFFSETS, TRANSACTION_STATE, is_internal  # noqa: F401  (the rule)
 
 
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
+class Wakeup:
+    """A long poll's wake-up: ``set()`` (on the loop) ends a pending ``wait``; ``clear()`` before
+    looking again so an arrival during the look is not lost."""
+
+    __slots__ = ("_loop", "_fut", "_set")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = loop
+        self._fut: asyncio.Future | None = None
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+        fut = self._fut
+        if fut is not None and not fut.done():
+            fut.set_result(True)
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def wait(self, timeout: float) -> bool:
+        """True when set (now or within ``timeout`` seconds), False when the time ran out."""
+        if self._set:
+            return True
+        fut = self._fut = self._loop.create_future()
+        timer = self._loop.call_later(timeout, _expire, fut)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            self._fut = None
+
+
 class ArrivalHub:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
         self.loop = loop  # set before the first wake-up; None: wake-ups from threads are dropped
-        self.waiters: dict[Hashable, set[asyncio.Event]] = defaultdict(set)
+        self.waiters: dict[Hashable, set[Any]] = defaultdict(set)  # asyncio.Event or Wakeup
 
     def attach(self, store: Any) -> None:
         store.add_arrival_listener(self.on_arrival)
@@ -62,7 +108,7 @@ class ArrivalHub:
         if self.waiters.get((topic, queue_id)) or self.waiters.get(topic):
             self._wake(topic, queue_id)
 
-    def register(self, keys: Iterable[Hashable], ev: asyncio.Event) -> None:
+    def register(self, keys: Iterable[Hashable], ev: Any) -> None:
         for k in keys:
             self.waiters[k].add(ev)
 
@@ -72,7 +118,7 @@ class ArrivalHub:
             for ev in evs:
                 ev.set()
 
-    def unregister(self, keys: Iterable[Hashable], ev: asyncio.Event) -> None:
+    def unregister(self, keys: Iterable[Hashable], ev: Any) -> None:
         for k in keys:
             s = self.waiters.get(k)
             if s is not None:

@@ -51,7 +51,7 @@ from gateway_kafka.authz import REQUEST_CHECKS as _CHECKED, refused as _authz_re
 from gateway_kafka.cluster import BrokerNode, LocalReplication
 from gateway_kafka.cluster_view import ClusterView
 from gateway_kafka.coordinator import GroupCoordinator
-from gateway_kafka.wire_out import has_runs, plain_fd, send_with_runs, write_chunks
+from gateway_kafka.wire_out import plain_fd, send_with_runs, worth_sendfile, write_chunks
 from broker.frame_reader import FrameReader, frame_protocol_factory
 from broker.listener_limits import BUSY, ListenerGuard, Watch, start_server
 
@@ -616,7 +616,7 @@ class KafkaGateway:
                     body["throttle_time_ms"] = ms
                     chunks = encode_response_chunks(header.api_key, header.api_version, header.correlation_id, body)
                 extra[_THROTTLE] = max(extra.get(_THROTTLE, 0), ms)
-            if header.api_key == 1 and out_fd >= 0 and has_runs(chunks):
+            if header.api_key == 1 and out_fd >= 0 and worth_sendfile(chunks):
                 await send_with_runs(writer, chunks, out_fd)  # stored batches straight from the files
             else:
                 write_chunks(writer, chunks, out_fd, header.api_key == 1)

@@ -16,7 +16,10 @@ delete the segment meanwhile) and ``write_chunks`` sends them with ``os.sendfile
 Kafka answers in request order: a run goes out directly only when the transport has nothing
 queued; otherwise, and when the socket does not take a run at once, ``loop.sendfile`` finishes
 it after the transport has sent what is queued (reading from the client waits meanwhile). Runs
-are read into memory only where no plain socket takes them (TLS, encoders that copy).
+are read into memory where no plain socket takes them (TLS, encoders that copy), and in a
+response under ``_RUNS_MIN_BYTES``: one ``pread`` per run and a single send cost less than the
+``writev`` / ``sendfile`` / ``writev`` they replace, and the client gets the answer in one
+segment instead of three (a long poll woken by one small batch, the end-to-end latency case).
 
 A run that ``sendfile`` refuses for a reason other than the connection going away (the
 kernel out of memory for it under load, ``SendfileNotAvailableError``) is sent as a copy instead:
@@ -41,6 +44,8 @@ log = structlog.get_logger("rockafka.kafka.wire")
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") and "SC_IOV_MAX" in os.sysconf_names else 16
 # below this a single send of a joined buffer is as cheap: no point in the extra checks
 _MIN_BYTES = 16 * 1024
+# a Fetch response smaller than this is sent from memory even when it holds file runs
+_RUNS_MIN_BYTES = 16 * 1024
 
 
 def plain_fd(writer: asyncio.StreamWriter) -> int:
@@ -145,6 +150,18 @@ class _RunFile:
 
 def has_runs(chunks: list) -> bool:
     return any(type(c) is FileRun for c in chunks)
+
+
+def worth_sendfile(chunks: list) -> bool:
+    """A Fetch response for ``send_with_runs``: it holds runs and is ``_RUNS_MIN_BYTES`` or more
+    (``write_chunks`` reads the runs of a smaller one and sends it at once)."""
+    total = 0
+    runs = False
+    for c in chunks:
+        total += len(c)
+        if type(c) is FileRun:
+            runs = True
+    return runs and total >= _RUNS_MIN_BYTES
 
 
 _GONE_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ESHUTDOWN, errno.EBADF,

@@ -46,6 +46,7 @@ from engine import metrics
 from engine.message import BORNHOST_V6_FLAG, INNER_BATCH_FLAG, STOREHOST_V6_FLAG
 from engine.record_batch import iter_batches, record_count
 from broker import store_view, tiered
+from broker.read_path import Wakeup
 from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
@@ -261,7 +262,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
     else:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000.0
-        woken = asyncio.Event()
+        woken = Wakeup(loop)
         # Register before reading so an arrival between the read and the wait is not missed.
         gw.arrivals.register(keys, woken)
         try:
@@ -271,9 +272,7 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 remaining = deadline - loop.time()
                 if total >= min_bytes or errored or remaining <= 0:
                     break
-                try:
-                    await asyncio.wait_for(woken.wait(), remaining)
-                except (asyncio.TimeoutError, TimeoutError):
+                if not await woken.wait(remaining):
                     responses, _, _ = read_all(gw, topics, max_bytes, isolation, rack, sendfile, remote)
                     break
         finally:

@@ -114,3 +114,56 @@ def test_a_connection_reset_during_sendfile_closes_only_that_connection(tmp_path
     got, closing, expected, _calls = _run(tmp_path, reset)
     assert closing and got == b"H" * 20_000
     assert wire_out._connection_gone(ConnectionResetError(errno.ECONNRESET, "x"))
+
+
+def _serve_response(tmp_path, chunks_of):
+    """Write the response ``chunks_of(fd)`` as the Kafka serve loop does (send_with_runs when
+    ``worth_sendfile``, else write_chunks) to a real socket; (bytes received, sendfile calls)."""
+    path = tmp_path / "segment"
+    payload = os.urandom(200_000)
+    path.write_bytes(payload)
+    fd = os.open(path, os.O_RDONLY)
+    calls = {"n": 0}
+    real = os.sendfile
+
+    def counting(*a):
+        calls["n"] += 1
+        return real(*a)
+
+    async def main(chunks):
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        loop = asyncio.get_running_loop()
+        _r, writer = await asyncio.open_connection(sock=a)
+        want = sum(len(c) for c in chunks)
+        if wire_out.worth_sendfile(chunks):
+            await send_with_runs(writer, chunks, a.fileno())
+        else:
+            wire_out.write_chunks(writer, chunks, a.fileno(), runs=True)
+        await writer.drain()
+        got = bytearray()
+        while len(got) < want:
+            got.extend(await asyncio.wait_for(loop.sock_recv(b, 1 << 16), 30))
+        writer.close()
+        b.close()
+        return bytes(got)
+
+    os.sendfile = counting
+    try:
+        chunks = chunks_of(fd)
+        expected = b"".join(bytes(c) if type(c) is not FileRun else payload[c.pos:c.pos + c.length] for c in chunks)
+        got = asyncio.run(main(chunks))
+    finally:
+        os.sendfile = real
+        os.close(fd)
+    return got, expected, calls["n"]
+
+
+def test_a_small_fetch_answer_holding_a_run_is_sent_from_memory_and_a_large_one_from_the_file(tmp_path):
+    # one 1 KiB batch woken by a long poll: read and sent at once, no sendfile between two writes
+    small, expected, calls = _serve_response(tmp_path, lambda fd: [b"H" * 74, FileRun(_Ref(fd), 5000, 1094, 1), b"\0\0\0"])
+    assert small == expected and calls == 0
+    # a response of many KiB: the batches still go from the file
+    large, expected, calls = _serve_response(tmp_path, lambda fd: [b"H" * 74, FileRun(_Ref(fd), 100, 150_000, 9), b"\0\0\0"])
+    assert large == expected and calls >= 1
