@@ -16,8 +16,9 @@ and prints the top functions. ``--case native`` (one ASYNC_MASTER node) and ``--
 (a SYNC_MASTER master + slave) run only the native sync send, no peers, and print each broker's
 CPU microseconds per message (less load-dependent than rec/s); ``--native-profile FILE`` adds a
 ``py-spy --native`` profile of the first rep. ``--case e2e`` runs only the Kafka end-to-end
-latency case of `make bench` (confluent-kafka, 1 KiB at 500 records/s, acks=1) against one node,
-with the same ``--native-profile``.
+latency case of `make bench` (confluent-kafka, 1 KiB at 500 records/s, acks=1) against one node
+and Apache Kafka in the same run (``--peers none``: the node alone; ``--before REF``: a node of
+that tree too), with the same ``--native-profile``.
 
 Nothing here asserts anything; it only measures (tests never run it).
 """
@@ -244,8 +245,10 @@ def native_only(args) -> int:
 
 def latency_only(args) -> int:
     """``--case e2e``: end-to-end latency (a producer at 500 records/s, a consumer long-polling)
-    against one Rockafka node, p50/p99/p99.9 per rep, the node's CPU per record, and with
-    ``--native-profile`` a ``py-spy --native`` profile of the first rep."""
+    against one Rockafka node and, unless ``--peers`` leaves it out, Apache Kafka in the same run
+    (``--before REF``: also a node of that tree), the systems taking turns rep by rep; p50/p99/
+    p99.9 per rep, Rockafka's CPU per record, and with ``--native-profile`` a ``py-spy
+    --native`` profile of its first rep."""
     from tests.support.node import RunningNode
 
     tmp_root = BENCH / "results" / "tmp"
@@ -253,38 +256,64 @@ def latency_only(args) -> int:
     work = Path(tempfile.mkdtemp(prefix="quick-", dir=tmp_root))
     load_at_start = os.getloadavg()[0]
     rate, seconds = 500, max(args.native_seconds, 3)
-    runs: list[dict] = []
-    cpu: list[float] = []
-    node = None
+    peers = set() if args.peers == "none" else set(filter(None, args.peers.split(",")))
+    runs: dict[str, list[dict]] = {}
+    cpu: dict[str, list[float]] = {}
+    node = before = kafka = None
     try:
         node = RunningNode(work / "rockafka" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
         node.start()
-        bs = node.kafka_bootstrap
+        systems = {"rockafka": (node.kafka_bootstrap, node.proc.pid)}
+        if args.before:
+            before = RunningNode(work / "before" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
+            before.command_prefix = ["env", f"PYTHONPATH={export_source(args.before, work / 'before-src')}"]
+            before.start()
+            systems["before"] = (before.kafka_bootstrap, before.proc.pid)
+        if "kafka" in peers:
+            from kafka_peer import KafkaPeer
+
+            kafka, reason = start_peer("kafka", lambda i: KafkaPeer(work / f"kafka{i}", overrides=KAFKA_OVERRIDES,
+                                                                    heap="1g"))
+            if kafka is None:
+                log(f"Apache Kafka did not start: {reason}")
+            else:
+                systems["kafka"] = (kafka.bootstrap, None)
         for rep in range(args.reps):
-            topic = f"qb-lat-{rep}-{uuid.uuid4().hex[:6]}"
-            kafka_wl.create_topic(bs, topic, 1)
-            prof = None
-            if rep == 0 and args.native_profile:
-                prof = _native_profiler(node.proc.pid, seconds + 3, args.native_profile)
-                time.sleep(1.5)
-            before = cpu_seconds(node.proc.pid)
-            r = kafka_wl.latency(bs, topic, rate, seconds, 1024)
-            cpu.append((cpu_seconds(node.proc.pid) - before) * 1e6 / r["records"])
-            runs.append(r)
-            if prof is not None:
-                prof.send_signal(2)
-                prof.wait(60)
+            for name, (bs, pid) in systems.items():
+                topic = f"qb-lat-{rep}-{uuid.uuid4().hex[:6]}"
+                kafka_wl.create_topic(bs, topic, 1)
+                prof = None
+                if rep == 0 and args.native_profile and name == "rockafka":
+                    prof = _native_profiler(pid, seconds + 3, args.native_profile)
+                    time.sleep(1.5)
+                before_cpu = cpu_seconds(pid) if pid else 0.0
+                r = kafka_wl.latency(bs, topic, rate, seconds, 1024)
+                if pid:
+                    cpu.setdefault(name, []).append((cpu_seconds(pid) - before_cpu) * 1e6 / r["records"])
+                runs.setdefault(name, []).append(r)
+                if prof is not None:
+                    prof.send_signal(2)
+                    prof.wait(60)
     finally:
-        stop_systems((("rockafka", node),))
+        stop_systems((("kafka", kafka), ("rockafka-before", before), ("rockafka", node)))
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nbench-quick --case e2e, {rate} records/s for {seconds} s, median of {args.reps}; "
-          f"load average {load_at_start:.1f} at start")
-    for key in ("p50_ms", "p99_ms", "p999_ms"):
-        vals = [r[key] for r in runs]
-        print(f"{key[:-3]}: {statistics.median(vals):.3f} ms (runs: " + ", ".join(f"{v:.3f}" for v in vals) + ")")
-    print(f"broker CPU per record: {statistics.median(cpu):.1f} us (runs: " + ", ".join(f"{x:.1f}" for x in cpu) + ")")
+          f"load average {load_at_start:.1f} at start (lower is better; 'vs kafka' > 1 is slower)")
+    peer = runs.get("kafka")
+    for name, rs in runs.items():
+        print(f"{name}:")
+        for key in ("p50_ms", "p99_ms", "p999_ms"):
+            vals = [r[key] for r in rs]
+            med = statistics.median(vals)
+            ratio = ""
+            if peer and name != "kafka":
+                ratio = f"  {med / statistics.median([r[key] for r in peer]):.2f}x vs kafka"
+            print(f"  {key[:-3]}: {med:.3f} ms (runs: " + ", ".join(f"{v:.3f}" for v in vals) + f"){ratio}")
+        if cpu.get(name):
+            print(f"  broker CPU per record: {statistics.median(cpu[name]):.1f} us (runs: "
+                  + ", ".join(f"{x:.1f}" for x in cpu[name]) + ")")
     if args.native_profile and Path(args.native_profile).exists():
-        print(render_profile("broker, py-spy --native --gil (the thread holding the GIL)",
+        print(render_profile("rockafka, py-spy --native --gil (the thread holding the GIL)",
                              Path(args.native_profile).read_text(), n=25))
     return 0
 
