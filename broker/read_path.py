@@ -10,8 +10,8 @@ wake-up is scheduled onto the loop. A waiter registers keys that are either ``(t
 queue_id)`` (a Kafka fetch) or a bare ``topic`` (a gRPC receive, which takes from any queue of
 the topic). ``appended`` is the same wake-up for a write on the loop that wants it explicitly.
 
-A waiter is anything with ``set()``: an ``asyncio.Event``, or a ``Wakeup``, which a long poll
-awaits with its own timeout and which resumes the waiting request in the loop turn after
+A waiter is anything with ``set()``; the three protocols' long polls (a Kafka fetch and share
+fetch, a gRPC receive) each register a ``Wakeup``, which the poll awaits with its own timeout and which resumes the waiting request in the loop turn after
 ``set()`` (``asyncio.wait_for(event.wait(), t)`` makes a task per wait and takes three turns:
 the event's waiter, the inner task, then the outer wait).
 """

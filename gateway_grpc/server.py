@@ -27,7 +27,7 @@ import structlog
 
 from broker import topics
 from broker.put_path import PutPath
-from broker.read_path import ArrivalHub
+from broker.read_path import ArrivalHub, Wakeup
 from engine import pop as engine_pop
 from engine import security as engine_security
 from engine import transaction as engine_transaction
@@ -259,12 +259,12 @@ class GrpcGateway:
         """POP listener: an orderly queue of ``topic`` unlocked (any thread)."""
         self.arrivals.topic_changed(topic)
 
-    def waiter(self, names: list[str]) -> asyncio.Event:
-        ev = asyncio.Event()
+    def waiter(self, names: list[str]) -> Wakeup:
+        ev = Wakeup(asyncio.get_running_loop())
         self.arrivals.register(names, ev)
         return ev
 
-    def drop_waiter(self, names: list[str], ev: asyncio.Event) -> None:
+    def drop_waiter(self, names: list[str], ev: Wakeup) -> None:
         self.arrivals.unregister(names, ev)
 
     # -- transactions ---------------------------------------------------------------------------

@@ -455,11 +455,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 if left <= 0 or context.done():
                     yield sv.ReceiveMessageResponse(status=status(C.MESSAGE_NOT_FOUND, "no new message"))
                     return
-                try:
-                    # woken by an arrival on the topic or its retry topic, or an orderly unlock
-                    await asyncio.wait_for(ev.wait(), min(left, 1.0))
-                except asyncio.TimeoutError:
-                    pass
+                # woken by an arrival on the topic or its retry topic, or an orderly unlock
+                await ev.wait(min(left, 1.0))
         finally:
             gw.drop_waiter(wake_topics, ev)
         if auto_renew:  # a PushConsumer: keep the messages hidden while its listener works

@@ -32,6 +32,7 @@ from typing import Any
 
 import structlog
 
+from broker.read_path import Wakeup
 from engine import pop
 from engine.pop import PopError
 from gateway_kafka import error_codes as E
@@ -157,7 +158,7 @@ class ShareGroups:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000
         keys = self._arrival_keys(s)
-        woken = asyncio.Event()
+        woken = Wakeup(loop)
         arrivals = self.gw.arrivals
         if arrivals is not None and max_wait_ms > 0:
             arrivals.register(keys, woken)
@@ -168,10 +169,7 @@ class ShareGroups:
                 remaining = deadline - loop.time()
                 if out or remaining <= 0 or not s.partitions or (s.group, s.member) not in self.sessions:
                     return out
-                try:
-                    await asyncio.wait_for(woken.wait(), min(remaining, RECHECK_S))
-                except (asyncio.TimeoutError, TimeoutError):
-                    pass
+                await woken.wait(min(remaining, RECHECK_S))
         finally:
             if arrivals is not None and max_wait_ms > 0:
                 arrivals.unregister(keys, woken)
