@@ -9,13 +9,19 @@ import asyncio
 from broker.read_path import ArrivalHub, Wakeup
 
 
+def _registered() -> tuple[asyncio.AbstractEventLoop, ArrivalHub, Wakeup]:
+    """On the running loop: a hub and a cleared wake-up registered for queue ("t", 0)."""
+    loop = asyncio.get_running_loop()
+    hub = ArrivalHub(loop)
+    w = Wakeup(loop)
+    hub.register([("t", 0)], w)
+    w.clear()
+    return loop, hub, w
+
+
 def test_an_arrival_while_the_read_looks_ends_the_next_wait_at_once():
     async def main():
-        loop = asyncio.get_running_loop()
-        hub = ArrivalHub(loop)
-        w = Wakeup(loop)
-        hub.register([("t", 0)], w)
-        w.clear()
+        loop, hub, w = _registered()
         hub.on_arrival("t", 0, 1)  # arrives after the look, before the wait
         t0 = loop.time()
         assert await w.wait(30) is True
@@ -27,11 +33,7 @@ def test_an_arrival_while_the_read_looks_ends_the_next_wait_at_once():
 
 def test_an_arrival_during_the_wait_wakes_it_and_silence_times_it_out():
     async def main():
-        loop = asyncio.get_running_loop()
-        hub = ArrivalHub(loop)
-        w = Wakeup(loop)
-        hub.register([("t", 0)], w)
-        w.clear()
+        loop, hub, w = _registered()
         waiting = asyncio.ensure_future(w.wait(30))
         await asyncio.sleep(0)
         hub.on_arrival("t", 1, 5)  # another queue: not this waiter
