@@ -10,10 +10,11 @@ wake-up is scheduled onto the loop. A waiter registers keys that are either ``(t
 queue_id)`` (a Kafka fetch) or a bare ``topic`` (a gRPC receive, which takes from any queue of
 the topic). ``appended`` is the same wake-up for a write on the loop that wants it explicitly.
 
-A waiter is anything with ``set()``; the three protocols' long polls (a Kafka fetch and share
-fetch, a gRPC receive) each register a ``Wakeup``, which the poll awaits with its own timeout and which resumes the waiting request in the loop turn after
-``set()`` (``asyncio.wait_for(event.wait(), t)`` makes a task per wait and takes three turns:
-the event's waiter, the inner task, then the outer wait).
+A waiter is anything with ``set()``. The three protocols' long polls (a Kafka fetch and share
+fetch, a gRPC receive) each register a ``Wakeup``, which the poll awaits with its own timeout
+and which resumes the waiting request in the loop turn after ``set()``
+(``asyncio.wait_for(event.wait(), t)`` made a task per wait and took three turns: the event's
+waiter, the inner task, then the outer wait).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class Wakeup:
 class ArrivalHub:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
         self.loop = loop  # set before the first wake-up; None: wake-ups from threads are dropped
-        self.waiters: dict[Hashable, set[Any]] = defaultdict(set)  # asyncio.Event or Wakeup
+        self.waiters: dict[Hashable, set[Any]] = defaultdict(set)  # Wakeups (anything with set())
 
     def attach(self, store: Any) -> None:
         store.add_arrival_listener(self.on_arrival)
