@@ -151,6 +151,27 @@ def export_source(ref: str, dest: Path) -> Path:
     return dest
 
 
+def _before_node(ref: str, work: Path):
+    """A started node of the tree at git ``ref`` (``--before``), beside the node under test."""
+    from tests.support.node import RunningNode
+
+    node = RunningNode(work / "before" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
+    node.command_prefix = ["env", f"PYTHONPATH={export_source(ref, work / 'before-src')}"]
+    node.start()
+    return node
+
+
+def _kafka_peer(work: Path):
+    """A started Apache Kafka peer, or None (logged) when it would not start."""
+    from kafka_peer import KafkaPeer
+
+    kafka, reason = start_peer("kafka", lambda i: KafkaPeer(work / f"kafka{i}", overrides=KAFKA_OVERRIDES,
+                                                            heap="1g"))
+    if kafka is None:
+        log(f"Apache Kafka did not start: {reason}")
+    return kafka
+
+
 def _native_profiler(pid: int, seconds: float, out: str) -> subprocess.Popen:
     """``py-spy record --native --gil`` of ``pid`` for ``seconds`` into ``out`` (raw collapsed
     stacks); SIGINT ends it early. --native cannot sample --nonblocking: py-spy pauses the
@@ -265,18 +286,11 @@ def latency_only(args) -> int:
         node.start()
         systems = {"rockafka": (node.kafka_bootstrap, node.proc.pid)}
         if args.before:
-            before = RunningNode(work / "before" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
-            before.command_prefix = ["env", f"PYTHONPATH={export_source(args.before, work / 'before-src')}"]
-            before.start()
+            before = _before_node(args.before, work)
             systems["before"] = (before.kafka_bootstrap, before.proc.pid)
         if "kafka" in peers:
-            from kafka_peer import KafkaPeer
-
-            kafka, reason = start_peer("kafka", lambda i: KafkaPeer(work / f"kafka{i}", overrides=KAFKA_OVERRIDES,
-                                                                    heap="1g"))
-            if kafka is None:
-                log(f"Apache Kafka did not start: {reason}")
-            else:
+            kafka = _kafka_peer(work)
+            if kafka is not None:
                 systems["kafka"] = (kafka.bootstrap, None)
         for rep in range(args.reps):
             for name, (bs, pid) in systems.items():
@@ -346,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", choices=("all", "native", "sync-master", "e2e"), default="all",
                     help="native: only the native sync send case; sync-master: only a native sync send to a "
                          "SYNC_MASTER master + slave (no peers); both print broker CPU microseconds per message; "
-                         "e2e: only the Kafka end-to-end latency case (no peers)")
+                         "e2e: only the Kafka end-to-end latency case, with Apache Kafka unless --peers leaves it out")
     ap.add_argument("--send-threads", type=int, default=1, help="--case native/sync-master: sender threads")
     ap.add_argument("--async-window", type=int, default=0,
                     help="--case native/sync-master: async sends with this many in flight instead of sync sends")
@@ -380,16 +394,9 @@ def main(argv: list[str] | None = None) -> int:
         node = RunningNode(work / "rockafka" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
         node.start()
         if args.before:
-            before = RunningNode(work / "before" / "data", settings=ROCKAFKA_SETTINGS, ready_timeout=120)
-            before.command_prefix = ["env", f"PYTHONPATH={export_source(args.before, work / 'before-src')}"]
-            before.start()
+            before = _before_node(args.before, work)
         if "kafka" in peers:
-            from kafka_peer import KafkaPeer
-
-            kafka, reason = start_peer("kafka", lambda i: KafkaPeer(work / f"kafka{i}", overrides=KAFKA_OVERRIDES,
-                                                                    heap="1g"))
-            if kafka is None:
-                log(f"Apache Kafka did not start: {reason}")
+            kafka = _kafka_peer(work)
         if not args.no_native:
             native_wl.build()
             if "rocketmq" in peers:
