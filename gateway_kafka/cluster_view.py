@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -281,17 +282,29 @@ class ClusterView(LocalCluster):
         live = {m.node.node_id for m in g.members}
         return [nid for nid in self.replicas(topic, partition) if nid not in live]
 
+    def live_groups(self) -> list[str]:
+        """The groups with a master in this view, by broker name (never empty: this node's own
+        group when no other is known)."""
+        # this node's group counts when it has a master (a slave whose master is down answers as
+        # every other node does, which no longer counts that group)
+        mine = {self.broker_name} if self.master_node() is not None or not self._reported else set()
+        return sorted(mine | {name for name, g in self.others.items()
+                              if g.master is not None and name not in self.gone}) or [self.broker_name]
+
+    def auto_create_group(self, topic: str) -> str:
+        """The one group that auto-creates ``topic`` (Kafka Metadata with auto-creation): live group
+        ``crc32(topic) % n``. Every node asked for a new name sends the creation there, so two
+        groups asked at once never each create a copy of partition 0 (docs/design/cluster.md)."""
+        live = self.live_groups()
+        return live[zlib.crc32(topic.encode()) % len(live)]
+
     # -- coordinators ----------------------------------------------------------------------------
     def coordinator_owner(self, topic: str, partition: int) -> str:
         """The group owning ``partition`` of internal topic ``topic``: live group ``partition % n``
         (by broker name) when it holds coordinator state of that partition or nobody does; else
         the first group (by name) that holds some — state never moves away from its log, also
         when groups come and go."""
-        # this node's group counts when it has a master (a slave whose master is down answers as
-        # every other node does, which no longer counts that group)
-        mine = {self.broker_name} if self.master_node() is not None or not self._reported else set()
-        live = sorted(mine | {name for name, g in self.others.items()
-                              if g.master is not None and name not in self.gone}) or [self.broker_name]
+        live = self.live_groups()
         rule = live[partition % len(live)]
         holders = [self.broker_name] if partition in self.local_coordinator_partitions(topic) else []
         holders += [name for name, g in self.others.items() if partition in (g.coordinator_partitions or {}).get(topic, ())]

@@ -207,55 +207,64 @@ async def look_up_elsewhere(gateway: Any, name: str) -> bool:
 
 
 async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
-    """Create ``name`` with the gateway's default partition count (Kafka's num.partitions) on
-    this node's group. With several groups the view is first refreshed from the NameServer: a
-    topic another group already holds (created there a moment ago, not yet in this node's view)
-    is not created a second time (None: the caller lists the other group's partitions), which
-    would give partition 0 two owners (docs/design/cluster.md)."""
+    """Auto-create ``name`` (Kafka Metadata with ``allow_auto_topic_creation``) with the gateway's
+    default partition count (Kafka's num.partitions). Returns this node's config of it when this
+    node's group holds it; None when another group holds it (the caller lists that group's
+    partitions) or the creation was passed on and is not listed yet (the caller answers
+    LEADER_NOT_AVAILABLE, as Kafka does for a topic being created; the client asks again).
+
+    One group creates a given name: ``auto_create_group`` (the same on every node), so two nodes
+    asked at once never each create a copy of partition 0 — the producer writing to one copy and
+    the consumer led to the other. With several groups the view is first refreshed from the
+    NameServer (a topic created a moment ago is listed, never created again); a node that is not
+    that group's master (another group, or a slave, whose topic table is its master's copy)
+    passes the creation to that group's master (docs/design/cluster.md)."""
     existing = find_topic(gateway, name)
     if existing is not None:
         return existing
+    cluster = gateway.cluster
     refresh = getattr(gateway.remote_groups, "refresh_view", None)
     namesrv_answered = False
-    if gateway.cluster is not None and refresh is not None:
+    if cluster is not None and refresh is not None:
         try:
             await refresh()
             namesrv_answered = True
-        except Exception as exc:  # no NameServer answered: create here, as a lone group would
+        except Exception as exc:  # no NameServer answered: decide on the view as it is
             gateway.log.warning("cluster_view_refresh_failed", topic=name, error=str(exc))
-        if name in gateway.cluster.topic_names():
+        if name in cluster.topic_names():
             return find_topic(gateway, name)
     tc = new_topic_config(name, gateway.settings.num_partitions)
-    if gateway.cluster is None or not getattr(gateway.cluster, "others", None):
+    others = cluster is not None and bool(getattr(cluster, "others", None))
+    if others:
+        # stored and registered ids: every node then knows which group holds the topic (one
+        # without ids is visible on its own group only)
+        tc.attributes[PARTITION_IDS] = format_partition_ids(list(range(tc.read_queue_nums)))
+    if cluster is None:
         return await topics.create(gateway.store, tc, via="kafka")
-    # with other groups in the view, the ids are stored and registered: every node then knows
-    # this group holds the topic (one without ids is visible on its own group only). The answer
-    # waits (bounded) until the NameServer lists the registration, so a client that asks another
-    # node next finds the topic there and never makes that node create a second copy.
-    ids = list(range(tc.read_queue_nums))
-    tc.attributes[PARTITION_IDS] = format_partition_ids(ids)
+    group = cluster.auto_create_group(name) if others else cluster.broker_name
+    if group != cluster.broker_name or not cluster.is_master:
+        await _create_on(gateway, group, tc)
+        return None
     created = await topics.create(gateway.store, tc, via="kafka")
     wait = getattr(gateway.remote_groups, "wait_visible", None)
-    if wait is not None and namesrv_answered:
-        await wait(name, {gateway.cluster.broker_name: ids}, timeout=5.0, settle=False)
+    if others and wait is not None and namesrv_answered:
+        # the answer waits (bounded) until the NameServer lists the registration, so a client
+        # asking another node next finds the topic there
+        await wait(name, {cluster.broker_name: list(range(tc.read_queue_nums))}, timeout=5.0, settle=False)
     return created
 
 
-async def pass_auto_create_to_master(gateway: Any, name: str) -> None:
-    """A slave asked to auto-create ``name`` (Kafka lets any broker do it): it asks its group's
-    master to create the topic if absent; the caller answers LEADER_NOT_AVAILABLE, so the client
-    asks again and finds the topic once the master's topic table reached this node (about a
-    second). Failures are logged: the client's next Metadata tries again."""
+async def _create_on(gateway: Any, group: str, tc: TopicConfig) -> None:
+    """Ask ``group``'s master to create ``tc`` if absent (``createOnly``: a topic it holds, which
+    this node's view or topic table may not show yet, is never reset). Failures are logged: the
+    client's next Metadata tries again."""
     create = getattr(gateway.remote_groups, "create_or_update_topic", None)
     if create is None:
         return
-    tc = new_topic_config(name, gateway.settings.num_partitions)
-    if getattr(gateway.cluster, "others", None):
-        tc.attributes[PARTITION_IDS] = format_partition_ids(list(range(tc.read_queue_nums)))
     try:
-        await create(gateway.cluster.broker_name, tc, create_only=True)
+        await create(group, tc, create_only=True)
     except Exception as exc:
-        gateway.log.warning("auto_create_via_master_failed", topic=name, error=str(exc))
+        gateway.log.warning("auto_create_passed_on_failed", topic=tc.topic_name, group=group, error=str(exc))
 
 
 def stored_batch(unit: Any) -> Any | None:

@@ -33,8 +33,7 @@ from gateway_kafka import authz
 from gateway_kafka import error_codes as E
 from gateway_kafka.apis import RequestContext, api
 from gateway_kafka.apis._common import (auto_create, cluster_topics, find_topic, is_internal, look_up_elsewhere,
-                                        pass_auto_create_to_master, topic_id, topic_name_error,
-                                        topic_partition_ids)
+                                        topic_id, topic_name_error, topic_partition_ids)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -106,12 +105,10 @@ async def handle(ctx: RequestContext, body: dict) -> dict:
                 if not (authz.cluster(ctx, authz.Op.CREATE) or authz.topic(ctx, authz.Op.CREATE, name)):
                     topics.append(error_entry(name, E.TOPIC_AUTHORIZATION_FAILED))
                     continue
-                if not gw.cluster.is_master:
-                    # a slave's topic table is its master's copy: the master creates the topic
-                    await pass_auto_create_to_master(gw, name)
-                    topics.append(error_entry(name, E.LEADER_NOT_AVAILABLE))
-                    continue
                 tc = await auto_create(gw, name)
+                if tc is None and name not in gw.cluster.topic_names():
+                    topics.append(error_entry(name, E.LEADER_NOT_AVAILABLE))  # being created by its group
+                    continue
             topics.append(topic_entry(gw, name, tc))
     if body.get("include_topic_authorized_operations"):
         for t in topics:

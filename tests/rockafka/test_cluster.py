@@ -9,10 +9,13 @@ a partition it does not lead. The last test restarts the whole cluster in anothe
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -298,7 +301,8 @@ def test_restarting_every_group_in_another_order_keeps_partition_ids_and_data(cl
 
 def test_a_topic_auto_created_on_one_group_is_not_created_again_on_another(cluster):
     """A producer auto-creates a topic through broker-a; a consumer asking broker-c right after
-    gets broker-a's partitions (not a second, empty copy on broker-c) and reads every record."""
+    gets the partitions the producer wrote to (not a second, empty copy on broker-c) and reads
+    every record."""
     topic = unique("auto")
     p = Producer({"bootstrap.servers": cluster.bootstrap("broker-a"), "linger.ms": 5})
     for i in range(10):
@@ -309,11 +313,44 @@ def test_a_topic_auto_created_on_one_group_is_not_created_again_on_another(clust
                                 "include_topic_authorized_operations": False})
     parts = md["topics"][0]["partitions"]
     assert md["topics"][0]["error_code"] == ErrorCode.NONE and parts
-    assert {p["leader_id"] for p in parts} == {GROUPS["broker-a"]}  # led by the group that created it
     with Admin(cluster.namesrv.addr) as admin:
-        assert {q.broker_name for q in admin.message_queues(topic)} == {"broker-a"}
+        held_by = {q.broker_name for q in admin.message_queues(topic)}
+    assert len(held_by) == 1, held_by  # one group holds it
+    assert {p["leader_id"] for p in parts} == {GROUPS[g] for g in held_by}
     got = consume_all(cluster.bootstrap("broker-c"), topic, sorted(p["partition_index"] for p in parts), 10)
     assert sorted(v for vs in got.values() for v in vs) == sorted(f"auto-{i}".encode() for i in range(10))
+
+
+def test_a_new_topic_asked_through_every_group_at_once_is_created_by_one_group_only(cluster):
+    """Three clients ask the three groups for the same new topic at the same instant (Metadata
+    with auto-creation, as a producer does). Each topic ends up held by one group and every node
+    names the same leader: two groups each creating a copy of partition 0 would let a producer
+    write to one copy while a consumer is led to the other and reads nothing."""
+    names = [unique("race") for _ in range(6)]
+    with contextlib.ExitStack() as stack:
+        raws = [stack.enter_context(RawKafka(cluster.bootstrap(g))) for g in GROUPS]
+        for name in names:
+            ask = {"topics": [{"name": name}], "allow_auto_topic_creation": True,
+                   "include_topic_authorized_operations": False}
+            start = threading.Barrier(len(raws))
+
+            def asked(raw: RawKafka, ask=ask, start=start) -> int:
+                start.wait(10)
+                return raw.request(3, 9, ask)["topics"][0]["error_code"]
+            with ThreadPoolExecutor(len(raws)) as pool:
+                codes = list(pool.map(asked, raws))
+            assert set(codes) <= {ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE}, codes
+
+        def led(raw: RawKafka, name: str) -> set[int]:
+            t = raw.request(3, 9, {"topics": [{"name": name}], "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": False})["topics"][0]
+            return {p["leader_id"] for p in t["partitions"]} if t["error_code"] == ErrorCode.NONE else set()
+        admin = stack.enter_context(Admin(cluster.namesrv.addr))
+        for name in names:
+            wait_until(lambda: all(led(raw, name) for raw in raws), 30, what=f"every node listing {name}")
+            held_by = {q.broker_name for q in admin.message_queues(name)}
+            assert len(held_by) == 1, (name, held_by)
+            assert [led(raw, name) for raw in raws] == [{GROUPS[g] for g in held_by}] * len(raws), name
 
 
 def test_every_group_hands_out_producer_ids_of_its_own_space(cluster):
