@@ -36,6 +36,7 @@ class PinnedWriter(threading.Thread):
         self.stop_event = threading.Event()
         self.acked: list[tuple[float, int, bytes]] = []  # ack time, queue offset, body
         self.statuses: Counter[str] = Counter()
+        self.not_ok: list[tuple[float, str]] = []  # answer time, status of each answer but SEND_OK
         self.errors: list[tuple[float, str]] = []
 
     def run(self) -> None:
@@ -53,6 +54,8 @@ class PinnedWriter(threading.Thread):
             self.statuses[r.status.name] += 1
             if r.status.name == "SEND_OK":
                 self.acked.append((time.monotonic(), r.queue_offset, body))
+            else:
+                self.not_ok.append((time.monotonic(), r.status.name))
             self.stop_event.wait(0.01)
 
     def acked_after(self, t: float) -> int:

@@ -78,9 +78,13 @@ def test_sigterm_of_the_master_resigns_and_the_controller_elects_on_it(tmp_path)
             consumer.close()
         for i, meta in enumerate(kafka_acked):
             assert got.get(meta.offset) == f"k-{i}".encode(), meta.offset
+        # nothing but SEND_OK before the stop; after it at most the send in flight at the stop,
+        # as an error or as FLUSH_SLAVE_TIMEOUT (its slave's ACK came after the stop revoked the
+        # lease: possibly stored, not acknowledged, as RocketMQ answers it)
         after_stop = [e for e in writer.errors if e[0] > stopped_at]
-        assert len(after_stop) <= 1, after_stop  # at most the send in flight at the stop
-        assert set(writer.statuses) == {"SEND_OK"}, writer.statuses
+        assert all(t > stopped_at for t, _ in writer.not_ok), (stopped_at, writer.not_ok)
+        assert len(after_stop) + len(writer.not_ok) <= 1, (after_stop, writer.not_ok)
+        assert {status for _, status in writer.not_ok} <= {"FLUSH_SLAVE_TIMEOUT"}, writer.not_ok
     finally:
         group.stop()
     stored = _queue_bodies(survivor.data_dir, mq.queue_id)  # every SEND_OK at its offset, once
