@@ -234,11 +234,12 @@ async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
         if name in cluster.topic_names():
             return find_topic(gateway, name)
     tc = new_topic_config(name, gateway.settings.num_partitions)
+    ids = list(range(tc.read_queue_nums))
     others = cluster is not None and bool(getattr(cluster, "others", None))
     if others:
         # stored and registered ids: every node then knows which group holds the topic (one
         # without ids is visible on its own group only)
-        tc.attributes[PARTITION_IDS] = format_partition_ids(list(range(tc.read_queue_nums)))
+        tc.attributes[PARTITION_IDS] = format_partition_ids(ids)
     if cluster is None:
         return await topics.create(gateway.store, tc, via="kafka")
     group = cluster.auto_create_group(name) if others else cluster.broker_name
@@ -250,7 +251,7 @@ async def auto_create(gateway: Any, name: str) -> TopicConfig | None:
     if others and wait is not None and namesrv_answered:
         # the answer waits (bounded) until the NameServer lists the registration, so a client
         # asking another node next finds the topic there
-        await wait(name, {cluster.broker_name: list(range(tc.read_queue_nums))}, timeout=5.0, settle=False)
+        await wait(name, {cluster.broker_name: ids}, timeout=5.0, settle=False)
     return created
 
 
