@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH / "peers"))
 
 from compat.bench.run_all import (KAFKA_OVERRIDES, ROCKAFKA_SETTINGS, ROCKETMQ_OVERRIDES,  # noqa: E402
-                                  start_peer, stop_systems)
+                                  interpreter_seconds, start_peer, stop_systems)
 from compat.bench.workloads import kafka_wl, native_wl  # noqa: E402
 from compat.bench.workloads import threads as thread_cpu  # noqa: E402
 from compat.bench.workloads.stats import render_profile  # noqa: E402
@@ -179,7 +179,10 @@ def _native_profiler(pid: int, seconds: float, out: str) -> subprocess.Popen:
     waiting on locks look busy to a native sampler)."""
     from compat.bench.workloads.profile import py_spy
 
-    return subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate",
+    exe = py_spy()
+    if exe is None:
+        raise SystemExit("--native-profile needs py-spy (`make bench-quick` installs it; or pip install py-spy)")
+    return subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate",
                              "100", "--native", "--gil", "--format", "raw", "--output", out],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -213,23 +216,29 @@ def native_only(args) -> int:
                        what="the slave in sync")
         native_wl.build()
         topic = native_topic(master.namesrv_addr)
-        native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=1, threads=1)  # warm-up
+        native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=1, threads=1, warmup=0)  # broker warm
         for rep in range(args.reps):
-            prof = None
-            if rep == 0 and args.native_profile:
-                prof = [_native_profiler(p.proc.pid, args.native_seconds + 3, out)
-                        for p, out in ((master, args.native_profile), (slave, args.native_profile + ".slave"))
-                        if p is not None]
-                time.sleep(1.5)
-            before = {n: cpu_seconds(p.proc.pid) for n, p in (("master", master), ("slave", slave)) if p}
-            tbefore = {n: thread_cpu.snapshot(p.proc.pid) for n, p in (("master", master), ("slave", slave))
-                       if p and args.threads}
+            prof: list[subprocess.Popen] = []
+            before: dict[str, float] = {}
+            tbefore: dict[str, dict] = {}
+
+            def measuring(rep=rep, prof=prof, before=before, tbefore=tbefore) -> None:
+                """After the client's warm-up: sample the brokers' CPU, start the profilers."""
+                if rep == 0 and args.native_profile:
+                    prof.extend(_native_profiler(p.proc.pid, args.native_seconds + 1, out)
+                                for p, out in ((master, args.native_profile), (slave, args.native_profile + ".slave"))
+                                if p is not None)
+                before.update({n: cpu_seconds(p.proc.pid) for n, p in (("master", master), ("slave", slave)) if p})
+                tbefore.update({n: thread_cpu.snapshot(p.proc.pid) for n, p in (("master", master), ("slave", slave))
+                                if p and args.threads})
             if args.async_window:
                 r = native_wl.run("send-async", master.namesrv_addr, topic=topic, seconds=args.native_seconds,
-                                  window=args.async_window)
+                                  window=args.async_window, on_measure=measuring)
             else:
                 r = native_wl.run("send-sync", master.namesrv_addr, topic=topic, seconds=args.native_seconds,
-                                  threads=args.send_threads)
+                                  threads=args.send_threads, on_measure=measuring)
+            # the brokers' CPU from the start of the counted part to the client's result, which
+            # comes right after its end (the client's shutdown costs the brokers next to nothing)
             n = r.get("sent") or r.get("messages") or r["msgs_per_s"] * args.native_seconds
             for name, p in (("master", master), ("slave", slave)):
                 if p:
@@ -246,7 +255,8 @@ def native_only(args) -> int:
     finally:
         stop_systems((("rockafka-slave", slave), ("rockafka", master)))
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\nbench-quick --case {args.case}, median of {args.reps}; load average {load_at_start:.1f} at start")
+    print(f"\nbench-quick --case {args.case}, median of {args.reps}; load average {load_at_start:.1f} at start; "
+          f"a Python loop of 20 M additions takes {interpreter_seconds():.2f} s")
     what = (f"async send, {args.async_window} in flight" if args.async_window
             else f"sync send, {args.send_threads} thread(s)")
     print(f"native {what}: {statistics.median(rates):,.0f} msg/s (runs: "

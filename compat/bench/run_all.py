@@ -132,6 +132,20 @@ def sh(*cmd: str) -> str:
         return f"unavailable ({e})"
 
 
+def interpreter_seconds(n: int = 20_000_000) -> float:
+    """Seconds a pure-Python loop of ``n`` additions takes here, best of 3: the broker's CPU per
+    message follows the interpreter's speed, which varies between machines and days more than
+    the load average says, so results of two days compare only with this beside them."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(n):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def machine_details(data_root: Path) -> list[str]:
     cpu = "unknown"
     try:
@@ -157,6 +171,7 @@ def machine_details(data_root: Path) -> list[str]:
     return [
         f"- CPU: {os.cpu_count()} cores, {cpu}; load average at start {os.getloadavg()[0]:.2f} "
         f"(the machine is shared; numbers are noisy, hence medians and ratios from the same run)",
+        f"- Interpreter speed: a pure-Python loop of 20 M additions takes {interpreter_seconds():.2f} s (best of 3)",
         f"- Memory: {mem}",
         f"- Disk (data directories): {dev}, {du.total / 2**30:.0f} GiB, {du.free / 2**30:.0f} GiB free",
         f"- OS: {platform.platform()}",
@@ -637,15 +652,15 @@ def native_part(sz, budget, node, systems, failed, tables) -> None:
             r = attempt(send, send_cases[0], name, lambda: native_wl.run(
                 "send-sync", ns, topic=topic, seconds=secs, threads=1), budget, value=lambda r: r["msgs_per_s"])
             if r:
-                sent += r["messages"]
+                sent += r["messages"] + r.get("warmup_messages", 0)
                 sync_lat.add("p50", name, r["p50_ms"])
                 sync_lat.add("p99", name, r["p99_ms"])
             r = attempt(send, send_cases[1], name, lambda: native_wl.run(
                 "send-sync", ns, topic=topic, seconds=secs, threads=4), budget, value=lambda r: r["msgs_per_s"])
-            sent += r["messages"] if r else 0
+            sent += r["messages"] + r.get("warmup_messages", 0) if r else 0
             r = attempt(send, send_cases[2], name, lambda: native_wl.run(
                 "send-async", ns, topic=topic, seconds=secs, window=256), budget, value=lambda r: r["msgs_per_s"])
-            sent += r["messages"] if r else 0
+            sent += r["messages"] + r.get("warmup_messages", 0) if r else 0
 
             def consumed(mode, topic=topic, ns=ns, sent=sent):
                 r = native_wl.run(mode, ns, topic=topic, expect=sent, idle=10, start=60)
@@ -657,7 +672,8 @@ def native_part(sz, budget, node, systems, failed, tables) -> None:
                     value=lambda r: r["msgs_per_s"])
             attempt(consume, consume_cases[1], name, lambda: consumed("push"), budget,
                     value=lambda r: r["msgs_per_s"])
-    send.notes.append(f"{secs} s per send case after 100 warm-up sends; a fresh 8-queue topic per repetition; "
+    send.notes.append(f"{secs} s per send case after 100 warm-up sends and {native_wl.SEND_WARMUP_S} s of the "
+                      "case's own load, not counted (the client's JIT); a fresh 8-queue topic per repetition; "
                       "one JVM per case.")
     consume.notes.append("Timed from the first to the last message received (client start-up and the first "
                          "rebalance are not counted); pull batch size 32 for both.")
@@ -687,82 +703,102 @@ def replication_part(sz, budget, work, tables, notes) -> None:
     for t, cases in ((send, send_cases), (lat, ["p50", "p99"]), (produce, produce_cases)):
         for c in cases:
             t.cell(c, "rockafka")
-    master = slave = rocketmq = kafka = None
-    native: dict[str, str] = {}
-    kafka_bs: dict[str, str] = {}
     try:
         native_wl.build()
+        built = True
     except Exception as e:
+        built = False
         for t in (send, lat):
             for c in t.cases:
                 for name in ("rockafka", "rocketmq"):
                     t.add(c, name, Failure(f"native bench program not built: {e}"[:400]))
-    try:
-        master = RunningNode(work / "ha-master" / "data", settings=dict(ROCKAFKA_SETTINGS, brokerRole="SYNC_MASTER"),
-                             ready_timeout=120)
-        try:
-            master.start()
-            slave = RunningNode(work / "ha-slave" / "data", ready_timeout=120, settings=dict(
-                ROCKAFKA_SETTINGS, brokerRole="SLAVE", brokerId=1, namesrvAddr=master.namesrv_addr))
-            slave.start()
-            wait_until(lambda: http_json(f"{master.admin_url}/api/ha").get("inSyncSlaves") == 1, 60,
-                       what="the Rockafka slave in sync")
-            native["rockafka"] = master.namesrv_addr
-            kafka_bs["rockafka"] = master.kafka_bootstrap
-        except Exception as e:
-            for t in (send, lat, produce):
-                for c in t.cases:
-                    t.add(c, "rockafka", Failure(f"Rockafka master + slave did not start: {e}"[:400]))
-        rocketmq, reason = start_peer("rocketmq-ha", lambda i: RocketMQPeer(
-            work / f"rocketmq-ha{i}", overrides=dict(ROCKETMQ_OVERRIDES, brokerRole="SYNC_MASTER"), heap="1g",
-            slaves=1))
-        if rocketmq is not None:
-            native["rocketmq"] = rocketmq.namesrv_addr
-        else:
-            for t in (send, lat):
-                for c in t.cases:
-                    t.add(c, "rocketmq", Failure(f"Apache RocketMQ master + slave failed: {reason}"))
-        kafka, reason = start_peer("kafka-rf2", lambda i: KafkaCluster(
-            work / f"kafka-rf2-{i}", brokers=2, heap="1g",
-            overrides=dict(KAFKA_OVERRIDES, **{"default.replication.factor": 2, "offsets.topic.replication.factor": 2})))
-        if kafka is not None:
-            kafka_bs["kafka"] = kafka.bootstrap
-        else:
-            for c in produce.cases:
-                produce.add(c, "kafka", Failure(f"Apache Kafka 2-broker cluster failed: {reason}"))
+
+    def native_reps(name: str, ns: str) -> None:
         for rep in range(sz["reps"]):
-            for name, ns in native.items():
-                topic = f"ha{rep}_{uuid.uuid4().hex[:6]}"
-                if attempt(None, "create-topic", name, lambda: native_wl.run("create-topic", ns, topic=topic, queues=8),
-                           budget) is None:
-                    continue
-                r = attempt(send, send_cases[0], name, lambda: native_wl.run(
-                    "send-sync", ns, topic=topic, seconds=sz["native_seconds"], threads=1), budget,
-                    value=lambda r: r["msgs_per_s"])
-                if r:
-                    lat.add("p50", name, r["p50_ms"])
-                    lat.add("p99", name, r["p99_ms"])
-                attempt(send, send_cases[1], name, lambda: native_wl.run(
-                    "send-sync", ns, topic=topic, seconds=sz["native_seconds"], threads=4), budget,
-                    value=lambda r: r["msgs_per_s"])
-                attempt(send, send_cases[2], name, lambda: native_wl.run(
-                    "send-async", ns, topic=topic, seconds=sz["native_seconds"], window=256), budget,
-                    value=lambda r: r["msgs_per_s"])
+            topic = f"ha{rep}_{uuid.uuid4().hex[:6]}"
+            if attempt(None, "create-topic", name, lambda: native_wl.run("create-topic", ns, topic=topic, queues=8),
+                       budget) is None:
+                continue
+            r = attempt(send, send_cases[0], name, lambda: native_wl.run(
+                "send-sync", ns, topic=topic, seconds=sz["native_seconds"], threads=1), budget,
+                value=lambda r: r["msgs_per_s"])
+            if r:
+                lat.add("p50", name, r["p50_ms"])
+                lat.add("p99", name, r["p99_ms"])
+            attempt(send, send_cases[1], name, lambda: native_wl.run(
+                "send-sync", ns, topic=topic, seconds=sz["native_seconds"], threads=4), budget,
+                value=lambda r: r["msgs_per_s"])
+            attempt(send, send_cases[2], name, lambda: native_wl.run(
+                "send-async", ns, topic=topic, seconds=sz["native_seconds"], window=256), budget,
+                value=lambda r: r["msgs_per_s"])
+
+    def produce_reps(name: str, bs: str) -> None:
+        for rep in range(sz["reps"]):
             for case in produce_cases:
                 size = int(case.split()[0])
                 records = sz["p1k"] if size == 1024 else sz["p100"]
-                for name, bs in kafka_bs.items():
-                    topic = f"ha{rep}-{size}-{uuid.uuid4().hex[:6]}"
-                    attempt(produce, case, name,
-                            lambda: (kafka_wl.create_topic(bs, topic, 1, replication_factor=2),
-                                     kafka_wl.produce(bs, topic, records, size, acks="all"))[1],
-                            budget, value=lambda r: r["records_per_s"])
-    finally:
-        stop_systems((("kafka-rf2", kafka), ("rocketmq-ha", rocketmq), ("rockafka-slave", slave),
-                      ("rockafka-master", master)))
+                topic = f"ha{rep}-{size}-{uuid.uuid4().hex[:6]}"
+                attempt(produce, case, name,
+                        lambda: (kafka_wl.create_topic(bs, topic, 1, replication_factor=2),
+                                 kafka_wl.produce(bs, topic, records, size, acks="all"))[1],
+                        budget, value=lambda r: r["records_per_s"])
+
+    # One system on the machine at a time: started, measured in every repetition, stopped before
+    # the next one starts. An idle peer is not idle on 2 cores (RocketMQ's master + slave took
+    # 14 % of the machine doing nothing, Kafka's two brokers 5 % more), and whichever system
+    # was measured beside them paid for it.
+    master = slave = None
+    try:
+        master = RunningNode(work / "ha-master" / "data", settings=dict(ROCKAFKA_SETTINGS, brokerRole="SYNC_MASTER"),
+                             ready_timeout=120)
+        master.start()
+        slave = RunningNode(work / "ha-slave" / "data", ready_timeout=120, settings=dict(
+            ROCKAFKA_SETTINGS, brokerRole="SLAVE", brokerId=1, namesrvAddr=master.namesrv_addr))
+        slave.start()
+        wait_until(lambda: http_json(f"{master.admin_url}/api/ha").get("inSyncSlaves") == 1, 60,
+                   what="the Rockafka slave in sync")
+    except Exception as e:
+        stop_systems((("rockafka-slave", slave), ("rockafka-master", master)))
+        master = slave = None
+        for t in (send, lat, produce):
+            for c in t.cases:
+                t.add(c, "rockafka", Failure(f"Rockafka master + slave did not start: {e}"[:400]))
+    if master is not None:
+        try:
+            if built:
+                native_reps("rockafka", master.namesrv_addr)
+            produce_reps("rockafka", master.kafka_bootstrap)
+        finally:
+            stop_systems((("rockafka-slave", slave), ("rockafka-master", master)))
+    if built:
+        rocketmq, reason = start_peer("rocketmq-ha", lambda i: RocketMQPeer(
+            work / f"rocketmq-ha{i}", overrides=dict(ROCKETMQ_OVERRIDES, brokerRole="SYNC_MASTER"), heap="1g",
+            slaves=1))
+        if rocketmq is None:
+            for t in (send, lat):
+                for c in t.cases:
+                    t.add(c, "rocketmq", Failure(f"Apache RocketMQ master + slave failed: {reason}"))
+        else:
+            try:
+                native_reps("rocketmq", rocketmq.namesrv_addr)
+            finally:
+                stop_systems((("rocketmq-ha", rocketmq),))
+    kafka, reason = start_peer("kafka-rf2", lambda i: KafkaCluster(
+        work / f"kafka-rf2-{i}", brokers=2, heap="1g",
+        overrides=dict(KAFKA_OVERRIDES, **{"default.replication.factor": 2, "offsets.topic.replication.factor": 2})))
+    if kafka is None:
+        for c in produce.cases:
+            produce.add(c, "kafka", Failure(f"Apache Kafka 2-broker cluster failed: {reason}"))
+    else:
+        try:
+            produce_reps("kafka", kafka.bootstrap)
+        finally:
+            stop_systems((("kafka-rf2", kafka),))
     send.notes.append("Only SEND_OK counts (a send answered SLAVE_NOT_AVAILABLE or FLUSH_SLAVE_TIMEOUT is an "
-                      f"error); {sz['native_seconds']} s per case after 100 warm-up sends; Rockafka's slave and "
-                      "RocketMQ's slave learn their master from the NameServer; ASYNC_FLUSH everywhere.")
+                      f"error); {sz['native_seconds']} s per case after 100 warm-up sends and {native_wl.SEND_WARMUP_S} s of "
+                      "the case's own load, not counted (the client's JIT); Rockafka's slave and "
+                      "RocketMQ's slave learn their master from the NameServer; ASYNC_FLUSH everywhere; "
+                      "each system alone on the machine while measured (started, all repetitions, stopped).")
     produce.notes.append("Rockafka: brokerRole=SYNC_MASTER (acks=all waits for the in-sync slave whatever the role); "
                          "Apache Kafka: node 1 broker+controller, node 2 broker, min.insync.replicas=1 (ISR of 2, "
                          "so every write waits for the follower, as Rockafka's does); linger.ms=5, batch.size=1 MB.")
@@ -791,7 +827,8 @@ def scale_native_part(sz, budget, node, systems, failed, tables) -> None:
                 attempt(scale, case, name, lambda: native_wl.run(
                     "send-async", ns, topic=topic, seconds=sz["scale_native_seconds"], window=256), section,
                     value=lambda r: r["msgs_per_s"])
-    scale.notes.append(f"{sz['scale_native_seconds']} s of async sends (256 in flight) per run; the producer "
+    scale.notes.append(f"{sz['scale_native_seconds']} s of async sends (256 in flight) per run, after "
+                       f"{native_wl.SEND_WARMUP_S} s of them not counted (the client's JIT); the producer "
                        "spreads messages over every queue round robin; topics created with the client's "
                        "createTopic (UPDATE_AND_CREATE_TOPIC to the broker).")
     fail_missing(scale, failed, ["rockafka", "rocketmq"])

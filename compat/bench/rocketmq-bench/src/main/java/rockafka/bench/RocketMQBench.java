@@ -30,13 +30,14 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *
  * <pre>
  *   create-topic namesrv=H:P topic=T queues=N     create T with N queues, wait until routed
- *   send-sync    namesrv=H:P topic=T seconds=S size=B threads=K
- *   send-async   namesrv=H:P topic=T seconds=S size=B window=W
+ *   send-sync    namesrv=H:P topic=T seconds=S size=B threads=K [warmup=S]
+ *   send-async   namesrv=H:P topic=T seconds=S size=B window=W [warmup=S]
  *   pull         namesrv=H:P topic=T expect=N idle=S start=S  (DefaultLitePullConsumer, from offset 0)
  *   push         namesrv=H:P topic=T expect=N idle=S start=S  (DefaultMQPushConsumer, from offset 0)
  * </pre>
  *
- * Prints exactly one JSON object on stdout, the last line; the Python harness parses it. Every
+ * Prints exactly one JSON object on stdout, the last line; the Python harness parses it (the send
+ * cases print the line {@code measuring} before their counted part, after the warm-up). Every
  * loop ends by its deadline; consumers stop at {@code expect} messages, after {@code start}
  * seconds (default 60) without a first message, or after {@code idle} seconds without a further
  * one, and report how many they got. Consume throughput is measured from the
@@ -147,59 +148,82 @@ public final class RocketMQBench {
             for (int i = 0; i < 100; i++) { // routes and connections warm
                 p.send(new Message(topic, body));
             }
-            long[][] lat = new long[threads][];
-            int[] counts = new int[threads];
-            AtomicLong errors = new AtomicLong();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+            // the same load, not counted: the JIT compiles the client's send path here, not
+            // while the broker is measured (on a 2-core machine it takes a core for seconds)
+            SyncRun warm = syncLoad(p, topic, body, threads, num("warmup", 0));
+            measuring();
             long t0 = System.nanoTime();
-            Thread[] ts = new Thread[threads];
-            for (int k = 0; k < threads; k++) {
-                final int n = k;
-                ts[k] = new Thread(() -> {
-                    long[] l = new long[1 << 16];
-                    int c = 0;
-                    while (System.nanoTime() < deadline) {
-                        long s = System.nanoTime();
-                        try {
-                            SendResult r = p.send(new Message(topic, body));
-                            if (r.getSendStatus() != SendStatus.SEND_OK) {
-                                errors.incrementAndGet();
-                            }
-                        } catch (Exception e) {
-                            errors.incrementAndGet();
-                        }
-                        if (c == l.length) {
-                            l = Arrays.copyOf(l, l.length * 2);
-                        }
-                        l[c++] = System.nanoTime() - s;
-                    }
-                    lat[n] = l;
-                    counts[n] = c;
-                });
-                ts[k].start();
-            }
-            for (Thread t : ts) {
-                t.join(TimeUnit.SECONDS.toMillis(seconds + 60));
-            }
+            SyncRun run = syncLoad(p, topic, body, threads, seconds);
             double dt = (System.nanoTime() - t0) / 1e9;
-            int total = Arrays.stream(counts).sum();
-            long[] all = new long[total];
-            int at = 0;
-            for (int k = 0; k < threads; k++) {
-                System.arraycopy(lat[k], 0, all, at, counts[k]);
-                at += counts[k];
-            }
+            long[] all = run.latencies;
+            int total = all.length;
             Arrays.sort(all);
             double p50 = total == 0 ? 0 : all[total / 2] / 1e6;
             double p99 = total == 0 ? 0 : all[Math.min(total - 1, (int) (total * 0.99))] / 1e6;
-            long ok = total - errors.get();
+            long ok = total - run.errors;
             return String.format(Locale.ROOT,
                     "{\"case\":\"send-sync\",\"messages\":%d,\"errors\":%d,\"seconds\":%.3f,\"msgs_per_s\":%.1f,"
-                            + "\"mib_per_s\":%.2f,\"p50_ms\":%.3f,\"p99_ms\":%.3f}",
-                    ok, errors.get(), dt, ok / dt, ok * (double) body.length / dt / (1 << 20), p50, p99);
+                            + "\"mib_per_s\":%.2f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"warmup_messages\":%d}",
+                    ok, run.errors, dt, ok / dt, ok * (double) body.length / dt / (1 << 20), p50, p99,
+                    warm.latencies.length - warm.errors);
         } finally {
             p.shutdown();
         }
+    }
+
+    private record SyncRun(long[] latencies, long errors) {
+    }
+
+    /** Tells the harness the counted part starts now (it may sample the brokers' CPU here). */
+    private static void measuring() {
+        System.out.println("measuring");
+        System.out.flush();
+    }
+
+    /** {@code threads} threads each sending and waiting for the answer until {@code seconds} are up. */
+    private static SyncRun syncLoad(DefaultMQProducer p, String topic, byte[] body, int threads, long seconds)
+            throws InterruptedException {
+        long[][] lat = new long[threads][];
+        int[] counts = new int[threads];
+        AtomicLong errors = new AtomicLong();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        Thread[] ts = new Thread[threads];
+        for (int k = 0; k < threads; k++) {
+            final int n = k;
+            ts[k] = new Thread(() -> {
+                long[] l = new long[1 << 16];
+                int c = 0;
+                while (System.nanoTime() < deadline) {
+                    long s = System.nanoTime();
+                    try {
+                        SendResult r = p.send(new Message(topic, body));
+                        if (r.getSendStatus() != SendStatus.SEND_OK) {
+                            errors.incrementAndGet();
+                        }
+                    } catch (Exception e) {
+                        errors.incrementAndGet();
+                    }
+                    if (c == l.length) {
+                        l = Arrays.copyOf(l, l.length * 2);
+                    }
+                    l[c++] = System.nanoTime() - s;
+                }
+                lat[n] = l;
+                counts[n] = c;
+            });
+            ts[k].start();
+        }
+        for (Thread t : ts) {
+            t.join(TimeUnit.SECONDS.toMillis(seconds + 60));
+        }
+        int total = Arrays.stream(counts).sum();
+        long[] all = new long[total];
+        int at = 0;
+        for (int k = 0; k < threads; k++) {
+            System.arraycopy(lat[k], 0, all, at, counts[k]);
+            at += counts[k];
+        }
+        return new SyncRun(all, errors.get());
     }
 
     private static String sendAsync() throws Exception {
@@ -212,48 +236,58 @@ public final class RocketMQBench {
             for (int i = 0; i < 100; i++) {
                 p.send(new Message(topic, body));
             }
-            Semaphore inFlight = new Semaphore(window);
-            AtomicLong ok = new AtomicLong();
-            AtomicLong errors = new AtomicLong();
-            SendCallback cb = new SendCallback() {
-                @Override
-                public void onSuccess(SendResult r) {
-                    if (r.getSendStatus() == SendStatus.SEND_OK) {
-                        ok.incrementAndGet();
-                    } else {
-                        errors.incrementAndGet();
-                    }
-                    inFlight.release();
-                }
-
-                @Override
-                public void onException(Throwable e) {
-                    errors.incrementAndGet();
-                    inFlight.release();
-                }
-            };
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+            long[] warm = asyncLoad(p, topic, body, window, num("warmup", 0)); // not counted: see sendSync
+            measuring();
             long t0 = System.nanoTime();
-            while (System.nanoTime() < deadline) {
-                if (!inFlight.tryAcquire(1, TimeUnit.SECONDS)) {
-                    continue;
-                }
-                try {
-                    p.send(new Message(topic, body), cb);
-                } catch (Exception e) {
-                    errors.incrementAndGet();
-                    inFlight.release();
-                }
-            }
-            inFlight.tryAcquire(window, 60, TimeUnit.SECONDS); // drain what is in flight
+            long[] r = asyncLoad(p, topic, body, window, seconds);
             double dt = (System.nanoTime() - t0) / 1e9;
             return String.format(Locale.ROOT,
                     "{\"case\":\"send-async\",\"window\":%d,\"messages\":%d,\"errors\":%d,\"seconds\":%.3f,"
-                            + "\"msgs_per_s\":%.1f,\"mib_per_s\":%.2f}",
-                    window, ok.get(), errors.get(), dt, ok.get() / dt, ok.get() * (double) body.length / dt / (1 << 20));
+                            + "\"msgs_per_s\":%.1f,\"mib_per_s\":%.2f,\"warmup_messages\":%d}",
+                    window, r[0], r[1], dt, r[0] / dt, r[0] * (double) body.length / dt / (1 << 20), warm[0]);
         } finally {
             p.shutdown();
         }
+    }
+
+    /** Async sends with up to {@code window} in flight until {@code seconds} are up, then the
+     *  ones in flight drained: {acknowledged SEND_OK, errors}. */
+    private static long[] asyncLoad(DefaultMQProducer p, String topic, byte[] body, int window, long seconds)
+            throws InterruptedException {
+        Semaphore inFlight = new Semaphore(window);
+        AtomicLong ok = new AtomicLong();
+        AtomicLong errors = new AtomicLong();
+        SendCallback cb = new SendCallback() {
+            @Override
+            public void onSuccess(SendResult r) {
+                if (r.getSendStatus() == SendStatus.SEND_OK) {
+                    ok.incrementAndGet();
+                } else {
+                    errors.incrementAndGet();
+                }
+                inFlight.release();
+            }
+
+            @Override
+            public void onException(Throwable e) {
+                errors.incrementAndGet();
+                inFlight.release();
+            }
+        };
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        while (System.nanoTime() < deadline) {
+            if (!inFlight.tryAcquire(1, TimeUnit.SECONDS)) {
+                continue;
+            }
+            try {
+                p.send(new Message(topic, body), cb);
+            } catch (Exception e) {
+                errors.incrementAndGet();
+                inFlight.release();
+            }
+        }
+        inFlight.tryAcquire(window, 60, TimeUnit.SECONDS); // drain what is in flight
+        return new long[] {ok.get(), errors.get()};
     }
 
     private static String consumed(String mode, long got, long bytes, long first, long last, long expect) {
