@@ -28,7 +28,11 @@ Invariants:
   ASYNC_MASTER without a slave; Kafka with replication factor 1, min.insync.replicas 1 and
   ``log.flush.interval.ms=500`` so it also flushes twice a second;
 - a run is bounded: each case has its own deadline, and once ``--budget`` minutes are spent
-  the remaining cases are reported as skipped.
+  the remaining cases are reported as skipped;
+- no system is measured beside an idle peer of the other protocol family's broker: Apache
+  RocketMQ is started for the native and scale sections' turns only (after Rockafka's), and
+  the replication section runs one system at a time (an idle RocketMQ took 11-14 % of the
+  2-core machine). Apache Kafka's single node (4 % idle) and Rockafka's (1 %) stay up.
 
 Nothing here asserts anything; it only measures (tests never run it).
 """
@@ -226,6 +230,28 @@ def stop_systems(systems) -> None:
                 obj.kill()
 
 
+class PeerForItsTurn:
+    """A single-node peer started for the section that measures it and stopped after its turn,
+    so no other system is measured beside it idling: Apache RocketMQ's NameServer + broker took
+    11 % of the 2-core machine doing nothing (Apache Kafka's single node 4 %, Rockafka's 1 %)."""
+
+    def __init__(self, name: str, make, failed: dict[str, str], what: str):
+        self.name, self.make, self.failed, self.what = name, make, failed, what
+        self.peer = None
+
+    def up(self):
+        """The started peer, or None (the reason is in ``failed``)."""
+        if self.peer is None and self.name not in self.failed:
+            self.peer, reason = start_peer(self.name, self.make)
+            if self.peer is None:
+                self.failed[self.name] = f"{self.what} failed: {reason}"
+        return self.peer
+
+    def down(self) -> None:
+        stop_systems(((self.name, self.peer),))
+        self.peer = None
+
+
 def kill9_kafka(peer) -> None:
     if peer.proc is not None and peer.proc.poll() is None:
         os.killpg(peer.proc.pid, signal.SIGKILL)
@@ -281,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_details(work)
     started = dt.datetime.now(dt.timezone.utc)
     physical = physical_references(work)
-    node = kafka = rocketmq = None
+    node = kafka = None
+    rocketmq: PeerForItsTurn | None = None
     try:
         from tests.support.node import RunningNode
 
@@ -311,21 +338,18 @@ def main(argv: list[str] | None = None) -> int:
                     systems_native["rockafka"] = node.namesrv_addr
             except Exception as e:
                 failed["rockafka-native"] = failed["rocketmq"] = f"native bench program not built: {e}"[:800]
-            if "rocketmq" not in failed:
-                from rocketmq_peer import RocketMQPeer
+            from rocketmq_peer import RocketMQPeer
 
-                rocketmq, reason = start_peer("rocketmq", lambda i: RocketMQPeer(
-                    work / f"rocketmq{i}", overrides=ROCKETMQ_OVERRIDES, heap="1g"))
-                if rocketmq is not None:
-                    systems_native["rocketmq"] = rocketmq.namesrv_addr
-                else:
-                    failed["rocketmq"] = f"Apache RocketMQ peer failed: {reason}"
+            # started for the native and the scale sections' turns only (PeerForItsTurn)
+            rocketmq = PeerForItsTurn("rocketmq", lambda i: RocketMQPeer(
+                work / f"rocketmq{i}-{uuid.uuid4().hex[:4]}", overrides=ROCKETMQ_OVERRIDES, heap="1g"), failed,
+                "Apache RocketMQ peer")
         failed.setdefault("rockafka-native", failed.get("rockafka", ""))
         if not failed["rockafka-native"]:
             del failed["rockafka-native"]
         kafka_part(sz, want, budget, systems_kafka, failed, tables, profiles, notes, node, kafka)
         if want("native"):
-            native_part(sz, budget, node, systems_native, failed, tables)
+            native_part(sz, budget, node, systems_native, rocketmq, failed, tables)
         if want("replication"):
             # the single-node systems rest meanwhile: two more brokers per protocol run now
             replication_part(sz, budget, work, tables, notes)
@@ -336,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                               log=lambda text: log("tiered", text=text))
         # many-queue topics last: once created they stay, and must not weigh on the other cases
         if want("scale"):
-            scale_native_part(sz, budget, node, systems_native, failed, tables)
+            scale_native_part(sz, budget, node, systems_native, rocketmq, failed, tables)
             # Each protocol's scale runs on a broker without the other's thousands of queues (the
             # peers are separate brokers too): Rockafka restarts on a fresh data directory.
             if node is not None and "rockafka" in systems_kafka:
@@ -361,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("The run stopped on an unexpected error:\n\n```\n" + traceback.format_exc()[-3000:] + "```")
         log("run_error", error=traceback.format_exc())
     finally:
-        stop_systems((("rocketmq", rocketmq), ("kafka", kafka), ("rockafka", node)))
+        if rocketmq is not None:
+            rocketmq.down()
+        stop_systems((("kafka", kafka), ("rockafka", node)))
         shutil.rmtree(work, ignore_errors=True)
     write_results(out, args.size, sz, started, budget, machine, tables, profiles, notes, physical)
     log("results_written", path=out, minutes=round(budget.spent() / 60, 1))
@@ -624,7 +650,20 @@ def recovery_part(sz, budget, systems, mark, tables, node, kafka) -> None:
     tables.append(table)
 
 
-def native_part(sz, budget, node, systems, failed, tables) -> None:
+def _native_turns(node, systems: dict[str, str], rocketmq: PeerForItsTurn | None):
+    """(name, NameServer address) of each system in turn: Rockafka's node (always running), then
+    Apache RocketMQ, started for its turn and stopped after it (the caller's ``finally`` of the
+    generator)."""
+    if "rockafka" in systems and node is not None and node.running():
+        yield "rockafka", systems["rockafka"]
+    if rocketmq is not None and rocketmq.up() is not None:
+        try:
+            yield "rocketmq", rocketmq.peer.namesrv_addr
+        finally:
+            rocketmq.down()
+
+
+def native_part(sz, budget, node, systems, rocketmq, failed, tables) -> None:
     send = Table("Native protocol: send throughput (stock RocketMQ Java client 5.5.0, 1 KiB, 8 queues)",
                  "messages/s", "rocketmq", "higher")
     consume = Table("Native protocol: consume throughput (the messages just sent, from offset 0)",
@@ -637,10 +676,8 @@ def native_part(sz, budget, node, systems, failed, tables) -> None:
         for c in cases:
             t.cell(c, "rockafka")
     secs = sz["native_seconds"]
-    for rep in range(sz["reps"]):
-        for name, ns in systems.items():
-            if name == "rockafka" and (node is None or not node.running()):
-                continue
+    for name, ns in _native_turns(node, systems, rocketmq):
+        for rep in range(sz["reps"]):
             topic = f"nb{rep}_{uuid.uuid4().hex[:6]}"
             if attempt(None, "create-topic", name, lambda: native_wl.run("create-topic", ns, topic=topic,
                                                                          queues=8), budget) is None:
@@ -674,7 +711,8 @@ def native_part(sz, budget, node, systems, failed, tables) -> None:
                     value=lambda r: r["msgs_per_s"])
     send.notes.append(f"{secs} s per send case after 100 warm-up sends and {native_wl.SEND_WARMUP_S} s of the "
                       "case's own load, not counted (the client's JIT); a fresh 8-queue topic per repetition; "
-                      "one JVM per case.")
+                      "one JVM per case; Rockafka's repetitions, then Apache RocketMQ's, started for its turn "
+                      "(neither measured beside the other's broker).")
     consume.notes.append("Timed from the first to the last message received (client start-up and the first "
                          "rebalance are not counted); pull batch size 32 for both.")
     for t, _cases in all_tables:
@@ -805,14 +843,16 @@ def replication_part(sz, budget, work, tables, notes) -> None:
     tables += [send, lat, produce]
 
 
-def scale_native_part(sz, budget, node, systems, failed, tables) -> None:
-    section = Budget(min(sz["scale_minutes"], budget.left() / 60))
+def scale_native_part(sz, budget, node, systems, rocketmq, failed, tables) -> None:
+    turn_minutes = min(sz["scale_minutes"], budget.left() / 60) / 2  # each system's share of the section
     scale = Table("Scale, native protocol: async send throughput vs queues on one broker (1 KiB)",
                   "messages/s", "rocketmq", "higher")
     for n in sz["scale_queues"]:
-        case = f"{n:,} queues"
-        scale.cell(case, "rockafka")
-        for name, ns in systems.items():
+        scale.cell(f"{n:,} queues", "rockafka")
+    for name, ns in _native_turns(node, systems, rocketmq):
+        section = Budget(turn_minutes)  # from the start of this system's turn (its start-up not counted)
+        for n in sz["scale_queues"]:
+            case = f"{n:,} queues"
             topic = f"nscale{n}_{uuid.uuid4().hex[:6]}"
             if section.left() <= 0:
                 scale.add(case, name, Failure("skipped: time budget spent"))
@@ -830,7 +870,8 @@ def scale_native_part(sz, budget, node, systems, failed, tables) -> None:
     scale.notes.append(f"{sz['scale_native_seconds']} s of async sends (256 in flight) per run, after "
                        f"{native_wl.SEND_WARMUP_S} s of them not counted (the client's JIT); the producer "
                        "spreads messages over every queue round robin; topics created with the client's "
-                       "createTopic (UPDATE_AND_CREATE_TOPIC to the broker).")
+                       "createTopic (UPDATE_AND_CREATE_TOPIC to the broker); Rockafka's cases, then Apache "
+                       "RocketMQ's, started for its turn, each with half of the section's minutes.")
     fail_missing(scale, failed, ["rockafka", "rocketmq"])
     tables.append(scale)
 
