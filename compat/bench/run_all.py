@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         if want("native"):
             native_part(sz, budget, node, systems_native, rocketmq, failed, tables)
         if want("replication"):
-            # the single-node systems rest meanwhile: two more brokers per protocol run now
+            # Kafka's and Rockafka's single nodes rest meanwhile; the section runs its systems one at a time
             replication_part(sz, budget, work, tables, notes)
         if want("tiered"):  # its own node and S3 server; the others rest meanwhile
             from compat.bench import tiered_bench
