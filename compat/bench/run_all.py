@@ -808,30 +808,28 @@ def replication_part(sz, budget, work, tables, notes) -> None:
             produce_reps("rockafka", master.kafka_bootstrap)
         finally:
             stop_systems((("rockafka-slave", slave), ("rockafka-master", master)))
-    if built:
-        rocketmq, reason = start_peer("rocketmq-ha", lambda i: RocketMQPeer(
-            work / f"rocketmq-ha{i}", overrides=dict(ROCKETMQ_OVERRIDES, brokerRole="SYNC_MASTER"), heap="1g",
-            slaves=1))
-        if rocketmq is None:
-            for t in (send, lat):
+    def peer_turn(label: str, system: str, make, what: str, affected: tuple, measure) -> None:
+        """Start a peer, ``measure(peer)``, stop it; when it does not start, its cells say why."""
+        peer, reason = start_peer(label, make)
+        if peer is None:
+            for t in affected:
                 for c in t.cases:
-                    t.add(c, "rocketmq", Failure(f"Apache RocketMQ master + slave failed: {reason}"))
-        else:
-            try:
-                native_reps("rocketmq", rocketmq.namesrv_addr)
-            finally:
-                stop_systems((("rocketmq-ha", rocketmq),))
-    kafka, reason = start_peer("kafka-rf2", lambda i: KafkaCluster(
-        work / f"kafka-rf2-{i}", brokers=2, heap="1g",
-        overrides=dict(KAFKA_OVERRIDES, **{"default.replication.factor": 2, "offsets.topic.replication.factor": 2})))
-    if kafka is None:
-        for c in produce.cases:
-            produce.add(c, "kafka", Failure(f"Apache Kafka 2-broker cluster failed: {reason}"))
-    else:
+                    t.add(c, system, Failure(f"{what} failed: {reason}"))
+            return
         try:
-            produce_reps("kafka", kafka.bootstrap)
+            measure(peer)
         finally:
-            stop_systems((("kafka-rf2", kafka),))
+            stop_systems(((label, peer),))
+
+    if built:
+        peer_turn("rocketmq-ha", "rocketmq", lambda i: RocketMQPeer(
+            work / f"rocketmq-ha{i}", overrides=dict(ROCKETMQ_OVERRIDES, brokerRole="SYNC_MASTER"), heap="1g",
+            slaves=1), "Apache RocketMQ master + slave", (send, lat),
+            lambda peer: native_reps("rocketmq", peer.namesrv_addr))
+    peer_turn("kafka-rf2", "kafka", lambda i: KafkaCluster(
+        work / f"kafka-rf2-{i}", brokers=2, heap="1g",
+        overrides=dict(KAFKA_OVERRIDES, **{"default.replication.factor": 2, "offsets.topic.replication.factor": 2})),
+        "Apache Kafka 2-broker cluster", (produce,), lambda peer: produce_reps("kafka", peer.bootstrap))
     send.notes.append("Only SEND_OK counts (a send answered SLAVE_NOT_AVAILABLE or FLUSH_SLAVE_TIMEOUT is an "
                       f"error); {sz['native_seconds']} s per case after 100 warm-up sends and {native_wl.SEND_WARMUP_S} s of "
                       "the case's own load, not counted (the client's JIT); Rockafka's slave and "
