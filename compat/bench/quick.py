@@ -222,7 +222,7 @@ def native_only(args) -> int:
             before: dict[str, float] = {}
             tbefore: dict[str, dict] = {}
 
-            def measuring(rep=rep, prof=prof, before=before, tbefore=tbefore) -> None:
+            def measuring() -> None:  # called within this iteration: no late-binding trap
                 """After the client's warm-up: sample the brokers' CPU, start the profilers."""
                 if rep == 0 and args.native_profile:
                     prof.extend(_native_profiler(p.proc.pid, args.native_seconds + 1, out)
