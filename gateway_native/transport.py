@@ -165,6 +165,17 @@ class Connection:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def queue(self, cmd: RemotingCommand) -> None:
+        """``send`` that always queues: the caller answers several requests in a row and calls
+        ``flush`` after the last, so they leave in one write (``send`` writes a lone answer at once)."""
+        if self.closed:
+            raise ConnectionClosedError(f"connection to {self.remote_addr} is closed")
+        self._out.append(encode(cmd))
+
+    def flush(self) -> None:
+        """Write what ``send`` or ``queue`` queued now, rather than in the loop's next turn."""
+        self._flush()
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         if not self._out:

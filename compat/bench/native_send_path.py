@@ -48,6 +48,12 @@ class Conn:
     async def send_and_drain(self, cmd: RemotingCommand) -> None:
         self.send(cmd)
 
+    def backlogged(self) -> bool:
+        return False
+
+    async def drain_backlog(self) -> None:
+        return None
+
 
 def frame(i: int) -> bytes:
     """A SEND_MESSAGE_V2 frame (without its length prefix) as the Java client sends it."""

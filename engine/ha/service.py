@@ -387,10 +387,21 @@ class HAService:
             self._seq += 1
             now = time.monotonic()
             w = _Waiter(end_offset, self._seq, min_replicas, now + timeout_s, fut)
-            bisect.insort(self._waiters, w)
+            waiters = self._waiters
+            # A wait behind one still pending, needing no more replicas than some pending wait
+            # does, cannot be completed now: every ACK since that one's registration was
+            # evaluated (under this lock) and left it waiting, and this one ends no earlier. The
+            # tick times both out or fails them when the lease or the in-sync set changes.
+            # Pipelined sends (256 in flight) register this way; a lone wait is evaluated.
+            behind = bool(waiters) and waiters[-1].end <= end_offset and min_replicas <= self._most_replicas
+            if not waiters or waiters[-1].end <= end_offset:
+                waiters.append(w)  # puts end in order: no comparisons of the dataclass in Python
+            else:
+                bisect.insort(waiters, w)
             self._most_replicas = max(self._most_replicas, min_replicas)
             self._first_deadline = min(self._first_deadline, w.deadline)
-            self._evaluate(now)
+            if not behind:
+                self._evaluate(now)
             if timeout_s < TICK_S:  # ``ha-transfer`` times waits out; it wakes by itself every tick
                 self._tick.notify_all()
         return fut

@@ -109,6 +109,8 @@ class _Completions:
             items, self._items = self._items, []
             self._scheduled = False
         afters: dict[Any, None] = {}
+        # one write per connection for the whole turn (an ACK answers many sends in flight at once)
+        held: dict[Any, None] | None = {} if len(items) > 1 else None
         for reply, conn, cmd, observer, start in items:
             try:
                 resp = reply.finish(reply.waiting.result())
@@ -119,11 +121,17 @@ class _Completions:
                 observer(cmd.code, time.perf_counter() - start, None if resp is None else resp.code)
             if resp is not None and not cmd.is_oneway and not conn.closed:
                 try:
-                    conn.send(resp)  # coalesced with the other replies of this turn
+                    if held is not None and hasattr(conn, "queue"):
+                        conn.queue(resp)
+                        held[conn] = None
+                    else:
+                        conn.send(resp)
                 except ConnectionError:
                     pass
             if reply.after is not None:
                 afters[reply.after] = None
+        for conn in held or ():
+            conn.flush()
         for after in afters:
             try:
                 after()

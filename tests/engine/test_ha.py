@@ -227,6 +227,8 @@ def test_many_waits_in_flight_each_get_their_own_outcome(pair):
     waits = [m.ha.wait_replicated(e, 1, 30) for e in reversed(ends)]  # registered out of log order
     too_many = m.ha.wait_replicated(ends[0], 2, 30)
     assert too_many.result(5)[0] == "SLAVE_NOT_AVAILABLE"
+    # also when it ends past every wait still pending (registered behind them, in log order)
+    assert m.ha.wait_replicated(far + 2, 2, 30).result(5)[0] == "SLAVE_NOT_AVAILABLE"
     assert [w.result(10) for w in waits] == [("PUT_OK", None)] * 50
     status, error = never_short.result(10)
     assert status == "FLUSH_SLAVE_TIMEOUT" and f"offset {far + 1}" in error
