@@ -27,6 +27,9 @@ from .topic_config import topic_name_error
 
 log = structlog.get_logger("rockafka.engine.store")  # the store's events, one logger
 
+# properties that send a message to a staging topic first (a delay level, a timer)
+_STAGING_PROPERTIES = frozenset((PROPERTY_DELAY_TIME_LEVEL, *TIMER_PROPERTIES))
+
 # A Kafka batch of this many bytes or more is not copied into its unit: the unit is written as
 # a ``SplitUnit`` (fixed fields + the batch header, then the rest of the batch as it arrived,
 # then topic and properties) with one ``pwritev`` (commitlog segments: file_io.PWRITE_MIN).
@@ -192,7 +195,7 @@ class StorePuts:
             return refused
         staged_tcode = None
         props = msg.properties
-        if props and (PROPERTY_DELAY_TIME_LEVEL in props or any(k in props for k in TIMER_PROPERTIES)):
+        if props and not _STAGING_PROPERTIES.isdisjoint(props):  # not a generator per message
             # RocketMQ's put path: a delayed message is stored in its staging topic, with the
             # delivery time as its consume-queue tags code; half and rollback messages never are
             if msg.sys_flag & 0xC not in (0x4, 0xC):
