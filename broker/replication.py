@@ -113,6 +113,12 @@ class Replication:
         before the store starts). Connections already streaming keep their reader thread."""
         self._store.ha.loop_hook = LoopAcks(loop)
 
+    def batch_pushes(self, more: bool) -> None:
+        """Called on the loop by a gateway before each put of a request: ``more`` requests are
+        already received (handled in this same step), so the slaves get the batch's puts in
+        one push, made by its last put (engine.ha)."""
+        self._store.ha.batch_pushes(more)
+
     def wake_dispatcher(self) -> None:
         """Replicated writes were answered: let the dispatcher index them now (engine.ha
         leaves it asleep during the round trip to the slaves)."""

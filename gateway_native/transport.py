@@ -165,6 +165,10 @@ class Connection:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def more_received(self) -> bool:
+        """Bytes of a further request are already received (handled in this same loop turn)."""
+        return self._unread() > 0
+
     def queue(self, cmd: RemotingCommand) -> None:
         """``send`` that always queues: the caller answers several requests in a row and calls
         ``flush`` after the last, so they leave in one write (``send`` writes a lone answer at once)."""

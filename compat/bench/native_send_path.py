@@ -51,6 +51,9 @@ class Conn:
     def backlogged(self) -> bool:
         return False
 
+    def more_received(self) -> bool:
+        return False
+
     async def drain_backlog(self) -> None:
         return None
 

@@ -129,6 +129,10 @@ class HAService:
         self.lease: Any = None
         # the node's event loop, if any: ACKs are read there (set before the store starts)
         self.loop_hook: Any = None
+        # puts of a request batch the loop handles in one step leave their bytes to the
+        # batch's last put, which pushes them all (``batch_pushes``)
+        self._push_deferred = False
+        self._push_scheduled = False
 
     # -- role ----------------------------------------------------------------------------------
     @property
@@ -244,9 +248,39 @@ class HAService:
         with self._lock:
             return list(self._conns)
 
+    def batch_pushes(self, more: bool) -> None:
+        """On the loop's thread (``loop_hook``), before a put of a request batch: ``more``
+        requests already received and handled in this same loop step leave their bytes to the
+        batch's last put (``more`` False), which pushes them all -- one frame, one write and one
+        ACK for the batch instead of one each. A batch that ends without such a put is pushed at
+        the loop's next turn; a put that waits for the slaves inside the call pushes first
+        (``wait_replicated_blocking``)."""
+        if not more:
+            self._push_deferred = False  # this put pushes whatever the batch left
+            return
+        hook = self.loop_hook
+        if hook is None or not self._conns or not hook.on_loop():
+            return
+        self._push_deferred = True
+        if not self._push_scheduled:
+            self._push_scheduled = True
+            try:
+                hook.loop.call_soon(self._push_deferred_now)
+            except RuntimeError:  # the loop is closing: push now, as without a batch
+                self._push_deferred_now()
+
+    def _push_deferred_now(self) -> None:
+        self._push_scheduled = False
+        if self._push_deferred:
+            self._push_deferred = False
+            self.notify_append()
+
     def notify_append(self) -> bool:
-        """True when there are slaves and every one of them has been sent everything stored."""
+        """True when there are slaves and every one of them has been sent everything stored
+        (or will be by the end of the loop's request batch, ``batch_pushes``)."""
         conns = self._conns
+        if self._push_deferred:
+            return bool(conns)  # the batch's last put (or the next turn) sends everything stored
         all_sent = bool(conns)
         for c in conns:  # every connection, whatever the one before it did
             if not c.push():
@@ -408,6 +442,9 @@ class HAService:
 
     def wait_replicated_blocking(self, end_offset: int, min_replicas: int, timeout_s: float) -> tuple[str, str | None]:
         """For the store's SYNC_MASTER puts: (status name, error)."""
+        if self._push_deferred:  # this put's bytes (and the batch's before it) go out now
+            self._push_deferred = False
+            self.notify_append()
         fut = self.wait_replicated(end_offset, min_replicas, timeout_s)
         hook = self.loop_hook
         if hook is not None and not fut.done() and hook.on_loop():

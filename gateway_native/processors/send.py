@@ -182,6 +182,8 @@ async def send_message(broker: Any, conn: Connection, cmd: RemotingCommand) -> R
     if topic.startswith("%RETRY%"):  # a client's own retry send (its send-back failed): DLQ past the limit
         from .send_back import redirect_retry_send
         await redirect_retry_send(broker, cmd, msg)
+    # sends in flight, received together: the slaves get them in one push, by the last one's put
+    broker.replication.batch_pushes(conn.more_received())
     return await _store(broker, cmd, broker.store.put_message, msg, queue_id)
 
 
@@ -200,4 +202,5 @@ async def send_batch(broker: Any, conn: Connection, cmd: RemotingCommand) -> Rem
         return cmd.response(R.MESSAGE_ILLEGAL, "batch messages cannot be transactional (half) messages")
     born = cmd.get_int("bornTimestamp")
     msgs = [_message(broker, conn, topic, queue_id, it.body, it.properties, it.flag, sys_flag, born, 0) for it in items]
+    broker.replication.batch_pushes(conn.more_received())
     return await _store(broker, cmd, broker.store.put_messages, msgs, queue_id)

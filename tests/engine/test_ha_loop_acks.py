@@ -27,9 +27,9 @@ def _msg(i: int) -> Message:
     return Message(topic="T", body=b"x" * 100 + str(i).encode(), queue_id=0)
 
 
-async def _started_pair(tmp_path) -> tuple[MessageStore, MessageStore]:
+async def _started_pair(tmp_path, **master) -> tuple[MessageStore, MessageStore]:
     """A SYNC_MASTER store whose ACKs the running loop reads, and its slave, both started."""
-    m = MessageStore(small_config(tmp_path / "m", broker_role="SYNC_MASTER", sync_flush_timeout=3000),
+    m = MessageStore(small_config(tmp_path / "m", broker_role="SYNC_MASTER", sync_flush_timeout=3000, **master),
                      broker_config=BrokerConfig(ha_listen_port=free_port()))
     Replication(m).read_acks_on(asyncio.get_running_loop())
     await asyncio.to_thread(m.start)
@@ -122,6 +122,47 @@ def test_puts_made_while_frames_are_unacknowledged_reach_the_slave_byte_for_byte
                 await asyncio.sleep(0)  # the loop reads what ACKs arrived meanwhile
             outcomes = await asyncio.gather(*(asyncio.wrap_future(w) for w in waits))
             assert all(status == "PUT_OK" for status, _ in outcomes), outcomes
+            end = m.confirmed_offset
+            await _until(lambda: s.commitlog.max_offset >= end, "the slave holds every byte")
+            assert s.commitlog.read(start, end - start) == m.commitlog.read(start, end - start)
+        finally:
+            await asyncio.to_thread(s.shutdown)
+            await asyncio.to_thread(m.shutdown)
+
+    asyncio.run(scenario())
+
+
+def test_a_request_batchs_puts_reach_the_slave_in_one_push_and_a_blocking_put_is_not_held(tmp_path):
+    """A gateway handling requests received together tells each put whether more follow in the
+    same loop step: the batch's last put pushes them all; a batch that ends without such a put
+    is pushed at the loop's next turn. Every message is acknowledged and on the slave byte for
+    byte; a put that waits for the slave inside the call in the middle of a batch pushes first
+    (else it would wait for a push that only its own return lets happen)."""
+    async def scenario() -> None:
+        # the master's writer thread stays quiet (no heartbeat, no metadata round) during the
+        # test: only pushes move the bytes, as between a node's busy turns
+        m, s = await _started_pair(tmp_path, ha_send_heartbeat_interval=60_000, ha_sync_metadata_interval=60_000)
+        try:
+            await _until(lambda: any(c.reads_on_loop and m.ha.is_in_sync(c, time.monotonic())
+                                     for c in m.ha.connections()), "the slave in sync, ACKs read on the loop")
+            start = m.confirmed_offset
+            waits = []
+            for round_ in range(4):
+                last = 29 if round_ % 2 else None  # odd rounds end with a put, even ones without
+                for i in range(30):  # the requests of one read
+                    m.ha.batch_pushes(i != last)
+                    r = m.put_message(_msg(round_ * 100 + i), sync_replicas=False)
+                    assert r.ok, r.status
+                    waits.append(m.ha.wait_replicated(r.end_offset, 1, 3.0))
+                await asyncio.sleep(0)
+            outcomes = await asyncio.gather(*(asyncio.wrap_future(w) for w in waits))
+            assert all(status == "PUT_OK" for status, _ in outcomes), outcomes
+            # more to come, then a put that waits for the slave inside the call, in the same step
+            m.ha.batch_pushes(True)
+            assert m.put_message(_msg(500), sync_replicas=False).ok
+            m.ha.batch_pushes(True)
+            r = m.put_message(_msg(501))
+            assert r.status == PutMessageStatus.PUT_OK, (r.status, r.error)
             end = m.confirmed_offset
             await _until(lambda: s.commitlog.max_offset >= end, "the slave holds every byte")
             assert s.commitlog.read(start, end - start) == m.commitlog.read(start, end - start)
