@@ -275,7 +275,7 @@ def dir_size(path: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Rockafka vs Apache Kafka and Apache RocketMQ")
     ap.add_argument("--size", choices=sorted(SIZES), default="full")
-    ap.add_argument("--budget", type=float, default=30.0, help="minutes before remaining cases are skipped")
+    ap.add_argument("--budget", type=float, default=36.0, help="minutes before remaining cases are skipped")
     ap.add_argument("--out", default=None, help="results file (default compat/bench/results/<date>.md)")
     ap.add_argument("--spark-pushdown-mib", type=int, default=None,
                     help="topic size of the Spark pushdown row (default: 1024 full, 16 tiny)")
