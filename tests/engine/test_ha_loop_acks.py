@@ -39,6 +39,13 @@ async def _started_pair(tmp_path, **master) -> tuple[MessageStore, MessageStore]
     return m, s
 
 
+async def _same_bytes_on_the_slave(m: MessageStore, s: MessageStore, start: int) -> None:
+    """The slave's commitlog from ``start`` to the master's end is the master's, byte for byte."""
+    end = m.confirmed_offset
+    await _until(lambda: s.commitlog.max_offset >= end, "the slave holds every byte")
+    assert s.commitlog.read(start, end - start) == m.commitlog.read(start, end - start)
+
+
 def test_sync_master_waits_are_answered_on_the_loop_and_a_lost_slave_is_noticed(tmp_path):
     async def scenario() -> None:
         m, s = await _started_pair(tmp_path)
@@ -122,9 +129,7 @@ def test_puts_made_while_frames_are_unacknowledged_reach_the_slave_byte_for_byte
                 await asyncio.sleep(0)  # the loop reads what ACKs arrived meanwhile
             outcomes = await asyncio.gather(*(asyncio.wrap_future(w) for w in waits))
             assert all(status == "PUT_OK" for status, _ in outcomes), outcomes
-            end = m.confirmed_offset
-            await _until(lambda: s.commitlog.max_offset >= end, "the slave holds every byte")
-            assert s.commitlog.read(start, end - start) == m.commitlog.read(start, end - start)
+            await _same_bytes_on_the_slave(m, s, start)
         finally:
             await asyncio.to_thread(s.shutdown)
             await asyncio.to_thread(m.shutdown)
@@ -163,9 +168,7 @@ def test_a_request_batchs_puts_reach_the_slave_in_one_push_and_a_blocking_put_is
             m.ha.batch_pushes(True)
             r = m.put_message(_msg(501))
             assert r.status == PutMessageStatus.PUT_OK, (r.status, r.error)
-            end = m.confirmed_offset
-            await _until(lambda: s.commitlog.max_offset >= end, "the slave holds every byte")
-            assert s.commitlog.read(start, end - start) == m.commitlog.read(start, end - start)
+            await _same_bytes_on_the_slave(m, s, start)
         finally:
             await asyncio.to_thread(s.shutdown)
             await asyncio.to_thread(m.shutdown)
