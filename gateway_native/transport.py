@@ -163,7 +163,7 @@ class Connection:
         self._out.append(encode(cmd))
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            asyncio.get_running_loop().call_soon(self.flush)
 
     def more_received(self) -> bool:
         """Bytes of a further request are already received (handled in this same loop turn)."""
@@ -177,10 +177,7 @@ class Connection:
         self._out.append(encode(cmd))
 
     def flush(self) -> None:
-        """Write what ``send`` or ``queue`` queued now, rather than in the loop's next turn."""
-        self._flush()
-
-    def _flush(self) -> None:
+        """Write what ``send`` or ``queue`` queued (scheduled by ``send``, or called at once)."""
         self._flush_scheduled = False
         if not self._out:
             return

@@ -271,6 +271,9 @@ class HAService:
 
     def _push_deferred_now(self) -> None:
         self._push_scheduled = False
+        self._push_what_was_deferred()
+
+    def _push_what_was_deferred(self) -> None:
         if self._push_deferred:
             self._push_deferred = False
             self.notify_append()
@@ -427,8 +430,9 @@ class HAService:
             # evaluated (under this lock) and left it waiting, and this one ends no earlier. The
             # tick times both out or fails them when the lease or the in-sync set changes.
             # Pipelined sends (256 in flight) register this way; a lone wait is evaluated.
-            behind = bool(waiters) and waiters[-1].end <= end_offset and min_replicas <= self._most_replicas
-            if not waiters or waiters[-1].end <= end_offset:
+            in_order = not waiters or waiters[-1].end <= end_offset
+            behind = bool(waiters) and in_order and min_replicas <= self._most_replicas
+            if in_order:
                 waiters.append(w)  # puts end in order: no comparisons of the dataclass in Python
             else:
                 bisect.insort(waiters, w)
@@ -442,9 +446,7 @@ class HAService:
 
     def wait_replicated_blocking(self, end_offset: int, min_replicas: int, timeout_s: float) -> tuple[str, str | None]:
         """For the store's SYNC_MASTER puts: (status name, error)."""
-        if self._push_deferred:  # this put's bytes (and the batch's before it) go out now
-            self._push_deferred = False
-            self.notify_append()
+        self._push_what_was_deferred()  # this put's bytes (and the batch's before it) go out now
         fut = self.wait_replicated(end_offset, min_replicas, timeout_s)
         hook = self.loop_hook
         if hook is not None and not fut.done() and hook.on_loop():

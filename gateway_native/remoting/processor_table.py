@@ -121,7 +121,7 @@ class _Completions:
                 observer(cmd.code, time.perf_counter() - start, None if resp is None else resp.code)
             if resp is not None and not cmd.is_oneway and not conn.closed:
                 try:
-                    if held is not None and hasattr(conn, "queue"):
+                    if held is not None:
                         conn.queue(resp)
                         held[conn] = None
                     else:
