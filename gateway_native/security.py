@@ -21,7 +21,7 @@ import asyncio
 import json
 from typing import Any
 
-from engine.security import ANONYMOUS, CLUSTER_NAME, Operation as Op, ResourceType as RT, principal_of
+from engine.security import ANONYMOUS, CLUSTER_NAME, SECURITY_TOPIC, Operation as Op, ResourceType as RT, principal_of
 from engine.security.reads import read_resource
 
 from .remoting import acl
@@ -69,6 +69,10 @@ ORDER_TOPIC_NAMESPACE = "ORDER_TOPIC_CONFIG"
 
 
 _BODY_CHECKED = frozenset({RC.HEART_BEAT, RC.LOCK_BATCH_MQ, RC.UNLOCK_BATCH_MQ})
+# codes whose checks name only the request's topic field (as a topic, or a retry / DLQ topic's
+# group) and its group: without authorization each of them passes unless that topic is the
+# security records (``SecurityService.authorize``), so the gate decides them from the one field
+_TOPIC_FIELD_ONLY = frozenset(_WRITE_TOPIC | _READ_TOPIC_AND_GROUP | _DESCRIBE_TOPIC | _READ_TOPIC)
 
 
 def _topic_of(cmd: RemotingCommand) -> str:
@@ -248,8 +252,13 @@ class RemotingGate:
             if delay > 0:
                 await asyncio.sleep(delay)
             return cmd.response(R.NO_PERMISSION, remark)
-        if not sec.authorization_enabled and cmd.code in _BODY_CHECKED:
-            return None  # everyone may; and these name no topic whose reading is always refused
+        if not sec.authorization_enabled:
+            code = cmd.code
+            if code in _BODY_CHECKED:
+                return None  # everyone may; and these name no topic whose reading is always refused
+            if code in _TOPIC_FIELD_ONLY and _topic_of(cmd) != SECURITY_TOPIC:
+                conn.attrs["principal"] = principal  # what _checks + _allowed would decide, per request
+                return None
         host = conn.remote_addr.rsplit(":", 1)[0]
         checks = _checks(cmd) if cmd.code != RC.HEART_BEAT else heartbeat_checks(cmd.body)
         for op, rtype, name in checks:
