@@ -12,6 +12,10 @@ Invariants:
   batch (per partition of a request) and per flush; everything that can be read off the store
   (offsets, lag, backlog, disk) is computed when Prometheus scrapes (``StoreCollector``), so
   idle queues cost nothing between scrapes.
+- What a request or a produced or fetched batch updates (requests, errors, versions, latency,
+  topic bytes and messages, store appends) is per-thread cells summed at scrape
+  (``engine/metric_cells.py``: no lock per update, none lost between threads); the rarer
+  series (flushes, failover) are prometheus_client's own objects.
 - Protocol neutral: the gateways turn their own outcomes into names (a Kafka error code name,
   a remoting response code name) before they call ``RequestStats.observe``; this module never
   imports a gateway.
@@ -25,13 +29,16 @@ Replication and controller metrics go beside the store ones below when those sub
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from threading import get_ident
+from typing import Any, Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+
+from .metric_cells import CellCounter, CellHistogram, CellHistogramCount, Series, Table
 
 disable_created_metrics()  # *_created series double a scrape and no dashboard here uses them
 REGISTRY = CollectorRegistry()
@@ -43,28 +50,34 @@ GCCollector(registry=REGISTRY)
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 DISK_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
-REQUESTS = Counter("rockafka_requests", "Requests handled, by listener and API (Kafka API or remoting "
-                   "request code).", ["listener", "api"], registry=REGISTRY)
-REQUEST_ERRORS = Counter("rockafka_request_errors", "Error answers, by listener, API and error (a Kafka error "
-                         "code counts once per partition or resource that carries it; a remoting response code "
-                         "once per request).", ["listener", "api", "error"], registry=REGISTRY)
-REQUEST_VERSIONS = Counter("rockafka_kafka_request_versions", "Kafka requests handled, by API and the version the "
-                           "client sent (Kafka's RequestsPerSec{request,version}).", ["api", "version"],
-                           registry=REGISTRY)
-REQUEST_SECONDS = Histogram("rockafka_request_duration_seconds", "Time from a decoded request to its answer "
-                            "(long-polling fetches and pulls include the time they were held).",
-                            ["listener", "api"], buckets=LATENCY_BUCKETS, registry=REGISTRY)
-TOPIC_BYTES_IN = Counter("rockafka_topic_bytes_in", "Bytes produced to a topic (Kafka record batches, native "
-                         "message bodies).", ["listener", "topic"], registry=REGISTRY)
-TOPIC_MESSAGES_IN = Counter("rockafka_topic_messages_in", "Records or messages produced to a topic.",
-                            ["listener", "topic"], registry=REGISTRY)
-TOPIC_BYTES_OUT = Counter("rockafka_topic_bytes_out", "Bytes served to consumers of a topic.",
-                          ["listener", "topic"], registry=REGISTRY)
-TOPIC_MESSAGES_OUT = Counter("rockafka_topic_messages_out", "Records or messages served to consumers of a topic.",
-                             ["listener", "topic"], registry=REGISTRY)
-STORE_APPEND_SECONDS = Histogram("rockafka_store_append_duration_seconds", "Time to append one put (a message, "
-                                 "a native batch or a Kafka record batch) to the commitlog and its consume queue, "
-                                 "without waiting for a flush.", buckets=DISK_BUCKETS, registry=REGISTRY)
+# The per-request and per-batch series are lock-free cells (engine/metric_cells.py): one request
+# is one cell update of its (listener, api), which its count and its histogram both read.
+_REQUEST_TABLE = Table(["listener", "api"], buckets=LATENCY_BUCKETS)
+REQUESTS = CellHistogramCount("rockafka_requests", "Requests handled, by listener and API (Kafka API or remoting "
+                              "request code).", _REQUEST_TABLE, REGISTRY)
+REQUEST_ERRORS = CellCounter("rockafka_request_errors", "Error answers, by listener, API and error (a Kafka error "
+                             "code counts once per partition or resource that carries it; a remoting response code "
+                             "once per request).", Table(["listener", "api", "error"]), REGISTRY)
+REQUEST_VERSIONS = CellCounter("rockafka_kafka_request_versions", "Kafka requests handled, by API and the version "
+                               "the client sent (Kafka's RequestsPerSec{request,version}).",
+                               Table(["api", "version"]), REGISTRY)
+REQUEST_SECONDS = CellHistogram("rockafka_request_duration_seconds", "Time from a decoded request to its answer "
+                                "(long-polling fetches and pulls include the time they were held).", _REQUEST_TABLE,
+                                REGISTRY)
+# a produce or a fetch adds its bytes and messages to one (listener, topic) cell of two columns
+_TOPICS_IN = Table(["listener", "topic"], columns=2)
+_TOPICS_OUT = Table(["listener", "topic"], columns=2)
+TOPIC_BYTES_IN = CellCounter("rockafka_topic_bytes_in", "Bytes produced to a topic (Kafka record batches, native "
+                             "message bodies).", _TOPICS_IN, REGISTRY, column=0)
+TOPIC_MESSAGES_IN = CellCounter("rockafka_topic_messages_in", "Records or messages produced to a topic.",
+                                _TOPICS_IN, REGISTRY, column=1)
+TOPIC_BYTES_OUT = CellCounter("rockafka_topic_bytes_out", "Bytes served to consumers of a topic.", _TOPICS_OUT,
+                              REGISTRY, column=0)
+TOPIC_MESSAGES_OUT = CellCounter("rockafka_topic_messages_out", "Records or messages served to consumers of a "
+                                 "topic.", _TOPICS_OUT, REGISTRY, column=1)
+STORE_APPEND_SECONDS = CellHistogram("rockafka_store_append_duration_seconds", "Time to append one put (a message, "
+                                     "a native batch or a Kafka record batch) to the commitlog and its consume "
+                                     "queue, without waiting for a flush.", Table(buckets=DISK_BUCKETS), REGISTRY)
 STORE_FLUSH_SECONDS = Histogram("rockafka_store_flush_duration_seconds", "Time of one commitlog flush that wrote "
                                 "data to disk.", buckets=DISK_BUCKETS, registry=REGISTRY)
 # failover (docs/design/failover.md): the controller counts its decisions, brokers their role changes
@@ -80,63 +93,57 @@ FAILOVER_LEASE_EXPIRED = Counter("rockafka_failover_lease_expired", "Times this 
 
 
 class RequestStats:
-    """The metric children of one (listener, api), bound on first use (an API never called adds
-    no series) and then kept, so a request costs no label lookup."""
+    """The series of one (listener, api), bound on first use (an API never called adds no
+    series) and then kept, so a request costs no label lookup."""
 
-    __slots__ = ("listener", "api", "_count", "_seconds")
+    __slots__ = ("listener", "api", "_series", "_errors")
 
     def __init__(self, listener: str, api: str):
         self.listener, self.api = listener, api
-        self._count: Any = None
-        self._seconds: Any = None
+        self._series: Series | None = None
+        self._errors: dict[str, Series] = {}
 
     def observe(self, seconds: float, errors: Iterable[str] = ()) -> None:
-        if self._count is None:
-            self._count = REQUESTS.labels(self.listener, self.api)
-            self._seconds = REQUEST_SECONDS.labels(self.listener, self.api)
-        self._count.inc()
-        self._seconds.observe(seconds)
+        series = self._series
+        if series is None:
+            series = self._series = _REQUEST_TABLE.labels(self.listener, self.api)
+        series.observe(seconds)
         for error in errors:
-            REQUEST_ERRORS.labels(self.listener, self.api, error).inc()
+            counter = self._errors.get(error)
+            if counter is None:
+                counter = self._errors[error] = REQUEST_ERRORS.labels(self.listener, self.api, error)
+            counter.inc()
 
 
-_TOPIC_SERIES: set[tuple[str, str]] = set()
-# the bound children of each (listener, topic): a produce or fetch costs no label lookup
-# (``labels`` takes a lock and builds a key: two of them per native send showed in profiles)
-_IN_CHILDREN: dict[tuple[str, str], tuple[Any, Any]] = {}
-_OUT_CHILDREN: dict[tuple[str, str], tuple[Any, Any]] = {}
+def _topic_counter(table: Table) -> Callable[[str, str, int, int], None]:
+    """``topic_in``/``topic_out``: the bytes and messages of one produce or fetch (per partition
+    of a request, thousands of calls for a large one), added to the (listener, topic) cell of
+    ``table`` in place (``Series.inc``'s steps, for two columns at once)."""
+    find, bind = table.series.get, table.labels
+
+    def count(listener: str, topic: str, nbytes: int, messages: int) -> None:
+        if nbytes < 0 or messages < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        series = find((listener, topic))
+        if series is None:
+            series = bind(listener, topic)
+        cell = series.get(get_ident())
+        if cell is None:
+            cell = series.cell()
+        cell[0] += nbytes
+        cell[1] += messages
+    return count
 
 
-def _count(table: dict, bytes_metric: Any, messages_metric: Any, listener: str, topic: str, nbytes: int,
-           messages: int) -> None:
-    children = table.get((listener, topic))
-    if children is None:
-        _TOPIC_SERIES.add((listener, topic))
-        children = table[(listener, topic)] = (bytes_metric.labels(listener, topic),
-                                               messages_metric.labels(listener, topic))
-    children[0].inc(nbytes)
-    children[1].inc(messages)
-
-
-def topic_in(listener: str, topic: str, nbytes: int, messages: int) -> None:
-    _count(_IN_CHILDREN, TOPIC_BYTES_IN, TOPIC_MESSAGES_IN, listener, topic, nbytes, messages)
-
-
-def topic_out(listener: str, topic: str, nbytes: int, messages: int) -> None:
-    _count(_OUT_CHILDREN, TOPIC_BYTES_OUT, TOPIC_MESSAGES_OUT, listener, topic, nbytes, messages)
+topic_in = _topic_counter(_TOPICS_IN)
+topic_out = _topic_counter(_TOPICS_OUT)
 
 
 def forget_topic(topic: str) -> None:
     """Drop a deleted topic's series, so scrapes stop reporting a topic that is gone."""
-    for listener, name in [k for k in _TOPIC_SERIES if k[1] == topic]:
-        _TOPIC_SERIES.discard((listener, name))
-        _IN_CHILDREN.pop((listener, name), None)
-        _OUT_CHILDREN.pop((listener, name), None)
-        for metric in (TOPIC_BYTES_IN, TOPIC_MESSAGES_IN, TOPIC_BYTES_OUT, TOPIC_MESSAGES_OUT):
-            try:
-                metric.remove(listener, name)
-            except KeyError:  # this direction never saw the topic
-                pass
+    for table in (_TOPICS_IN, _TOPICS_OUT):
+        for key in [k for k in table.series.copy() if k[1] == topic]:
+            table.remove(*key)
 
 
 def now() -> float:
