@@ -13,7 +13,7 @@ ARGS   ?=
 
 .PHONY: serve test test-deps bench bench-cluster bench-quick bench-tls chaos clean grpc compat-peer compat-librdkafka
 
-$(BIN)/rockafka: pyproject.toml setup.py engine/_recordwalk.c
+$(BIN)/rockafka: pyproject.toml setup.py engine/_recordwalk.c gateway_native/remoting/_framecodec.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e .

@@ -14,6 +14,28 @@ from gateway_native.remoting.message_codec import (
     decode_batch_body, encode_batch_item, properties_to_string, string_to_properties, tags_hash,
 )
 
+
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "python"])
+def codec(request):
+    """Every test here runs with the decoder command.py binds (the compiled one, when built) and
+    with the Python decoder it falls back to (tests/gateway_native/test_framecodec.py compares
+    the two directly)."""
+    if request.param == "compiled":
+        if rc._framecodec is None:
+            pytest.skip("gateway_native.remoting._framecodec was not built")
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rc, "decode_frame", rc.decode_frame_py)  # FrameDecoder.feed looks it up on each call
+        yield
+
+
+def test_the_compiled_codec_is_built():
+    # `pip install -e .` compiles gateway_native/remoting/_framecodec.c when a C compiler is there,
+    # as on every machine this suite runs on; the Python decoder stays as its fallback
+    assert rc._framecodec is not None, "gateway_native.remoting._framecodec was not built: is a C compiler installed?"
+
+
 # GET_ROUTEINFO_BY_TOPIC as RocketMQSerializable writes it: code 105, JAVA, version 401,
 # opaque 7, flag 0, no remark, extFields {topic: T}.
 GOLDEN_ROCKETMQ = bytes.fromhex(

@@ -118,7 +118,7 @@ def test_sdist_carries_the_generated_grpc_code_and_the_console(built):
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
     for rel in ("gateway_grpc/proto/service_pb2.py", "gateway_grpc/proto/service_pb2_grpc.py",
                 "gateway_grpc/proto/definition_pb2.py", "rockafka/console/templates/base.html",
-                "engine/_recordwalk.c", "pyproject.toml", "setup.py"):
+                "engine/_recordwalk.c", "gateway_native/remoting/_framecodec.c", "pyproject.toml", "setup.py"):
         assert rel in names, rel
 
 
