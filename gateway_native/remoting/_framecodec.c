@@ -1,15 +1,16 @@
 /* The remoting frame codec's common case, compiled.
  *
- * gateway_native.remoting.command decodes every RocketMQ request and answer; this is its fast
- * path when the extension could be built at install time (setup.py marks it optional:
+ * gateway_native.remoting.command decodes and encodes every RocketMQ request and answer; this is
+ * its fast path when the extension could be built at install time (setup.py marks it optional:
  * without a C compiler the install still succeeds and the Python codec is used). The compiled
  * functions handle only the frames clients and the broker actually exchange and answer None for
  * anything else, so the Python codec keeps every edge case, with its exact results and errors.
  * tests/gateway_native/test_framecodec.py checks both against each other on real, random and
  * damaged frames.
  *
- * setup(command_class, slots, languages, java, other, json_type, rocketmq_type, decode_fallback):
- *       called once by command.py with the objects the results are made of and the Python decoder. slots: RemotingCommand's member descriptors in
+ * setup(command_class, slots, languages, java, other, language_names, json_type, rocketmq_type,
+ *       int_enum, decode_fallback, encode_fallback): called once by command.py with the objects the
+ *       results are made of and the Python codec. slots: RemotingCommand's member descriptors in
  *       field order when command.py has checked that its __init__ only assigns them (the object is
  *       then allocated and its slots filled, a fifth faster than calling the class), else None.
  *
@@ -22,8 +23,12 @@
  * characters, with JSON's escapes (a \u escape of a lone UTF-16 surrogate is not handled: Python
  * refuses it with its own message). Anything else, a malformed frame included, answers None.
  *
- * decode_frame(frame): the above, calling the Python decoder for what it does not handle;
- * command.py binds it as its decode_frame.
+ * try_encode(cmd) -> bytes | None: the whole frame of a command with a JSON header whose numbers
+ * are ints (code may be an IntEnum), remark None or a str, extFields a dict of str -> str and body
+ * None or bytes, byte for byte what the Python encode builds; None for anything else.
+ *
+ * decode_frame(frame), encode(cmd): the above, calling the Python codec for what they do not
+ * handle; command.py binds them as its decode_frame and encode.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,8 +43,12 @@ static Py_ssize_t slot_offset[NFIELDS]; /* its slots, in field order (all 0: cal
 static PyObject *languages;      /* LanguageCode name -> member */
 static PyObject *language_java;  /* a JSON header without "language" */
 static PyObject *language_other; /* a name not in languages */
+static PyObject *language_names; /* int -> LanguageCode name, for encoding */
 static PyObject *stype_json, *stype_rocketmq;
-static PyObject *decode_fallback; /* the Python decoder */
+static PyObject *int_enum;       /* enum.IntEnum: a code of this type encodes as its int */
+static PyObject *decode_fallback, *encode_fallback; /* the Python codec */
+static PyObject *str_code, *str_opaque, *str_flag, *str_remark, *str_ext_fields, *str_body, *str_language,
+    *str_version, *str_serialize_type;
 
 /* The outcome of a parse step: handled, not handled (no exception set: the Python path decides),
  * or an exception that is not about the input (memory). */
@@ -569,9 +578,251 @@ static PyObject *try_decode_frame(PyObject *self, PyObject *frame)
     return cmd;
 }
 
-/* -- with the Python decoder behind ----------------------------------------------------------- */
+/* -- JSON encoding ---------------------------------------------------------------------------- */
 
-/* The entry point command.py binds as decode_frame: no Python frame of its own. */
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Out;
+
+static int out_reserve(Out *o, Py_ssize_t more)
+{
+    if (o->len + more <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap * 2 > o->len + more ? o->cap * 2 : o->len + more;
+    char *buf = PyMem_Realloc(o->buf, (size_t)cap);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->buf = buf;
+    o->cap = cap;
+    return 0;
+}
+
+static int out_write(Out *o, const char *s, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0)
+        return -1;
+    memcpy(o->buf + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+#define OUT_LIT(o, lit) out_write(o, lit, (Py_ssize_t)sizeof(lit) - 1)
+
+/* One character as json.encoder.encode_basestring renders it ('"' and '\' escaped, \b \f \n \r \t
+ * and the other control characters as \u00xx), in UTF-8 with a lone surrogate as '?' (what
+ * encoding with "replace" makes of it). At most 6 bytes. */
+static inline char *put_char(char *w, Py_UCS4 ch)
+{
+    if (ch >= 0x20 && ch < 0x80 && ch != '"' && ch != '\\') {
+        *w++ = (char)ch;
+    } else if (ch < 0x80) {
+        *w++ = '\\';
+        switch (ch) {
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '\b': *w++ = 'b'; break;
+        case '\f': *w++ = 'f'; break;
+        case '\n': *w++ = 'n'; break;
+        case '\r': *w++ = 'r'; break;
+        case '\t': *w++ = 't'; break;
+        default:
+            *w++ = 'u';
+            *w++ = '0';
+            *w++ = '0';
+            *w++ = "0123456789abcdef"[ch >> 4];
+            *w++ = "0123456789abcdef"[ch & 0xF];
+        }
+    } else if (ch < 0x800) {
+        *w++ = (char)(0xC0 | (ch >> 6));
+        *w++ = (char)(0x80 | (ch & 0x3F));
+    } else if (ch >= 0xD800 && ch <= 0xDFFF) {
+        *w++ = '?';
+    } else if (ch < 0x10000) {
+        *w++ = (char)(0xE0 | (ch >> 12));
+        *w++ = (char)(0x80 | ((ch >> 6) & 0x3F));
+        *w++ = (char)(0x80 | (ch & 0x3F));
+    } else {
+        *w++ = (char)(0xF0 | (ch >> 18));
+        *w++ = (char)(0x80 | ((ch >> 12) & 0x3F));
+        *w++ = (char)(0x80 | ((ch >> 6) & 0x3F));
+        *w++ = (char)(0x80 | (ch & 0x3F));
+    }
+    return w;
+}
+
+/* A str in double quotes, each character as put_char renders it. */
+static int out_json_str(Out *o, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (out_reserve(o, 2 + 6 * n) < 0)
+        return -1;
+    char *w = o->buf + o->len;
+    *w++ = '"';
+    switch (PyUnicode_KIND(s)) { /* a loop per width: the usual string is one byte a character */
+    case PyUnicode_1BYTE_KIND: {
+        const Py_UCS1 *d = PyUnicode_1BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++)
+            w = put_char(w, d[i]);
+        break;
+    }
+    case PyUnicode_2BYTE_KIND: {
+        const Py_UCS2 *d = PyUnicode_2BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++)
+            w = put_char(w, d[i]);
+        break;
+    }
+    default: {
+        const Py_UCS4 *d = PyUnicode_4BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++)
+            w = put_char(w, d[i]);
+    }
+    }
+    *w++ = '"';
+    o->len = w - o->buf;
+    return 0;
+}
+
+/* An exact int, or code's IntEnum, that fits a long long, as its decimal; 0 for anything else. */
+static int out_int(Out *o, PyObject *v, int enum_ok)
+{
+    if (!PyLong_CheckExact(v) && !(enum_ok && PyObject_TypeCheck(v, (PyTypeObject *)int_enum)))
+        return 0;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    char digits[24];
+    char *end = digits + sizeof(digits), *d = end;
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    do {
+        *--d = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        *--d = '-';
+    return out_write(o, d, end - d) < 0 ? -1 : 1;
+}
+
+static PyObject *try_encode(PyObject *self, PyObject *cmd)
+{
+    if (command_class == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_framecodec.setup() was not called");
+        return NULL;
+    }
+    PyObject *code = NULL, *opaque = NULL, *flag = NULL, *remark = NULL, *ext = NULL, *body = NULL,
+             *language = NULL, *version = NULL, *stype = NULL, *result = NULL;
+    Out o = {NULL, 0, 0};
+    /* a RemotingCommand's slots are read directly; a missing attribute or a language that cannot be
+     * looked up: Python raises its own error */
+    int direct = Py_TYPE(cmd) == (PyTypeObject *)command_class && slot_offset[0];
+#define GET(var, name, i)                                                                                 \
+    if ((var = direct ? Py_XNewRef(*(PyObject **)((char *)cmd + slot_offset[i]))                          \
+                      : PyObject_GetAttr(cmd, name)) == NULL)                                             \
+        goto clear_defer
+#define TRY(expr) do { if ((expr) < 0) goto error; } while (0)
+#define INT(v, enum_ok) switch (out_int(&o, v, enum_ok)) { case -1: goto error; case 0: goto defer; }
+    GET(stype, str_serialize_type, 8);
+    if (stype != stype_json)
+        goto defer;
+    GET(code, str_code, 0);
+    GET(opaque, str_opaque, 1);
+    GET(flag, str_flag, 2);
+    GET(remark, str_remark, 3);
+    GET(ext, str_ext_fields, 4);
+    GET(body, str_body, 5);
+    GET(language, str_language, 6);
+    GET(version, str_version, 7);
+    PyObject *name = PyDict_GetItemWithError(language_names, language);
+    if (name == NULL && PyErr_Occurred())
+        goto clear_defer;
+    if ((remark != Py_None && !PyUnicode_CheckExact(remark)) || !PyDict_CheckExact(ext)
+        || (body != Py_None && !PyBytes_CheckExact(body))
+        || (name != NULL && !(PyUnicode_CheckExact(name) && PyUnicode_IS_ASCII(name))))
+        goto defer;
+    TRY(out_reserve(&o, 8 + 160 + 24 * PyDict_GET_SIZE(ext)));
+    o.len = 8; /* length and mark, written last */
+    TRY(OUT_LIT(&o, "{\"code\":"));
+    INT(code, 1);
+    TRY(OUT_LIT(&o, ",\"extFields\":{"));
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    for (int first = 1; PyDict_Next(ext, &pos, &k, &v); first = 0) {
+        if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v))
+            goto defer;
+        if (!first)
+            TRY(OUT_LIT(&o, ","));
+        TRY(out_json_str(&o, k));
+        TRY(OUT_LIT(&o, ":"));
+        TRY(out_json_str(&o, v));
+    }
+    TRY(OUT_LIT(&o, "},\"flag\":"));
+    INT(flag, 0);
+    TRY(OUT_LIT(&o, ",\"language\":\""));
+    if (name != NULL)
+        TRY(out_write(&o, PyUnicode_DATA(name), PyUnicode_GET_LENGTH(name)));
+    else
+        TRY(OUT_LIT(&o, "OTHER"));
+    TRY(OUT_LIT(&o, "\",\"opaque\":"));
+    INT(opaque, 0);
+    TRY(OUT_LIT(&o, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":"));
+    INT(version, 0);
+    if (remark != Py_None) {
+        TRY(OUT_LIT(&o, ",\"remark\":"));
+        TRY(out_json_str(&o, remark));
+    }
+    TRY(OUT_LIT(&o, "}"));
+#undef GET
+#undef TRY
+#undef INT
+    Py_ssize_t hlen = o.len - 8, blen = body == Py_None ? 0 : PyBytes_GET_SIZE(body);
+    if (hlen > 0xFFFFFF || 4 + hlen + blen > INT32_MAX)
+        goto defer; /* more than the length and mark can say: Python's encode has its own answer */
+    result = PyBytes_FromStringAndSize(NULL, o.len + blen);
+    if (result == NULL)
+        goto error;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(result);
+    uint32_t total = (uint32_t)(4 + hlen + blen);
+    w[0] = (unsigned char)(total >> 24);
+    w[1] = (unsigned char)(total >> 16);
+    w[2] = (unsigned char)(total >> 8);
+    w[3] = (unsigned char)total;
+    w[4] = 0; /* SerializeType.JSON */
+    w[5] = (unsigned char)(hlen >> 16);
+    w[6] = (unsigned char)(hlen >> 8);
+    w[7] = (unsigned char)hlen;
+    memcpy(w + 8, o.buf + 8, (size_t)hlen);
+    if (blen)
+        memcpy(w + o.len, PyBytes_AS_STRING(body), (size_t)blen);
+    goto done;
+clear_defer:
+    PyErr_Clear();
+defer:
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    PyMem_Free(o.buf);
+    Py_XDECREF(code);
+    Py_XDECREF(opaque);
+    Py_XDECREF(flag);
+    Py_XDECREF(remark);
+    Py_XDECREF(ext);
+    Py_XDECREF(body);
+    Py_XDECREF(language);
+    Py_XDECREF(version);
+    Py_XDECREF(stype);
+    return result;
+}
+
+/* -- with the Python codec behind ------------------------------------------------------------- */
+
+/* The entry points command.py binds as decode_frame and encode: no Python frame of their own. */
 static PyObject *decode_frame(PyObject *self, PyObject *frame)
 {
     PyObject *cmd = try_decode_frame(self, frame);
@@ -581,13 +832,22 @@ static PyObject *decode_frame(PyObject *self, PyObject *frame)
     return PyObject_CallOneArg(decode_fallback, frame);
 }
 
+static PyObject *encode(PyObject *self, PyObject *cmd)
+{
+    PyObject *frame = try_encode(self, cmd);
+    if (frame != Py_None)
+        return frame;
+    Py_DECREF(frame);
+    return PyObject_CallOneArg(encode_fallback, cmd);
+}
+
 /* -- setup ------------------------------------------------------------------------------------ */
 
 static PyObject *setup(PyObject *self, PyObject *args)
 {
-    PyObject *cls, *slots, *langs, *java, *other, *js, *rq, *dec;
-    if (!PyArg_ParseTuple(args, "O!OO!OOOOO:setup", &PyType_Type, &cls, &slots, &PyDict_Type, &langs, &java, &other,
-                          &js, &rq, &dec))
+    PyObject *cls, *slots, *langs, *java, *other, *names, *js, *rq, *ie, *dec, *enc;
+    if (!PyArg_ParseTuple(args, "O!OO!OOO!OOO!OO:setup", &PyType_Type, &cls, &slots, &PyDict_Type, &langs, &java,
+                          &other, &PyDict_Type, &names, &js, &rq, &PyType_Type, &ie, &dec, &enc))
         return NULL;
     Py_ssize_t offsets[NFIELDS] = {0};
     if (slots != Py_None) { /* the class's member descriptors in field order, when it may be filled directly */
@@ -611,25 +871,38 @@ static PyObject *setup(PyObject *self, PyObject *args)
     Py_XSETREF(languages, Py_NewRef(langs));
     Py_XSETREF(language_java, Py_NewRef(java));
     Py_XSETREF(language_other, Py_NewRef(other));
+    Py_XSETREF(language_names, Py_NewRef(names));
     Py_XSETREF(stype_json, Py_NewRef(js));
     Py_XSETREF(stype_rocketmq, Py_NewRef(rq));
+    Py_XSETREF(int_enum, Py_NewRef(ie));
     Py_XSETREF(decode_fallback, Py_NewRef(dec));
+    Py_XSETREF(encode_fallback, Py_NewRef(enc));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(command_class, slots, languages, java, other, json_type, rocketmq_type, decode_fallback)"},
+     "setup(command_class, slots, languages, java, other, language_names, json_type, rocketmq_type, int_enum, "
+     "decode_fallback, encode_fallback)"},
     {"try_decode_frame", try_decode_frame, METH_O, "try_decode_frame(frame) -> RemotingCommand, or None: not handled"},
+    {"try_encode", try_encode, METH_O, "try_encode(cmd) -> the whole frame, or None: not handled"},
     {"decode_frame", decode_frame, METH_O, "decode_frame(frame) -> RemotingCommand (from Python when not handled)"},
+    {"encode", encode, METH_O, "encode(cmd) -> the whole frame (from Python when not handled)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway_native.remoting._framecodec",
-                                    "Remoting frame decoder, common case (fast path of gateway_native.remoting.command)",
+                                    "Remoting frame codec, common case (fast path of gateway_native.remoting.command)",
                                     -1, methods};
 
 PyMODINIT_FUNC PyInit__framecodec(void)
 {
+    static const char *names[NFIELDS] = {"code", "opaque", "flag", "remark", "ext_fields", "body", "language",
+                                         "version", "serialize_type"};
+    PyObject **strs[NFIELDS] = {&str_code, &str_opaque, &str_flag, &str_remark, &str_ext_fields, &str_body,
+                                &str_language, &str_version, &str_serialize_type};
+    for (int i = 0; i < NFIELDS; i++)
+        if (*strs[i] == NULL && (*strs[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return NULL;
     return PyModule_Create(&module);
 }

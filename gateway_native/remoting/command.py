@@ -23,11 +23,12 @@ surrogates from ``\\u`` escapes; ``loads_json`` is the one parser for headers an
 ``encode(decode(x))`` round-trips every field; encoding never raises on a string (a lone
 surrogate becomes U+FFFD). Flag bit 0 marks a response, bit 1 a oneway request.
 
-Compiled path: ``decode_frame`` is that of ``_framecodec.c`` when the extension was built
-(setup.py; optional). It decodes ROCKETMQ headers and the JSON headers clients send (one flat
-object of the fields above, ints in the Java int range, extFields of strings; escapes included);
-everything else -- malformed frames, duplicate or unknown keys, lone surrogate escapes, other
-value types -- it defers to ``decode_frame_py`` here, which keeps the semantics and error messages.
+Compiled path: ``decode_frame`` and ``encode`` are those of ``_framecodec.c`` when the extension
+was built (setup.py; optional). It decodes ROCKETMQ headers and the JSON headers clients send (one
+flat object of the fields above, ints in the Java int range, extFields of strings; escapes
+included) and encodes JSON-header commands whose fields have their usual types; everything else
+-- malformed frames, duplicate or unknown keys, lone surrogate escapes, other value types -- it
+defers to ``decode_frame_py`` and ``encode_py`` here, which keep the semantics and error messages.
 """
 
 from __future__ import annotations
@@ -374,7 +375,7 @@ def decode_header_json(data: bytes) -> RemotingCommand:
 
 # -- frames ------------------------------------------------------------------------------
 
-def encode(cmd: RemotingCommand) -> bytes:
+def encode_py(cmd: RemotingCommand) -> bytes:
     """The whole frame, length prefix included."""
     if cmd.serialize_type == _ROCKETMQ:
         header = encode_header_rocketmq(cmd)
@@ -416,7 +417,7 @@ def decode_frame_py(frame: bytes | bytearray | memoryview) -> RemotingCommand:
     return cmd
 
 
-try:  # the common case compiled; what it does not handle it passes to decode_frame_py
+try:  # the common case compiled; what it does not handle it passes to decode_frame_py / encode_py
     from . import _framecodec
 except ImportError:  # pragma: no cover - the extension is optional
     _framecodec = None
@@ -425,20 +426,22 @@ _SLOTS = ("code", "opaque", "flag", "remark", "ext_fields", "body", "language", 
 
 
 def _setup_compiled(fill_slots: bool = True) -> bool:
-    """Hand the compiled decoder what its commands are made of and the Python decoder it defers to.
+    """Hand the compiled codec what its commands are made of and the Python codec it defers to.
     It fills RemotingCommand's slots itself (a fifth faster than calling the class) while
     ``__init__`` does nothing but assign them; answers whether it does."""
     plain = (fill_slots and [f.name for f in dataclasses.fields(RemotingCommand)] == list(_SLOTS)
              and not hasattr(RemotingCommand, "__post_init__") and RemotingCommand.__new__ is object.__new__)
     _framecodec.setup(RemotingCommand, tuple(RemotingCommand.__dict__[n] for n in _SLOTS) if plain else None,
-                      _LANGUAGES, _JAVA, LanguageCode.OTHER, _JSON, _ROCKETMQ, decode_frame_py)
+                      _LANGUAGES, _JAVA, LanguageCode.OTHER, _LANGUAGE_NAMES, _JSON, _ROCKETMQ, IntEnum,
+                      decode_frame_py, encode_py)
     return plain
 
 
 decode_frame: Callable[[bytes | bytearray | memoryview], RemotingCommand] = decode_frame_py
+encode: Callable[[RemotingCommand], bytes] = encode_py
 if _framecodec is not None:
     _setup_compiled()
-    decode_frame = _framecodec.decode_frame
+    decode_frame, encode = _framecodec.decode_frame, _framecodec.encode
 
 
 class FrameDecoder:

@@ -17,8 +17,8 @@ from gateway_native.remoting.message_codec import (
 
 @pytest.fixture(autouse=True, scope="module", params=["compiled", "python"])
 def codec(request):
-    """Every test here runs with the decoder command.py binds (the compiled one, when built) and
-    with the Python decoder it falls back to (tests/gateway_native/test_framecodec.py compares
+    """Every test here runs with the codec command.py binds (the compiled one, when built) and
+    with the Python codec it falls back to (tests/gateway_native/test_framecodec.py compares
     the two directly)."""
     if request.param == "compiled":
         if rc._framecodec is None:
@@ -27,12 +27,13 @@ def codec(request):
         return
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rc, "decode_frame", rc.decode_frame_py)  # FrameDecoder.feed looks it up on each call
+        mp.setattr(rc, "encode", rc.encode_py)
         yield
 
 
 def test_the_compiled_codec_is_built():
     # `pip install -e .` compiles gateway_native/remoting/_framecodec.c when a C compiler is there,
-    # as on every machine this suite runs on; the Python decoder stays as its fallback
+    # as on every machine this suite runs on; the Python codec stays as its fallback
     assert rc._framecodec is not None, "gateway_native.remoting._framecodec was not built: is a C compiler installed?"
 
 
