@@ -21,7 +21,7 @@ length bytes alone, before its body is buffered; every decoding problem raises
 included (nested deeper than the recursion limit, integers over 4300 digits, lone UTF-16
 surrogates from ``\\u`` escapes; ``loads_json`` is the one parser for headers and bodies);
 ``encode(decode(x))`` round-trips every field; encoding never raises on a string (a lone
-surrogate becomes U+FFFD). Flag bit 0 marks a response, bit 1 a oneway request.
+surrogate becomes '?': UTF-8 with "replace"). Flag bit 0 marks a response, bit 1 a oneway request.
 
 Compiled path: ``decode_frame`` and ``encode`` are those of ``_framecodec.c`` when the extension
 was built (setup.py; optional). It decodes ROCKETMQ headers and the JSON headers clients send (one
