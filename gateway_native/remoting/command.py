@@ -237,7 +237,12 @@ def _check_name(name: str, value: str) -> None:
 # -- header (de)serialization ------------------------------------------------------------
 
 def encode_header_rocketmq(cmd: RemotingCommand) -> bytes:
-    parts = [_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)]
+    try:
+        fixed = _FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)
+    except struct.error as exc:  # code and version are Java shorts in this serialization
+        raise RemotingCommandError(f"command {cmd.code} (version {cmd.version}, language {cmd.language}) does not "
+                                   f"fit the ROCKETMQ header: {exc}") from None
+    parts = [fixed]
     remark = _utf8(cmd.remark) if cmd.remark else b""
     parts.append(_I32.pack(len(remark)))
     parts.append(remark)
@@ -382,6 +387,10 @@ def encode_py(cmd: RemotingCommand) -> bytes:
     else:
         header = encode_header_json(cmd)
     body = cmd.body or b""
+    if len(header) > 0xFFFFFF or 4 + len(header) + len(body) > 0x7FFFFFFF:
+        # the mark holds the header length in 24 bits, the prefix the frame's in a signed 32
+        raise RemotingCommandError(f"command {cmd.code} does not fit a frame: header of {len(header)} bytes "
+                                   f"(at most {0xFFFFFF}), body of {len(body)} bytes")
     return struct.pack(">ii", 4 + len(header) + len(body), (int(cmd.serialize_type) << 24) | len(header)) + header + body
 
 

@@ -113,6 +113,20 @@ def test_frame_too_large_is_refused_from_the_length_alone():
         dec.feed(struct.pack(">i", 16 * 1024 * 1024 + 1))
 
 
+def test_a_command_the_frame_cannot_hold_is_refused_with_a_codec_error():
+    # a header of 16 MiB does not fit the mark's 24 bits: without the check its length would run
+    # into the serialize type byte and the peer would read a different frame
+    big = rc.RemotingCommand(code=0, opaque=1, flag=1, remark="r" * (16 * 1024 * 1024), ext_fields={}, body=b"",
+                             language=LanguageCode.JAVA, version=0, serialize_type=SerializeType.JSON)
+    with pytest.raises(rc.RemotingCommandError, match="does not fit a frame"):
+        rc.encode(big)
+    # the ROCKETMQ header holds code and version as Java shorts
+    wide = rc.RemotingCommand(code=0, opaque=1, flag=1, remark=None, ext_fields={}, body=b"",
+                              language=LanguageCode.JAVA, version=70000, serialize_type=SerializeType.ROCKETMQ)
+    with pytest.raises(rc.RemotingCommandError, match="does not fit the ROCKETMQ header"):
+        rc.encode(wide)
+
+
 @pytest.mark.parametrize("frame", [
     struct.pack(">ii", 8, 0x02000004) + b"abcd",             # unknown serialize type
     struct.pack(">ii", 8, 0x00000004) + b"{{{{",             # bad JSON
