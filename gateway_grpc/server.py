@@ -68,15 +68,18 @@ class _Handlers:
 def add_servicer(servicer: Any, server: Any) -> None:
     """Register the service as the generated code does, with request deserializers that hand an
     unparsable request to the method (``service.lenient``): it is answered BAD_REQUEST instead
-    of grpcio logging a traceback for bytes a client sent."""
+    of grpcio logging a traceback for bytes a client sent. Each RPC is counted in the node's request
+    series (``request_metrics``)."""
     import grpc
 
     from .proto import service_pb2_grpc
+    from .request_metrics import counted
     from .service import lenient
 
     seen = _Handlers()
     service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, seen)
-    handlers = {m: h._replace(request_deserializer=lenient(h.request_deserializer)) for m, h in seen.handlers.items()}
+    handlers = {m: counted(m, h._replace(request_deserializer=lenient(h.request_deserializer)))
+                for m, h in seen.handlers.items()}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(seen.name, handlers),))
     server.add_registered_method_handlers(seen.name, handlers)
 

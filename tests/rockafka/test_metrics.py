@@ -118,3 +118,39 @@ def test_errors_carry_the_kafka_error_name(traffic):
     s = samples(scrape(node))
     assert s[("rockafka_request_errors_total", (("api", "DeleteTopics"), ("error", "UNKNOWN_TOPIC_OR_PARTITION"),
                                                 ("listener", "kafka")))] == 1
+
+
+def test_grpc_requests_are_counted_with_their_status(traffic):
+    node, _topic, _ntopic = traffic
+    import grpc
+
+    from gateway_grpc.proto import definition_pb2 as pb, service_pb2 as sv, service_pb2_grpc
+
+    meta = (("x-mq-client-id", "metrics-test"), ("x-mq-language", "PYTHON"))
+    key = (("api", "QueryRoute"), ("listener", "grpc"))
+    before = samples(scrape(node))
+    with grpc.insecure_channel(node.grpc_endpoint) as ch:
+        stub = service_pb2_grpc.MessagingServiceStub(ch)
+        for _ in range(3):
+            r = stub.QueryRoute(sv.QueryRouteRequest(topic=pb.Resource(name="metrics-route")), metadata=meta,
+                                timeout=10)
+            assert r.status.code == pb.Code.OK
+        r = stub.QueryRoute(sv.QueryRouteRequest(topic=pb.Resource(name="n" * 40_000)), metadata=meta, timeout=10)
+        assert r.status.code == pb.Code.ILLEGAL_TOPIC
+        # a receive stream that finds nothing: counted once it ends, and not as an error
+        for _ in stub.ReceiveMessage(sv.ReceiveMessageRequest(
+                group=pb.Resource(name="metrics-group"),
+                message_queue=pb.MessageQueue(topic=pb.Resource(name="metrics-route"), id=-1,
+                                              permission=pb.Permission.READ_WRITE),
+                filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+                batch_size=1, auto_renew=False),
+                metadata=meta, timeout=10):
+            pass
+    s = samples(scrape(node))
+    assert s[("rockafka_requests_total", key)] - before.get(("rockafka_requests_total", key), 0) == 4
+    assert s[("rockafka_request_duration_seconds_count", key)] == s[("rockafka_requests_total", key)]
+    err = ("rockafka_request_errors_total", (("api", "QueryRoute"), ("error", "ILLEGAL_TOPIC"), ("listener", "grpc")))
+    assert s[err] - before.get(err, 0) == 1
+    recv = (("api", "ReceiveMessage"), ("listener", "grpc"))
+    assert s[("rockafka_requests_total", recv)] - before.get(("rockafka_requests_total", recv), 0) == 1
+    assert not [k for k in s if k[0] == "rockafka_request_errors_total" and ("api", "ReceiveMessage") in k[1]]
