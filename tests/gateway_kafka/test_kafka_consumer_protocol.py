@@ -177,29 +177,57 @@ def test_classic_group_upgraded_member_by_member_keeps_offsets(node):
     classic = [Member(bs, group, [topic], f"c{i}", protocol="classic") for i in range(2)]
     for m in classic:
         m.start()
-    wait_for(lambda: len(set(counted(classic))) == 100, 60, what="the classic group consuming")
+    everyone: list[Member] = list(classic)
+
+    def waited(n: int, what: str) -> None:
+        try:
+            wait_for(lambda: len(set(counted(everyone))) == n, 60, what=what)
+        except AssertionError as exc:  # what the members and the coordinator saw, to tell why
+            raise AssertionError(f"{exc}\n{_group_state(node, group, everyone)}") from None
+
+    waited(100, "the classic group consuming")
     # one member at a time moves to the consumer protocol (online upgrade: the other is still classic)
     classic[0].stop()
     modern = [Member(bs, group, [topic], "n0")]
+    everyone += modern
     modern[0].start()
     produce(bs, topic, values[100:200])
-    wait_for(lambda: len(set(counted(classic + modern))) == 200, 60, what="records after the first upgrade")
+    waited(200, "records after the first upgrade")
     assert _group_type(bs, group) == "consumer"
     classic[1].stop()
     modern.append(Member(bs, group, [topic], "n1"))
+    everyone.append(modern[1])
     modern[1].start()
     produce(bs, topic, values[200:300])
-    wait_for(lambda: len(set(counted(classic + modern))) == 300, 60, what="records after the second upgrade")
+    waited(300, "records after the second upgrade")
     for m in modern:
         m.stop()
     # offline: the group has no members now; a classic member takes over at the committed offsets
     produce(bs, topic, values[300:])
     back = Member(bs, group, [topic], "back", protocol="classic")
+    everyone.append(back)
     back.start()
-    wait_for(lambda: len(set(counted(classic + modern + [back]))) == 400, 60, what="records after going back")
+    waited(400, "records after going back")
     back.stop()
     got = counted(classic + modern + [back])
     assert sorted(got) == sorted(values), "a record was counted twice or never"
+
+
+def _group_state(node: RunningNode, group: str, members: list[Member]) -> str:
+    """Each member's own view and the coordinator's (ConsumerGroupDescribe), and what the node
+    logged about the group: a timed-out wait says where the records stopped."""
+    lines = [f"{m.name}: alive={m.is_alive()} stopped={m.stop_flag.is_set()} error={m.error!r} "
+             f"assigned={sorted(m.assigned)} counted={len(m.records)}" for m in members]
+    try:
+        raw = RawKafka(node.kafka_bootstrap)
+        try:
+            lines.append(f"described: {raw.request(69, 1, {'group_ids': [group], 'include_authorized_operations': False})}")
+        finally:
+            raw.sock.close()
+    except Exception as exc:  # the description is a diagnosis; its own failure is reported too
+        lines.append(f"describe failed: {exc!r}")
+    lines += [line for line in node.log_tail(10**7).splitlines() if group in line][-40:]
+    return "\n".join(lines)
 
 
 def _group_type(bs: str, group: str) -> str:
