@@ -39,7 +39,7 @@ test-deps: $(VENV)/.test-extras $(HTMX)
 	bash deploy/dev/install-test-deps.sh
 
 test: test-deps
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Long fault loops outside `make test` (which runs a few cycles of each), each exits non-zero
 # on any loss: kill -9 of a SYNC_MASTER master under load (CHAOS_ARGS="--cycles 50 --seed 7" to

@@ -310,7 +310,7 @@ def faulty_json_headers(draw) -> bytes:
     return obj([(json.dumps(k).encode(), value(k)) for k in keys])
 
 
-_fuzz = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_fuzz = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_fuzz
