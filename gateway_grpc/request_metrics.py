@@ -45,34 +45,27 @@ def counted(method: str, handler: Any) -> Any:
         stats.observe(_clock() - started, () if error is None else (error,))
 
     if handler.unary_unary is not None:
-        fn = handler.unary_unary
-
-        async def unary_unary(request: Any, context: Any) -> Any:
-            started, error = _clock(), "RPC_FAILED"
-            try:
-                response = await fn(request, context)
-                error = _error_of(response)
-                return response
-            finally:
-                observe(started, error)
-        return handler._replace(unary_unary=unary_unary)
+        return handler._replace(unary_unary=_answered_once(handler.unary_unary, observe))
     if handler.unary_stream is not None:
         return handler._replace(unary_stream=_streaming(handler.unary_stream, observe))
     if handler.stream_stream is not None:
         return handler._replace(stream_stream=_streaming(handler.stream_stream, observe))
     if handler.stream_unary is not None:
-        fn_su = handler.stream_unary
-
-        async def stream_unary(requests: Any, context: Any) -> Any:
-            started, error = _clock(), "RPC_FAILED"
-            try:
-                response = await fn_su(requests, context)
-                error = _error_of(response)
-                return response
-            finally:
-                observe(started, error)
-        return handler._replace(stream_unary=stream_unary)
+        return handler._replace(stream_unary=_answered_once(handler.stream_unary, observe))
     return handler
+
+
+def _answered_once(fn: Callable[..., Any], observe: Callable[[float, str | None], None]) -> Callable[..., Any]:
+    """A behaviour with one answer (unary or stream-unary): its Status names the error."""
+    async def behaviour(request: Any, context: Any) -> Any:
+        started, error = _clock(), "RPC_FAILED"
+        try:
+            response = await fn(request, context)
+            error = _error_of(response)
+            return response
+        finally:
+            observe(started, error)
+    return behaviour
 
 
 def _streaming(fn: Callable[..., Any], observe: Callable[[float, str | None], None]) -> Callable[..., Any]:

@@ -449,8 +449,11 @@ def test_encoding_json_escapes_like_json_dumps():
 
 
 def test_a_header_beyond_the_marks_length_field_is_left_to_python():
-    cmd = rc.RemotingCommand(1, remark="x" * (1 << 24))  # the Python encoder's mark then says another type
-    assert fc.try_encode(cmd) is None and rc.encode(cmd) == rc.encode_py(cmd)
+    cmd = rc.RemotingCommand(1, remark="x" * (1 << 24))  # more than the mark's 24 bits can say
+    assert fc.try_encode(cmd) is None
+    for encode in (rc.encode, rc.encode_py):  # both answer with Python's refusal
+        with pytest.raises(rc.RemotingCommandError, match="does not fit a frame"):
+            encode(cmd)
 
 
 def test_subclasses_and_other_objects_encode_by_their_attributes():
