@@ -582,12 +582,17 @@ def _describe_group(admin: Any, group: str, js: bool) -> None:
 
 
 def _delete_group(admin: Any, group: str, js: bool) -> None:
-    info = _group_topics(admin, group)
-    online = sorted({m for t in info["topics"] for m in admin.consumer_ids(group, t)})
-    if online:
-        raise AdminCliError(f"group {group!r} has {len(online)} member(s) online; stop its consumers first")
+    info = admin.consumer_groups().get(group)
+    if info is not None:
+        online = sorted({m for t in info["topics"] for m in admin.consumer_ids(group, t)})
+        if online:
+            raise AdminCliError(f"group {group!r} has {len(online)} member(s) online; stop its consumers first")
+    # asked even when no offsets or config name the group: a Kafka group whose members have not
+    # committed yet lives only in its coordinator, and the broker refuses while it has members
     for addr in admin._masters(None):
         admin._call(admin._ok(addr, RC_DELETE_SUBSCRIPTIONGROUP, {"groupName": group, "cleanOffset": True}))
+    if info is None:
+        raise AdminCliError(f"group {group!r} does not exist (no committed offsets and no config)")
     emit({"deleted": group}, js)
 
 

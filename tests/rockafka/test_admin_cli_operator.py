@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 
 from tests.gateway_native.helpers import wait_until
 from tests.support.node import RunningNode, rockafka_command
@@ -185,7 +185,11 @@ def test_a_kafka_group_with_a_live_member_is_not_deleted(onode):
         deadline = time.monotonic() + 30
         while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(timeout_ms=200)
-        consumer.commit()
+        assert consumer.assignment(), "the consumer never joined"
+        # nothing committed yet: the group lives only in its coordinator, and is still not deleted
+        out = admin(onode, "groups", "delete", group, rc=1)
+        assert "active members" in out.stderr
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(1, None, -1)})
         out = admin(onode, "groups", "delete", group, rc=1)
         assert "active members" in out.stderr
     finally:
