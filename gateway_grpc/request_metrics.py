@@ -86,11 +86,11 @@ def _streaming(fn: Callable[..., Any], observe: Callable[[float, str | None], No
         return generator
 
     async def coroutine(request: Any, context: Any) -> Any:
-        started, failed = _clock(), True
+        started, error = _clock(), "RPC_FAILED"
         try:
             result = await fn(request, context)
-            failed = False
+            error = None
             return result
         finally:
-            observe(started, "RPC_FAILED" if failed else None)
+            observe(started, error)
     return coroutine
